@@ -1,0 +1,1 @@
+"""paddle-nbext server extension (see docs/architecture.md)."""

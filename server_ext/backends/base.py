@@ -1,0 +1,129 @@
+"""The backend interface (DESIGN §4) and the errors every backend raises.
+
+All methods are coroutines and must never block the event loop: blocking work (files,
+processes, Kubernetes client calls) runs in a thread (`asyncio.to_thread`).  Every call names
+the requesting `owner`; a job of another owner behaves exactly like a missing job
+(`JobNotFound`), so names never leak between users.
+"""
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from traitlets.config import LoggingConfigurable
+
+from paddle_nbext.spec import JobSpec
+
+from ..events import EventHub
+from ..status import JobStatus
+
+
+class BackendError(Exception):
+    """Base of errors a handler turns into the REST error body `{error, message, field}`."""
+
+    status = 500
+    code = "backend_error"
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidRequest(BackendError):
+    """The request is well-formed JSON but cannot be run as asked (bad path, bad entry...)."""
+
+    status = 422
+    code = "invalid"
+
+
+class JobNotFound(BackendError):
+    status = 404
+    code = "not_found"
+
+
+class JobExists(BackendError):
+    status = 409
+    code = "name_taken"
+
+
+class InvalidState(BackendError):
+    """E.g. a log of a replica that does not exist in this job."""
+
+    status = 409
+    code = "conflict"
+
+
+class BackendUnavailable(BackendError):
+    """The substrate cannot be reached (cluster API down, RBAC forbids). Message has the cause."""
+
+    status = 503
+    code = "unavailable"
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """A validated spec plus what only the server knows: who asks and where their home is."""
+
+    spec: JobSpec
+    owner: str
+    home: Path  # the user's home; trainer_package must resolve inside it
+    entry_script: str | None = None  # cell body from %%paddle_submit, written into the snapshot
+
+
+class Backend(LoggingConfigurable, abc.ABC):
+    """One substrate that runs jobs.  Subclasses are traitlets-configurable
+    (`c.LocalBackend.*`, `c.KubernetesBackend.*`)."""
+
+    name: str = ""
+
+    def __init__(self, *, events: EventHub, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.events = events
+
+    async def start(self) -> None:
+        """Begin watching jobs (called once when the server extension loads)."""
+
+    async def stop(self) -> None:
+        """Release watches, tasks and connections (server shutdown).  Jobs keep running."""
+
+    def describe(self) -> dict[str, Any]:
+        """Backend facts for `GET /config` (no secrets)."""
+        return {"name": self.name}
+
+    @abc.abstractmethod
+    async def submit(self, request: SubmitRequest, *, dry_run: bool = False) -> dict[str, Any]:
+        """Create the job, or with `dry_run` return what would be created (and create nothing).
+
+        Returns the job's status dict, or for a dry run `{"dry_run": true, "job": ..., "plan": ...}`
+        where `plan` is backend specific (manifests for Kubernetes, processes for local).
+        All or nothing: on failure whatever was created is removed again."""
+
+    @abc.abstractmethod
+    async def list_jobs(self, owner: str) -> list[JobStatus]: ...
+
+    @abc.abstractmethod
+    async def get_job(self, name: str, owner: str) -> JobStatus: ...
+
+    @abc.abstractmethod
+    async def read_logs(
+        self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False
+    ) -> str: ...
+
+    @abc.abstractmethod
+    def follow_logs(
+        self, name: str, owner: str, role: str, index: int, *, tail: int | None = None
+    ) -> AsyncIterator[str]:
+        """Yield log text as it is written; end when the replica has ended and all is sent."""
+
+    @abc.abstractmethod
+    async def cancel(self, name: str, owner: str) -> JobStatus:
+        """Stop every replica, keep the record and logs; phase becomes Cancelled.  Cancelling a
+        finished job is a no-op that returns its status."""
+
+    @abc.abstractmethod
+    async def delete(self, name: str, owner: str) -> None:
+        """Stop the job if running, then remove it and everything it created."""

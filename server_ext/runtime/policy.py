@@ -1,0 +1,123 @@
+"""The job lifecycle policy, shared by the local master, the in-cluster master and the server's
+own reconciliation, so every backend ends jobs by the same rules (DESIGN §4, paddle-facts).
+
+Standard library only: this file is shipped into job containers.
+
+Rules, in order:
+1. cancelled                         -> Cancelled, stop everything
+2. past the timeout                  -> Failed (DeadlineExceeded), stop everything
+3. a trainer failed, no retries left -> Failed naming that replica, exit code and log tail
+4. a pserver ended before the trainers finished -> Failed (trainers would carry on silently)
+5. every trainer succeeded           -> Succeeded, stop the pservers (their SIGTERM end is normal)
+6. a trainer failed with retries left -> restart it, job keeps its phase
+7. otherwise Running if any replica runs, else Pending (with the pending reason)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, STOPPED = (
+    "Pending", "Running", "Succeeded", "Failed", "Cancelled", "Stopped",
+)  # fmt: skip
+
+
+@dataclass
+class Observed:
+    """What the runner knows about one replica right now."""
+
+    role: str
+    index: int
+    phase: str  # Pending | Running | Succeeded | Failed | Stopped
+    exit_code: int | None = None
+    restarts: int = 0
+    reason: str | None = None
+    log_tail: str = ""
+
+
+@dataclass
+class Decision:
+    phase: str
+    message: str
+    stop: list[tuple[str, int]] = field(default_factory=list)  # replicas to terminate
+    restart: list[tuple[str, int]] = field(default_factory=list)  # failed replicas to start again
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in (SUCCEEDED, FAILED, CANCELLED)
+
+
+def describe_exit(exit_code: int | None) -> str:
+    """'exit code 3', 'killed by signal 9 (SIGKILL)' — how people read process ends."""
+    if exit_code is None:
+        return "an unknown exit status"
+    if exit_code < 0:
+        names = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+        signal_number = -exit_code
+        return f"killed by signal {signal_number}" + (f" ({names[signal_number]})" if signal_number in names else "")
+    if exit_code > 128 and exit_code - 128 in (6, 9, 11, 15):
+        return f"exit code {exit_code} (signal {exit_code - 128})"
+    return f"exit code {exit_code}"
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def decide(
+    replicas: list[Observed],
+    *,
+    max_restarts: int,
+    cancelled: bool = False,
+    timed_out_after: int | None = None,
+    runner_restarts: bool = True,
+) -> Decision:
+    """Decide the job phase and actions from the replicas' states.
+
+    `runner_restarts=False` is for Kubernetes, where the Job controller itself recreates failed
+    trainer pods: a failed pod only fails the job once `restarts >= max_restarts`.
+    """
+    running = [(r.role, r.index) for r in replicas if r.phase in (RUNNING, PENDING)]
+    trainers = [r for r in replicas if r.role == "trainer"]
+    pservers = [r for r in replicas if r.role == "pserver"]
+
+    if cancelled:
+        return Decision(CANCELLED, "Cancelled by the user; logs are kept until the job is deleted.", stop=running)
+    if timed_out_after is not None:
+        return Decision(
+            FAILED, f"DeadlineExceeded: the job ran longer than its timeout of {timed_out_after}s.", stop=running
+        )
+    for trainer in trainers:
+        if trainer.phase == FAILED and trainer.restarts >= max_restarts:
+            how = trainer.reason or describe_exit(trainer.exit_code)
+            after = f" after {trainer.restarts} restart{'s' if trainer.restarts != 1 else ''}" if max_restarts else ""
+            tail = _last_line(trainer.log_tail)
+            message = f"trainer {trainer.index} failed with {how}{after}" + (f": {tail}" if tail else ".")
+            return Decision(FAILED, message, stop=running)
+    all_trainers_done = bool(trainers) and all(t.phase == SUCCEEDED for t in trainers)
+    if not all_trainers_done:
+        for pserver in pservers:
+            if pserver.phase in (SUCCEEDED, FAILED):
+                how = pserver.reason or describe_exit(pserver.exit_code)
+                tail = _last_line(pserver.log_tail)
+                message = f"pserver {pserver.index} ended with {how} before the trainers finished" + (
+                    f": {tail}" if tail else "."
+                )
+                return Decision(FAILED, message, stop=running)
+    if all_trainers_done:
+        count = len(trainers)
+        return Decision(
+            SUCCEEDED,
+            f"All {count} trainer{'s' if count != 1 else ''} finished successfully.",
+            stop=[(p.role, p.index) for p in pservers if p.phase in (RUNNING, PENDING)],
+        )
+    restart = [(t.role, t.index) for t in trainers if t.phase == FAILED] if runner_restarts else []
+    if any(r.phase == RUNNING for r in replicas):
+        done = sum(1 for t in trainers if t.phase == SUCCEEDED)
+        message = f"{done}/{len(trainers)} trainers finished." if done else "Training is running."
+        if restart:
+            message += f" Restarting {', '.join(f'{role} {index}' for role, index in restart)}."
+        return Decision(RUNNING, message, restart=restart)
+    waiting = [r for r in replicas if r.phase == PENDING and r.reason]
+    message = f"{waiting[0].role} {waiting[0].index}: {waiting[0].reason}" if waiting else "Waiting for replicas to start."
+    return Decision(PENDING, message, restart=restart)
