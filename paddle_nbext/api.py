@@ -1,0 +1,305 @@
+"""Python API: `submit()`, `jobs()`, the `Job` handle, and the original design's `PaddleJob` +
+`dist_train()` as a thin layer over them.
+
+A `Job` is a name plus the last status the server sent; every method that needs fresh data asks
+the server (there is no hidden polling here — the live view in notebooks is the status widget,
+created only when a job is displayed in a kernel that has a frontend).
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from . import display
+from .client import Client
+
+__all__ = ["Job", "JobList", "LogText", "PaddleJob", "connect", "dist_train", "get_client", "jobs", "submit", "ENTRY_SCRIPT_NAME"]
+
+#: The file the server writes `entry_script` to, inside the job's package snapshot.
+ENTRY_SCRIPT_NAME = "paddle_entry.py"
+ENTRY_SCRIPT_COMMAND = f"python {ENTRY_SCRIPT_NAME}"
+TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
+
+_default_client: Client | None = None
+
+
+def connect(url: str | None = None, token: str | None = None) -> Client:
+    """Use this server for every later call (default: discovered from the environment)."""
+    global _default_client
+    _default_client = Client(url, token)
+    return _default_client
+
+
+def get_client(client: Client | None = None) -> Client:
+    """The given client, else the default one (created on first use)."""
+    global _default_client
+    if client is not None:
+        return client
+    if _default_client is None:
+        _default_client = Client()
+    return _default_client
+
+
+def _in_widget_frontend() -> bool:
+    """True inside a Jupyter kernel (a frontend can show widgets); False in terminal IPython."""
+    ipython_module = sys.modules.get("IPython")
+    if ipython_module is None:
+        return False
+    shell = ipython_module.get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class LogText(str):
+    """Log output that displays as the raw text (no quotes, newlines kept)."""
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self) if self else "(no output yet)")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre class='paddle-logs'>{html.escape(str(self))}</pre>"
+
+
+class Job:
+    """Handle for one job on the server.  `last` is the status from the latest request."""
+
+    def __init__(self, name: str, client: Client | None = None, status: Mapping[str, Any] | None = None):
+        self.name = name
+        self.client = get_client(client)
+        self.last: dict[str, Any] = dict(status) if status else {"name": name, "phase": "Unknown", "message": ""}
+
+    @property
+    def phase(self) -> str:
+        return str(self.last.get("phase"))
+
+    @property
+    def done(self) -> bool:
+        return self.phase in TERMINAL
+
+    def status(self) -> dict[str, Any]:
+        """Fresh status from the server (see docs/architecture.md, "Job status")."""
+        self.last = self.client.get_job(self.name)
+        return self.last
+
+    def wait(self, timeout: float | None = None, poll: float = 1.0) -> "Job":
+        """Block until the job ends (Succeeded, Failed or Cancelled); returns the job.
+
+        Raises `TimeoutError` naming the current phase when `timeout` seconds pass first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.status().get("phase") not in TERMINAL:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.name} is still {self.phase} after {timeout:g} s")
+            time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+        return self
+
+    def logs(
+        self,
+        role: str = "trainer",
+        index: int = 0,
+        *,
+        tail: int | None = None,
+        previous: bool = False,
+        follow: bool = False,
+    ) -> LogText | None:
+        """The replica's log.  With `follow=True` it is printed as it is written until the replica
+        ends, and nothing is returned (so a notebook does not show it twice)."""
+        if follow:
+            for chunk in self.follow_logs(role, index, tail=tail):
+                sys.stdout.write(chunk)
+                sys.stdout.flush()
+            return None
+        return LogText(self.client.logs(self.name, role=role, index=index, tail=tail, previous=previous))
+
+    def follow_logs(self, role: str = "trainer", index: int = 0, *, tail: int | None = None) -> Iterator[str]:
+        return self.client.follow_logs(self.name, role=role, index=index, tail=tail)
+
+    def cancel(self) -> "Job":
+        """Stop the job; its record and logs stay (use `delete()` to remove them)."""
+        self.last = self.client.cancel(self.name)
+        return self
+
+    def delete(self) -> None:
+        """Remove the job, its processes or objects, its snapshot and its logs."""
+        self.client.delete(self.name)
+        self.last = {**self.last, "phase": "Deleted", "message": "Deleted.", "replicas": [], "roles": {}}
+
+    def widget(self, interval: float = 2.0) -> Any:
+        """A live status view (ipywidgets), refreshed every `interval` seconds until the job ends."""
+        from .widgets.status import JobStatusView
+
+        return JobStatusView(self, interval=interval)
+
+    # ---- reprs
+    def __repr__(self) -> str:
+        return f"<Job {self.name}: {self.phase}>"
+
+    def __str__(self) -> str:
+        return display.status_text(self.last)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(display.status_text(self.last))
+
+    def _repr_html_(self) -> str:
+        return display.status_html(self.last)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any] | None:
+        """In a notebook, a running job displays as a live status widget; elsewhere (terminal
+        IPython, ended jobs) the text/HTML reprs are used and ipywidgets is never imported."""
+        if self.done or self.phase == "Deleted" or not _in_widget_frontend():
+            return None
+        bundle = self.widget()._repr_mimebundle_()
+        if bundle:
+            bundle["text/plain"] = display.status_text(self.last)
+            bundle["text/html"] = display.status_html(self.last)
+        return bundle
+
+
+class JobList(list):
+    """`jobs()` result: a list of `Job` that displays as a table."""
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(display.jobs_text(job.last for job in self))
+
+    def _repr_html_(self) -> str:
+        return display.jobs_html(job.last for job in self)
+
+
+def jobs(client: Client | None = None) -> JobList:
+    """The caller's jobs, newest first."""
+    client = get_client(client)
+    return JobList(Job(status["name"], client, status) for status in client.list_jobs())
+
+
+def submit(
+    entry_point: str | None = None,
+    *,
+    script: str | None = None,
+    dry_run: bool = False,
+    client: Client | None = None,
+    **spec: Any,
+) -> Job | dict[str, Any]:
+    """Submit a job; returns its `Job` (or, with `dry_run=True`, the server's plan dict).
+
+    `spec` takes the job fields of docs/architecture.md (`job_name`, `trainers`, `trainer_cpu`, ...).
+    `script` is Python source the server writes as `paddle_entry.py` into the package snapshot;
+    it is then run with `python paddle_entry.py` unless `entry_point` says otherwise.
+    `trainer_package` defaults to the current directory (absolute), as the design asks."""
+    client = get_client(client)
+    body = {k: v for k, v in spec.items() if v is not None}
+    if entry_point is not None:
+        body["entry_point"] = entry_point
+    elif script is not None:
+        body["entry_point"] = ENTRY_SCRIPT_COMMAND
+    body.setdefault("trainer_package", os.getcwd())
+    body["trainer_package"] = os.path.abspath(os.path.expanduser(str(body["trainer_package"])))
+    result = client.submit(body, entry_script=script, dry_run=dry_run)
+    if dry_run:
+        return result
+    return Job(result["name"], client, result)
+
+
+# ---- the original design's names ------------------------------------------------------------
+
+
+@dataclass
+class PaddleJob:
+    """The original design's job description; field names are the job model's (DESIGN §3).
+
+    Only `job_name` and the resources are usually given; `entry_point` can come from
+    `dist_train(trainer=...)` instead.  Unset fields take the server's defaults."""
+
+    job_name: str | None = None
+    entry_point: str | None = None
+    trainer_package: str | None = None
+    image: str | None = None
+    pservers: int | None = None
+    trainers: int | None = None
+    pserver_cpu: str | None = None
+    pserver_mem: str | None = None
+    trainer_cpu: str | None = None
+    trainer_mem: str | None = None
+    trainer_gpu: int | None = None
+    mode: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    max_restarts: int | None = None
+    timeout: int | str | None = None
+
+    def to_spec(self) -> dict[str, Any]:
+        """The set fields as a job-spec dict (None means: the server's default)."""
+        spec = {f.name: getattr(self, f.name) for f in fields(self)}
+        if not spec["env"]:
+            spec.pop("env")
+        return {k: v for k, v in spec.items() if v is not None}
+
+
+def _function_script(function: Callable[..., Any]) -> str:
+    """Entry script for a function trainer: its source, then a call to it.
+
+    The function runs in a fresh Python process on every trainer replica, so it must be
+    self-contained: imports inside its body (or at the top of the script file it lives in is NOT
+    enough — only the function's own source is shipped) and no arguments."""
+    if not inspect.isfunction(function):
+        raise TypeError(f"trainer must be a function, a script path or None, got {type(function).__name__}")
+    if function.__name__ == "<lambda>":
+        raise ValueError("trainer: a lambda has no name to call; define it with `def`")
+    required = [
+        p.name
+        for p in inspect.signature(function).parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    if required:
+        raise ValueError(f"trainer: {function.__name__}() must take no required arguments (it takes {', '.join(required)})")
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError) as error:
+        raise ValueError(f"trainer: the source of {function.__name__}() is not available ({error}); pass a script path instead") from None
+    return f"{source}\n\nif __name__ == '__main__':\n    {function.__name__}()\n"
+
+
+def dist_train(
+    trainer: Callable[..., Any] | str | None = None,
+    paddle_job: PaddleJob | None = None,
+    *,
+    wait: bool = False,
+    client: Client | None = None,
+) -> Job | dict[str, Any]:
+    """Run `trainer` as a distributed job described by `paddle_job` (the original design's call).
+
+    `trainer` may be:
+    - a function: its source plus a call to it becomes the job's entry script
+      (`paddle_entry.py` in the package snapshot), run on every replica — pservers too, since
+      Fleet decides the role from the environment the launcher sets; the function must import
+      what it uses inside its body and take no required arguments;
+    - a path to a script inside `trainer_package` (absolute or relative to it), run as
+      `python <path>`;
+    - None: `paddle_job.entry_point` is used.
+    With `wait=True` it blocks until the job ends."""
+    paddle_job = paddle_job or PaddleJob()
+    spec = paddle_job.to_spec()
+    package = os.path.abspath(os.path.expanduser(spec.get("trainer_package") or os.getcwd()))
+    spec["trainer_package"] = package
+    script = None
+    if callable(trainer):
+        script = _function_script(trainer)
+        spec.setdefault("entry_point", ENTRY_SCRIPT_COMMAND)
+    elif isinstance(trainer, (str, os.PathLike)):
+        path = os.path.abspath(os.path.join(package, os.fspath(trainer)))
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"trainer: {path} is not a file")
+        relative = os.path.relpath(path, package)
+        if relative.startswith(".."):
+            raise ValueError(f"trainer: {path} is outside trainer_package {package}; move it there or change trainer_package")
+        spec["entry_point"] = f"python {relative}"
+    elif trainer is not None:
+        raise TypeError(f"trainer must be a function, a script path or None, got {type(trainer).__name__}")
+    job = submit(script=script, client=client, **spec)
+    if wait and isinstance(job, Job):
+        job.wait()
+    return job

@@ -1,0 +1,160 @@
+"""`paddle-nbext`: the terminal front end over the same REST client as the notebook.
+
+    paddle-nbext submit --entry "python train.py" --trainers 2 --wait
+    paddle-nbext list [--output json]
+    paddle-nbext status NAME | logs NAME [--role --index --follow] | wait NAME | cancel NAME | delete NAME
+
+Exit codes: 0 ok; 1 the job failed (or was cancelled) or the API refused/was unreachable;
+2 usage error (bad flags or invalid job field, found before anything is sent).
+The server comes from `--url`/`--token`, else `PADDLE_NBEXT_API_URL`/`PADDLE_NBEXT_TOKEN`, else the
+running Jupyter server whose root dir contains the current directory.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import display
+from .client import Client, PaddleNbextError, dumps
+from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="paddle-nbext", description="Run and inspect distributed PaddlePaddle jobs of your Jupyter server.")
+    parser.add_argument("--url", help="server or API URL (default: $PADDLE_NBEXT_API_URL or the running server)")
+    parser.add_argument("--token", help="Jupyter token (default: $PADDLE_NBEXT_TOKEN)")
+    parser.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format [text]")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    commands.required = True
+
+    submit = commands.add_parser("submit", help="submit a job", description="Submit a job.")
+    add_job_flags(submit, entry_help="command to run in the package dir (or use --script)")
+    submit.add_argument("--script", metavar="FILE", help="Python file sent as the entry script paddle_entry.py")
+    submit.add_argument("--wait", action="store_true", help="wait until the job ends; exit 1 unless it succeeded")
+    submit.add_argument("--follow", action="store_true", help="stream trainer 0's log, then wait")
+    submit.add_argument("--dry-run", action="store_true", help="validate and print the plan only")
+
+    commands.add_parser("list", help="list your jobs", description="List your jobs, newest first.")
+    for name, text in (
+        ("status", "show a job's status (exit 1 if it failed)"),
+        ("wait", "wait until a job ends (exit 1 unless it succeeded)"),
+        ("cancel", "stop a job, keeping its record and logs"),
+        ("delete", "delete a job, its snapshot and logs"),
+    ):
+        sub = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        sub.add_argument("name", metavar="NAME")
+        if name == "wait":
+            sub.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 1)")
+    logs = commands.add_parser("logs", help="print a replica's log", description="Print a replica's log.")
+    logs.add_argument("name", metavar="NAME")
+    logs.add_argument("--role", choices=("trainer", "pserver"), default="trainer")
+    logs.add_argument("--index", type=int, default=0)
+    logs.add_argument("--tail", type=int, default=None)
+    logs.add_argument("--previous", action="store_true")
+    logs.add_argument("--follow", "-f", action="store_true", help="stream until the replica ends")
+    return parser
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    print(dumps(data) if args.output == "json" else text)
+
+
+def _phase_code(status: dict[str, Any]) -> int:
+    return EXIT_FAILED if status.get("phase") in ("Failed", "Cancelled") else EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .api import Job, submit
+
+    spec = spec_from_args(args) if args.command == "submit" else {}  # usage errors before any network
+    client = Client(args.url, args.token)
+    if args.command == "list":
+        statuses = client.list_jobs()
+        _emit(args, {"jobs": statuses}, display.jobs_text(statuses))
+        return EXIT_OK
+    if args.command == "submit":
+        script = None
+        if args.script:
+            if spec.get("entry_point"):
+                raise UsageError("--script and --entry exclude each other: --script runs the file as paddle_entry.py")
+            try:
+                with open(args.script, encoding="utf-8") as handle:
+                    script = handle.read()
+            except OSError as error:
+                raise UsageError(f"--script: cannot read {args.script}: {error.strerror}") from None
+        elif not spec.get("entry_point"):
+            raise UsageError("submit: give --entry COMMAND or --script FILE")
+        result = submit(script=script, dry_run=args.dry_run, client=client, **spec)
+        if args.dry_run:
+            print(dumps(result))
+            return EXIT_OK
+        job = result
+        if args.follow:
+            for chunk in job.follow_logs():
+                sys.stdout.write(chunk)
+                sys.stdout.flush()
+        if args.wait or args.follow:
+            job.wait()
+            _emit(args, job.last, display.status_text(job.last))
+            return _phase_code(job.last)
+        _emit(args, job.last, f"Submitted {job.name}: {job.phase}.")
+        return EXIT_OK
+    if args.command in ("status", "wait"):
+        job = Job(args.name, client)
+        if args.command == "wait":
+            job.wait(timeout=args.timeout)
+        else:
+            job.status()
+        _emit(args, job.last, display.status_text(job.last))
+        return _phase_code(job.last)
+    if args.command == "logs":
+        if args.follow:
+            for chunk in client.follow_logs(args.name, role=args.role, index=args.index, tail=args.tail):
+                sys.stdout.write(chunk)
+                sys.stdout.flush()
+            return EXIT_OK
+        text = client.logs(args.name, role=args.role, index=args.index, tail=args.tail, previous=args.previous)
+        if args.output == "json":
+            print(dumps({"name": args.name, "role": args.role, "index": args.index, "log": text}))
+        else:
+            sys.stdout.write(text)
+        return EXIT_OK
+    if args.command == "cancel":
+        status = client.cancel(args.name)
+        _emit(args, status, f"Cancelled {args.name}: {status.get('phase')}.")
+        return EXIT_OK
+    if args.command == "delete":
+        client.delete(args.name)
+        _emit(args, {"deleted": args.name}, f"Deleted {args.name}.")
+        return EXIT_OK
+    raise UsageError(f"unknown command {args.command!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        return _run(args)
+    except HelpShown as shown:
+        print(shown.text.rstrip())
+        return EXIT_OK
+    except UsageError as error:
+        message = str(error)
+        print(message if message.startswith("paddle-nbext") else f"paddle-nbext: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except (PaddleNbextError, TimeoutError) as error:
+        print(f"paddle-nbext: {describe_error(error)}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("paddle-nbext: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

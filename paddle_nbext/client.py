@@ -1,0 +1,273 @@
+"""REST client for the paddle-nbext server extension (`{base_url}paddle/api/v1`).
+
+Every kernel-side entry point (magics, Python API, widgets, CLI) goes through this one class, so
+they all see the same jobs and report the same errors.  The errors are written for people: the
+three situations users actually hit — the extension is not enabled, the server cannot be reached,
+the credentials are refused — each get a sentence saying what to do, never a raw HTTP trace.
+
+Discovery (docs/architecture.md, "Kernel discovery"): an explicit URL/token, else the
+`PADDLE_NBEXT_API_URL` + `PADDLE_NBEXT_TOKEN` variables the server extension sets for kernels,
+else the running-server list, choosing the server whose root dir contains the current directory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import requests
+
+__all__ = [
+    "Client",
+    "PaddleNbextError",
+    "ApiError",
+    "ServerNotFound",
+    "ServerUnreachable",
+    "ExtensionMissing",
+    "discover",
+    "API_PATH",
+    "ENV_URL",
+    "ENV_TOKEN",
+]
+
+API_PATH = "paddle/api/v1"
+ENV_URL = "PADDLE_NBEXT_API_URL"
+ENV_TOKEN = "PADDLE_NBEXT_TOKEN"
+ENABLE_HINT = "jupyter server extension enable paddle_nbext_server"
+_TIMEOUT = 30.0
+
+
+class PaddleNbextError(Exception):
+    """Base of every error the kernel side reports; `str()` is one complete sentence."""
+
+
+class ServerNotFound(PaddleNbextError):
+    """No server URL was given, set in the environment, or found among running servers."""
+
+
+class ServerUnreachable(PaddleNbextError):
+    """The server URL is known but nothing answers there."""
+
+
+class ExtensionMissing(PaddleNbextError):
+    """The Jupyter server answers but the paddle-nbext API is not there (extension disabled)."""
+
+
+class ApiError(PaddleNbextError):
+    """The API answered with an error body `{error, message, field}`."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None):
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+def _api_base_from_server(info: Mapping[str, Any]) -> str:
+    url = str(info.get("url") or "")
+    if not url:
+        host = info.get("hostname") or "127.0.0.1"
+        url = f"http://{host}:{info.get('port')}{info.get('base_url') or '/'}"
+    return url.rstrip("/") + "/" + API_PATH
+
+
+def discover(cwd: str | None = None) -> tuple[str, str | None]:
+    """(API base URL, token) from the environment, else from the running-server list.
+
+    The running-server list is consulted only when the variables are absent (a kernel started by
+    some other server, or a terminal), and only then is `jupyter_server` imported — it is slow to
+    import and kernels started by our extension never need it."""
+    url = os.environ.get(ENV_URL)
+    if url:
+        return url.rstrip("/"), os.environ.get(ENV_TOKEN) or None
+    try:
+        from jupyter_server.serverapp import list_running_servers
+    except ImportError:  # a bare kernel environment without jupyter_server
+        servers: list[dict[str, Any]] = []
+    else:
+        servers = list(list_running_servers())
+    here = os.path.realpath(cwd or os.getcwd())
+    best: tuple[int, dict[str, Any]] | None = None
+    for info in servers:
+        root = os.path.realpath(str(info.get("root_dir") or info.get("notebook_dir") or ""))
+        if root and (here == root or here.startswith(root.rstrip(os.sep) + os.sep)):
+            if best is None or len(root) > best[0]:
+                best = (len(root), info)
+    if best is None:
+        raise ServerNotFound(
+            f"No Jupyter server found for {here}: set {ENV_URL} (e.g. http://127.0.0.1:8888/{API_PATH}) "
+            f"and {ENV_TOKEN}, or pass --url/--token, or start Jupyter in a parent directory of this one."
+        )
+    return _api_base_from_server(best[1]), best[1].get("token") or None
+
+
+class Client:
+    """Thin, thread-safe wrapper over the REST API; one method per endpoint.
+
+    `request_count` counts HTTP requests made; the benchmark uses it to prove the widgets make at
+    most one request per refresh interval."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = _TIMEOUT):
+        if url:
+            url = url.rstrip("/")
+            if not url.endswith(API_PATH):
+                url = f"{url}/{API_PATH}"
+        else:
+            url, found_token = discover()
+            token = token or found_token
+        self.url = url
+        self.token = token
+        self.timeout = timeout
+        self.request_count = 0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r})"
+
+    # ---- transport
+    @property
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.trust_env = False  # loopback/cluster-internal URLs must not go through a proxy
+            if self.token:
+                session.headers["Authorization"] = f"token {self.token}"
+            self._local.session = session
+        return session
+
+    def _request(self, method: str, path: str, *, stream: bool = False, **kwargs: Any) -> requests.Response:
+        url = f"{self.url}{path}"
+        with self._lock:
+            self.request_count += 1
+        try:
+            response = self._session.request(method, url, timeout=kwargs.pop("timeout", self.timeout), stream=stream, **kwargs)
+        except requests.ConnectionError as error:
+            raise ServerUnreachable(
+                f"Cannot reach the Jupyter server at {self.url} ({_short_cause(error)}); is it running? "
+                f"Check the URL ({ENV_URL} or --url)."
+            ) from None
+        except requests.Timeout:
+            raise ServerUnreachable(f"The Jupyter server at {self.url} did not answer within {self.timeout:g} s.") from None
+        if response.status_code >= 400:
+            self._raise_for(response)
+        return response
+
+    def _raise_for(self, response: requests.Response) -> None:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and "error" in body and "message" in body:
+            raise ApiError(response.status_code, str(body["error"]), str(body["message"]), body.get("field"))
+        if response.status_code == 404:
+            raise ExtensionMissing(
+                f"The Jupyter server at {self.url.removesuffix('/' + API_PATH)} has no paddle-nbext API "
+                f"({API_PATH} answered 404): the server extension is not enabled. Enable it with "
+                f"`{ENABLE_HINT}` and restart Jupyter."
+            )
+        if response.status_code == 403:
+            raise ApiError(
+                403,
+                "forbidden",
+                f"The Jupyter server at {self.url} refused the credentials (403): set {ENV_TOKEN} "
+                "(or --token) to the server's token.",
+            )
+        raise ApiError(response.status_code, "http_error", f"The server answered {response.status_code} {response.reason} for {response.request.method} {response.url}.")
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._request(method, path, **kwargs)
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise ExtensionMissing(
+                f"{self.url}{path} did not return JSON; the paddle-nbext server extension is probably not "
+                f"enabled there (`{ENABLE_HINT}`)."
+            ) from None
+
+    # ---- endpoints
+    def version(self) -> dict[str, Any]:
+        return self._json("GET", "/version")
+
+    def config(self) -> dict[str, Any]:
+        """Backend, defaults, limits and images: what forms are built from."""
+        return self._json("GET", "/config")
+
+    def list_jobs(self) -> list[dict[str, Any]]:
+        return list(self._json("GET", "/jobs")["jobs"])
+
+    def get_job(self, name: str) -> dict[str, Any]:
+        return self._json("GET", f"/jobs/{_quote(name)}")
+
+    def submit(self, spec: Mapping[str, Any], *, entry_script: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        """POST the spec; returns the job status (or, for a dry run, `{dry_run, job, plan}`)."""
+        body = {k: v for k, v in spec.items() if v is not None}
+        if entry_script is not None:
+            body["entry_script"] = entry_script
+        params = {"dry_run": "true"} if dry_run else None
+        return self._json("POST", "/jobs", json=body, params=params)
+
+    def cancel(self, name: str) -> dict[str, Any]:
+        return self._json("POST", f"/jobs/{_quote(name)}/cancel")
+
+    def delete(self, name: str) -> None:
+        self._json("DELETE", f"/jobs/{_quote(name)}")
+
+    def logs(
+        self,
+        name: str,
+        *,
+        role: str = "trainer",
+        index: int = 0,
+        tail: int | None = None,
+        previous: bool = False,
+    ) -> str:
+        params = _log_params(role, index, tail, previous, follow=False)
+        return self._request("GET", f"/jobs/{_quote(name)}/logs", params=params).text
+
+    def follow_logs(
+        self, name: str, *, role: str = "trainer", index: int = 0, tail: int | None = None
+    ) -> Iterator[str]:
+        """Yield log text as it is written, until the replica ends (the server closes the stream)."""
+        params = _log_params(role, index, tail, False, follow=True)
+        response = self._request("GET", f"/jobs/{_quote(name)}/logs", params=params, stream=True, timeout=(self.timeout, None))
+        with response:
+            for chunk in response.iter_content(chunk_size=None, decode_unicode=True):
+                if chunk:
+                    yield chunk if isinstance(chunk, str) else chunk.decode("utf-8", "replace")
+
+
+def _log_params(role: str, index: int, tail: int | None, previous: bool, *, follow: bool) -> dict[str, str]:
+    params = {"role": role, "index": str(index)}
+    if tail is not None:
+        params["tail"] = str(tail)
+    if previous:
+        params["previous"] = "true"
+    if follow:
+        params["follow"] = "true"
+    return params
+
+
+def _quote(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(str(name), safe="")
+
+
+def _short_cause(error: Exception) -> str:
+    text = str(error)
+    for marker in ("Connection refused", "Name or service not known", "No route to host", "timed out"):
+        if marker in text:
+            return marker.lower()
+    return type(error).__name__
+
+
+def dumps(data: Any) -> str:
+    """Pretty JSON used by the CLI and the dry-run output."""
+    return json.dumps(data, indent=2, sort_keys=False, default=str)

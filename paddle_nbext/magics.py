@@ -1,0 +1,156 @@
+"""IPython magics: `%%paddle_submit`, `%paddle_jobs`, `%paddle_logs`, `%paddle_cancel`, `%paddle_delete`.
+
+Users mistype flags all the time, so every error — bad flag, invalid field, server refusal,
+server not found — is printed as ONE line on stderr (naming the flag and what is allowed) and the
+magic returns None; no traceback ever reaches the notebook.  `--help` prints the usage.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Any
+
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+
+from . import api
+from .client import PaddleNbextError
+from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
+
+__all__ = ["PaddleMagics", "load_ipython_extension"]
+
+
+def _submit_parser() -> Parser:
+    parser = Parser(
+        prog="%%paddle_submit",
+        description=(
+            "Submit the cell as a distributed Paddle job. The cell body is written as paddle_entry.py "
+            "into the job's package snapshot and run with `python paddle_entry.py` on every replica, "
+            "unless --entry names a command (use the line magic %paddle_submit --entry ... for that)."
+        ),
+        add_help=True,
+    )
+    add_job_flags(parser, entry_help="command to run instead of the cell body, e.g. 'python train.py --epochs 3'")
+    run = parser.add_argument_group("after submitting")
+    run.add_argument("--wait", action="store_true", help="block until the job ends and show the final status")
+    run.add_argument("--follow", action="store_true", help="stream trainer 0's log until the job ends")
+    run.add_argument("--dry-run", action="store_true", help="validate and show the plan without creating anything")
+    return parser
+
+
+def _logs_parser() -> Parser:
+    parser = Parser(prog="%paddle_logs", description="Show one replica's log.")
+    parser.add_argument("name", metavar="NAME", help="job name")
+    parser.add_argument("--role", choices=("trainer", "pserver"), default="trainer", help="replica role [trainer]")
+    parser.add_argument("--index", type=int, default=0, help="replica index [0]")
+    parser.add_argument("--tail", type=int, default=None, help="only the last N lines")
+    parser.add_argument("--previous", action="store_true", help="the log of the previous (restarted) attempt")
+    parser.add_argument("--follow", action="store_true", help="stream until the replica ends")
+    return parser
+
+
+def _name_parser(prog: str, description: str) -> Parser:
+    parser = Parser(prog=prog, description=description)
+    parser.add_argument("name", metavar="NAME", help="job name")
+    return parser
+
+
+def _fail(message: str) -> None:
+    print(f"paddle-nbext: {message}", file=sys.stderr)
+
+
+@magics_class
+class PaddleMagics(Magics):
+    """The magics; each parses with argparse (never exiting) and reports errors in one line."""
+
+    def _run(self, parser: Parser, line: str, action: Any) -> Any:
+        try:
+            args = parser.parse_args(shlex.split(line))
+            return action(args)
+        except HelpShown as shown:
+            print(shown.text.rstrip())
+        except UsageError as error:
+            _fail(str(error))
+        except ValueError as error:  # shlex: unbalanced quotes; dist_train-style argument errors
+            _fail(f"{parser.prog}: {error}")
+        except (PaddleNbextError, TimeoutError) as error:
+            _fail(describe_error(error))
+        except KeyboardInterrupt:
+            _fail("interrupted; the job keeps running (use %paddle_cancel NAME to stop it)")
+        return None
+
+    @line_cell_magic
+    def paddle_submit(self, line: str, cell: str | None = None) -> Any:
+        """Submit the cell as a distributed Paddle job.  Run `%paddle_submit --help` for the flags.
+
+        As a line magic (`%paddle_submit --entry "python train.py"`) it runs an existing command;
+        IPython refuses a `%%` cell magic with an empty body, so that is the form for --entry."""
+
+        def action(args: Any) -> Any:
+            spec = spec_from_args(args)
+            body = cell if cell and cell.strip() else None
+            if spec.get("entry_point") and body:
+                raise UsageError("--entry: runs an existing command, so use the line magic %paddle_submit --entry ... (or drop --entry to run the cell body)")
+            if not spec.get("entry_point") and body is None:
+                raise UsageError("%%paddle_submit: nothing to run; write the training script in the cell body or give --entry COMMAND")
+            result = api.submit(script=body, dry_run=args.dry_run, **spec)
+            if args.dry_run:
+                from .client import dumps
+
+                print(dumps(result))
+                return None
+            job = result
+            if args.follow:
+                job.logs(follow=True)
+                job.wait()
+            elif args.wait:
+                job.wait()
+            return job
+
+        return self._run(_submit_parser(), line, action)
+
+    @line_magic
+    def paddle_jobs(self, line: str = "") -> Any:
+        """List your jobs (name, phase, replicas, age)."""
+        parser = Parser(prog="%paddle_jobs", description="List your jobs, newest first.")
+        return self._run(parser, line, lambda args: api.jobs())
+
+    @line_magic
+    def paddle_logs(self, line: str) -> Any:
+        """Show a replica's log: `%paddle_logs NAME [--role trainer|pserver] [--index N] [--follow]`."""
+
+        def action(args: Any) -> Any:
+            job = api.Job(args.name)
+            if args.follow:
+                job.logs(args.role, args.index, tail=args.tail, follow=True)
+                return None
+            text = job.logs(args.role, args.index, tail=args.tail, previous=args.previous)
+            print(text if text else f"(no output yet from {args.role}-{args.index} of {args.name})", end="" if text.endswith("\n") else "\n")
+            return None
+
+        return self._run(_logs_parser(), line, action)
+
+    @line_magic
+    def paddle_cancel(self, line: str) -> Any:
+        """Stop a job, keeping its record and logs: `%paddle_cancel NAME`."""
+
+        def action(args: Any) -> Any:
+            job = api.Job(args.name).cancel()
+            print(f"Cancelled {job.name}: {job.phase}.")
+            return None
+
+        return self._run(_name_parser("%paddle_cancel", "Stop a job; its record and logs stay."), line, action)
+
+    @line_magic
+    def paddle_delete(self, line: str) -> Any:
+        """Delete a job with its processes, snapshot and logs: `%paddle_delete NAME`."""
+
+        def action(args: Any) -> Any:
+            api.Job(args.name).delete()
+            print(f"Deleted {args.name}.")
+            return None
+
+        return self._run(_name_parser("%paddle_delete", "Delete a job, its snapshot and its logs."), line, action)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    ipython.register_magics(PaddleMagics)

@@ -1,0 +1,143 @@
+"""`job_list()`: an auto-refreshing table of your jobs with logs / cancel / delete buttons.
+
+One `GET /jobs` per refresh interval (see `_poll` for why a thread does it); rows are reused by
+job name so an unchanged job does not re-render.  Buttons act at once and update their row; the
+next refresh confirms.  Polling stops when the widget is closed or the frontend closes its comm.
+"""
+from __future__ import annotations
+
+import html
+import time
+from typing import Any
+
+import ipywidgets as widgets
+
+from .. import display
+from ..client import Client, PaddleNbextError
+from ..api import get_client
+from ._poll import Poller, comm_alive, watch_comm_close
+
+_TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
+
+
+class _Row(widgets.HBox):
+    def __init__(self, owner: "JobListWidget", status: dict[str, Any]):
+        self.name = str(status["name"])
+        self.cells = [widgets.HTML(layout={"width": width}) for width in ("220px", "100px", "260px", "60px")]
+        self.logs_button = widgets.Button(description="logs", icon="file-text", layout={"width": "80px"}, tooltip=f"show trainer-0 log of {self.name}")
+        self.cancel_button = widgets.Button(description="cancel", icon="stop", layout={"width": "80px"}, button_style="warning")
+        self.delete_button = widgets.Button(description="delete", icon="trash", layout={"width": "80px"}, button_style="danger")
+        self.logs_button.on_click(lambda _b: owner.show_logs(self.name))
+        self.cancel_button.on_click(lambda _b: owner.cancel(self.name))
+        self.delete_button.on_click(lambda _b: owner.delete(self.name))
+        super().__init__(children=(*self.cells, self.logs_button, self.cancel_button, self.delete_button))
+        self.status: dict[str, Any] = {}
+        self.update(status)
+
+    def update(self, status: dict[str, Any]) -> None:
+        self.status = status
+        values = (
+            f"<code>{html.escape(self.name)}</code>",
+            display.phase_badge(str(status.get("phase"))),
+            html.escape(display.replica_counts(status)),
+            display.age(status.get("created")),
+        )
+        for cell, value in zip(self.cells, values):
+            if cell.value != value:
+                cell.value = value
+        self.cancel_button.disabled = status.get("phase") in _TERMINAL
+
+
+class JobListWidget(widgets.VBox):
+    """The table.  `rows` maps job name to its row; `refreshes` counts completed refreshes."""
+
+    def __init__(self, client: Client | None = None, *, interval: float = 5.0, **kwargs: Any):
+        self.client = get_client(client)
+        self.interval = interval
+        self.rows: dict[str, _Row] = {}
+        self.refreshes = 0
+        self.header = widgets.HTML(value="<b>Paddle jobs</b>")
+        self.table = widgets.VBox()
+        self.logs = widgets.HTML(value="")
+        self.error = widgets.HTML(value="")
+        super().__init__(children=(self.header, self.error, self.table, self.logs), **kwargs)
+        self.add_class("paddle-job-list")
+        self.refresh()
+        self.poller = Poller(interval, self._tick, lambda: comm_alive(self), name="paddle-job-list")
+        watch_comm_close(self, self.poller)
+        self.poller.start()
+
+    @property
+    def polling(self) -> bool:
+        return self.poller.running
+
+    def _tick(self) -> bool:
+        self.refresh()
+        return True
+
+    def refresh(self) -> None:
+        """One `GET /jobs`; rows are added, updated and removed to match."""
+        try:
+            statuses = self.client.list_jobs()
+        except PaddleNbextError as error:
+            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            return
+        self.error.value = ""
+        rows = []
+        for status in statuses:
+            row = self.rows.get(status["name"])
+            if row is None:
+                row = _Row(self, status)
+            else:
+                row.update(status)
+            rows.append(row)
+        for name in set(self.rows) - {row.name for row in rows}:
+            self.rows[name].close()  # deleted elsewhere (panel, CLI): its row leaves the table
+        self.rows = {row.name: row for row in rows}
+        if tuple(rows) != tuple(self.table.children):
+            self.table.children = tuple(rows)
+        self.refreshes += 1
+        running = sum(1 for s in statuses if s.get("phase") not in _TERMINAL)
+        self.header.value = (
+            f"<b>Paddle jobs</b> · {len(statuses)} job{'s' if len(statuses) != 1 else ''}, {running} active"
+            f" · updated {time.strftime('%H:%M:%S')} (every {self.interval:g} s)"
+        )
+
+    # ---- buttons
+    def show_logs(self, name: str, role: str = "trainer", index: int = 0) -> str:
+        try:
+            text = self.client.logs(name, role=role, index=index, tail=200)
+        except PaddleNbextError as error:
+            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            return ""
+        self.logs.value = (
+            f"<b>{html.escape(name)} · {role}-{index}</b> (last 200 lines)"
+            f"<pre class='paddle-logs' style='max-height:300px;overflow:auto'>{html.escape(text) or '(no output yet)'}</pre>"
+        )
+        return text
+
+    def cancel(self, name: str) -> None:
+        try:
+            status = self.client.cancel(name)
+        except PaddleNbextError as error:
+            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            return
+        if name in self.rows:
+            self.rows[name].update(status)
+
+    def delete(self, name: str) -> None:
+        try:
+            self.client.delete(name)
+        except PaddleNbextError as error:
+            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            return
+        row = self.rows.pop(name, None)
+        if row is not None:
+            self.table.children = tuple(r for r in self.table.children if r is not row)
+            row.close()
+
+    def close(self) -> None:
+        self.poller.stop()
+        for row in self.rows.values():
+            row.close()
+        super().close()

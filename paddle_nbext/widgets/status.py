@@ -1,0 +1,57 @@
+"""Live status view of one job: phase badge, message, replica table, refreshed until it ends."""
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as widgets
+
+from .. import display
+from ..client import ApiError, PaddleNbextError
+from ._poll import Poller, comm_alive, watch_comm_close
+
+TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
+
+
+class JobStatusView(widgets.VBox):
+    """Shows `job` and refreshes it every `interval` seconds (one request each) until the job ends,
+    the view is closed, or the frontend goes away.  `phases` records every phase shown."""
+
+    def __init__(self, job: Any, interval: float = 2.0, **kwargs: Any):
+        self.job = job
+        self.html = widgets.HTML(value=display.status_html(job.last))
+        self.error = widgets.HTML(value="")
+        super().__init__(children=(self.html, self.error), **kwargs)
+        self.add_class("paddle-job-status")
+        self.phases: list[str] = [job.phase]
+        self.poller = Poller(interval, self.refresh, lambda: comm_alive(self), name=f"paddle-status-{job.name}")
+        watch_comm_close(self, self.poller)
+        if job.phase not in TERMINAL:
+            self.poller.start()
+
+    @property
+    def phase(self) -> str:
+        return self.job.phase
+
+    def refresh(self) -> bool:
+        """One request; returns False when there is nothing more to watch."""
+        try:
+            status = self.job.status()
+        except ApiError as error:
+            if error.status == 404:
+                self.error.value = f"<span style='color:#c53030'>{html.escape(error.message)}</span>"
+                return False
+            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            return True
+        except PaddleNbextError as error:
+            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            return True
+        self.error.value = ""
+        self.html.value = display.status_html(status)
+        if status.get("phase") != self.phases[-1]:
+            self.phases.append(str(status.get("phase")))
+        return status.get("phase") not in TERMINAL
+
+    def close(self) -> None:
+        self.poller.stop()
+        super().close()
