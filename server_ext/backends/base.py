@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from traitlets import MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
 from paddle_nbext.spec import JobSpec
@@ -74,7 +75,11 @@ class SubmitRequest:
     entry_script: str | None = None  # cell body from %%paddle_submit, written into the snapshot
 
 
-class Backend(LoggingConfigurable, abc.ABC):
+class _BackendMeta(MetaHasTraits, abc.ABCMeta):
+    """Traitlets' and abc's metaclasses combined (either alone refuses the other's base)."""
+
+
+class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     """One substrate that runs jobs.  Subclasses are traitlets-configurable
     (`c.LocalBackend.*`, `c.KubernetesBackend.*`)."""
 
