@@ -1,0 +1,131 @@
+"""Fixtures for the kernel-side suite: ONE real Jupyter server (subprocess, loopback, token auth,
+the paddle-nbext extension with the local backend) for the whole session, a home dir for it, and
+the environment a kernel started by that server would have (`PADDLE_NBEXT_API_URL`/`_TOKEN`)."""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAIN_SCRIPT = Path(__file__).with_name("ps_cell.py")
+JUPYTER = Path(sys.executable).with_name("jupyter")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveServer:
+    def __init__(self, url: str, token: str, home: Path, log: Path):
+        self.url = url
+        self.token = token
+        self.home = home
+        self.log = log
+        self.api = f"{url}paddle/api/v1"
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PADDLE_NBEXT_API_URL": self.api, "PADDLE_NBEXT_TOKEN": self.token, "HOME": str(self.home)}
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    home = tmp_path_factory.mktemp("home")
+    port = free_port()
+    token = secrets.token_hex(16)
+    log_path = home.parent / "jupyter-server.log"
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "JUPYTER_RUNTIME_DIR": str(home / ".runtime"),
+        "JUPYTER_CONFIG_DIR": str(home / ".jupyter"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    for key in ("PADDLE_NBEXT_API_URL", "PADDLE_NBEXT_TOKEN"):
+        env.pop(key, None)
+    command = [
+        str(JUPYTER), "server", "--allow-root", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+        f"--ServerApp.token={token}", f"--ServerApp.root_dir={home}", "--ServerApp.port_retries=0",
+    ]  # fmt: skip
+    log = open(log_path, "wb")
+    process = subprocess.Popen(command, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    live = LiveServer(f"http://127.0.0.1:{port}/", token, home, log_path)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"jupyter server exited with {process.returncode}:\n{log_path.read_text(errors='replace')[-4000:]}")
+            try:
+                response = requests.get(f"{live.api}/version", headers={"Authorization": f"token {token}"}, timeout=5)
+                if response.status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"jupyter server did not serve the paddle API:\n{log_path.read_text(errors='replace')[-4000:]}")
+            time.sleep(0.3)
+        yield live
+    finally:
+        # End the server and everything it started (job processes are in its session).
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def workdir(server: LiveServer) -> Path:
+    """A project dir inside the server's home (packages must live in the home) with the scripts."""
+    path = server.home / "project"
+    path.mkdir(exist_ok=True)
+    shutil.copy(TRAIN_SCRIPT, path / "ps_train_small.py")
+    return path
+
+
+@pytest.fixture
+def kernel_env(server: LiveServer, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> LiveServer:
+    """This process looks like a kernel started by the server: env vars set, cwd in the home."""
+    monkeypatch.setenv("PADDLE_NBEXT_API_URL", server.api)
+    monkeypatch.setenv("PADDLE_NBEXT_TOKEN", server.token)
+    monkeypatch.chdir(workdir)
+    import paddle_nbext.api
+
+    monkeypatch.setattr(paddle_nbext.api, "_default_client", None)
+    return server
+
+
+@pytest.fixture
+def client(kernel_env: LiveServer):
+    from paddle_nbext.client import Client
+
+    return Client(kernel_env.api, kernel_env.token)
+
+
+def wait_until(predicate, timeout: float = 120.0, interval: float = 0.2, what: str = "condition"):
+    """Poll `predicate` until truthy (returns its value); fail naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,156 @@
+"""Kernel-side logic that needs no Jupyter server: flags, rendering, dist_train, laziness, and the
+client's error messages against real (loopback) HTTP endpoints that are not paddle-nbext."""
+from __future__ import annotations
+
+import http.server
+import subprocess
+import sys
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from paddle_nbext import display
+from paddle_nbext.api import ENTRY_SCRIPT_COMMAND, PaddleJob, _function_script
+from paddle_nbext.client import Client, ExtensionMissing, ServerUnreachable
+from paddle_nbext.options import Parser, UsageError, add_job_flags, spec_from_args
+
+from .conftest import free_port
+
+
+def parse(*argv: str) -> dict:
+    parser = Parser(prog="%%paddle_submit")
+    add_job_flags(parser)
+    return spec_from_args(parser.parse_args(list(argv)))
+
+
+def test_flags_map_to_job_fields_and_only_given_fields_are_sent():
+    spec = parse("--job-name", "mnist-1", "--trainers", "4", "--trainer-cpu", "2", "--trainer-mem", "4Gi",
+                 "--env", "EPOCHS=3", "--env", "LR=0.1", "--package", "/home/u/p", "--timeout", "30m")  # fmt: skip
+    assert spec == {
+        "job_name": "mnist-1", "trainers": 4, "trainer_cpu": "2", "trainer_mem": "4Gi",
+        "env": {"EPOCHS": "3", "LR": "0.1"}, "trainer_package": "/home/u/p", "timeout": "30m",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (("--trainers", "0"), "--trainers: must be at least 1"),
+        (("--trainer-mem", "4GB"), "--trainer-mem: '4GB' is not a quantity"),
+        (("--job-name", "Bad_Name"), "--job-name: 'Bad_Name' is not allowed"),
+        (("--env", "NOEQUALS"), "--env: 'NOEQUALS' is not K=V"),
+        (("--env", "PADDLE_TRAINER_ID=3"), "--env: PADDLE_TRAINER_ID is set by the launcher"),
+        (("--mode", "mpi"), "--mode: 'mpi' is not a mode"),
+        (("--bogus",), "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_flags_give_one_line_naming_the_flag(argv, expected):
+    with pytest.raises(UsageError) as caught:
+        parse(*argv)
+    assert expected in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_status_text_and_html_show_phase_counts_and_reasons():
+    created = (datetime.now(timezone.utc) - timedelta(minutes=3)).isoformat()
+    status = {
+        "name": "job-a", "phase": "Failed", "message": "trainer-1 failed: Exit code 3", "created": created,
+        "roles": {"pserver": {"desired": 1, "stopped": 1}, "trainer": {"desired": 2, "succeeded": 1, "failed": 1}},
+        "replicas": [{"role": "trainer", "index": 1, "phase": "Failed", "reason": "Exit code 3", "restarts": 0}],
+    }  # fmt: skip
+    text = display.status_text(status)
+    assert text.splitlines()[0] == "Job job-a: Failed — trainer-1 failed: Exit code 3"
+    assert "pserver 1/1 stopped, trainer 1/2 failed" in text
+    assert "trainer-1: Failed (Exit code 3)" in text
+    html = display.status_html(status)
+    assert "paddle-phase-failed" in html and "Exit code 3" in html and "age 3m" in html
+    assert display.jobs_text([status]).splitlines()[1].split()[:2] == ["job-a", "Failed"]
+
+
+def test_age_is_compact():
+    now = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    assert display.age("2026-01-01T23:59:30Z", now) == "30s"
+    assert display.age("2026-01-01T22:00:00.000Z", now) == "2h"
+    assert display.age("2025-12-30T00:00:00Z", now) == "3d"
+    assert display.age(None, now) == "?"
+
+
+def trainer_function():
+    import os
+
+    print("trainer", os.environ.get("PADDLE_TRAINER_ID"))
+
+
+def test_function_trainer_becomes_a_runnable_entry_script(tmp_path):
+    script = _function_script(trainer_function)
+    path = tmp_path / "paddle_entry.py"
+    path.write_text(script)
+    result = subprocess.run([sys.executable, str(path)], env={"PADDLE_TRAINER_ID": "7"}, capture_output=True, text=True)
+    assert result.stdout == "trainer 7\n"
+    with pytest.raises(ValueError, match="no required arguments"):
+        _function_script(lambda_free_with_args)
+
+
+def lambda_free_with_args(epochs):
+    return epochs
+
+
+def test_paddle_job_keeps_only_set_fields():
+    job = PaddleJob(job_name="fit-1", trainers=2, trainer_mem="2Gi", env={"A": "1"})
+    assert job.to_spec() == {"job_name": "fit-1", "trainers": 2, "trainer_mem": "2Gi", "env": {"A": "1"}}
+    assert ENTRY_SCRIPT_COMMAND == "python paddle_entry.py"
+
+
+def test_import_is_lazy_and_never_loads_the_server_side():
+    code = (
+        "import sys, paddle_nbext;"
+        "from IPython.core.interactiveshell import InteractiveShell;"
+        "InteractiveShell.instance().run_line_magic('load_ext', 'paddle_nbext');"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ipywidgets', 'paddle_nbext_server', 'jupyter_server', 'paddle')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    labext = subprocess.run([sys.executable, "-c", "import paddle_nbext; print(paddle_nbext._jupyter_labextension_paths())"],
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert labext.strip() == "[{'src': 'labextension', 'dest': 'paddle-nbext-labextension'}]"
+
+
+class _NotPaddle(http.server.BaseHTTPRequestHandler):
+    """A web server without the paddle-nbext API (what a server with the extension disabled looks like)."""
+
+    def do_GET(self):
+        body = b"<html>404: Not Found</html>"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_client_explains_a_missing_extension_and_an_unreachable_server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotPaddle)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = Client(f"http://127.0.0.1:{httpd.server_address[1]}/", "t")
+        with pytest.raises(ExtensionMissing) as caught:
+            client.list_jobs()
+        assert "jupyter server extension enable paddle_nbext_server" in str(caught.value)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    with pytest.raises(ServerUnreachable, match="Cannot reach the Jupyter server .*connection refused"):
+        Client(f"http://127.0.0.1:{free_port()}", "t").list_jobs()
+
+
+def test_cli_usage_errors_exit_2_before_any_request(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "PADDLE_NBEXT_API_URL": f"http://127.0.0.1:{free_port()}/paddle/api/v1"}
+    result = subprocess.run([sys.executable, "-m", "paddle_nbext.cli", "submit", "--entry", "python x.py", "--trainer-cpu", "lots"],
+                            capture_output=True, text=True, env=env)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("paddle-nbext: --trainer-cpu: 'lots' is not a quantity")
+    assert result.stdout == ""
