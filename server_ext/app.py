@@ -1,0 +1,178 @@
+"""The Jupyter Server extension: loads the settings, builds the backend, mounts the routes,
+tells kernels where the API is, and shuts everything down with the server.
+
+Nothing here may break JupyterLab: a bad `c.PaddleNbext` value or a backend that cannot be
+built or started leaves the extension loaded, every job route answering 503 with the cause, and
+`GET /config` reporting `backend.ok = false` with the same message.
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import time
+from typing import Any
+
+from jupyter_server.extension.application import ExtensionApp
+from jupyter_server.utils import url_path_join
+from traitlets import TraitError
+
+from .backends.base import Backend, BackendUnavailable
+from .config import PaddleNbext
+from .events import EventHub
+from .handlers import API_BASE, routes
+from .handlers.base import STATE_KEY
+
+#: backend name -> (module, class), imported only when chosen so the other's dependencies
+#: (e.g. the Kubernetes client) are never needed.
+BACKEND_CLASSES = {
+    "local": ("paddle_nbext_server.backends.local", "LocalBackend"),
+    "kubernetes": ("paddle_nbext_server.backends.kubernetes", "KubernetesBackend"),
+}
+START_RETRY_SECONDS = 30.0
+ENV_URL, ENV_TOKEN = "PADDLE_NBEXT_API_URL", "PADDLE_NBEXT_TOKEN"
+_WILDCARD_OR_LOCAL = {"", "0.0.0.0", "*", "localhost", "127.0.0.1", "::", "::1"}
+
+
+class ExtensionState:
+    """What every handler shares: settings, the event hub and the backend (or why there is none)."""
+
+    def __init__(self, settings: PaddleNbext, error: str | None = None) -> None:
+        self.settings = settings
+        self.hub = EventHub()
+        self.shutting_down = asyncio.Event()
+        self.backend: Backend | None = None
+        self.error = error
+        self._started = False
+        self._start_failed_at: float | None = None
+        self._lock: asyncio.Lock | None = None
+        if error is None:
+            self._construct()
+
+    def _construct(self) -> None:
+        module_name, class_name = BACKEND_CLASSES[self.settings.backend]
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+            self.backend = cls(events=self.hub, parent=self.settings)
+        except Exception as error:  # any failure must leave the server usable
+            self.error = f"the {self.settings.backend} backend could not be created: {type(error).__name__}: {error}"
+            self.settings.log.error("paddle-nbext: %s", self.error, exc_info=not isinstance(error, TraitError))
+
+    async def try_start(self) -> None:
+        """Start the backend once; after a failure try again at most every 30 s."""
+        if self.backend is None or self._started or self.shutting_down.is_set():
+            return
+        if self._start_failed_at is not None and time.monotonic() - self._start_failed_at < START_RETRY_SECONDS:
+            return
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._started:
+                return
+            try:
+                await self.backend.start()
+            except Exception as error:
+                self._start_failed_at = time.monotonic()
+                self.error = f"the {self.settings.backend} backend could not start: {type(error).__name__}: {error}"
+                self.settings.log.error("paddle-nbext: %s", self.error, exc_info=True)
+                return
+            self._started, self.error, self._start_failed_at = True, None, None
+
+    async def ready_backend(self) -> Backend:
+        await self.try_start()
+        if self.shutting_down.is_set():
+            raise BackendUnavailable("the server is shutting down")
+        if self.backend is None or not self._started:
+            raise BackendUnavailable(f"paddle-nbext cannot run jobs: {self.error}")
+        return self.backend
+
+    def describe_backend(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {}
+        if self.backend is not None:
+            try:
+                facts = dict(self.backend.describe())
+            except Exception as error:
+                facts = {"describe_error": str(error)}
+        ok = self.backend is not None and self._started and self.error is None
+        return {**facts, "name": self.settings.backend, "ok": ok, "error": None if ok else self.error}
+
+    async def stop(self) -> None:
+        """End open streams, then release the backend's watches (jobs keep running)."""
+        self.shutting_down.set()
+        if self.backend is not None and self._started:
+            self._started = False
+            try:
+                await self.backend.stop()
+            except Exception:
+                self.settings.log.exception("paddle-nbext: stopping the backend failed")
+
+
+def load_settings(parent: Any) -> tuple[PaddleNbext, str | None]:
+    """`c.PaddleNbext` checked; on a bad value the defaults plus the message naming the trait."""
+    try:
+        settings = PaddleNbext(parent=parent)
+        settings.check_consistency()
+        return settings, None
+    except TraitError as error:
+        message = f"invalid configuration: {error}"
+        parent.log.error("paddle-nbext: %s", message)
+        return PaddleNbext(), message
+
+
+def api_url(serverapp: Any) -> str | None:
+    """The API base as a kernel on this machine reaches it (None on a Unix socket)."""
+    if getattr(serverapp, "sock", ""):
+        return None
+    ip = serverapp.ip or ""
+    if ip in _WILDCARD_OR_LOCAL:
+        host = "[::1]" if ip == "::1" else "127.0.0.1"
+    else:
+        host = f"[{ip}]" if ":" in ip else ip
+    scheme = "https" if serverapp.certfile else "http"
+    return f"{scheme}://{host}:{serverapp.port}{url_path_join(serverapp.base_url, API_BASE)}"
+
+
+def export_kernel_env(serverapp: Any) -> None:
+    """Kernels inherit the server's environment: put the API URL and a token there."""
+    url = api_url(serverapp)
+    if url:
+        os.environ[ENV_URL] = url
+    else:
+        os.environ.pop(ENV_URL, None)
+    token = getattr(serverapp.identity_provider, "token", "") or os.environ.get("JUPYTERHUB_API_TOKEN", "")
+    if token:
+        os.environ[ENV_TOKEN] = token
+    else:
+        os.environ.pop(ENV_TOKEN, None)
+
+
+class PaddleNbextApp(ExtensionApp):
+    """paddle-nbext's REST API inside Jupyter Server (an ExtensionApp for its shutdown hook)."""
+
+    name = "paddle_nbext"
+    description = "Run distributed PaddlePaddle jobs from Jupyter"
+    load_other_extensions = True
+
+    state: ExtensionState | None = None
+
+    def initialize_settings(self) -> None:
+        settings, error = load_settings(self)
+        self.state = ExtensionState(settings, error)
+        self.settings[STATE_KEY] = self.state
+        assert self.serverapp is not None
+        export_kernel_env(self.serverapp)
+        status = "ok" if self.state.error is None else f"NOT usable: {self.state.error}"
+        self.log.info("paddle-nbext: %s backend, API at %s (%s)", settings.backend, os.environ.get(ENV_URL), status)
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(routes())
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        # The port is final now (the server may have moved off a busy one): export again.
+        export_kernel_env(serverapp)
+        if self.state is not None:
+            await self.state.try_start()
+
+    async def stop_extension(self) -> None:
+        if self.state is not None:
+            await self.state.stop()

@@ -1,0 +1,26 @@
+"""The REST routes of paddle-nbext, all under `{base_url}paddle/api/v1` (docs/architecture.md)."""
+from __future__ import annotations
+
+from typing import Any
+
+from .jobs import CancelHandler, JobHandler, JobsHandler
+from .meta import ConfigHandler, NotFoundHandler, OpenAPIHandler, VersionHandler
+from .streams import EventsHandler, LogsHandler
+
+API_BASE = "paddle/api/v1"
+_NAME = r"(?P<name>[^/]+)"
+
+
+def routes() -> list[tuple[str, Any]]:
+    """(pattern relative to base_url, handler) pairs."""
+    return [
+        (rf"{API_BASE}/jobs/?", JobsHandler),
+        (rf"{API_BASE}/jobs/{_NAME}/cancel/?", CancelHandler),
+        (rf"{API_BASE}/jobs/{_NAME}/logs/?", LogsHandler),
+        (rf"{API_BASE}/jobs/{_NAME}/?", JobHandler),
+        (rf"{API_BASE}/events/?", EventsHandler),
+        (rf"{API_BASE}/config/?", ConfigHandler),
+        (rf"{API_BASE}/version/?", VersionHandler),
+        (rf"{API_BASE}/openapi\.json", OpenAPIHandler),
+        (rf"{API_BASE}(?:/.*)?", NotFoundHandler),
+    ]

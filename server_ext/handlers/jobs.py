@@ -1,0 +1,74 @@
+"""`/jobs`, `/jobs/{name}`, `/jobs/{name}/cancel`: submit, list, inspect, cancel, delete.
+
+The spec is validated here against the server's limits and defaults (the server is
+authoritative), then handed to the backend with the caller as owner.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from paddle_nbext.spec import JobSpec, SpecError
+
+from ..backends.base import SubmitRequest
+from .base import PaddleAPIHandler
+
+
+def _newest_first(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(jobs, key=lambda job: (job.get("created") or "", job.get("name") or ""), reverse=True)
+
+
+class JobsHandler(PaddleAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        backend = await self.backend()
+        jobs = await backend.list_jobs(self.owner)
+        self.write_json({"jobs": _newest_first([job.to_dict() for job in jobs])})
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        dry_run = self.query_bool("dry_run")
+        body = self.json_body()
+        entry_script = body.pop("entry_script", None)
+        if entry_script is not None and not isinstance(entry_script, str):
+            raise SpecError("entry_script", "must be a string of Python source (the cell body)")
+        settings = self.state.settings
+        spec = JobSpec.from_dict(body, defaults=settings.job_defaults(), limits=settings.limits())
+        backend = await self.backend()
+        request = SubmitRequest(spec=spec, owner=self.owner, home=settings.home(), entry_script=entry_script)
+        result = await backend.submit(request, dry_run=dry_run)
+        if dry_run:
+            self.write_json(result, status=200)
+            return
+        self.set_header("Location", f"{self.request.path.rstrip('/')}/{spec.job_name}")
+        self.write_json(result, status=201)
+
+
+class JobHandler(PaddleAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, name: str) -> None:
+        backend = await self.backend()
+        job = await backend.get_job(self.job_name(name), self.owner)
+        self.write_json(job.to_dict())
+
+    @web.authenticated
+    @authorized
+    async def delete(self, name: str) -> None:
+        backend = await self.backend()
+        await backend.delete(self.job_name(name), self.owner)
+        self.set_status(204)
+        self.finish()
+
+
+class CancelHandler(PaddleAPIHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, name: str) -> None:
+        backend = await self.backend()
+        job = await backend.cancel(self.job_name(name), self.owner)
+        self.write_json(job.to_dict())

@@ -1,0 +1,100 @@
+"""Fixtures for the server-extension suite: a real Jupyter server (pytest-jupyter) with the
+extension, the real local backend in a temporary home, and two users told apart by token."""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_server.auth.identity import IdentityProvider, User
+from tornado.httpclient import HTTPClientError
+from traitlets.config import Config
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+ALICE_TOKEN, BOB_TOKEN = "alice-secret-token", "bob-secret-token"
+API = "paddle/api/v1"
+
+
+class TwoUserIdentityProvider(IdentityProvider):
+    """Like JupyterHub: each token is a different, named user."""
+
+    users = {ALICE_TOKEN: "alice", BOB_TOKEN: "bob"}
+
+    async def get_user(self, handler: Any) -> User | None:  # type: ignore[override]
+        username = self.users.get(self.get_token(handler) or "")
+        if username is None:
+            return None
+        handler._token_authenticated = True  # token requests need no XSRF cookie
+        return User(username=username)
+
+
+@pytest.fixture
+def paddle_config() -> dict[str, Any]:
+    """Per-test `c.PaddleNbext` values (override in a test module to change them)."""
+    return {}
+
+
+@pytest.fixture
+def jp_server_config(jp_home_dir: Path, paddle_config: dict[str, Any]) -> Config:
+    return Config(
+        {
+            "ServerApp": {
+                "jpserver_extensions": {"paddle_nbext_server": True},
+                "identity_provider_class": TwoUserIdentityProvider,
+            },
+            "IdentityProvider": {"token": ALICE_TOKEN},
+            "PaddleNbext": paddle_config,
+            "LocalBackend": {"jobs_dir": str(jp_home_dir / ".paddle-jobs"), "poll_interval": 0.05, "grace_period": 2.0},
+        }
+    )
+
+
+@pytest.fixture
+def package(jp_home_dir: Path) -> Path:
+    """A trainer package inside the user's home."""
+    pkg = jp_home_dir / "work"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "sleep.py").write_text("import time, sys\nprint('started', flush=True)\ntime.sleep(float(sys.argv[1]))\n")
+    return pkg
+
+
+Fetch = Callable[..., Awaitable[Any]]
+
+
+@pytest.fixture
+def api(jp_fetch: Fetch) -> Fetch:
+    """`await api("GET", "jobs", user="bob", body={...}, params={...})` -> (status, json-or-text).
+
+    Errors come back as values, not exceptions, so tests assert on status and error body."""
+
+    async def call(method: str, path: str, *, user: str = "alice", body: Any = None, raw: bytes | None = None,
+                   params: dict[str, Any] | None = None, token: str | None = "default", **kwargs: Any) -> tuple[int, Any]:
+        headers = {"Authorization": ""}  # jp_fetch would add the server token otherwise
+        if token == "default":
+            headers["Authorization"] = f"token {ALICE_TOKEN if user == 'alice' else BOB_TOKEN}"
+        elif token is not None:
+            headers["Authorization"] = f"token {token}"
+        if body is not None:
+            raw = json.dumps(body).encode()
+        if method in ("POST", "PUT", "PATCH") and raw is None:
+            raw = b""
+        try:
+            response = await jp_fetch(*API.split("/"), *[p for p in path.split("/") if p], method=method, body=raw,
+                                      params=params or {}, headers=headers, allow_nonstandard_methods=True, **kwargs)
+        except HTTPClientError as error:
+            response = error.response
+            assert response is not None, error
+        text = response.body.decode() if response.body else ""
+        if response.headers.get("Content-Type", "").startswith("application/json") and text:
+            return response.code, json.loads(text)
+        return response.code, text
+
+    return call
+
+
+def python_cmd(script: str, *args: str) -> str:
+    return " ".join([sys.executable, script, *args])
