@@ -1,0 +1,569 @@
+"""The `kubernetes` backend: a job is a set of objects in the user's namespace (DESIGN §6).
+
+Writes go through the official client in threads (`asyncio.to_thread`); reads come from the
+watch-backed cache, so listing costs no API call.  While the server runs it applies the same
+lifecycle policy as the in-cluster master (record the end, stop the pservers), so a job ends
+cleanly even if the master pod is lost.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
+
+from paddle_nbext.spec import JobSpec, SpecError
+
+from ... import package
+from ...events import DELETED as EV_DELETED
+from ...events import UPDATED, JobEvent
+from ...runtime import cluster_master, policy
+from ...status import JobStatus, ReplicaStatus, now_iso
+from ..base import Backend, BackendUnavailable, InvalidRequest, InvalidState, JobExists, JobNotFound, SubmitRequest
+from . import home_volume as homes
+from . import manifests
+from .cache import WatchCache, describe_failure
+from .connection import Connection, connect
+from .settings import RUNTIME_FILES, ManifestSettings
+from .status import job_status
+
+RUNTIME_DIR = Path(cluster_master.__file__).parent
+SELECTOR = f"{manifests.MANAGED_BY}={manifests.MANAGER}"
+JOBS_DIR = ".paddle-jobs"
+
+
+class KubernetesBackend(Backend):
+    """Runs each job as a record ConfigMap, a headless Service, a master Job and Indexed Jobs."""
+
+    name = "kubernetes"
+
+    namespace = Unicode("", help="Namespace for jobs; default: the service account's, else the kubeconfig context's.").tag(config=True)
+    kubeconfig = Unicode("", help="Path of a kubeconfig; when set it wins over the in-cluster service account.").tag(config=True)
+    context = Unicode("", help="kubeconfig context to use (default: its current context).").tag(config=True)
+    home_volume = Enum(["auto", "pvc", "cephfs"], "auto", help="How job pods mount the user's home: copy the notebook pod's volume (auto), a PVC template, or a cephfs source.").tag(config=True)
+    home_pvc_template = Unicode("claim-{username}", help="PVC name for home_volume='pvc'; {username} is the job owner.").tag(config=True)
+    cephfs = Dict(help="For home_volume='cephfs': {'monitors': [...], 'path': '/home/{username}', 'user': 'admin', 'secret_ref': 'ceph-secret', 'read_only': False}.").tag(config=True)
+    home_path = Unicode(help="Where the home is mounted in job pods (the notebook's home path). Default: $HOME.").tag(config=True)
+    pod_name = Unicode(help="The notebook's own pod, read for home_volume='auto'. Default: $HOSTNAME.").tag(config=True)
+    default_image = Unicode("paddlepaddle/paddle:3.0.0", help="Image for jobs that name none.").tag(config=True)
+    gpu_resource_name = Unicode("nvidia.com/gpu", help="Extended resource name for trainer GPUs.").tag(config=True)
+    node_selector = Dict(help="nodeSelector for job pods.").tag(config=True)
+    tolerations = List(Dict(), help="tolerations for job pods.").tag(config=True)
+    image_pull_secrets = List(Unicode(), help="Names of imagePullSecrets for job pods.").tag(config=True)
+    service_account_name = Unicode("", help="serviceAccountName for pserver/trainer pods (none: no API token mounted).").tag(config=True)
+    master_service_account_name = Unicode("paddle-nbext-master", help="Service account of the job master (deploy/master-rbac.yaml); empty: create one per job.").tag(config=True)
+    priority_class_name = Unicode("", help="priorityClassName for job pods.").tag(config=True)
+    extra_labels = Dict(Unicode(), help="Extra labels on every object.").tag(config=True)
+    extra_annotations = Dict(Unicode(), help="Extra annotations on every object.").tag(config=True)
+    ttl_seconds_after_finished = Int(None, allow_none=True, help="ttlSecondsAfterFinished of the Jobs (the record stays).").tag(config=True)
+    pod_security_context = Dict(help="securityContext of job pods; with home_volume='auto' and empty, the notebook pod's is copied.").tag(config=True)
+    copy_security_context = Bool(True, help="With home_volume='auto', copy the notebook pod's runAsUser/runAsGroup/fsGroup.").tag(config=True)
+    sync_timeout = Float(10.0, help="Seconds start() waits for the first list of the cache.").tag(config=True)
+    reconcile_interval = Float(5.0, help="Seconds between checks of job timeouts.").tag(config=True)
+
+    @default("home_path")
+    def _default_home_path(self) -> str:
+        return os.environ.get("HOME") or str(Path.home())
+
+    @default("pod_name")
+    def _default_pod_name(self) -> str:
+        return os.environ.get("HOSTNAME", "")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._connection: Connection | None = None
+        self._connect_lock = asyncio.Lock()
+        self._cache: WatchCache | None = None
+        self._home: homes.HomeVolume | None = None
+        self._security_context: dict[str, Any] | None = None
+        self._pods_by_job: dict[str, dict[str, dict[str, Any]]] = {}
+        self._statuses: dict[str, JobStatus] = {}
+        self._published: dict[str, dict[str, Any]] = {}
+        self._dirty: set[str] = set()
+        self._flush_scheduled = False
+        self._finishing: set[str] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+
+    # ================================================================== connection and cache
+
+    async def _conn(self) -> Connection:
+        if self._connection is None:
+            async with self._connect_lock:
+                if self._connection is None:
+                    try:
+                        self._connection = await asyncio.to_thread(connect, self.kubeconfig, self.context, self.namespace)
+                    except Exception as error:  # noqa: BLE001 - ConfigException, file errors
+                        raise BackendUnavailable(f"Kubernetes is not configured: {error}") from None
+        return self._connection
+
+    async def start(self) -> None:
+        try:
+            await self._ensure_cache()
+        except BackendUnavailable as error:
+            self.log.warning("paddle-nbext kubernetes backend: %s", error.message)
+            return
+        assert self._cache is not None
+        if not await self._cache.wait_synced(self.sync_timeout):
+            self.log.warning("paddle-nbext: the job cache is not synced yet: %s", self._cache.error or "slow API")
+        self._ticker = asyncio.create_task(self._tick())
+
+    async def _ensure_cache(self) -> WatchCache:
+        if self._cache is None:
+            connection = await self._conn()
+            self._cache = WatchCache(connection.api, connection.namespace, SELECTOR, asyncio.get_running_loop(), self._on_change)
+            self._cache.start()
+        return self._cache
+
+    async def stop(self) -> None:
+        if self._ticker:
+            self._ticker.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._cache is not None:
+            await asyncio.to_thread(self._cache.stop)
+            self._cache = None
+        if self._connection is not None:
+            await asyncio.to_thread(self._connection.api.close)
+            self._connection = None
+
+    async def _tick(self) -> None:
+        """Jobs with a timeout end without any pod change: look at running ones now and then."""
+        while True:
+            await asyncio.sleep(self.reconcile_interval)
+            for name, status in list(self._statuses.items()):
+                if not status.terminal and status.spec.get("timeout"):
+                    self._mark(name)
+
+    def describe(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"name": self.name, "ok": False, "error": None, "home_volume": self.home_volume}
+        if self._connection is not None:
+            info.update(namespace=self._connection.namespace, source=self._connection.source)
+        if self._home is not None:
+            info["home"] = self._home.describe()
+        if self._cache is None:
+            info["error"] = "not connected to the Kubernetes API yet"
+        else:
+            info["ok"] = self._cache.connected and self._cache.synced
+            info["error"] = self._cache.error
+        return info
+
+    def _settings(self, namespace: str) -> ManifestSettings:
+        security = dict(self.pod_security_context) or dict(self._security_context or {})
+        return ManifestSettings(
+            namespace=namespace,
+            default_image=self.default_image,
+            home_path=self.home_path,
+            gpu_resource_name=self.gpu_resource_name,
+            node_selector=dict(self.node_selector),
+            tolerations=tuple(self.tolerations),
+            image_pull_secrets=tuple(self.image_pull_secrets),
+            service_account_name=self.service_account_name,
+            master_service_account_name=self.master_service_account_name,
+            priority_class_name=self.priority_class_name,
+            extra_labels=dict(self.extra_labels),
+            extra_annotations=dict(self.extra_annotations),
+            ttl_seconds_after_finished=self.ttl_seconds_after_finished,
+            pod_security_context=security,
+        )
+
+    def _unavailable(self, doing: str, error: BaseException) -> BackendUnavailable:
+        host = self._connection.host if self._connection else "the Kubernetes API"
+        return BackendUnavailable(f"cannot {doing}: the Kubernetes API at {host} is unreachable ({describe_failure(error)})")
+
+    async def _call(self, doing: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run one blocking client call in a thread; unreachable API -> BackendUnavailable."""
+        kwargs.setdefault("_request_timeout", 30)
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except ApiException:
+            raise
+        except Exception as error:  # noqa: BLE001 - urllib3 connection errors
+            raise self._unavailable(doing, error) from None
+
+    # ================================================================== home volume
+
+    async def _home_volume(self, owner: str, connection: Connection) -> homes.HomeVolume:
+        try:
+            if self.home_volume == "pvc":
+                return homes.from_pvc_template(self.home_pvc_template, owner, self.home_path)
+            if self.home_volume == "cephfs":
+                return homes.from_cephfs(dict(self.cephfs), owner, self.home_path)
+        except homes.HomeVolumeError as error:
+            raise BackendUnavailable(f"the home volume is misconfigured: {error}") from None
+        if self._home is None:
+            if not self.pod_name:
+                raise BackendUnavailable(
+                    "home_volume is 'auto' but the notebook's pod name is unknown (no $HOSTNAME); "
+                    "set c.KubernetesBackend.pod_name, or use home_volume 'pvc' or 'cephfs'"
+                )
+            core = client.CoreV1Api(connection.api)
+            try:
+                response = await self._call("read the notebook pod", core.read_namespaced_pod, self.pod_name, connection.namespace, _preload_content=False)
+            except ApiException as error:
+                raise BackendUnavailable(
+                    f"home_volume 'auto' needs to read the notebook pod {self.pod_name} in {connection.namespace}: "
+                    f"{describe_failure(error)}; grant 'get pods' or use home_volume 'pvc' or 'cephfs'"
+                ) from None
+            pod = json.loads(response.data)
+            try:
+                self._home = homes.from_pod(pod, self.home_path)
+            except homes.HomeVolumeError as error:
+                raise BackendUnavailable(str(error)) from None
+            if self.copy_security_context:
+                context = (pod.get("spec") or {}).get("securityContext") or {}
+                self._security_context = {k: context[k] for k in ("runAsUser", "runAsGroup", "fsGroup") if k in context}
+        return self._home
+
+    # ================================================================== submit
+
+    def _runtime_files(self) -> dict[str, str]:
+        files = {}
+        for name in RUNTIME_FILES:
+            path = RUNTIME_DIR / name
+            try:
+                files[name] = path.read_text(encoding="utf-8")
+            except OSError as error:
+                raise BackendUnavailable(f"the job runtime file {path} is missing from this installation ({error})") from None
+        return files
+
+    def _container_path(self, local: Path, notebook_home: Path) -> str:
+        """The path a job pod sees for a file in the notebook's home."""
+        relative = os.path.relpath(os.path.realpath(local), os.path.realpath(notebook_home))
+        return self.home_path if relative == "." else f"{self.home_path.rstrip('/')}/{relative}"
+
+    async def submit(self, request: SubmitRequest, *, dry_run: bool = False) -> dict[str, Any]:
+        spec, owner = request.spec, request.owner
+        connection = await self._conn()
+        home = await self._home_volume(owner, connection)
+        try:
+            source = await asyncio.to_thread(package.resolve_package, spec, request.home)
+        except SpecError as error:
+            raise InvalidRequest(error.message, field=error.field) from None
+        snapshot = spec.snapshot or request.entry_script is not None
+        job_dir = Path(request.home) / JOBS_DIR / spec.job_name
+        workdir_local = job_dir / "package" if snapshot else source
+        workdir = self._container_path(workdir_local, request.home)
+        runtime = await asyncio.to_thread(self._runtime_files)
+        plan = manifests.build_plan(
+            spec, owner, self._settings(connection.namespace), home=home, workdir=workdir, runtime=runtime
+        )
+        if dry_run:
+            preview = self._preview_status(spec, owner)
+            return {"dry_run": True, "job": preview.to_dict(), "plan": {"namespace": connection.namespace, "manifests": plan}}
+        cache = await self._ensure_cache()
+        created: list[dict[str, Any]] = []
+        record = await self._create(plan[0], created, spec.job_name)
+        uid = record["metadata"]["uid"]
+        try:
+            if snapshot:
+                await asyncio.to_thread(self._snapshot, source, job_dir, request.entry_script)
+            for manifest in plan[1:]:
+                await self._create(manifests.set_owner_uid(manifest, uid), created, spec.job_name)
+        except BaseException:
+            await self._rollback(created)
+            raise
+        cache.put("configmaps", record)
+        status = self._statuses.get(spec.job_name)
+        return (status or self._preview_status(spec, owner)).to_dict()
+
+    def _preview_status(self, spec: JobSpec, owner: str) -> JobStatus:
+        views = cluster_master.observe_replicas([], spec.pservers, spec.trainers)
+        return JobStatus(
+            name=spec.job_name, owner=owner, backend=self.name, phase=policy.PENDING,
+            message="Waiting for replicas to start.", spec=spec.to_dict(), created=now_iso(),
+            replicas=[ReplicaStatus(**v.public()) for v in views],
+        )  # fmt: skip
+
+    @staticmethod
+    def _snapshot(source: Path, job_dir: Path, entry_script: str | None) -> None:
+        target = job_dir / "package"
+        if job_dir.exists():  # left by an earlier job of the same name (its record is gone: we got the name)
+            shutil.rmtree(job_dir)
+        job_dir.mkdir(parents=True)
+        try:
+            package.make_snapshot(source, target, entry_script)
+        except SpecError as error:
+            shutil.rmtree(job_dir, ignore_errors=True)
+            raise InvalidRequest(error.message, field=error.field) from None
+
+    def _api_for(self, kind: str) -> tuple[Any, str]:
+        assert self._connection is not None
+        api = self._connection.api
+        return {
+            "ConfigMap": (client.CoreV1Api(api), "config_map"),
+            "Service": (client.CoreV1Api(api), "service"),
+            "ServiceAccount": (client.CoreV1Api(api), "service_account"),
+            "Job": (client.BatchV1Api(api), "job"),
+            "Role": (client.RbacAuthorizationV1Api(api), "role"),
+            "RoleBinding": (client.RbacAuthorizationV1Api(api), "role_binding"),
+        }[kind]
+
+    async def _create(self, manifest: dict[str, Any], created: list[dict[str, Any]], job: str) -> dict[str, Any]:
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        namespace = manifest["metadata"]["namespace"]
+        api, suffix = self._api_for(kind)
+        create = getattr(api, f"create_namespaced_{suffix}")
+        try:
+            response = await self._call(f"create {kind} {name}", create, namespace, manifest, _preload_content=False)
+        except ApiException as error:
+            cause = describe_failure(error)
+            if error.status == 409:
+                if not created:
+                    raise JobExists(f"a job named '{job}' already exists in namespace {namespace}; choose another job_name", field="job_name") from None
+                raise JobExists(f"creating {kind} {name} failed: it already exists ({cause}); nothing of job '{job}' was left behind", field="job_name") from None
+            if error.status == 403 and "quota" in cause.lower():
+                raise InvalidRequest(f"creating {kind} {name} failed: the namespace quota does not allow it ({cause}); ask for less or free resources") from None
+            if error.status == 403:
+                raise BackendUnavailable(f"creating {kind} {name} was forbidden by RBAC ({cause}); the notebook's service account needs the Role in deploy/; nothing was left behind") from None
+            if error.status in (400, 422):
+                raise InvalidRequest(f"creating {kind} {name} failed: Kubernetes rejected it as invalid ({cause})") from None
+            raise BackendUnavailable(f"creating {kind} {name} failed: {cause}") from None
+        body = json.loads(response.data)
+        created.append(body)
+        return body
+
+    async def _rollback(self, created: list[dict[str, Any]]) -> None:
+        """Delete what this submit created, newest first (background cascade for Job pods)."""
+        for obj in reversed(created):
+            kind, name = obj["kind"], obj["metadata"]["name"]
+            api, suffix = self._api_for(kind)
+            delete = getattr(api, f"delete_namespaced_{suffix}")
+            try:
+                await asyncio.to_thread(
+                    delete, name, obj["metadata"]["namespace"], propagation_policy="Background", _request_timeout=30
+                )
+            except ApiException as error:
+                if error.status != 404:
+                    self.log.error("paddle-nbext: could not roll back %s %s: %s", kind, name, describe_failure(error))
+            except Exception as error:  # noqa: BLE001
+                self.log.error("paddle-nbext: could not roll back %s %s: %s", kind, name, describe_failure(error))
+
+    # ================================================================== status from the cache
+
+    def _on_change(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        job = (meta.get("labels") or {}).get(manifests.JOB_LABEL)
+        if not job:
+            return
+        if kind == "pods":
+            pods = self._pods_by_job.setdefault(job, {})
+            if event_type == "DELETED":
+                pods.pop(meta.get("name"), None)
+            else:
+                pods[meta.get("name")] = obj
+        elif kind == "configmaps" and meta.get("name") != job:
+            return
+        self._mark(job)
+
+    def _mark(self, job: str) -> None:
+        self._dirty.add(job)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Recompute the status of changed jobs; publish what changed; act on decided ends."""
+        self._flush_scheduled = False
+        dirty, self._dirty = self._dirty, set()
+        records = self._cache.stores["configmaps"] if self._cache else {}
+        for job in dirty:
+            record = records.get(job)
+            if record is None:
+                status = self._statuses.pop(job, None)
+                self._published.pop(job, None)
+                if status is not None:
+                    self.events.publish(JobEvent(EV_DELETED, status.owner, job))
+                if not self._pods_by_job.get(job):
+                    self._pods_by_job.pop(job, None)
+                continue
+            status, decision, views = job_status(record, list(self._pods_by_job.get(job, {}).values()))
+            self._statuses[job] = status
+            data = status.to_dict()
+            if self._published.get(job) != data:
+                self._published[job] = data
+                self.events.publish(JobEvent(UPDATED, status.owner, job, data))
+            if decision is not None and decision.terminal and job not in self._finishing:
+                self._finishing.add(job)
+                task = asyncio.create_task(self._finish(job, record, views, decision))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _finish(self, job: str, record: dict[str, Any], views: list[Any], decision: policy.Decision) -> None:
+        """The server's share of the master's work: record the end, stop what still runs."""
+        try:
+            failed = cluster_master.failed_trainer_pod(views, decision)
+            if failed:
+                tail = await self._log_tail(failed)
+                views, decision = cluster_master.decide_job(record, list(self._pods_by_job.get(job, {}).values()), tail)
+            await self._record_final(job, cluster_master.final_status(views, decision))
+            await self._stop_roles(job, sorted({role for role, _ in decision.stop}))
+        except (ApiException, BackendUnavailable) as error:
+            self.log.warning("paddle-nbext: could not finish job %s yet: %s", job, error)
+        finally:
+            self._finishing.discard(job)
+
+    async def _log_tail(self, pod: str) -> str:
+        try:
+            return await self.read_pod_log(pod, tail=20, previous=False)
+        except (ApiException, BackendUnavailable):
+            return ""
+
+    async def _record_final(self, job: str, final: dict[str, Any], cancelled: bool = False) -> None:
+        connection = await self._conn()
+        annotations = {cluster_master.ANNOTATION_STATUS: json.dumps(final)}
+        if cancelled:
+            annotations[cluster_master.ANNOTATION_CANCELLED] = "true"
+        core = client.CoreV1Api(connection.api)
+        response = await self._call(
+            f"record the end of job {job}", core.patch_namespaced_config_map, job, connection.namespace,
+            {"metadata": {"annotations": annotations}}, _preload_content=False,
+        )  # fmt: skip
+        if self._cache is not None:
+            self._cache.put("configmaps", json.loads(response.data))
+
+    async def _stop_roles(self, job: str, roles: list[str]) -> None:
+        """Suspend each role's Job (no new pods) and delete its live pods; finished pods stay
+        for their logs."""
+        connection = await self._conn()
+        batch, core = client.BatchV1Api(connection.api), client.CoreV1Api(connection.api)
+        for role in roles:
+            try:
+                await self._call(f"stop the {role}s of {job}", batch.patch_namespaced_job, f"{job}-{role}", connection.namespace, {"spec": {"suspend": True}})
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+            for name, pod in list(self._pods_by_job.get(job, {}).items()):
+                meta = pod.get("metadata") or {}
+                if (meta.get("labels") or {}).get(manifests.ROLE_LABEL) != role or meta.get("deletionTimestamp"):
+                    continue
+                if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    continue
+                try:
+                    await self._call(f"stop pod {name}", core.delete_namespaced_pod, name, connection.namespace)
+                except ApiException as error:
+                    if error.status != 404:
+                        raise
+
+    async def _synced_cache(self) -> WatchCache:
+        cache = await self._ensure_cache()
+        if not cache.synced and not await cache.wait_synced(self.sync_timeout):
+            raise self._unavailable("list jobs", ConnectionError(cache.error or "the job cache did not sync"))
+        if not cache.connected:
+            raise BackendUnavailable(f"the Kubernetes API is unreachable, job states may be stale: {cache.error}")
+        return cache
+
+    async def list_jobs(self, owner: str) -> list[JobStatus]:
+        await self._synced_cache()
+        jobs = [s for s in self._statuses.values() if s.owner == owner]
+        return sorted(jobs, key=lambda s: s.created, reverse=True)
+
+    async def get_job(self, name: str, owner: str) -> JobStatus:
+        await self._synced_cache()
+        status = self._statuses.get(name)
+        if status is None or status.owner != owner:
+            raise JobNotFound(f"no job named '{name}'")
+        return status
+
+    # ================================================================== logs
+
+    def _pod_of(self, status: JobStatus, role: str, index: int) -> str:
+        desired = int(status.spec.get(f"{role}s") or 0) if role in ("pserver", "trainer") else 0
+        if not 0 <= index < desired:
+            raise InvalidState(f"job '{status.name}' has no {role} {index} (it has {desired} {role}s)", field="index")
+        pods = [
+            p for p in self._pods_by_job.get(status.name, {}).values()
+            if cluster_master.pod_identity(p) == (role, index)
+        ]  # fmt: skip
+        if not pods:
+            raise InvalidState(f"{role} {index} of job '{status.name}' has no pod (not started yet, or removed after the job ended)")
+        pods.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+        return pods[-1]["metadata"]["name"]
+
+    async def read_pod_log(self, pod: str, *, tail: int | None, previous: bool) -> str:
+        connection = await self._conn()
+        core = client.CoreV1Api(connection.api)
+        kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "previous": previous, "_preload_content": False}
+        if tail is not None:
+            kwargs["tail_lines"] = tail
+        response = await self._call(f"read the log of {pod}", core.read_namespaced_pod_log, pod, connection.namespace, **kwargs)
+        return response.data.decode("utf-8", errors="replace")
+
+    async def read_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False) -> str:
+        status = await self.get_job(name, owner)
+        pod = self._pod_of(status, role, index)
+        try:
+            return await self.read_pod_log(pod, tail=tail, previous=previous)
+        except ApiException as error:
+            if error.status in (400, 404):
+                raise InvalidState(f"no {'previous ' if previous else ''}log for {role} {index} of '{name}': {describe_failure(error)}") from None
+            raise BackendUnavailable(f"cannot read the log of {role} {index}: {describe_failure(error)}") from None
+
+    async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
+        status = await self.get_job(name, owner)
+        pod = self._pod_of(status, role, index)
+        connection = await self._conn()
+        core = client.CoreV1Api(connection.api)
+        kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "follow": True, "_preload_content": False}
+        if tail is not None:
+            kwargs["tail_lines"] = tail
+        try:
+            response = await self._call(f"follow the log of {pod}", core.read_namespaced_pod_log, pod, connection.namespace, **kwargs)
+        except ApiException as error:
+            raise InvalidState(f"no log for {role} {index} of '{name}': {describe_failure(error)}") from None
+        chunks = response.stream(amt=None, decode_content=True)
+        end = object()
+        try:
+            while True:
+                chunk = await asyncio.to_thread(next, chunks, end)
+                if chunk is end:
+                    return
+                yield chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else chunk
+        finally:
+            await asyncio.to_thread(response.release_conn)
+
+    # ================================================================== cancel and delete
+
+    async def cancel(self, name: str, owner: str) -> JobStatus:
+        status = await self.get_job(name, owner)
+        if status.terminal:
+            return status
+        assert self._cache is not None
+        record = self._cache.stores["configmaps"][name]
+        pods = list(self._pods_by_job.get(name, {}).values())
+        cancelled = json.loads(json.dumps(record))
+        cancelled.setdefault("metadata", {}).setdefault("annotations", {})[cluster_master.ANNOTATION_CANCELLED] = "true"
+        views, decision = cluster_master.decide_job(cancelled, pods)
+        await self._record_final(name, cluster_master.final_status(views, decision), cancelled=True)
+        await self._stop_roles(name, ["master", "pserver", "trainer"])
+        self._flush_now(name)
+        return self._statuses[name]
+
+    def _flush_now(self, job: str) -> None:
+        self._dirty.add(job)
+        self._flush()
+
+    async def delete(self, name: str, owner: str) -> None:
+        await self.get_job(name, owner)
+        connection = await self._conn()
+        core = client.CoreV1Api(connection.api)
+        try:
+            await self._call(
+                f"delete job {name}", core.delete_namespaced_config_map, name, connection.namespace,
+                propagation_policy="Background",
+            )  # fmt: skip
+        except ApiException as error:
+            if error.status != 404:
+                raise BackendUnavailable(f"cannot delete job '{name}': {describe_failure(error)}") from None
+        if self._cache is not None:
+            self._cache.forget("configmaps", name)
+        job_dir = Path(self.home_path) / JOBS_DIR / name
+        if job_dir.is_dir():
+            await asyncio.to_thread(shutil.rmtree, job_dir, True)

@@ -1,0 +1,304 @@
+"""Pure functions: a job spec -> the exact Kubernetes objects of that job (DESIGN §6).
+
+Objects, in creation order (the record first, so every other object can point at it):
+  ConfigMap `<job>`           the job record: spec.json + the runtime files the pods run
+  Service `<job>`             headless, publishNotReadyAddresses: stable DNS for every replica
+  Job `<job>-master`          one pod (restartPolicy OnFailure, so Kubernetes restarts it) that
+                              runs cluster_master.py and ends the job cleanly without the server
+  Job `<job>-pserver`         Indexed, completions = parallelism = pservers (ps mode only)
+  Job `<job>-trainer`         Indexed, backoffLimit(PerIndex) from max_restarts, restartPolicy Never
+With `master_service_account_name` empty, a ServiceAccount, Role and RoleBinding `<job>-master`
+(limited to this job's objects by resourceNames) are created for the master as well.
+
+Everything except the record carries an ownerReference to the record, so deleting the record
+is one call and the garbage collector removes the rest.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+from paddle_nbext.quantity import Quantity
+from paddle_nbext.spec import JobSpec
+
+from .home_volume import HomeVolume
+from .settings import RUNTIME_FILES, RUNTIME_MOUNT, ManifestSettings
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "paddle-nbext"
+JOB_LABEL = "paddle-nbext/job"
+OWNER_LABEL = "paddle-nbext/owner"
+ROLE_LABEL = "paddle-nbext/role"
+OWNER_ANNOTATION = "paddle-nbext/owner"  # the exact user name (a label value cannot hold every name)
+SPEC_KEY = "spec.json"
+CONTAINER = "main"
+UID_PLACEHOLDER = "<uid of the record ConfigMap, filled in at creation>"
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def owner_label(owner: str) -> str:
+    """A label value for `owner`: the name itself when it is a valid label value, else a
+    readable cleaned form plus a short hash so distinct names never share a label."""
+    if _LABEL_VALUE.match(owner):
+        return owner
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", owner).strip("-_.")[:50].strip("-_.") or "user"
+    digest = hashlib.sha256(owner.encode()).hexdigest()[:8]
+    return f"{cleaned}-{digest}"
+
+
+def labels(job: str, owner: str, role: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {
+        **(extra or {}),
+        MANAGED_BY: MANAGER,
+        JOB_LABEL: job,
+        OWNER_LABEL: owner_label(owner),
+        ROLE_LABEL: role,
+    }
+
+
+def endpoints(job: str, role: str, count: int, port: int) -> str:
+    """`<job>-<role>-<i>.<job>:<port>` for every index: the Indexed Job hostnames under the
+    headless Service, stable across pod restarts."""
+    return ",".join(f"{job}-{role}-{index}.{job}:{port}" for index in range(count))
+
+
+def _metadata(name: str, job: str, owner: str, role: str, settings: ManifestSettings, owned: bool) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": settings.namespace,
+        "labels": labels(job, owner, role, settings.extra_labels),
+        "annotations": {**settings.extra_annotations, OWNER_ANNOTATION: owner},
+    }
+    if owned:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "name": job,
+                "uid": UID_PLACEHOLDER,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    return meta
+
+
+def record(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: dict[str, str]) -> dict[str, Any]:
+    """The job record: the spec (what `GET /jobs/{name}` shows even after the pods are gone)
+    and the runtime files every pod mounts."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(spec.job_name, spec.job_name, owner, "record", settings, owned=False),
+        "data": {SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True), **{name: runtime[name] for name in RUNTIME_FILES}},
+    }
+
+
+def service(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[str, Any]:
+    ports = []
+    if spec.pservers:
+        ports.append({"name": "pserver", "port": settings.pserver_port, "targetPort": settings.pserver_port})
+    ports.append({"name": "trainer", "port": settings.trainer_port, "targetPort": settings.trainer_port})
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(spec.job_name, spec.job_name, owner, "service", settings, owned=True),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,  # peers must resolve before they are "ready"
+            "selector": {JOB_LABEL: spec.job_name, MANAGED_BY: MANAGER},
+            "ports": ports,
+        },
+    }
+
+
+def _threads(cpu: str) -> str:
+    return str(max(1, math.ceil(Quantity.parse(cpu).value)))
+
+
+def role_env(spec: JobSpec, role: str, settings: ManifestSettings, workdir: str) -> list[dict[str, Any]]:
+    """The launcher's environment contract (docs/architecture.md) for one role; the index comes
+    from JOB_COMPLETION_INDEX, which Kubernetes sets in Indexed Job pods."""
+    job = spec.job_name
+    values = {
+        "PADDLE_NBEXT_JOB": job,
+        "PADDLE_NBEXT_MODE": spec.mode,
+        "PADDLE_NBEXT_ROLE": role,
+        "PADDLE_NBEXT_PSERVER_ENDPOINTS": endpoints(job, "pserver", spec.pservers, settings.pserver_port),
+        "PADDLE_NBEXT_TRAINER_ENDPOINTS": endpoints(job, "trainer", spec.trainers, settings.trainer_port),
+        "PADDLE_NBEXT_ENTRY": spec.entry_point,
+        "PADDLE_NBEXT_WORKDIR": workdir,
+        "PADDLE_NBEXT_CPU": _threads(spec.pserver_cpu if role == "pserver" else spec.trainer_cpu),
+        "HOME": settings.home_path,
+    }
+    user = [{"name": key, "value": value} for key, value in sorted(spec.env.items()) if key not in values]
+    return user + [{"name": key, "value": value} for key, value in values.items()]
+
+
+def _resources(spec: JobSpec, role: str, settings: ManifestSettings) -> dict[str, Any]:
+    cpu = Quantity.parse(spec.pserver_cpu if role == "pserver" else spec.trainer_cpu).canonical()
+    memory = Quantity.parse(spec.pserver_mem if role == "pserver" else spec.trainer_mem).canonical()
+    requests: dict[str, str] = {"cpu": cpu, "memory": memory}
+    limits: dict[str, str] = {"memory": memory}  # request = limit: no surprise OOM kills under pressure
+    if role == "trainer" and spec.trainer_gpu:
+        requests[settings.gpu_resource_name] = str(spec.trainer_gpu)
+        limits[settings.gpu_resource_name] = str(spec.trainer_gpu)
+    return {"requests": requests, "limits": limits}
+
+
+def _volumes(job: str, home: HomeVolume) -> list[dict[str, Any]]:
+    return [
+        home.volume(),
+        {"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in RUNTIME_FILES]}},
+    ]
+
+
+def _mounts(home: HomeVolume) -> list[dict[str, Any]]:
+    return [
+        home.mount(),
+        {"name": "paddle-nbext-runtime", "mountPath": RUNTIME_MOUNT, "readOnly": True},
+    ]
+
+
+def _pod_extras(settings: ManifestSettings, service_account: str) -> dict[str, Any]:
+    extras: dict[str, Any] = {"enableServiceLinks": False}
+    if settings.node_selector:
+        extras["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        extras["tolerations"] = [dict(t) for t in settings.tolerations]
+    if settings.image_pull_secrets:
+        extras["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    if settings.priority_class_name:
+        extras["priorityClassName"] = settings.priority_class_name
+    if settings.pod_security_context:
+        extras["securityContext"] = dict(settings.pod_security_context)
+    if service_account:
+        extras["serviceAccountName"] = service_account
+        extras["automountServiceAccountToken"] = True
+    else:
+        extras["automountServiceAccountToken"] = False  # replicas need no API access
+    return extras
+
+
+def _job(name: str, spec: JobSpec, owner: str, role: str, settings: ManifestSettings, pod_spec: dict[str, Any], job_spec: dict[str, Any]) -> dict[str, Any]:
+    meta = _metadata(name, spec.job_name, owner, role, settings, owned=True)
+    body: dict[str, Any] = {
+        **job_spec,
+        "template": {
+            "metadata": {"labels": dict(meta["labels"]), "annotations": dict(meta["annotations"])},
+            "spec": pod_spec,
+        },
+    }
+    if settings.ttl_seconds_after_finished is not None:
+        body["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": body}
+
+
+def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, home: HomeVolume, workdir: str) -> dict[str, Any]:
+    count = spec.pservers if role == "pserver" else spec.trainers
+    port = settings.pserver_port if role == "pserver" else settings.trainer_port
+    container = {
+        "name": CONTAINER,
+        "image": spec.image or settings.default_image,
+        "command": ["python3", f"{RUNTIME_MOUNT}/launcher.py"],
+        "workingDir": workdir,
+        "env": role_env(spec, role, settings, workdir),
+        "ports": [{"name": role, "containerPort": port}],
+        "resources": _resources(spec, role, settings),
+        "volumeMounts": _mounts(home),
+    }
+    pod_spec = {
+        "restartPolicy": "Never",  # a failed pod is replaced by the Job controller, counted per index
+        "subdomain": spec.job_name,  # hostname <job>-<role>-<i>.<job> through the headless Service
+        "containers": [container],
+        "volumes": _volumes(spec.job_name, home),
+        **_pod_extras(settings, settings.service_account_name),
+    }
+    job_spec: dict[str, Any] = {"completionMode": "Indexed", "completions": count, "parallelism": count}
+    if role == "trainer":
+        job_spec["backoffLimitPerIndex"] = spec.max_restarts
+        job_spec["backoffLimit"] = spec.max_restarts * count
+    else:
+        job_spec["backoffLimit"] = 0  # a pserver that ends early fails the job (the policy says so)
+    return _job(f"{spec.job_name}-{role}", spec, owner, role, settings, pod_spec, job_spec)
+
+
+def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[str, Any]:
+    job = spec.job_name
+    service_account = settings.master_service_account_name or f"{job}-master"
+    container = {
+        "name": CONTAINER,
+        "image": spec.image or settings.default_image,
+        "command": ["python3", f"{RUNTIME_MOUNT}/cluster_master.py"],
+        "env": [
+            {"name": "PADDLE_NBEXT_JOB", "value": job},
+            {"name": "PADDLE_NBEXT_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        ],
+        "resources": {"requests": {"cpu": "10m", "memory": "128Mi"}, "limits": {"memory": "128Mi"}},
+        "volumeMounts": [{"name": "paddle-nbext-runtime", "mountPath": RUNTIME_MOUNT, "readOnly": True}],
+    }
+    extras = _pod_extras(settings, service_account)
+    extras.pop("securityContext", None)  # the master touches no user files
+    pod_spec = {
+        "restartPolicy": "OnFailure",  # Kubernetes restarts the master; it re-derives all from the API
+        "containers": [container],
+        "volumes": [{"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in RUNTIME_FILES]}}],
+        **extras,
+    }
+    return _job(f"{job}-master", spec, owner, "master", settings, pod_spec, {"completions": 1, "parallelism": 1, "backoffLimit": 1000})
+
+
+def master_rbac(spec: JobSpec, owner: str, settings: ManifestSettings) -> list[dict[str, Any]]:
+    """A per-job ServiceAccount + Role + RoleBinding, limited to this job's objects."""
+    job = spec.job_name
+    name = f"{job}-master"
+    meta = lambda: _metadata(name, job, owner, "master", settings, owned=True)  # noqa: E731
+    rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [job], "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [f"{job}-pserver", f"{job}-trainer"], "verbs": ["patch"]},
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(), "rules": rules},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta(),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": settings.namespace}],
+        },
+    ]
+
+
+def build_plan(
+    spec: JobSpec,
+    owner: str,
+    settings: ManifestSettings,
+    *,
+    home: HomeVolume,
+    workdir: str,
+    runtime: dict[str, str],
+) -> list[dict[str, Any]]:
+    """Every object of the job, in creation order (record first)."""
+    objects = [record(spec, owner, settings, runtime), service(spec, owner, settings)]
+    if not settings.master_service_account_name:
+        objects += master_rbac(spec, owner, settings)
+    objects.append(master_job(spec, owner, settings))
+    if spec.pservers:
+        objects.append(replica_job(spec, owner, "pserver", settings, home, workdir))
+    objects.append(replica_job(spec, owner, "trainer", settings, home, workdir))
+    return objects
+
+
+def set_owner_uid(manifest: dict[str, Any], uid: str) -> dict[str, Any]:
+    """A copy of `manifest` whose ownerReference points at the created record."""
+    copy = json.loads(json.dumps(manifest))
+    for reference in copy["metadata"].get("ownerReferences", []):
+        reference["uid"] = uid
+    return copy

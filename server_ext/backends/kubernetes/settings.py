@@ -1,0 +1,35 @@
+"""The deployment facts the manifests need, as one immutable value.
+
+The backend's traitlets (`c.KubernetesBackend.*`) are turned into a `ManifestSettings` once, so
+`manifests.build_plan` stays a pure function of (spec, owner, settings, home volume) that unit
+tests call without any server or cluster.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RUNTIME_FILES = ("launcher.py", "policy.py", "cluster_master.py")
+RUNTIME_MOUNT = "/opt/paddle-nbext"
+PSERVER_PORT = 6174
+TRAINER_PORT = 6175
+
+
+@dataclass(frozen=True)
+class ManifestSettings:
+    namespace: str
+    default_image: str
+    home_path: str
+    gpu_resource_name: str = "nvidia.com/gpu"
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+    image_pull_secrets: tuple[str, ...] = ()
+    service_account_name: str = ""
+    master_service_account_name: str = "paddle-nbext-master"
+    priority_class_name: str = ""
+    extra_labels: dict[str, str] = field(default_factory=dict)
+    extra_annotations: dict[str, str] = field(default_factory=dict)
+    ttl_seconds_after_finished: int | None = None
+    pod_security_context: dict[str, Any] = field(default_factory=dict)
+    pserver_port: int = PSERVER_PORT
+    trainer_port: int = TRAINER_PORT

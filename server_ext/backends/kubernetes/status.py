@@ -1,0 +1,73 @@
+"""The job record + the job's pods -> `JobStatus` (and the policy's decision while it runs).
+
+The reading of a pod (phase, reason in words, restarts) is `cluster_master.observe_replicas`, the
+same code the in-cluster master runs, so the server and the master never disagree.  Once a job
+has ended its final status is stored in the record (annotation `paddle-nbext/status`), which is
+what users see from then on — pods may be gone by then (stopped, TTL, node loss).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...runtime import cluster_master, policy
+from ...status import JobStatus, ReplicaStatus
+from .manifests import OWNER_ANNOTATION, SPEC_KEY
+
+BACKEND_NAME = "kubernetes"
+
+
+def record_owner(record: dict[str, Any]) -> str:
+    return ((record.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION, "")
+
+
+def record_spec(record: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return json.loads((record.get("data") or {}).get(SPEC_KEY) or "{}")
+    except ValueError:
+        return {}
+
+
+def final_of(record: dict[str, Any]) -> dict[str, Any] | None:
+    raw = ((record.get("metadata") or {}).get("annotations") or {}).get(cluster_master.ANNOTATION_STATUS)
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def job_status(record: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[JobStatus, policy.Decision | None, list[cluster_master.ReplicaView]]:
+    """The status users see; the decision is None once the job's end is recorded."""
+    meta = record.get("metadata") or {}
+    spec = record_spec(record)
+    base = {
+        "name": meta.get("name", ""),
+        "owner": record_owner(record),
+        "backend": BACKEND_NAME,
+        "spec": spec,
+        "created": meta.get("creationTimestamp") or "",
+    }
+    final = final_of(record)
+    if final is not None:
+        status = JobStatus(
+            **base,
+            phase=final.get("phase", policy.FAILED),
+            message=final.get("message", ""),
+            started=final.get("started"),
+            finished=final.get("finished"),
+            replicas=[ReplicaStatus(**r) for r in final.get("replicas", [])],
+        )
+        return status, None, []
+    views, decision = cluster_master.decide_job(record, pods)
+    started = [v.started for v in views if v.started]
+    status = JobStatus(
+        **base,
+        phase=decision.phase,
+        message=decision.message,
+        started=min(started) if started else None,
+        finished=None,
+        replicas=[ReplicaStatus(**v.public()) for v in views],
+    )
+    return status, decision, views

@@ -1,0 +1,407 @@
+"""The job master inside a Kubernetes cluster (DESIGN §6), standard library only.
+
+It runs as the single pod of the `<job>-master` Job, from the files of the job record ConfigMap,
+in the job's own base image.  Every few seconds it reads the job's pods and the record through
+the API with its service-account token, turns the pods into replica states, asks the shared
+lifecycle `policy.decide(..., runner_restarts=False)` (the Job controller recreates failed
+trainer pods itself) and, when the job is over, writes the final status into the record and
+stops what still runs (suspend the Job, delete its pods).  It keeps nothing in memory that
+matters, so when Kubernetes restarts it, it re-derives everything from the API.
+
+The pod -> replica mapping (`observe_replicas`) lives here because both the master and the
+server extension's status cache need exactly the same reading of a pod; the server imports it.
+
+API access: in a pod, the in-cluster defaults (KUBERNETES_SERVICE_HOST/PORT, the mounted
+token, CA and namespace).  For tests and unusual setups: `PADDLE_NBEXT_KUBE_API` (base URL),
+`PADDLE_NBEXT_KUBE_TOKEN_FILE`, `PADDLE_NBEXT_KUBE_CA_FILE`, `PADDLE_NBEXT_KUBE_INSECURE=1`
+(skip TLS verification), `PADDLE_NBEXT_NAMESPACE`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+try:
+    from . import policy
+except ImportError:  # run as a plain script from the record's files
+    import policy  # type: ignore[no-redef]
+
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+JOB_LABEL = "paddle-nbext/job"
+ROLE_LABEL = "paddle-nbext/role"
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+ANNOTATION_STATUS = "paddle-nbext/status"  # JSON: the final status, written once the job ends
+ANNOTATION_CANCELLED = "paddle-nbext/cancelled"
+SPEC_KEY = "spec.json"
+CONTAINER = "main"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- pods -> replicas
+
+
+@dataclass
+class ReplicaView:
+    """One replica as users see it, read from its newest pod (older pods count as restarts)."""
+
+    role: str
+    index: int
+    phase: str = policy.PENDING
+    reason: str | None = None
+    exit_code: int | None = None
+    restarts: int = 0
+    started: str | None = None
+    finished: str | None = None
+    pod: str | None = None
+
+    def observed(self, log_tail: str = "") -> policy.Observed:
+        return policy.Observed(self.role, self.index, self.phase, self.exit_code, self.restarts, self.reason, log_tail)
+
+    def public(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("pod")
+        return data
+
+
+def pod_identity(pod: dict[str, Any]) -> tuple[str, int] | None:
+    """(role, index) of a job pod: role from our label, index from the Indexed Job's label or
+    annotation (the hostname suffix as a last resort)."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    role = labels.get(ROLE_LABEL)
+    if role not in ("pserver", "trainer"):
+        return None
+    raw = labels.get(INDEX_KEY) or (meta.get("annotations") or {}).get(INDEX_KEY)
+    if raw is None:
+        hostname = (pod.get("spec") or {}).get("hostname") or ""
+        raw = hostname.rsplit("-", 1)[-1] if "-" in hostname else None
+    try:
+        return role, int(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _container_status(pod: dict[str, Any]) -> dict[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for status in statuses:
+        if status.get("name") == CONTAINER:
+            return status
+    return statuses[0] if statuses else {}
+
+
+def _with_message(reason: str, message: str | None) -> str:
+    message = (message or "").strip()
+    return f"{reason}: {message}" if message else reason
+
+
+def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
+    """The replica state that one pod shows, reasons in words."""
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    container = _container_status(pod)
+    state = container.get("state") or {}
+    view = ReplicaView(role, index, pod=(pod.get("metadata") or {}).get("name"))
+    view.restarts = int(container.get("restartCount") or 0)
+    running = state.get("running") or {}
+    terminated = state.get("terminated") or (container.get("lastState") or {}).get("terminated") or {}
+    waiting = state.get("waiting") or {}
+    view.started = running.get("startedAt") or terminated.get("startedAt") or status.get("startTime")
+    if phase == "Pending":
+        view.phase = policy.PENDING
+        view.started = None
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                view.reason = _with_message(condition.get("reason") or "Unschedulable", condition.get("message"))
+        if view.reason is None and waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
+            view.reason = _with_message(waiting["reason"], waiting.get("message"))
+    elif phase == "Running":
+        view.phase = policy.RUNNING
+        if waiting.get("reason"):  # e.g. CrashLoopBackOff between restarts
+            view.reason = _with_message(waiting["reason"], waiting.get("message"))
+    elif phase == "Succeeded":
+        view.phase = policy.SUCCEEDED
+        view.exit_code = 0
+        view.finished = terminated.get("finishedAt")
+    else:  # Failed (or Unknown, which the API reports when the node is lost)
+        view.phase = policy.FAILED
+        code = terminated.get("exitCode")
+        view.exit_code = int(code) if code is not None else None
+        view.finished = terminated.get("finishedAt")
+        if terminated.get("reason") == "OOMKilled":
+            view.reason = "OOMKilled"
+        elif status.get("reason"):  # Evicted, DeadlineExceeded, NodeLost ...
+            view.reason = _with_message(status["reason"], status.get("message"))
+        elif view.exit_code is not None:
+            view.reason = f"Exit code {view.exit_code}"
+        else:
+            view.reason = _with_message("Failed", status.get("message"))
+    return view
+
+
+def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -> list[ReplicaView]:
+    """Every desired replica, from its newest pod; failed older pods of the same index are the
+    restarts the Job controller made.  A replica without a pod yet is Pending."""
+    by_identity: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for pod in pods:
+        identity = pod_identity(pod)
+        if identity is not None:
+            by_identity.setdefault(identity, []).append(pod)
+    views: list[ReplicaView] = []
+    for role, count in (("pserver", pservers), ("trainer", trainers)):
+        for index in range(count):
+            candidates = by_identity.get((role, index), [])
+            if not candidates:
+                views.append(ReplicaView(role, index))
+                continue
+            candidates.sort(key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", (p.get("metadata") or {}).get("name") or ""))
+            live = [p for p in candidates if not (p.get("metadata") or {}).get("deletionTimestamp")] or candidates
+            newest = live[-1]
+            view = pod_view(newest, role, index)
+            view.restarts += sum(
+                1 for p in candidates if p is not newest and (p.get("status") or {}).get("phase") == "Failed"
+            )
+            views.append(view)
+    return views
+
+
+def final_replicas(views: list[ReplicaView], decision: policy.Decision) -> list[dict[str, Any]]:
+    """The replica list stored in the record when the job ends: what the runner stops is Stopped."""
+    stopped = set(decision.stop)
+    out = []
+    for view in views:
+        data = view.public()
+        if (view.role, view.index) in stopped:
+            data["phase"] = policy.STOPPED
+            data["finished"] = data["finished"] or now_iso()
+        out.append(data)
+    return out
+
+
+def spec_of(record: dict[str, Any]) -> dict[str, Any]:
+    return json.loads((record.get("data") or {}).get(SPEC_KEY) or "{}")
+
+
+def timed_out(record: dict[str, Any], spec: dict[str, Any], now: float | None = None) -> int | None:
+    timeout = spec.get("timeout")
+    created = parse_time((record.get("metadata") or {}).get("creationTimestamp"))
+    if timeout and created is not None and (now or time.time()) - created > int(timeout):
+        return int(timeout)
+    return None
+
+
+def decide_job(record: dict[str, Any], pods: list[dict[str, Any]], log_tail: str = "") -> tuple[list[ReplicaView], policy.Decision]:
+    """Replica views and the policy's decision for a running (not yet recorded) job."""
+    spec = spec_of(record)
+    views = observe_replicas(pods, int(spec.get("pservers") or 0), int(spec.get("trainers") or 0))
+    cancelled = ((record.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CANCELLED) == "true"
+    observed = [v.observed(log_tail if v.phase == policy.FAILED else "") for v in views]
+    decision = policy.decide(
+        observed,
+        max_restarts=int(spec.get("max_restarts") or 0),
+        cancelled=cancelled,
+        timed_out_after=timed_out(record, spec),
+        runner_restarts=False,
+    )
+    return views, decision
+
+
+def final_status(views: list[ReplicaView], decision: policy.Decision) -> dict[str, Any]:
+    started = [v.started for v in views if v.started]
+    return {
+        "phase": decision.phase,
+        "message": decision.message,
+        "started": min(started) if started else None,
+        "finished": now_iso(),
+        "replicas": final_replicas(views, decision),
+    }
+
+
+# --------------------------------------------------------------------------- the API, stdlib only
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class Api:
+    """The few API calls the master needs, over urllib with a bearer token."""
+
+    def __init__(self, base: str, token_file: str | None, ca_file: str | None, insecure: bool, namespace: str):
+        self.base = base.rstrip("/")
+        self.token_file = token_file
+        self.namespace = namespace
+        if base.startswith("https"):
+            self.context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+            if insecure:
+                self.context.check_hostname = False
+                self.context.verify_mode = ssl.CERT_NONE
+        else:
+            self.context = None
+
+    @classmethod
+    def from_environment(cls) -> "Api":
+        env = os.environ
+        base = env.get("PADDLE_NBEXT_KUBE_API")
+        if not base:
+            host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
+            if not host:
+                raise SystemExit("cluster_master: no API address: set PADDLE_NBEXT_KUBE_API or run in a pod")
+            base = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+        token_file = env.get("PADDLE_NBEXT_KUBE_TOKEN_FILE") or f"{SA_DIR}/token"
+        ca_file = env.get("PADDLE_NBEXT_KUBE_CA_FILE") or (f"{SA_DIR}/ca.crt" if os.path.exists(f"{SA_DIR}/ca.crt") else None)
+        namespace = env.get("PADDLE_NBEXT_NAMESPACE")
+        if not namespace:
+            with open(f"{SA_DIR}/namespace", encoding="utf-8") as handle:
+                namespace = handle.read().strip()
+        insecure = env.get("PADDLE_NBEXT_KUBE_INSECURE", "") in ("1", "true", "yes")
+        return cls(base, token_file if os.path.exists(token_file) else None, ca_file, insecure, namespace)
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json", raw: bool = False) -> Any:
+        headers = {"Accept": "application/json"}
+        if self.token_file:
+            with open(self.token_file, encoding="utf-8") as handle:  # re-read: projected tokens rotate
+                headers["Authorization"] = f"Bearer {handle.read().strip()}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=30, context=self.context) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode(errors="replace")
+            try:
+                detail = json.loads(detail).get("message", detail)
+            except (ValueError, AttributeError):
+                pass
+            raise ApiError(error.code, detail) from None
+        if raw:
+            return payload.decode(errors="replace")
+        return json.loads(payload) if payload else {}
+
+    def ns(self, resource: str, group: str = "api/v1") -> str:
+        return f"/{group}/namespaces/{self.namespace}/{resource}"
+
+    def get_record(self, job: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", self.ns(f"configmaps/{job}"))
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def job_pods(self, job: str) -> list[dict[str, Any]]:
+        selector = urllib.parse.quote(f"{JOB_LABEL}={job}")
+        return self.request("GET", self.ns(f"pods?labelSelector={selector}")).get("items") or []
+
+    def log_tail(self, pod: str, lines: int = 20) -> str:
+        try:
+            return self.request("GET", self.ns(f"pods/{pod}/log?container={CONTAINER}&tailLines={lines}"), raw=True)
+        except (ApiError, OSError):
+            return ""
+
+    def record_final(self, job: str, status: dict[str, Any]) -> None:
+        patch = {"metadata": {"annotations": {ANNOTATION_STATUS: json.dumps(status)}}}
+        self.request("PATCH", self.ns(f"configmaps/{job}"), patch, "application/merge-patch+json")
+
+    def stop_role(self, job: str, role: str, pods: list[dict[str, Any]]) -> None:
+        """Suspend the role's Job (the Job controller then creates nothing more) and delete its
+        running pods (so the end does not depend on a Job controller being there)."""
+        try:
+            self.request("PATCH", self.ns(f"jobs/{job}-{role}", "apis/batch/v1"), {"spec": {"suspend": True}}, "application/merge-patch+json")
+        except ApiError as error:
+            if error.status != 404:
+                raise
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            if (meta.get("labels") or {}).get(ROLE_LABEL) != role or meta.get("deletionTimestamp"):
+                continue
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            try:
+                self.request("DELETE", self.ns(f"pods/{meta['name']}"))
+            except ApiError as error:
+                if error.status != 404:
+                    raise
+
+
+def failed_trainer_pod(views: list[ReplicaView], decision: policy.Decision) -> str | None:
+    if decision.phase != policy.FAILED:
+        return None
+    for view in views:
+        if view.phase == policy.FAILED and view.pod:
+            return view.pod
+    return None
+
+
+def reconcile_once(api: Api, job: str) -> bool:
+    """One pass; True when the job is over (recorded) and the master may exit."""
+    record = api.get_record(job)
+    if record is None:
+        return True  # deleted: the garbage collector takes this pod's Job too
+    annotations = (record.get("metadata") or {}).get("annotations") or {}
+    pods = api.job_pods(job)
+    if ANNOTATION_STATUS in annotations:
+        final = json.loads(annotations[ANNOTATION_STATUS])
+        stopped_roles = {r["role"] for r in final.get("replicas", []) if r.get("phase") == policy.STOPPED}
+        for role in sorted(stopped_roles):
+            api.stop_role(job, role, pods)
+        return True
+    views, decision = decide_job(record, pods)
+    if not decision.terminal:
+        return False
+    failed_pod = failed_trainer_pod(views, decision)
+    if failed_pod:
+        views, decision = decide_job(record, pods, api.log_tail(failed_pod))
+    api.record_final(job, final_status(views, decision))
+    for role in sorted({role for role, _ in decision.stop}):
+        api.stop_role(job, role, pods)
+    return True
+
+
+def main() -> int:
+    job = os.environ.get("PADDLE_NBEXT_JOB")
+    if not job:
+        print("cluster_master: PADDLE_NBEXT_JOB is not set", file=sys.stderr)
+        return 2
+    interval = float(os.environ.get("PADDLE_NBEXT_MASTER_INTERVAL", "3"))
+    api = Api.from_environment()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print(f"cluster_master: watching job {job} in namespace {api.namespace}", flush=True)
+    while True:
+        try:
+            if reconcile_once(api, job):
+                print(f"cluster_master: job {job} is over", flush=True)
+                return 0
+        except (ApiError, OSError, ValueError) as error:  # API restarts, network blips: try again
+            print(f"cluster_master: {error}", file=sys.stderr, flush=True)
+        time.sleep(interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
