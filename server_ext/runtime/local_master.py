@@ -230,6 +230,7 @@ class Master:
         self.poll_interval = float(self.plan.get("poll_interval", 0.1))
         self.grace_period = float(self.plan.get("grace_period", 5))
         self._last_written: str | None = None
+        self.all_pids: list[int] = []  # every replica process ever started, for the record
         self._base_env = {
             k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("PADDLE_NBEXT_")
         }
@@ -250,6 +251,7 @@ class Master:
             "master_pid": os.getpid(),
             "processes": {r.key: r.process.pid for r in self.replicas if r.process is not None and r.process.returncode is None},
             "admitted": self.admitted if self.phase not in TERMINAL else None,
+            "pids": list(self.all_pids),
         }
 
     def write_status(self) -> None:
@@ -356,6 +358,7 @@ class Master:
                 start_new_session=True,
                 preexec_fn=_set_parent_death_signal,
             )
+        self.all_pids.append(replica.process.pid)
         replica.phase = policy.RUNNING
         replica.reason = None
         replica.exit_code = None

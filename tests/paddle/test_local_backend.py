@@ -1,0 +1,163 @@
+"""The local backend with small shell/Python jobs (no Paddle): admission, memory limit, timeout,
+restarts, a killed master, refused packages and dry runs.  Real masters and launchers run."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from local_jobs import OWNER, backend_for, job_record, leftover_processes, request, wait_terminal, wait_until
+from paddle_nbext_server.backends.base import InvalidRequest, JobExists, JobNotFound
+
+SLEEPER = "sleep 120"
+
+
+def collective(**fields):
+    return {"mode": "collective", "trainers": 1, "entry_point": SLEEPER, **fields}
+
+
+def test_memory_limit_exceeded_stops_the_replica(home) -> None:
+    hog = "python -c \"import time; block = b'x' * (300 << 20); time.sleep(120)\""
+
+    async def scenario():
+        backend = backend_for(home)
+        await backend.submit(request(home, **collective(job_name="hog", entry_point=hog, trainer_mem="100Mi")))
+        return await wait_terminal(backend, "hog")
+
+    status = asyncio.run(scenario())
+    assert status.phase == "Failed"
+    assert "MemoryLimitExceeded: used" in status.message and "of 100Mi" in status.message
+    assert status.replicas[0].reason.startswith("MemoryLimitExceeded")
+    assert leftover_processes(home, "hog") == []
+
+
+def test_job_that_does_not_fit_waits_pending_then_starts(home) -> None:
+    async def scenario():
+        backend = backend_for(home, max_cpu=1.0, cpu_overcommit=1.0)
+        await backend.submit(request(home, **collective(job_name="first")))
+        await wait_until(backend, "first", lambda s: s.phase == "Running")
+        await backend.submit(request(home, **collective(job_name="second")))
+        waiting = await wait_until(backend, "second", lambda s: "Waiting for resources" in s.message)
+        await backend.cancel("first", OWNER)
+        started = await wait_until(backend, "second", lambda s: s.phase == "Running")
+        cancelled = await backend.cancel("second", OWNER)
+        return waiting, started, cancelled
+
+    waiting, started, cancelled = asyncio.run(scenario())
+    assert waiting.phase == "Pending"
+    assert "1 CPU" in waiting.message and "first" in waiting.message
+    assert started.phase == "Running"
+    assert cancelled.phase == "Cancelled"
+    assert leftover_processes(home, "first") == [] and leftover_processes(home, "second") == []
+
+
+def test_timeout_fails_with_deadline_exceeded(home) -> None:
+    async def scenario():
+        backend = backend_for(home)
+        await backend.submit(request(home, **collective(job_name="slow", timeout=2)))
+        return await wait_terminal(backend, "slow")
+
+    status = asyncio.run(scenario())
+    assert status.phase == "Failed" and "DeadlineExceeded" in status.message
+    assert status.replicas[0].phase == "Stopped"
+    assert leftover_processes(home, "slow") == []
+
+
+def test_failed_trainer_is_restarted_and_previous_log_kept(home) -> None:
+    flaky = "if [ -e ran-once ]; then echo second try; else touch ran-once; echo first try; exit 5; fi"
+
+    async def scenario():
+        backend = backend_for(home)
+        await backend.submit(request(home, **collective(job_name="flaky", entry_point=flaky, max_restarts=1)))
+        status = await wait_terminal(backend, "flaky")
+        current = await backend.read_logs("flaky", OWNER, "trainer", 0)
+        previous = await backend.read_logs("flaky", OWNER, "trainer", 0, previous=True)
+        return status, current, previous
+
+    status, current, previous = asyncio.run(scenario())
+    assert status.phase == "Succeeded"
+    assert status.replicas[0].restarts == 1
+    assert "second try" in current and "first try" not in current
+    assert "first try" in previous
+
+
+def test_master_killed_marks_the_job_failed_and_stops_replicas(home) -> None:
+    async def scenario():
+        backend = backend_for(home)
+        await backend.start()
+        try:
+            await backend.submit(request(home, **collective(job_name="orphan")))
+            await wait_until(backend, "orphan", lambda s: s.phase == "Running")
+            os.kill(job_record(home, "orphan")["master_pid"], signal.SIGKILL)
+            return await wait_terminal(backend, "orphan")
+        finally:
+            await backend.stop()
+
+    status = asyncio.run(scenario())
+    assert status.phase == "Failed" and "master" in status.message
+    assert leftover_processes(home, "orphan") == []
+
+
+@pytest.mark.parametrize("package", ["/etc", "no-such-dir"])
+def test_refused_package_writes_nothing(home, package) -> None:
+    backend = backend_for(home)
+    with pytest.raises(InvalidRequest) as error:
+        asyncio.run(backend.submit(request(home, **collective(job_name="refused", trainer_package=package))))
+    assert error.value.field == "trainer_package"
+    assert not (home / ".paddle-jobs" / "refused").exists()
+
+
+def test_cell_body_needs_a_snapshot(home) -> None:
+    backend = backend_for(home)
+    with pytest.raises(InvalidRequest) as error:
+        asyncio.run(backend.submit(request(home, entry_script="print(1)", **collective(job_name="cell", snapshot=False))))
+    assert error.value.field == "snapshot"
+    assert not (home / ".paddle-jobs" / "cell").exists()
+
+
+def test_job_bigger_than_the_machine_is_refused(home) -> None:
+    backend = backend_for(home, max_cpu=2.0, cpu_overcommit=1.0)
+    with pytest.raises(InvalidRequest) as error:
+        asyncio.run(backend.submit(request(home, **collective(job_name="huge", trainers=3))))
+    assert error.value.field == "trainer_cpu" and "at most 2" in error.value.message
+    with pytest.raises(InvalidRequest) as error:
+        asyncio.run(backend.submit(request(home, **collective(job_name="gpu", trainer_gpu=1))))
+    assert error.value.field == "trainer_gpu"
+    assert not (home / ".paddle-jobs" / "huge").exists()
+
+
+def test_dry_run_plans_every_process_and_creates_nothing(home) -> None:
+    backend = backend_for(home)
+    result = asyncio.run(
+        backend.submit(request(home, job_name="preview", entry_point="python ps_train.py", pservers=2, trainers=2, trainer_cpu="500m"), dry_run=True)
+    )
+    assert result["dry_run"] is True and result["job"]["phase"] == "Pending"
+    processes = result["plan"]["processes"]
+    assert [(p["role"], p["index"]) for p in processes] == [("pserver", 0), ("pserver", 1), ("trainer", 0), ("trainer", 1)]
+    trainer = processes[3]["env"]
+    assert trainer["PADDLE_NBEXT_ROLE"] == "trainer" and trainer["PADDLE_NBEXT_INDEX"] == "1"
+    assert trainer["PADDLE_NBEXT_PSERVER_ENDPOINTS"].count("127.0.0.1:") == 2
+    assert trainer["PADDLE_NBEXT_CPU"] == "0.5"
+    assert not (home / ".paddle-jobs" / "preview").exists()
+
+
+def test_name_taken_and_other_owners_jobs(home) -> None:
+    async def scenario():
+        backend = backend_for(home)
+        await backend.submit(request(home, **collective(job_name="mine", entry_point="true")))
+        with pytest.raises(JobExists):
+            await backend.submit(request(home, **collective(job_name="mine", entry_point="true")))
+        with pytest.raises(JobNotFound):
+            await backend.get_job("mine", "mallory")
+        assert await backend.list_jobs("mallory") == []
+        status = await wait_terminal(backend, "mine")
+        listed = await backend.list_jobs(OWNER)
+        await backend.delete("mine", OWNER)
+        return status, listed
+
+    status, listed = asyncio.run(scenario())
+    assert status.phase == "Succeeded"
+    assert [s.name for s in listed] == ["mine"]
+    assert not (home / ".paddle-jobs" / "mine").exists()

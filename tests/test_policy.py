@@ -1,0 +1,67 @@
+"""The lifecycle rules every runner applies (runtime/policy.py)."""
+from __future__ import annotations
+
+from paddle_nbext_server.runtime.policy import (
+    CANCELLED, FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Observed, decide,
+)  # fmt: skip
+
+
+def job(trainers: list[str], pservers: list[str], **extra: Observed) -> list[Observed]:
+    replicas = [Observed("pserver", i, phase) for i, phase in enumerate(pservers)]
+    replicas += [Observed("trainer", i, phase) for i, phase in enumerate(trainers)]
+    return replicas
+
+
+def test_all_trainers_done_succeeds_and_stops_pservers() -> None:
+    decision = decide(job([SUCCEEDED, SUCCEEDED], [RUNNING, RUNNING]), max_restarts=0)
+    assert decision.phase == SUCCEEDED
+    assert sorted(decision.stop) == [("pserver", 0), ("pserver", 1)]
+
+
+def test_trainer_failure_without_retries_fails_with_code_and_tail() -> None:
+    replicas = job([RUNNING, RUNNING], [RUNNING])
+    replicas[2] = Observed("trainer", 1, FAILED, exit_code=3, log_tail="step 5\nValueError: bad batch\n")
+    decision = decide(replicas, max_restarts=0)
+    assert decision.phase == FAILED
+    assert "trainer 1" in decision.message and "exit code 3" in decision.message
+    assert "ValueError: bad batch" in decision.message
+    assert ("pserver", 0) in decision.stop and ("trainer", 0) in decision.stop
+
+
+def test_trainer_failure_with_retries_left_restarts_it() -> None:
+    replicas = job([RUNNING, RUNNING], [RUNNING])
+    replicas[2] = Observed("trainer", 1, FAILED, exit_code=1, restarts=0)
+    decision = decide(replicas, max_restarts=2)
+    assert decision.phase == RUNNING
+    assert decision.restart == [("trainer", 1)]
+
+
+def test_pserver_ending_early_fails_the_job() -> None:
+    replicas = job([RUNNING, SUCCEEDED], [RUNNING, FAILED])
+    replicas[1] = Observed("pserver", 1, FAILED, exit_code=-9)
+    decision = decide(replicas, max_restarts=0)
+    assert decision.phase == FAILED
+    assert "pserver 1" in decision.message and "SIGKILL" in decision.message
+
+
+def test_memory_reason_is_reported() -> None:
+    replicas = [Observed("trainer", 0, FAILED, exit_code=-9, reason="MemoryLimitExceeded: used 1.2Gi of 1Gi")]
+    decision = decide(replicas, max_restarts=0)
+    assert decision.phase == FAILED and "MemoryLimitExceeded: used 1.2Gi of 1Gi" in decision.message
+
+
+def test_cancel_and_timeout_stop_everything() -> None:
+    replicas = job([RUNNING], [RUNNING])
+    assert decide(replicas, max_restarts=0, cancelled=True).phase == CANCELLED
+    timed_out = decide(replicas, max_restarts=0, timed_out_after=60)
+    assert timed_out.phase == FAILED and "DeadlineExceeded" in timed_out.message
+    assert len(timed_out.stop) == 2
+
+
+def test_stopped_pservers_after_success_are_normal() -> None:
+    decision = decide(job([SUCCEEDED], [STOPPED]), max_restarts=0)
+    assert decision.phase == SUCCEEDED and decision.stop == []
+
+
+def test_nothing_started_is_pending() -> None:
+    assert decide(job([PENDING], [PENDING]), max_restarts=0).phase == PENDING
