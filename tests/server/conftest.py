@@ -13,7 +13,9 @@ from jupyter_server.auth.identity import IdentityProvider, User
 from tornado.httpclient import HTTPClientError
 from traitlets.config import Config
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
+# pytest-jupyter's fixtures and async-test hooks, for this directory only (`pytest_plugins` is
+# only allowed in the top-level conftest).
+from pytest_jupyter.jupyter_server import *  # noqa: E402,F401,F403
 
 ALICE_TOKEN, BOB_TOKEN = "alice-secret-token", "bob-secret-token"
 API = "paddle/api/v1"
@@ -39,7 +41,13 @@ def paddle_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def jp_server_config(jp_home_dir: Path, paddle_config: dict[str, Any]) -> Config:
+def local_config() -> dict[str, Any]:
+    """Per-test `c.LocalBackend` values added to the defaults below."""
+    return {}
+
+
+@pytest.fixture
+def jp_server_config(jp_home_dir: Path, paddle_config: dict[str, Any], local_config: dict[str, Any]) -> Config:
     return Config(
         {
             "ServerApp": {
@@ -48,7 +56,9 @@ def jp_server_config(jp_home_dir: Path, paddle_config: dict[str, Any]) -> Config
             },
             "IdentityProvider": {"token": ALICE_TOKEN},
             "PaddleNbext": paddle_config,
-            "LocalBackend": {"jobs_dir": str(jp_home_dir / ".paddle-jobs"), "poll_interval": 0.05, "grace_period": 2.0},
+            "LocalBackend": {
+                "jobs_dir": str(jp_home_dir / ".paddle-jobs"), "poll_interval": 0.05, "grace_period": 2.0, **local_config,
+            },
         }
     )
 
