@@ -58,6 +58,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     command = [
         str(JUPYTER), "server", "--allow-root", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
         f"--ServerApp.token={token}", f"--ServerApp.root_dir={home}", "--ServerApp.port_retries=0",
+        # explicit, so the suite does not depend on the install having placed the enable file
+        "--ServerApp.jpserver_extensions={'paddle_nbext_server': True}",
     ]  # fmt: skip
     log = open(log_path, "wb")
     process = subprocess.Popen(command, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -71,6 +73,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
                 response = requests.get(f"{live.api}/version", headers={"Authorization": f"token {token}"}, timeout=5)
                 if response.status_code == 200:
                     break
+                if response.status_code == 404:
+                    pytest.fail(f"the server runs without the paddle-nbext API (404):\n{log_path.read_text(errors='replace')[-4000:]}")
             except requests.ConnectionError:
                 pass
             if time.monotonic() > deadline:

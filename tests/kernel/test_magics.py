@@ -1,0 +1,80 @@
+"""The magics through a real IPython InteractiveShell against the live server (real HTTP, real
+Paddle processes through the local backend)."""
+from __future__ import annotations
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from .conftest import TRAIN_SCRIPT, wait_until
+
+
+@pytest.fixture(scope="module")
+def shell():
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "paddle_nbext")
+    return ip
+
+
+def test_submit_a_ps_job_from_a_cell_then_logs_list_and_delete(shell, kernel_env, capsys):
+    from paddle_nbext.api import Job
+
+    body = TRAIN_SCRIPT.read_text()
+    job = shell.run_cell_magic("paddle_submit", "--job-name magic-ps --pservers 1 --trainers 2 --trainer-cpu 500m --wait", body)
+    assert isinstance(job, Job), capsys.readouterr().err
+    assert job.phase == "Succeeded", job.last
+    assert job.last["roles"]["trainer"]["succeeded"] == 2
+    assert "Job magic-ps: Succeeded" in str(job)
+    # the cell body ran as the entry script inside the snapshot
+    assert job.last["spec"]["entry_point"] == "python paddle_entry.py"
+    assert job.last["spec"]["trainer_package"] == str(kernel_env.home / "project")
+    capsys.readouterr()
+
+    shell.run_line_magic("paddle_logs", "magic-ps --role trainer --index 1")
+    out = capsys.readouterr().out
+    assert "step 199 loss" in out and "trainer done" in out
+
+    listing = shell.run_line_magic("paddle_jobs", "")
+    assert "magic-ps" in [j.name for j in listing]
+
+    shell.run_line_magic("paddle_delete", "magic-ps")
+    assert capsys.readouterr().out.strip() == "Deleted magic-ps."
+    shell.run_line_magic("paddle_logs", "magic-ps")
+    err = capsys.readouterr().err
+    assert err.startswith("paddle-nbext: ") and err.count("\n") == 1 and "magic-ps" in err
+
+
+def test_cancel_keeps_the_record_until_delete(shell, kernel_env, capsys):
+    job = shell.run_cell_magic("paddle_submit", "--job-name magic-sleep --mode collective --trainers 1", "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n")
+    assert job is not None, capsys.readouterr().err
+    wait_until(lambda: job.status()["phase"] == "Running", what="the sleeping job to run")
+    shell.run_line_magic("paddle_cancel", "magic-sleep")
+    assert capsys.readouterr().out.strip().startswith("Cancelled magic-sleep")
+    assert job.wait(timeout=60).phase == "Cancelled"
+    assert "magic-sleep" in [j.name for j in shell.run_line_magic("paddle_jobs", "")]
+    shell.run_line_magic("paddle_delete", "magic-sleep")
+    assert "magic-sleep" not in [j.name for j in shell.run_line_magic("paddle_jobs", "")]
+
+
+def test_user_errors_are_one_line_without_traceback(shell, kernel_env, capsys):
+    cases = {
+        "--trainers 0": "--trainers: must be at least 1",
+        "--trainer-mem 4GB": "--trainer-mem: '4GB' is not a quantity",
+        "--frobnicate": "unrecognized arguments: --frobnicate",
+        # the server's limit, reported through its {error, message, field} body
+        "--trainers 100000": "--trainers (trainers): must be at most",
+        "--package /definitely/not/home": "--package (trainer_package):",
+    }
+    for line, expected in cases.items():
+        assert shell.run_cell_magic("paddle_submit", line, "print('hi')\n") is None
+        captured = capsys.readouterr()
+        assert captured.err.startswith("paddle-nbext: ") and expected in captured.err, (line, captured.err)
+        assert captured.err.count("\n") == 1 and "Traceback" not in captured.err + captured.out
+    shell.run_line_magic("paddle_submit", "--help")
+    assert "--trainer-cpu CPU" in capsys.readouterr().out
+
+
+def test_dry_run_creates_nothing(shell, kernel_env, capsys):
+    assert shell.run_cell_magic("paddle_submit", "--job-name magic-dry --trainers 2 --dry-run", "print('x')\n") is None
+    out = capsys.readouterr().out
+    assert '"dry_run": true' in out and "magic-dry" in out
+    assert "magic-dry" not in [j.name for j in shell.run_line_magic("paddle_jobs", "")]
