@@ -108,3 +108,74 @@ def api(jp_fetch: Fetch) -> Fetch:
 
 def python_cmd(script: str, *args: str) -> str:
     return " ".join([sys.executable, script, *args])
+
+
+class StreamAborted(Exception):
+    """Raised from the streaming callback: the client hangs up, like a closed browser tab."""
+
+
+class Stream:
+    """A client of a streaming route (`/events` or `/logs?follow=true`) over real HTTP.
+
+    `events` yields parsed SSE events; `text` accumulates plain text; `hang_up()` makes the
+    client drop the connection at the next chunk."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.text = ""
+        self._buffer = ""
+        self._abort = False
+        self.task: asyncio.Future[Any] | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        if self._abort:
+            raise StreamAborted()
+        piece = chunk.decode()
+        self.text += piece
+        self._buffer += piece
+        while "\n\n" in self._buffer:
+            block, self._buffer = self._buffer.split("\n\n", 1)
+            kind, data = None, []
+            for line in block.splitlines():
+                if line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].strip())
+                elif line.startswith(":"):
+                    kind = kind or "comment"
+            if kind:
+                self.events.put_nowait((kind, json.loads("\n".join(data)) if data else None))
+
+    async def next_event(self, kinds: tuple[str, ...] = ("snapshot", "job", "deleted", "resync")) -> tuple[str, Any]:
+        while True:
+            kind, data = await self.events.get()
+            if kind in kinds:
+                return kind, data
+
+    def hang_up(self) -> None:
+        self._abort = True
+
+
+@pytest.fixture
+def open_stream(jp_fetch: Fetch) -> Callable[..., Stream]:
+    """Start a streaming GET in the background: `open_stream("events", user="bob")`."""
+    import asyncio
+
+    streams: list[Stream] = []
+
+    def start(path: str, *, user: str = "alice", params: dict[str, Any] | None = None) -> Stream:
+        stream = Stream()
+        token = ALICE_TOKEN if user == "alice" else BOB_TOKEN
+        stream.task = asyncio.ensure_future(
+            jp_fetch(*API.split("/"), *path.split("/"), params=params or {}, headers={"Authorization": f"token {token}"},
+                     streaming_callback=stream.feed, request_timeout=600)
+        )
+        streams.append(stream)
+        return stream
+
+    yield start
+    for stream in streams:
+        if stream.task is not None and not stream.task.done():
+            stream.task.cancel()
