@@ -81,10 +81,10 @@ class JobForm(widgets.VBox):
 
     # ---- building
     def _default(self, name: str) -> Any:
+        if name == "trainer_package":  # the kernel's cwd unless the server pins a package dir
+            return self.defaults.get(name) or os.getcwd()
         if name in self.defaults and self.defaults[name] is not None:
             return self.defaults[name]
-        if name == "trainer_package":
-            return os.getcwd()
         if name == "entry_point":
             return "python train.py"
         if name == "image":

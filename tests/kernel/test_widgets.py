@@ -1,0 +1,120 @@
+"""Widget model state against the live server: the form validates inline and becomes a status
+view that moves through the phases; the job list refreshes, acts, and stops polling."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import wait_until
+
+QUICK = "python -c \"print('widget job ok')\""
+
+
+def test_form_validates_inline_and_becomes_a_live_status_view(client):
+    from paddle_nbext.widgets.form import JobForm
+
+    form = JobForm(client, interval=0.3)
+    assert form.submit_button.disabled is False and form.messages == {}
+    assert form.inputs["trainer_package"].value.endswith("/project")  # the kernel's cwd
+
+    form.inputs["trainers"].value = 0
+    assert form.messages["trainers"].startswith("must be at least 1")
+    assert form.submit_button.disabled is True
+    assert form.submit() is None  # refused while invalid: nothing is sent
+
+    form.inputs["trainer_mem"].value = "2 gigs"
+    assert "is not a quantity" in form.messages["trainer_mem"]
+    limit = client.config()["limits"]["max_trainers"]
+    form.inputs["trainers"].value = limit + 1
+    assert f"must be at most {limit}" in form.messages["trainers"]
+    form.inputs["trainers"].value = 4
+    form.inputs["trainer_mem"].value = "4Gi"
+    form.inputs["trainer_cpu"].value = "2"
+    assert form.messages == {} and form.submit_button.disabled is False
+    assert "4 trainers × 2 CPU" in form.totals.value and "= 9 CPU" in form.totals.value  # + 1 pserver × 1 CPU
+
+    form.inputs["mode"].value = "collective"
+    assert form.inputs["pservers"].value == 0
+    form.inputs["trainers"].value = 1
+    form.inputs["trainer_cpu"].value = "500m"
+    form.inputs["trainer_mem"].value = "512Mi"
+    form.inputs["job_name"].value = "form-quick"
+    form.inputs["entry_point"].value = QUICK
+    job = form.submit()
+    assert job is not None and job.name == "form-quick", form.form_error.value
+    view = form.status_view
+    assert form.children == (view,)
+    wait_until(lambda: view.phase == "Succeeded", what="the form's job to succeed")
+    assert view.phases[-1] == "Succeeded" and len(view.phases) >= 2  # e.g. Pending -> Running -> Succeeded
+    assert "Succeeded" in view.html.value
+    wait_until(lambda: not view.poller.running, what="the status view to stop polling after the end")
+    assert "widget job ok" in job.logs()
+
+    # the same name again: the server's 409 shows up under the name field, nothing else changes
+    again = JobForm(client)
+    again.inputs["mode"].value = "collective"
+    again.inputs["job_name"].value = "form-quick"
+    again.inputs["entry_point"].value = QUICK
+    assert again.submit() is None
+    assert "form-quick" in again.messages["job_name"]
+    assert again.submit_button.disabled is False
+    form.close()
+    again.close()
+    job.delete()
+
+
+def test_job_list_refreshes_acts_and_stops(client):
+    from paddle_nbext import api
+    from paddle_nbext.widgets.job_list import JobListWidget
+
+    table = JobListWidget(client, interval=0.3)
+    job = api.submit("python -c \"import time; print('listed', flush=True); time.sleep(600)\"", job_name="list-sleep",
+                     mode="collective", trainers=1, client=client)  # fmt: skip
+    row = wait_until(lambda: table.rows.get("list-sleep"), what="the new job to appear in the list")
+    wait_until(lambda: "paddle-phase-running" in row.cells[1].value, what="the row to show Running")
+    assert "trainer 1/1 running" in row.cells[2].value
+    wait_until(lambda: "listed" in table.show_logs("list-sleep"), what="the job's log")
+    assert "listed" in table.logs.value
+
+    row.cancel_button.click()
+    wait_until(lambda: "paddle-phase-cancelled" in row.cells[1].value, what="the row to show Cancelled")
+    assert job.status()["phase"] == "Cancelled"
+    wait_until(lambda: row.cancel_button.disabled, what="the cancel button to disable for an ended job")
+
+    row.delete_button.click()
+    assert "list-sleep" not in table.rows
+    assert all(r.name != "list-sleep" for r in table.table.children)
+
+    refreshes = table.refreshes
+    wait_until(lambda: table.refreshes >= refreshes + 2, what="two more refreshes")
+    table.close()
+    wait_until(lambda: not table.polling, what="polling to stop after close")
+    stopped_at = client.request_count
+    time.sleep(1.0)  # > 3 intervals: a live poller would have made requests by now
+    assert client.request_count == stopped_at
+
+
+def test_job_list_stops_when_the_frontend_closes_the_comm(client):
+    from paddle_nbext.widgets.job_list import JobListWidget
+
+    table = JobListWidget(client, interval=0.2)
+    assert table.polling
+    table.comm.handle_close({"content": {"comm_id": table.comm.comm_id, "data": {}}})  # what the kernel does on comm_close
+    wait_until(lambda: not table.polling, what="polling to stop after the comm closed")
+    table.close()
+
+
+def test_status_view_follows_a_job_to_the_end(client):
+    from paddle_nbext import api
+
+    job = api.submit("python -c \"import time; time.sleep(2); raise SystemExit(3)\"", job_name="view-fail",
+                     mode="collective", trainers=1, client=client)  # fmt: skip
+    view = job.widget(interval=0.2)
+    wait_until(lambda: view.phase in ("Failed", "Succeeded"), what="the job to end")
+    assert view.phases[-1] == "Failed"
+    assert "Running" in view.phases or view.phases[0] in ("Pending", "Running")
+    assert "Exit code 3" in view.html.value
+    wait_until(lambda: not view.poller.running, what="the view to stop polling")
+    view.close()
+    job.delete()
