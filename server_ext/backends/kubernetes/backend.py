@@ -269,6 +269,8 @@ class KubernetesBackend(Backend):
                 await self._create(manifests.set_owner_uid(manifest, uid), created, spec.job_name)
         except BaseException:
             await self._rollback(created)
+            if snapshot:
+                await asyncio.to_thread(shutil.rmtree, job_dir, True)
             raise
         cache.put("configmaps", record)
         status = self._statuses.get(spec.job_name)
@@ -338,7 +340,8 @@ class KubernetesBackend(Backend):
             delete = getattr(api, f"delete_namespaced_{suffix}")
             try:
                 await asyncio.to_thread(
-                    delete, name, obj["metadata"]["namespace"], propagation_policy="Background", _request_timeout=30
+                    delete, name, obj["metadata"]["namespace"], propagation_policy="Background",
+                    _request_timeout=30, _preload_content=False,
                 )
             except ApiException as error:
                 if error.status != 404:
@@ -436,7 +439,7 @@ class KubernetesBackend(Backend):
         batch, core = client.BatchV1Api(connection.api), client.CoreV1Api(connection.api)
         for role in roles:
             try:
-                await self._call(f"stop the {role}s of {job}", batch.patch_namespaced_job, f"{job}-{role}", connection.namespace, {"spec": {"suspend": True}})
+                await self._call(f"stop the {role}s of {job}", batch.patch_namespaced_job, f"{job}-{role}", connection.namespace, {"spec": {"suspend": True}}, _preload_content=False)
             except ApiException as error:
                 if error.status != 404:
                     raise
@@ -447,7 +450,7 @@ class KubernetesBackend(Backend):
                 if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                     continue
                 try:
-                    await self._call(f"stop pod {name}", core.delete_namespaced_pod, name, connection.namespace)
+                    await self._call(f"stop pod {name}", core.delete_namespaced_pod, name, connection.namespace, _preload_content=False)
                 except ApiException as error:
                     if error.status != 404:
                         raise
@@ -557,7 +560,7 @@ class KubernetesBackend(Backend):
         try:
             await self._call(
                 f"delete job {name}", core.delete_namespaced_config_map, name, connection.namespace,
-                propagation_policy="Background",
+                propagation_policy="Background", _preload_content=False,
             )  # fmt: skip
         except ApiException as error:
             if error.status != 404:

@@ -1,0 +1,416 @@
+"""Cluster contract of the `kubernetes` backend, through the `cluster` fixture (the in-memory
+API by default, a real cluster with PADDLE_NBEXT_TEST_KUBECONFIG).  Written for real API
+semantics: objects come and go asynchronously (Job controller, garbage collector), so the
+suite waits for states, never for durations.
+
+The backend always runs under the shipped Role (deploy/rbac/notebook-role.yaml), the master
+under deploy/rbac/master-role.yaml, each with a token minted for its service account.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from paddle_nbext.spec import JobSpec
+from paddle_nbext_server.backends.base import BackendUnavailable, InvalidState, JobExists, JobNotFound, SubmitRequest
+from paddle_nbext_server.backends.kubernetes import KubernetesBackend
+from paddle_nbext_server.events import DELETED, UPDATED, EventHub
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+MASTER = REPO / "server_ext" / "runtime" / "cluster_master.py"
+SELECTOR = "app.kubernetes.io/managed-by=paddle-nbext"
+WAIT = 30.0
+
+
+def deploy_docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((REPO / "deploy" / "rbac" / name).read_text()) if d]
+
+
+NOTEBOOK_ROLE = next(d for d in deploy_docs("notebook-role.yaml") if d["kind"] == "Role")
+MASTER_ROLE = next(d for d in deploy_docs("master-role.yaml") if d["kind"] == "Role")
+
+
+def without_verb(role: dict[str, Any], resource: str, verb: str) -> dict[str, Any]:
+    copy = json.loads(json.dumps(role))
+    for rule in copy["rules"]:
+        if resource in rule["resources"]:
+            rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+    return copy
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], what: str, timeout: float = WAIT) -> Any:
+    """Wait for `check` to return a truthy value (asserting errors are retried until timeout)."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = await check()
+            if value:
+                return value
+        except (AssertionError, BackendUnavailable, JobNotFound, KeyError) as error:
+            last = error
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}" + (f": {last}" if last else ""))
+
+
+def home_dir(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    (home / "mnist").mkdir(parents=True)
+    (home / "mnist" / "train.py").write_text("print('training')\n")
+    return home
+
+
+def spec(name: str, **fields: Any) -> JobSpec:
+    return JobSpec.from_dict({"job_name": name, "entry_point": "python train.py", "trainer_package": "mnist", **fields})
+
+
+def backend_for(kubeconfig: str, namespace: str, home: Path, events: EventHub | None = None, **traits: Any) -> KubernetesBackend:
+    settings = {"home_volume": "pvc", "home_path": str(home), "sync_timeout": WAIT, **traits}
+    return KubernetesBackend(events=events or EventHub(), kubeconfig=kubeconfig, namespace=namespace, **settings)
+
+
+def notebook(cluster: Any, namespace: str, role: dict[str, Any] = NOTEBOOK_ROLE) -> str:
+    return cluster.kubeconfig_for(namespace, "paddle-notebook", role)
+
+
+def objects_of(api: client.ApiClient, namespace: str, job: str) -> set[tuple[str, str]]:
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    selector = f"paddle-nbext/job={job}"
+    found = {("ConfigMap", o.metadata.name) for o in core.list_namespaced_config_map(namespace, label_selector=selector).items}
+    found |= {("Service", o.metadata.name) for o in core.list_namespaced_service(namespace, label_selector=selector).items}
+    found |= {("Job", o.metadata.name) for o in batch.list_namespaced_job(namespace, label_selector=selector).items}
+    found |= {("Pod", o.metadata.name) for o in core.list_namespaced_pod(namespace, label_selector=selector).items}
+    return found
+
+
+def pod_of(api: client.ApiClient, namespace: str, job: str, role: str, index: int) -> str:
+    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={job},paddle-nbext/role={role}").items
+    for pod in sorted(pods, key=lambda p: p.metadata.creation_timestamp, reverse=True):
+        marks = {**(pod.metadata.labels or {}), **(pod.metadata.annotations or {})}
+        if marks.get("batch.kubernetes.io/job-completion-index") == str(index) and not pod.metadata.deletion_timestamp:
+            return pod.metadata.name
+    raise AssertionError(f"no pod for {role} {index} of {job}")
+
+
+def replica(status: Any, role: str, index: int) -> Any:
+    return next(r for r in status.replicas if r.role == role and r.index == index)
+
+
+def run(coro: Awaitable[Any]) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 180))
+
+
+# ------------------------------------------------------------------------------------------ tests
+
+
+def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp_path):
+    namespace = cluster.new_namespace()
+    kubeconfig = notebook(cluster, namespace)
+    admin = cluster.api_client()
+    home = home_dir(tmp_path)
+    # the notebook's own pod, whose home volume `auto` copies into the job pods
+    client.CoreV1Api(admin).create_namespaced_pod(namespace, {
+        "metadata": {"name": "jupyter-alice"},
+        "spec": {"containers": [{"name": "notebook", "image": "jupyter", "volumeMounts": [{"name": "home", "mountPath": str(home)}]}],
+                 "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}],
+                 "securityContext": {"runAsUser": 1000, "fsGroup": 100}}})  # fmt: skip
+    hub = EventHub()
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home, hub, home_volume="auto", pod_name="jupyter-alice")
+        await backend.start()
+        try:
+            async with hub.subscribe() as events:
+                dry = await backend.submit(SubmitRequest(spec("dry", pservers=2, trainers=2), "alice", home), dry_run=True)
+                kinds = [(m["kind"], m["metadata"]["name"]) for m in dry["plan"]["manifests"]]
+                assert kinds == [("ConfigMap", "dry"), ("Service", "dry"), ("Job", "dry-master"), ("Job", "dry-pserver"), ("Job", "dry-trainer")]
+                trainer_pod = dry["plan"]["manifests"][-1]["spec"]["template"]["spec"]
+                assert {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}} in trainer_pod["volumes"]
+                assert trainer_pod["securityContext"] == {"runAsUser": 1000, "fsGroup": 100}
+                assert objects_of(admin, namespace, "dry") == set()  # a dry run creates nothing
+
+                created = await backend.submit(SubmitRequest(spec("mnist", pservers=1, trainers=2), "alice", home))
+                assert created["name"] == "mnist" and created["phase"] == "Pending"
+                assert (home / ".paddle-jobs" / "mnist" / "package" / "train.py").is_file()
+                expected = {("ConfigMap", "mnist"), ("Service", "mnist"), ("Job", "mnist-master"), ("Job", "mnist-pserver"), ("Job", "mnist-trainer")}
+                assert objects_of(admin, namespace, "mnist") - {o for o in objects_of(admin, namespace, "mnist") if o[0] == "Pod"} == expected
+                record = client.CoreV1Api(admin).read_namespaced_config_map("mnist", namespace)
+                for job in client.BatchV1Api(admin).list_namespaced_job(namespace, label_selector="paddle-nbext/job=mnist").items:
+                    assert [(o.kind, o.name, o.uid) for o in job.metadata.owner_references] == [("ConfigMap", "mnist", record.metadata.uid)]
+
+                with pytest.raises(JobExists):
+                    await backend.submit(SubmitRequest(spec("mnist"), "alice", home))
+
+                cluster.play_job_controller(namespace)
+                cluster.set_pod_status(namespace, pod_of(admin, namespace, "mnist", "trainer", 0), "Pending")
+                status = await eventually(lambda: _where(backend, "mnist", lambda s: (replica(s, "trainer", 0).reason or "").startswith("Unschedulable: 0/1 nodes")), "Unschedulable reason")
+                assert status.phase == "Pending"
+                cluster.set_pod_status(namespace, pod_of(admin, namespace, "mnist", "trainer", 1), "Pending", waiting_reason="ImagePullBackOff", message="Back-off pulling image \"paddle:nope\"")
+                await eventually(lambda: _where(backend, "mnist", lambda s: replica(s, "trainer", 1).reason == 'ImagePullBackOff: Back-off pulling image "paddle:nope"'), "ImagePullBackOff reason")
+
+                for role, index in (("pserver", 0), ("trainer", 0), ("trainer", 1)):
+                    cluster.set_pod_status(namespace, pod_of(admin, namespace, "mnist", role, index), "Running", log=f"{role} {index} says hello\n")
+                await eventually(lambda: _where(backend, "mnist", lambda s: s.phase == "Running" and s.to_dict()["roles"]["trainer"]["running"] == 2), "Running")
+                if not cluster.real:  # pods/log content is written by the played kubelet
+                    assert "trainer 1 says hello" in await backend.read_logs("mnist", "alice", "trainer", 1, tail=5)
+                with pytest.raises(InvalidState, match="no trainer 7"):
+                    await backend.read_logs("mnist", "alice", "trainer", 7)
+
+                cluster.set_pod_status(namespace, pod_of(admin, namespace, "mnist", "trainer", 0), "Succeeded")
+                await eventually(lambda: _where(backend, "mnist", lambda s: s.message == "1/2 trainers finished."), "1/2 finished")
+                cluster.set_pod_status(namespace, pod_of(admin, namespace, "mnist", "trainer", 1), "Succeeded")
+                # the server's own reconciliation: Succeeded recorded in the record, pservers stopped
+                final = await eventually(lambda: _where(backend, "mnist", lambda s: s.phase == "Succeeded" and s.finished), "Succeeded")
+                assert replica(final, "pserver", 0).phase == "Stopped"
+                assert final.message == "All 2 trainers finished successfully."
+                record = client.CoreV1Api(admin).read_namespaced_config_map("mnist", namespace)
+                assert json.loads(record.metadata.annotations["paddle-nbext/status"])["phase"] == "Succeeded"
+                assert client.BatchV1Api(admin).read_namespaced_job("mnist-pserver", namespace).spec.suspend is True
+
+                seen = []
+                while not events.empty():
+                    seen.append(events.get_nowait())
+                phases = [e.job["phase"] for e in seen if e.kind == UPDATED and e.name == "mnist"]
+                assert phases[0] == "Pending" and "Running" in phases and phases[-1] == "Succeeded"
+                assert [j.name for j in await backend.list_jobs("alice")] == ["mnist"]
+                assert await backend.list_jobs("bob") == []
+                with pytest.raises(JobNotFound):
+                    await backend.get_job("mnist", "bob")
+
+                await backend.delete("mnist", "alice")
+                with pytest.raises(JobNotFound):
+                    await backend.get_job("mnist", "alice")
+                assert any(e.kind == DELETED and e.name == "mnist" for e in [await events.get() for _ in range(events.qsize())])
+                await eventually(lambda: _async(lambda: objects_of(admin, namespace, "mnist") == set()), "the cascade to remove every object")
+                assert not (home / ".paddle-jobs" / "mnist").exists()
+        finally:
+            await backend.stop()
+
+    run(scenario())
+
+
+async def _where(backend: KubernetesBackend, name: str, predicate: Callable[[Any], Any]) -> Any:
+    status = await backend.get_job(name, "alice")
+    return status if predicate(status) else None
+
+
+async def _async(fn: Callable[[], Any]) -> Any:
+    return await asyncio.to_thread(fn)
+
+
+def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):
+    namespace = cluster.new_namespace()
+    kubeconfig = notebook(cluster, namespace)
+    admin = cluster.api_client()
+    home = home_dir(tmp_path)
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("oom", pservers=1, trainers=1), "alice", home))
+            await backend.submit(SubmitRequest(spec("stopme", mode="collective", pservers=0, trainers=2), "alice", home))
+            cluster.play_job_controller(namespace)
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "oom", "pserver", 0), "Running")
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "oom", "trainer", 0), "Failed", exit_code=137, reason="OOMKilled")
+            failed = await eventually(lambda: _where(backend, "oom", lambda s: s.phase == "Failed" and s.finished), "Failed")
+            assert failed.message.startswith("trainer 0 failed with OOMKilled")
+            assert replica(failed, "trainer", 0).reason == "OOMKilled" and replica(failed, "trainer", 0).exit_code == 137
+            assert replica(failed, "pserver", 0).phase == "Stopped"
+
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "stopme", "trainer", 0), "Running")
+            await eventually(lambda: _where(backend, "stopme", lambda s: s.phase == "Running"), "Running")
+            cancelled = await backend.cancel("stopme", "alice")
+            assert cancelled.phase == "Cancelled"
+            assert {r.phase for r in cancelled.replicas} == {"Stopped"}
+            assert client.BatchV1Api(admin).read_namespaced_job("stopme-trainer", namespace).spec.suspend is True
+            # the record is kept: the job still lists as Cancelled
+            assert (await backend.get_job("stopme", "alice")).phase == "Cancelled"
+            assert (await backend.cancel("stopme", "alice")).phase == "Cancelled"  # again: a no-op
+        finally:
+            await backend.stop()
+
+    run(scenario())
+
+
+def master_env(cluster: Any, namespace: str, tmp_path: Path, job: str) -> dict[str, str]:
+    """Environment for cluster_master.py as a process on this machine, with the master's token."""
+    config = yaml.safe_load(Path(cluster.kubeconfig_for(namespace, "paddle-nbext-master", MASTER_ROLE)).read_text())
+    entry, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+    token = tmp_path / f"{job}-token"
+    token.write_text(user["token"])
+    env = {**os.environ, "PADDLE_NBEXT_JOB": job, "PADDLE_NBEXT_NAMESPACE": namespace, "PADDLE_NBEXT_KUBE_API": entry["server"],
+           "PADDLE_NBEXT_KUBE_TOKEN_FILE": str(token), "PADDLE_NBEXT_MASTER_INTERVAL": "0.2"}  # fmt: skip
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    if entry.get("certificate-authority-data"):
+        ca = tmp_path / f"{job}-ca.crt"
+        ca.write_bytes(base64.b64decode(entry["certificate-authority-data"]))
+        env["PADDLE_NBEXT_KUBE_CA_FILE"] = str(ca)
+    if entry.get("insecure-skip-tls-verify"):
+        env["PADDLE_NBEXT_KUBE_INSECURE"] = "1"
+    return env
+
+
+def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(cluster, tmp_path):
+    """The server is stopped after submit: the master process alone ends the job."""
+    namespace = cluster.new_namespace()
+    kubeconfig = notebook(cluster, namespace)
+    admin = cluster.api_client()
+    home = home_dir(tmp_path)
+    env = master_env(cluster, namespace, tmp_path, "mastered")
+
+    async def submit() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("mastered", pservers=2, trainers=2), "alice", home))
+        finally:
+            await backend.stop()
+
+    run(submit())
+    cluster.play_job_controller(namespace)
+    for role, index in (("pserver", 0), ("pserver", 1), ("trainer", 0), ("trainer", 1)):
+        cluster.set_pod_status(namespace, pod_of(admin, namespace, "mastered", role, index), "Running")
+    core = client.CoreV1Api(admin)
+
+    first = subprocess.Popen([sys.executable, str(MASTER)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert "watching job mastered" in (first.stdout.readline() if first.stdout else "")
+        cluster.set_pod_status(namespace, pod_of(admin, namespace, "mastered", "trainer", 0), "Succeeded")
+    finally:
+        first.kill()  # the pod dies; Kubernetes would start the master again
+        first.communicate(timeout=30)
+    assert "paddle-nbext/status" not in (core.read_namespaced_config_map("mastered", namespace).metadata.annotations or {})
+
+    cluster.set_pod_status(namespace, pod_of(admin, namespace, "mastered", "trainer", 1), "Succeeded")
+    second = subprocess.run([sys.executable, str(MASTER)], env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert "job mastered is over" in second.stdout
+    final = json.loads(core.read_namespaced_config_map("mastered", namespace).metadata.annotations["paddle-nbext/status"])
+    assert final["phase"] == "Succeeded"
+    assert {(r["role"], r["phase"]) for r in final["replicas"]} == {("pserver", "Stopped"), ("trainer", "Succeeded")}
+    assert client.BatchV1Api(admin).read_namespaced_job("mastered-pserver", namespace).spec.suspend is True
+    live = [p for p in core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=mastered,paddle-nbext/role=pserver").items
+            if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp]
+    assert live == []
+
+    async def server_view() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            status = await backend.get_job("mastered", "alice")
+            assert status.phase == "Succeeded" and status.message == "All 2 trainers finished successfully."
+        finally:
+            await backend.stop()
+
+    run(server_view())
+
+
+def test_a_second_user_can_neither_see_nor_touch_the_first_users_jobs(cluster, tmp_path):
+    first_ns, second_ns = cluster.new_namespace(), cluster.new_namespace()
+    alice, bob = notebook(cluster, first_ns), notebook(cluster, second_ns)
+    home = home_dir(tmp_path)
+
+    async def scenario() -> None:
+        backend = backend_for(alice, first_ns, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("private"), "alice", home))
+        finally:
+            await backend.stop()
+        own = backend_for(bob, second_ns, home)
+        await own.start()
+        try:
+            assert await own.list_jobs("bob") == [] and await own.list_jobs("alice") == []
+        finally:
+            await own.stop()
+        intruder = backend_for(bob, first_ns, home, sync_timeout=2)
+        await intruder.start()
+        try:
+            with pytest.raises(BackendUnavailable, match="403"):
+                await intruder.list_jobs("alice")
+            with pytest.raises(BackendUnavailable):
+                await intruder.delete("private", "alice")
+        finally:
+            await intruder.stop()
+
+    run(scenario())
+    with pytest.raises(ApiException) as denied:
+        client.CoreV1Api(cluster.api_client(bob)).delete_namespaced_config_map("private", first_ns)
+    assert denied.value.status == 403
+    assert ("ConfigMap", "private") in objects_of(cluster.api_client(), first_ns, "private")
+
+
+def test_a_role_missing_one_verb_fails_clearly_and_leaves_nothing(cluster, tmp_path):
+    namespace = cluster.new_namespace()
+    kubeconfig = notebook(cluster, namespace, without_verb(NOTEBOOK_ROLE, "jobs", "create"))
+    admin = cluster.api_client()
+    home = home_dir(tmp_path)
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            with pytest.raises(BackendUnavailable, match="creating Job refused-master was forbidden by RBAC") as error:
+                await backend.submit(SubmitRequest(spec("refused"), "alice", home))
+            assert "403" in error.value.message
+            await eventually(lambda: _async(lambda: objects_of(admin, namespace, "refused") == set()), "the rollback")
+            assert not (home / ".paddle-jobs" / "refused").exists()
+        finally:
+            await backend.stop()
+
+    run(scenario())
+
+
+def test_api_unreachable_is_503_with_the_cause_and_recovers(cluster, tmp_path):
+    namespace = cluster.new_namespace()
+    kubeconfig = notebook(cluster, namespace)
+    admin = cluster.api_client()
+    home = home_dir(tmp_path)
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("steady", trainers=1), "alice", home))
+            cluster.play_job_controller(namespace)
+            pod = pod_of(admin, namespace, "steady", "trainer", 0)
+            with cluster.api_down():
+                with pytest.raises(BackendUnavailable, match="unreachable") as error:
+                    await backend.submit(SubmitRequest(spec("during"), "alice", home))
+                assert "Connection" in error.value.message or "refused" in error.value.message
+                await eventually(lambda: _raises_unavailable(backend.list_jobs("alice")), "list to report the outage")
+            cluster.set_pod_status(namespace, pod, "Running")  # a change made right after the API returns
+            await eventually(lambda: _where(backend, "steady", lambda s: s.phase == "Running"), "recovery")
+            cluster.compact_history()  # watch resume now gets 410 Gone: the cache re-lists
+            cluster.drop_watches()
+            cluster.set_pod_status(namespace, pod, "Succeeded")
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "steady", "pserver", 0), "Running")
+            await eventually(lambda: _where(backend, "steady", lambda s: s.phase == "Succeeded"), "the change after 410 Gone")
+        finally:
+            await backend.stop()
+
+    run(scenario())
+
+
+async def _raises_unavailable(call: Awaitable[Any]) -> bool:
+    try:
+        await call
+    except BackendUnavailable as error:
+        return "unreachable" in error.message
+    return False
