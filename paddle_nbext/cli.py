@@ -30,8 +30,20 @@ def build_parser() -> Parser:
     parser.add_argument("--url", help="server or API URL (default: $PADDLE_NBEXT_API_URL or the running server)")
     parser.add_argument("--token", help="Jupyter token (default: $PADDLE_NBEXT_TOKEN)")
     parser.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format [text]")
+    # The same options are accepted after the command too (`paddle-nbext list -o json`);
+    # SUPPRESS keeps a subcommand from resetting a value given before it.
+    common = Parser(add_help=False)
+    common.add_argument("--url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("--token", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("--output", "-o", choices=("text", "json"), default=argparse.SUPPRESS, help="output format [text]")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
+    _add_parser = commands.add_parser
+
+    def add_parser(name: str, **kwargs: Any) -> Parser:
+        return _add_parser(name, parents=[common], **kwargs)
+
+    commands.add_parser = add_parser  # type: ignore[method-assign]
 
     submit = commands.add_parser("submit", help="submit a job", description="Submit a job.")
     add_job_flags(submit, entry_help="command to run in the package dir (or use --script)")
@@ -154,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("paddle-nbext: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `paddle-nbext logs NAME | head`
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -163,7 +163,10 @@ class Client:
         except ValueError:
             body = None
         if isinstance(body, dict) and "error" in body and "message" in body:
-            raise ApiError(response.status_code, str(body["error"]), str(body["message"]), body.get("field"))
+            message = str(body["message"]).rstrip(".")
+            if response.status_code == 403:
+                message += f" (403): set {ENV_TOKEN} or --token to the Jupyter server's token"
+            raise ApiError(response.status_code, str(body["error"]), message, body.get("field"))
         if response.status_code == 404:
             raise ExtensionMissing(
                 f"The Jupyter server at {self.url.removesuffix('/' + API_PATH)} has no paddle-nbext API "

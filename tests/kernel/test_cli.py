@@ -1,0 +1,64 @@
+"""`paddle-nbext` as users run it: the installed console script, in a subprocess, against the
+live server; exit codes 0 (ok), 1 (job failed / API error), 2 (usage)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = str(Path(sys.executable).with_name("paddle-nbext"))
+
+
+@pytest.fixture(scope="module")
+def run(server, workdir):
+    def run(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([CLI, *argv], cwd=workdir, env=env or server.env(), capture_output=True, text=True, timeout=240)
+
+    return run
+
+
+def test_submit_wait_status_logs_list_delete(run, workdir):
+    script = workdir / "cli_entry.py"
+    script.write_text("import os\nprint('cli trainer', os.environ['PADDLE_TRAINER_ID'])\n")
+    done = run("submit", "--job-name", "cli-ok", "--mode", "collective", "--trainers", "2", "--trainer-cpu", "500m",
+               "--script", str(script), "--wait", "--output", "json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["name"] == "cli-ok" and status["phase"] == "Succeeded"
+    assert status["spec"]["trainer_package"] == str(workdir)
+
+    shown = run("status", "cli-ok")
+    assert shown.returncode == 0 and shown.stdout.startswith("Job cli-ok: Succeeded")
+    logs = run("logs", "cli-ok", "--index", "1")
+    assert logs.returncode == 0 and "cli trainer 1" in logs.stdout
+    listed = run("list", "-o", "json")
+    assert "cli-ok" in [job["name"] for job in json.loads(listed.stdout)["jobs"]]
+    deleted = run("delete", "cli-ok")
+    assert deleted.returncode == 0 and deleted.stdout.strip() == "Deleted cli-ok."
+    gone = run("status", "cli-ok")
+    assert gone.returncode == 1 and gone.stderr.startswith("paddle-nbext: ") and "cli-ok" in gone.stderr
+
+
+def test_a_failed_job_exits_1_and_follow_streams_the_log(run):
+    failed = run("submit", "--job-name", "cli-fail", "--mode", "collective", "--trainers", "1",
+                 "--entry", "python -c \"print('about to fail', flush=True); raise SystemExit(3)\"", "--follow")  # fmt: skip
+    assert failed.returncode == 1, failed.stderr
+    assert "about to fail" in failed.stdout
+    assert "Job cli-fail: Failed" in failed.stdout and "Exit code 3" in failed.stdout
+    assert run("delete", "cli-fail").returncode == 0
+
+
+def test_usage_and_connection_errors(run, server):
+    usage = run("submit", "--entry", "python x.py", "--trainers", "-1")
+    assert usage.returncode == 2 and usage.stderr.startswith("paddle-nbext: --trainers: must be")
+    assert run("frobnicate").returncode == 2
+    limit = run("submit", "--entry", "python x.py", "--trainers", "100000")
+    assert limit.returncode == 1 and "--trainers (trainers): must be at most" in limit.stderr
+    forbidden = run("list", env={**server.env(), "PADDLE_NBEXT_TOKEN": "wrong"})
+    assert forbidden.returncode == 1 and "(403): set PADDLE_NBEXT_TOKEN or --token" in forbidden.stderr
+    missing = run("--url", server.url + "not-here/", "list")
+    assert missing.returncode == 1 and "jupyter server extension enable paddle_nbext_server" in missing.stderr
+    assert "\n" not in forbidden.stderr.strip() and "Traceback" not in missing.stderr
