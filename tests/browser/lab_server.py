@@ -1,0 +1,173 @@
+"""A real JupyterLab (subprocess) with paddle-nbext for browser tests and the panel benchmark.
+
+Everything it writes lives in one temporary directory: HOME (the local backend's jobs and the
+trainer package), Jupyter config/data/runtime dirs and JupyterLab settings (news and update
+checks off, so no pop-up covers the panel).  The built labextension is found through
+JUPYTER_PATH, so the tests do not depend on `jupyter labextension develop` having been run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+LABEXT_BUILD = REPO / "paddle_nbext" / "labextension"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class LabServer:
+    url: str  # base URL ending in '/'
+    token: str
+    home: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def api(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        """Call the paddle-nbext REST API as the notebook user (token auth)."""
+        headers = {"Authorization": f"token {self.token}", **kwargs.pop("headers", {})}
+        return requests.request(method, f"{self.url}paddle/api/v1/{path}", headers=headers, timeout=30, **kwargs)
+
+    def page_url(self, path: str) -> str:
+        return f"{self.url}{path}?token={self.token}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+
+def _settings_dir(root: Path) -> Path:
+    settings = root / "lab-settings"
+    notify = settings / "@jupyterlab" / "apputils-extension"
+    notify.mkdir(parents=True)
+    (notify / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    return settings
+
+
+def start_lab(
+    root: Path,
+    *,
+    with_extension: bool = True,
+    backend_module: str | None = None,
+    extra_args: list[str] | None = None,
+) -> LabServer:
+    """Start JupyterLab bound to 127.0.0.1 and wait until it answers.
+
+    `backend_module` (benchmarks only) names a module whose `install()` swaps in another
+    backend class before the server starts."""
+    if not (LABEXT_BUILD / "package.json").is_file():
+        raise RuntimeError(f"{LABEXT_BUILD} is missing: build the extension first (cd labextension && npm ci && npm run build:prod)")
+    home = root / "home"
+    home.mkdir(parents=True)
+    jpath = root / "jupyter-path"
+    (jpath / "labextensions").mkdir(parents=True)
+    (jpath / "labextensions" / "paddle-nbext-labextension").symlink_to(LABEXT_BUILD)
+    config_dir = root / "jupyter-config"
+    config_dir.mkdir()
+    (config_dir / "jupyter_server_config.json").write_text(
+        json.dumps(
+            {
+                "ServerApp": {"jpserver_extensions": {"paddle_nbext_server": with_extension}},
+                "LocalBackend": {"jobs_dir": str(home / ".paddle-jobs"), "poll_interval": 0.1, "grace_period": 2.0},
+                "LabApp": {"news_url": None},
+            }
+        )
+    )
+    token = secrets.token_hex(16)
+    port = free_port()
+    venv_bin = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
+        "JUPYTER_PATH": str(jpath),
+        "JUPYTER_CONFIG_DIR": str(config_dir),
+        "JUPYTER_DATA_DIR": str(root / "jupyter-data"),
+        "JUPYTER_RUNTIME_DIR": str(root / "jupyter-runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(_settings_dir(root)),
+        "JUPYTERLAB_WORKSPACES_DIR": str(root / "lab-workspaces"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    if backend_module:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(backend_module).parent), env.get("PYTHONPATH")]))
+    args = [
+        "--allow-root",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--ServerApp.token={token}",
+        f"--ServerApp.root_dir={home}",
+        "--ServerApp.open_browser=False",
+        *(extra_args or []),
+    ]
+    if backend_module:
+        code = (
+            f"import {Path(backend_module).stem} as b; b.install(); "
+            "from jupyterlab.labapp import main; import sys; sys.exit(main())"
+        )
+        command = [sys.executable, "-c", code, *args]
+    else:
+        command = [sys.executable, "-m", "jupyterlab", *args]
+    log_path = root / "jupyter.log"
+    log = log_path.open("wb")
+    process = subprocess.Popen(command, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = LabServer(f"http://127.0.0.1:{port}/", token, home, process, log_path)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"JupyterLab exited with {process.returncode}:\n{server.log()}")
+        try:
+            if requests.get(f"{server.url}api/status", headers={"Authorization": f"token {token}"}, timeout=2).ok:
+                return server
+        except requests.RequestException:
+            pass
+        time.sleep(0.3)
+    stop_lab(server)
+    raise RuntimeError(f"JupyterLab did not answer within 90 s:\n{server.log()}")
+
+
+def stop_lab(server: LabServer) -> None:
+    """Stop the server and everything it started (its process group), then wait for it."""
+    if server.process.poll() is None:
+        try:
+            os.killpg(server.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            server.process.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.process.pid, signal.SIGKILL)
+            server.process.wait(5)
+
+
+def copy_ps_package(home: Path, name: str = "ps_pkg") -> Path:
+    """A trainer package in HOME holding a copy of examples/ps_train.py."""
+    package = home / name
+    package.mkdir(exist_ok=True)
+    shutil.copy(REPO / "examples" / "ps_train.py", package / "ps_train.py")
+    return package
