@@ -287,3 +287,25 @@ def test_api_down_and_back(cluster):
         with pytest.raises(urllib3.exceptions.HTTPError):
             v1.read_namespaced_config_map("survives", ns, _request_timeout=2)
     assert v1.read_namespaced_config_map("survives", ns).metadata.name == "survives"
+
+
+def test_pod_logs_tail_previous_and_follow(cluster):
+    if cluster.real:
+        pytest.skip("a cluster without kubelets has no container logs")
+    ns = cluster.new_namespace()
+    v1 = client.CoreV1Api(cluster.api_client())
+    v1.create_namespaced_pod(ns, _pod("p"))
+    with pytest.raises(ApiException) as exc:
+        v1.read_namespaced_pod_log("p", ns)
+    assert exc.value.status == 400 and "is waiting to start" in status_of(exc.value)["message"]
+
+    cluster.set_pod_status(ns, "p", "Running", log="first run\n")
+    cluster.set_pod_status(ns, "p", "Running", restart_count=1, log="one\ntwo\n")
+    assert v1.read_namespaced_pod_log("p", ns, previous=True) == "first run\n"
+    assert v1.read_namespaced_pod_log("p", ns, tail_lines=1) == "two\n"
+
+    stream = v1.read_namespaced_pod_log("p", ns, follow=True, _preload_content=False)
+    cluster.set_pod_status(ns, "p", "Running", restart_count=1, log="one\ntwo\nthree\n")
+    cluster.set_pod_status(ns, "p", "Succeeded")
+    assert stream.read().decode() == "one\ntwo\nthree\n"  # the stream ends when the container terminates
+    stream.release_conn()
