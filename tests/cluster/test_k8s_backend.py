@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -168,6 +169,8 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 await eventually(lambda: _where(backend, "mnist", lambda s: s.phase == "Running" and s.to_dict()["roles"]["trainer"]["running"] == 2), "Running")
                 if not cluster.real:  # pods/log content is written by the played kubelet
                     assert "trainer 1 says hello" in await backend.read_logs("mnist", "alice", "trainer", 1, tail=5)
+                    async with contextlib.aclosing(backend.follow_logs("mnist", "alice", "trainer", 0)) as stream:
+                        assert "trainer 0 says hello" in await anext(stream)
                 with pytest.raises(InvalidState, match="no trainer 7"):
                     await backend.read_logs("mnist", "alice", "trainer", 7)
 

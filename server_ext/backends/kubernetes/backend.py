@@ -113,18 +113,19 @@ class KubernetesBackend(Backend):
         assert self._cache is not None
         if not await self._cache.wait_synced(self.sync_timeout):
             self.log.warning("paddle-nbext: the job cache is not synced yet: %s", self._cache.error or "slow API")
-        self._ticker = asyncio.create_task(self._tick())
 
     async def _ensure_cache(self) -> WatchCache:
         if self._cache is None:
             connection = await self._conn()
             self._cache = WatchCache(connection.api, connection.namespace, SELECTOR, asyncio.get_running_loop(), self._on_change)
             self._cache.start()
+            self._ticker = asyncio.create_task(self._tick())
         return self._cache
 
     async def stop(self) -> None:
         if self._ticker:
             self._ticker.cancel()
+            self._ticker = None
         for task in list(self._tasks):
             task.cancel()
         if self._cache is not None:
@@ -458,10 +459,21 @@ class KubernetesBackend(Backend):
     async def _synced_cache(self) -> WatchCache:
         cache = await self._ensure_cache()
         if not cache.synced and not await cache.wait_synced(self.sync_timeout):
-            raise self._unavailable("list jobs", ConnectionError(cache.error or "the job cache did not sync"))
+            raise self._cache_unavailable(cache, "the job list could not be read")
         if not cache.connected:
-            raise BackendUnavailable(f"the Kubernetes API is unreachable, job states may be stale: {cache.error}")
+            raise self._cache_unavailable(cache, "job states may be stale")
         return cache
+
+    def _cache_unavailable(self, cache: WatchCache, consequence: str) -> BackendUnavailable:
+        cause = cache.error or "no answer yet"
+        namespace = cache.namespace
+        if cause.startswith(("HTTP 401", "HTTP 403")):
+            return BackendUnavailable(
+                f"the service account may not watch paddle-nbext jobs in namespace {namespace} ({cause}); "
+                f"{consequence}. Bind the Role in deploy/rbac/notebook-role.yaml to it"
+            )
+        host = self._connection.host if self._connection else "the Kubernetes API"
+        return BackendUnavailable(f"the Kubernetes API at {host} is unreachable ({cause}); {consequence}")
 
     async def list_jobs(self, owner: str) -> list[JobStatus]:
         await self._synced_cache()
@@ -530,7 +542,7 @@ class KubernetesBackend(Backend):
                     return
                 yield chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else chunk
         finally:
-            await asyncio.to_thread(response.release_conn)
+            await asyncio.to_thread(response.close)
 
     # ================================================================== cancel and delete
 
