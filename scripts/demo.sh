@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The demo: set everything up (scripts/setup.sh), start a Jupyter server with the extension on
+# 127.0.0.1, and run a real 2-pserver + 2-trainer parameter-server job on the local backend
+# through the REST API (the `paddle-nbext` CLI), following trainer 0's log until it succeeds.
+# The job record stays in ~/.paddle-jobs so you can look at it afterwards in JupyterLab.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+bash scripts/setup.sh
+
+# Trainer packages must live in your home directory: copy the example there.
+DEMO_DIR="$HOME/paddle-nbext-demo"
+mkdir -p "$DEMO_DIR"
+cp examples/ps_train.py examples/collective_train.py examples/demo.ipynb "$DEMO_DIR/"
+
+PORT=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+TOKEN=$(.venv/bin/python -c 'import secrets; print(secrets.token_hex(16))')
+LOG=$(mktemp -t paddle-nbext-demo-server.XXXXXX.log)
+ROOT_FLAG=()
+[ "$(id -u)" = 0 ] && ROOT_FLAG=(--allow-root)
+.venv/bin/jupyter server "${ROOT_FLAG[@]}" --no-browser --ip=127.0.0.1 --port="$PORT" \
+  --IdentityProvider.token="$TOKEN" --ServerApp.root_dir="$HOME" >"$LOG" 2>&1 &
+SERVER_PID=$!
+trap 'kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true' EXIT
+
+URL="http://127.0.0.1:$PORT"
+for _ in $(seq 1 60); do
+  if .venv/bin/python -c "import sys,urllib.request; urllib.request.urlopen('$URL/api/status?token=$TOKEN', timeout=1)" 2>/dev/null; then
+    break
+  fi
+  sleep 0.5
+done
+
+export PADDLE_NBEXT_API_URL="$URL/paddle/api/v1" PADDLE_NBEXT_TOKEN="$TOKEN"
+echo "== Submitting a 2 pserver + 2 trainer parameter-server job (local backend)"
+.venv/bin/paddle-nbext submit --package "$DEMO_DIR" --entry "python ps_train.py" \
+  --pservers 2 --trainers 2 --trainer-mem 2Gi --pserver-mem 2Gi --follow
+echo
+.venv/bin/paddle-nbext list
+echo
+echo "Done. To explore in JupyterLab (panel, widgets, demo notebook):"
+echo "  $ROOT/.venv/bin/jupyter lab $DEMO_DIR/demo.ipynb"
