@@ -15,9 +15,10 @@ import json
 import os
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import requests
+if TYPE_CHECKING:  # requests is imported on the first request, keeping `%load_ext` cheap
+    import requests
 
 __all__ = [
     "Client",
@@ -133,6 +134,8 @@ class Client:
     def _session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
         if session is None:
+            import requests
+
             session = requests.Session()
             session.trust_env = False  # loopback/cluster-internal URLs must not go through a proxy
             if self.token:
@@ -141,6 +144,8 @@ class Client:
         return session
 
     def _request(self, method: str, path: str, *, stream: bool = False, **kwargs: Any) -> requests.Response:
+        import requests
+
         url = f"{self.url}{path}"
         with self._lock:
             self.request_count += 1

@@ -107,7 +107,7 @@ def test_import_is_lazy_and_never_loads_the_server_side():
         "import sys, paddle_nbext;"
         "from IPython.core.interactiveshell import InteractiveShell;"
         "InteractiveShell.instance().run_line_magic('load_ext', 'paddle_nbext');"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ipywidgets', 'paddle_nbext_server', 'jupyter_server', 'paddle')))"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ipywidgets', 'paddle_nbext_server', 'jupyter_server', 'paddle', 'requests')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
