@@ -31,6 +31,10 @@ def test_demo_notebook_runs_and_the_jobs_succeed(kernel_env):
     def output_of(fragment: str) -> str:
         return next(outputs[i] for i, src in sources.items() if fragment in src)
 
+    # a running job displays as the live status widget (plain text kept for non-widget frontends)
+    submitted = next(c.outputs for c in notebook.cells if c.source.startswith("job = %paddle_submit"))
+    assert "application/vnd.jupyter.widget-view+json" in submitted[0]["data"]
+    assert submitted[0]["data"]["text/plain"].startswith("Job demo-ps: ")
     assert "Job demo-ps: Succeeded" in output_of("job.wait()")
     assert "pserver-0: Stopped" in output_of("job.wait()")
     assert "step 199 loss" in output_of('log = job.logs("trainer", 0)')

@@ -1,0 +1,46 @@
+"""The Python API against the live server: discovery through the running-server list, and the
+original design's `PaddleJob` + `dist_train` with a function and with a script path."""
+from __future__ import annotations
+
+import pytest
+
+
+def test_client_finds_the_server_in_the_running_server_list(kernel_env, monkeypatch):
+    from paddle_nbext.client import Client, ServerNotFound
+
+    monkeypatch.delenv("PADDLE_NBEXT_API_URL")
+    monkeypatch.delenv("PADDLE_NBEXT_TOKEN")
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(kernel_env.home / ".runtime"))
+    client = Client()  # cwd is inside the server's root dir
+    assert client.url == kernel_env.api and client.token == kernel_env.token
+    assert isinstance(client.list_jobs(), list)
+    monkeypatch.chdir("/")  # outside every server's root dir
+    with pytest.raises(ServerNotFound, match="PADDLE_NBEXT_API_URL"):
+        Client()
+
+
+def epoch_report():
+    import os
+
+    print(f"function trainer {os.environ['PADDLE_TRAINER_ID']} of {os.environ['PADDLE_TRAINERS_NUM']}", flush=True)
+
+
+def test_dist_train_runs_a_function_or_a_script(kernel_env, workdir):
+    from paddle_nbext import PaddleJob, dist_train
+
+    job = dist_train(trainer=epoch_report, paddle_job=PaddleJob(job_name="api-func", mode="collective", pservers=0, trainers=2, trainer_cpu="500m"), wait=True)
+    assert job.phase == "Succeeded", job.last
+    assert "function trainer 1 of 2" in job.logs("trainer", 1)
+    assert job.last["spec"]["entry_point"] == "python paddle_entry.py"
+    job.delete()
+
+    (workdir / "tools").mkdir(exist_ok=True)
+    (workdir / "tools" / "report.py").write_text("print('script trainer ran')\n")
+    job = dist_train(trainer="tools/report.py", paddle_job=PaddleJob(job_name="api-script", mode="collective", pservers=0, trainers=1))
+    assert job.wait(timeout=120).phase == "Succeeded"
+    assert job.last["spec"]["entry_point"] == "python tools/report.py"
+    assert "script trainer ran" in job.logs()
+    job.delete()
+
+    with pytest.raises(FileNotFoundError, match="trainer: .*missing.py is not a file"):
+        dist_train(trainer="missing.py", paddle_job=PaddleJob(job_name="api-missing"))
