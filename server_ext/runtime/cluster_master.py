@@ -160,6 +160,22 @@ def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
     return view
 
 
+def _age_key(pod: dict[str, Any]) -> tuple[str, int, str, str]:
+    """Sort key, oldest first.  creationTimestamp has one-second resolution, and the Job
+    controller replaces a failed pod within the same second, so within a second the pod that
+    still runs is the newer one, and among ended pods the one that ended later."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    active = status.get("phase") in (None, "Pending", "Running") and not meta.get("deletionTimestamp")
+    finished = ((_container_status(pod).get("state") or {}).get("terminated") or {}).get("finishedAt") or ""
+    return meta.get("creationTimestamp") or "", 1 if active else 0, finished, meta.get("name") or ""
+
+
+def newest_pod(pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pod that currently stands for a replica (several exist after restarts)."""
+    return max(pods, key=_age_key)
+
+
 def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -> list[ReplicaView]:
     """Every desired replica, from its newest pod; failed older pods of the same index are the
     restarts the Job controller made.  A replica without a pod yet is Pending."""
@@ -175,9 +191,7 @@ def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -
             if not candidates:
                 views.append(ReplicaView(role, index))
                 continue
-            candidates.sort(key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", (p.get("metadata") or {}).get("name") or ""))
-            live = [p for p in candidates if not (p.get("metadata") or {}).get("deletionTimestamp")] or candidates
-            newest = live[-1]
+            newest = newest_pod(candidates)
             view = pod_view(newest, role, index)
             view.restarts += sum(
                 1 for p in candidates if p is not newest and (p.get("status") or {}).get("phase") == "Failed"

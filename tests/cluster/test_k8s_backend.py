@@ -101,7 +101,10 @@ def objects_of(api: client.ApiClient, namespace: str, job: str) -> set[tuple[str
 
 def pod_of(api: client.ApiClient, namespace: str, job: str, role: str, index: int) -> str:
     pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={job},paddle-nbext/role={role}").items
-    for pod in sorted(pods, key=lambda p: p.metadata.creation_timestamp, reverse=True):
+    def newest_first(p: Any) -> tuple[Any, bool]:
+        return p.metadata.creation_timestamp, p.status.phase in (None, "Pending", "Running")
+
+    for pod in sorted(pods, key=newest_first, reverse=True):
         marks = {**(pod.metadata.labels or {}), **(pod.metadata.annotations or {})}
         if marks.get("batch.kubernetes.io/job-completion-index") == str(index) and not pod.metadata.deletion_timestamp:
             return pod.metadata.name
@@ -235,6 +238,19 @@ def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):
             assert failed.message.startswith("trainer 0 failed with OOMKilled")
             assert replica(failed, "trainer", 0).reason == "OOMKilled" and replica(failed, "trainer", 0).exit_code == 137
             assert replica(failed, "pserver", 0).phase == "Stopped"
+
+            # max_restarts=1: the Job controller replaces the failed trainer pod once, then the job fails
+            await backend.submit(SubmitRequest(spec("retry", pservers=1, trainers=1, max_restarts=1), "alice", home))
+            cluster.play_job_controller(namespace)
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "pserver", 0), "Running")
+            first_pod = pod_of(admin, namespace, "retry", "trainer", 0)
+            cluster.set_pod_status(namespace, first_pod, "Failed", exit_code=3)
+            await eventually(lambda: _async(lambda: pod_of(admin, namespace, "retry", "trainer", 0) != first_pod), "a replacement pod")
+            retried = await eventually(lambda: _where(backend, "retry", lambda s: replica(s, "trainer", 0).restarts == 1), "restart count")
+            assert retried.phase == "Running"
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "trainer", 0), "Failed", exit_code=3)
+            gave_up = await eventually(lambda: _where(backend, "retry", lambda s: s.phase == "Failed"), "Failed after the retry")
+            assert gave_up.message.startswith("trainer 0 failed with Exit code 3 after 1 restart")
 
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "stopme", "trainer", 0), "Running")
             await eventually(lambda: _where(backend, "stopme", lambda s: s.phase == "Running"), "Running")

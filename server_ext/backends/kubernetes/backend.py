@@ -499,8 +499,7 @@ class KubernetesBackend(Backend):
         ]  # fmt: skip
         if not pods:
             raise InvalidState(f"{role} {index} of job '{status.name}' has no pod (not started yet, or removed after the job ended)")
-        pods.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
-        return pods[-1]["metadata"]["name"]
+        return cluster_master.newest_pod(pods)["metadata"]["name"]
 
     async def read_pod_log(self, pod: str, *, tail: int | None, previous: bool) -> str:
         connection = await self._conn()
