@@ -7,7 +7,6 @@ turned into `UsageError` (one line) or `HelpShown` (the help text), which caller
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from .client import ApiError
@@ -119,10 +118,3 @@ def describe_error(error: Exception) -> str:
         return f"{flag_for(error.field)} ({error.field}): {error.message}"
     return str(error)
 
-
-def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
-    return parser.parse_args(list(argv))
-
-
-def env_list(env: Mapping[str, str]) -> list[str]:
-    return [f"{k}={v}" for k, v in env.items()]

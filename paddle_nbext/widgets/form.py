@@ -57,6 +57,7 @@ class JobForm(widgets.VBox):
         self.status_view: JobStatusView | None = None
         self.inputs: dict[str, widgets.Widget] = {}
         self.errors: dict[str, widgets.HTML] = {}
+        self._messages: dict[str, str] = {}
         rows = []
         for name in _ORDER:
             control = self._control(name)
@@ -136,9 +137,8 @@ class JobForm(widgets.VBox):
         """Show every field's message (or clear it), update totals and the Submit button."""
         data = self.data()
         errors = JobSpec.check(data, defaults={k: v for k, v in self.defaults.items() if k in JobSpec.FIELDS}, limits=self.limits)
-        for name, label in self.errors.items():
-            message = errors.get(name, "")
-            label.value = f"<span style='color:#c53030'>{html.escape(message)}</span>" if message else ""
+        for name in self.errors:
+            self._show(name, errors.get(name, ""))
         if errors:
             self.totals.value = "<i>fix the fields above to see the totals</i>"
         else:
@@ -151,7 +151,14 @@ class JobForm(widgets.VBox):
     @property
     def messages(self) -> dict[str, str]:
         """Plain-text message per field that currently shows one."""
-        return {name: html.unescape(label.value.split(">", 1)[1].rsplit("<", 1)[0]) for name, label in self.errors.items() if label.value}
+        return dict(self._messages)
+
+    def _show(self, name: str, message: str) -> None:
+        if message:
+            self._messages[name] = message
+        else:
+            self._messages.pop(name, None)
+        self.errors[name].value = f"<span style='color:#c53030'>{html.escape(message)}</span>" if message else ""
 
     # ---- submitting
     def submit(self) -> api.Job | None:
@@ -169,7 +176,7 @@ class JobForm(widgets.VBox):
             job = api.submit(client=self.client, **data)
         except ApiError as error:
             if error.field in self.errors:
-                self.errors[error.field].value = f"<span style='color:#c53030'>{html.escape(error.message)}</span>"
+                self._show(error.field, error.message)
             else:
                 self.form_error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
             self.submit_button.disabled = False

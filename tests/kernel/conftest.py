@@ -82,6 +82,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
             time.sleep(0.3)
         yield live
     finally:
+        # Jobs outlive the server by design (detached job runners), so a test that failed half-way
+        # must not leave one running: delete whatever is left through the API first.
+        headers = {"Authorization": f"token {token}"}
+        try:
+            for job in requests.get(f"{live.api}/jobs", headers=headers, timeout=30).json().get("jobs", []):
+                requests.delete(f"{live.api}/jobs/{job['name']}", headers=headers, timeout=60)
+        except (requests.RequestException, ValueError):
+            pass
         # End the server and everything it started (job processes are in its session).
         try:
             os.killpg(process.pid, signal.SIGTERM)

@@ -89,10 +89,10 @@ def test_function_trainer_becomes_a_runnable_entry_script(tmp_path):
     result = subprocess.run([sys.executable, str(path)], env={"PADDLE_TRAINER_ID": "7"}, capture_output=True, text=True)
     assert result.stdout == "trainer 7\n"
     with pytest.raises(ValueError, match="no required arguments"):
-        _function_script(lambda_free_with_args)
+        _function_script(trainer_with_args)
 
 
-def lambda_free_with_args(epochs):
+def trainer_with_args(epochs):
     return epochs
 
 

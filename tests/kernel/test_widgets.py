@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from .conftest import wait_until
 
 QUICK = "python -c \"print('widget job ok')\""
