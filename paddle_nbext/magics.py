@@ -24,8 +24,10 @@ def _submit_parser() -> Parser:
         prog="%%paddle_submit",
         description=(
             "Submit the cell as a distributed Paddle job. The cell body is written as paddle_entry.py "
-            "into the job's package snapshot and run with `python paddle_entry.py` on every replica, "
-            "unless --entry names a command (use the line magic %paddle_submit --entry ... for that)."
+            "into the job's package snapshot and run with `python paddle_entry.py` on every replica. "
+            "--entry runs another command instead (the body, if any, is still written, so "
+            "--entry 'python paddle_entry.py --epochs 3' passes arguments to it); without a body use "
+            "the line magic: %paddle_submit --entry 'python train.py'."
         ),
         add_help=True,
     )
@@ -83,13 +85,11 @@ class PaddleMagics(Magics):
         """Submit the cell as a distributed Paddle job.  Run `%paddle_submit --help` for the flags.
 
         As a line magic (`%paddle_submit --entry "python train.py"`) it runs an existing command;
-        IPython refuses a `%%` cell magic with an empty body, so that is the form for --entry."""
+        IPython refuses a `%%` cell magic with an empty body, so that is the form for --entry alone."""
 
         def action(args: Any) -> Any:
             spec = spec_from_args(args)
             body = cell if cell and cell.strip() else None
-            if spec.get("entry_point") and body:
-                raise UsageError("--entry: runs an existing command, so use the line magic %paddle_submit --entry ... (or drop --entry to run the cell body)")
             if not spec.get("entry_point") and body is None:
                 raise UsageError("%%paddle_submit: nothing to run; write the training script in the cell body or give --entry COMMAND")
             result = api.submit(script=body, dry_run=args.dry_run, **spec)

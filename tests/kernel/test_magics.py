@@ -44,9 +44,12 @@ def test_submit_a_ps_job_from_a_cell_then_logs_list_and_delete(shell, kernel_env
 
 
 def test_cancel_keeps_the_record_until_delete(shell, kernel_env, capsys):
-    job = shell.run_cell_magic("paddle_submit", "--job-name magic-sleep --mode collective --trainers 1", "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n")
+    # --entry with a body: the body is still written as paddle_entry.py, so arguments reach it
+    body = "import sys, time\nprint('sleeping', sys.argv[1], flush=True)\ntime.sleep(float(sys.argv[1]))\n"
+    job = shell.run_cell_magic("paddle_submit", "--job-name magic-sleep --mode collective --trainers 1 --entry 'python paddle_entry.py 600'", body)
     assert job is not None, capsys.readouterr().err
     wait_until(lambda: job.status()["phase"] == "Running", what="the sleeping job to run")
+    wait_until(lambda: "sleeping 600" in job.logs(), what="the entry script's output")
     shell.run_line_magic("paddle_cancel", "magic-sleep")
     assert capsys.readouterr().out.strip().startswith("Cancelled magic-sleep")
     assert job.wait(timeout=60).phase == "Cancelled"
