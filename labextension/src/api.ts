@@ -44,7 +44,9 @@ async function errorFrom(response: Response, what: string): Promise<ApiError> {
   } catch {
     body = null;
   }
-  if (body && typeof body.message === 'string') {
+  // Our own error body always has `error`; a 404 without it comes from Jupyter itself, which
+  // means no route is mounted at paddle/api/v1: the server extension is not enabled.
+  if (body && typeof body.error === 'string' && typeof body.message === 'string') {
     return new ApiError(
       response.status,
       body.error ?? 'error',
@@ -60,6 +62,9 @@ async function errorFrom(response: Response, what: string): Promise<ApiError> {
         `(${what} answered 404). Enable it with ` +
         '"jupyter server extension enable paddle_nbext_server" and restart Jupyter.'
     );
+  }
+  if (body && typeof body.message === 'string' && body.message) {
+    return new ApiError(response.status, 'http_error', `${what} failed: ${body.message}`);
   }
   return new ApiError(
     response.status,

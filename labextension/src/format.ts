@@ -81,7 +81,7 @@ export function replicaReason(replica: IReplica): string {
         ? `Exit code ${replica.exit_code}`
         : 'Failed';
     case 'Stopped':
-      return 'Stopped by the job runner (the job ended or was cancelled)';
+      return 'Stopped by the job runner (job ended)';
     default:
       return replica.phase;
   }

@@ -1,16 +1,32 @@
 /**
  * A log pane that stays smooth on long logs.
  *
- * Text is buffered and written once per animation frame as a single text node, so 10,000
- * appended lines cost a handful of layouts, not 10,000.  The DOM keeps at most `maxLines`
- * lines (oldest chunks are dropped, with a note saying so), and the view scrolls to the end
- * only while the reader is already at the end (follow with auto-scroll that never fights
- * someone reading above).
+ * Text is buffered and written once per animation frame, at most `linesPerFrame` lines per
+ * frame, in blocks of at most `LINES_PER_BLOCK` lines.  Each block is its own element with
+ * `content-visibility: auto`, so appending lays out only the new block (not the whole log) and
+ * blocks out of view cost nothing: 10,000 appended lines cost a few short frames, not one long
+ * freeze.  The DOM keeps at most `maxLines` lines (oldest blocks are dropped, with a note
+ * saying so), and the view scrolls to the end only while the reader is already at the end
+ * (follow with auto-scroll that never fights someone reading above).
  */
 
 interface IChunk {
-  node: Text;
+  node: HTMLElement;
   lines: number;
+}
+
+const LINES_PER_BLOCK = 500;
+
+/** Index just past the `count`-th newline of `text` from `from`, or -1 if there are fewer. */
+function afterLines(text: string, from: number, count: number): number {
+  let at = from - 1;
+  for (let i = 0; i < count; i++) {
+    at = text.indexOf('\n', at + 1);
+    if (at < 0) {
+      return -1;
+    }
+  }
+  return at + 1;
 }
 
 function countLines(text: string): number {
@@ -23,7 +39,7 @@ function countLines(text: string): number {
 
 export class LogView {
   readonly node: HTMLElement;
-  private readonly _pre: HTMLPreElement;
+  private readonly _pre: HTMLElement;
   private readonly _trimmed: HTMLElement;
   private _pending: string[] = [];
   private _frame = 0;
@@ -33,7 +49,10 @@ export class LogView {
   private _stickToBottom = true;
   private _flushed: Array<() => void> = [];
 
-  constructor(readonly maxLines = 20000) {
+  constructor(
+    readonly maxLines = 20000,
+    readonly linesPerFrame = 2500
+  ) {
     this.node = document.createElement('div');
     this.node.className = 'pn-log';
     this.node.setAttribute('data-testid', 'paddle-log');
@@ -41,7 +60,8 @@ export class LogView {
     this._trimmed = document.createElement('div');
     this._trimmed.className = 'pn-log-trimmed';
     this._trimmed.hidden = true;
-    this._pre = document.createElement('pre');
+    this._pre = document.createElement('div');
+    this._pre.className = 'pn-log-lines';
     this.node.appendChild(this._trimmed);
     this.node.appendChild(this._pre);
     this.node.addEventListener('scroll', () => {
@@ -81,22 +101,53 @@ export class LogView {
       this._frame = 0;
     }
     if (this._pending.length) {
-      const text = this._pending.join('');
-      this._pending = [];
-      const node = document.createTextNode(text);
-      const lines = countLines(text);
-      this._pre.appendChild(node);
-      this._chunks.push({ node, lines });
-      this._lines += lines;
+      let text = this._pending.join('');
+      // Leave what exceeds this frame's budget for the next frame.
+      const cut = afterLines(text, 0, this.linesPerFrame);
+      if (cut > 0 && cut < text.length) {
+        this._pending = [text.slice(cut)];
+        text = text.slice(0, cut);
+        this._frame = requestAnimationFrame(() => this.flush());
+      } else {
+        this._pending = [];
+      }
+      const fragment = document.createDocumentFragment();
+      for (let start = 0; start < text.length; ) {
+        const end = afterLines(text, start, LINES_PER_BLOCK);
+        const piece = end < 0 ? text.slice(start) : text.slice(start, end);
+        start = end < 0 ? text.length : end;
+        this._appendBlock(piece, fragment);
+      }
+      this._pre.appendChild(fragment);
       this._trim();
       this.node.setAttribute('data-lines', String(this._lines));
       if (this._stickToBottom) {
         this.node.scrollTop = this.node.scrollHeight;
       }
+      if (this._pending.length) {
+        return; // the waiters are told once everything is written
+      }
     }
     const waiting = this._flushed;
     this._flushed = [];
     waiting.forEach(resolve => resolve());
+  }
+
+  /** Add text to the last block while it has room (so small appends do not make a block each). */
+  private _appendBlock(piece: string, fragment: DocumentFragment): void {
+    const lines = countLines(piece);
+    const last = this._chunks[this._chunks.length - 1];
+    if (last && last.node.parentNode === this._pre && last.lines + lines <= LINES_PER_BLOCK / 5) {
+      last.node.appendChild(document.createTextNode(piece));
+      last.lines += lines;
+    } else {
+      const node = document.createElement('div');
+      node.className = 'pn-log-block';
+      node.textContent = piece;
+      fragment.appendChild(node);
+      this._chunks.push({ node, lines });
+    }
+    this._lines += lines;
   }
 
   private _trim(): void {

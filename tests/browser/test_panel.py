@@ -22,11 +22,27 @@ PANEL = "#paddle-nbext-panel"
 def open_lab_panel(page: Page, lab: LabServer) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(lab.page_url("lab"))
-    page.locator('#jp-left-stack, .jp-SideBar').first.wait_for()
-    page.locator('.jp-SideBar [data-id="paddle-nbext-panel"]').click()
+    page.goto(lab.page_url("lab") + "&reset")  # a fresh layout: the panel starts closed
+    tab = page.locator('.jp-SideBar [data-id="paddle-nbext-panel"]')
+    tab.wait_for()
+    expect(page.locator(PANEL)).to_be_hidden()
+    tab.click()
     expect(page.locator(PANEL)).to_be_visible()
+    widen_left_area(page)
     page.errors = errors  # type: ignore[attr-defined]
+
+
+def widen_left_area(page: Page, pixels: int = 220) -> None:
+    """Drag the sidebar's edge so the panel (and the screenshots) get room."""
+    handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
+    box = handle.bounding_box()
+    if box is None:
+        return
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + pixels, y, steps=5)
+    page.mouse.up()
 
 
 def fill_form(page: Page, **values: str) -> None:
