@@ -116,6 +116,7 @@ class Client:
             url = url.rstrip("/")
             if not url.endswith(API_PATH):
                 url = f"{url}/{API_PATH}"
+            token = token or os.environ.get(ENV_TOKEN) or None
         else:
             url, found_token = discover()
             token = token or found_token

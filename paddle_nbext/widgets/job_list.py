@@ -7,6 +7,7 @@ next refresh confirms.  Polling stops when the widget is closed or the frontend 
 from __future__ import annotations
 
 import html
+import threading
 import time
 from typing import Any
 
@@ -56,6 +57,10 @@ class JobListWidget(widgets.VBox):
         self.interval = interval
         self.rows: dict[str, _Row] = {}
         self.refreshes = 0
+        # The poller thread refreshes while button clicks arrive on the kernel's thread.
+        self._rows_lock = threading.RLock()
+        # Names deleted from here; a listing fetched just before the delete must not revive them.
+        self._deleted: set[str] = set()
         self.header = widgets.HTML(value="<b>Paddle jobs</b>")
         self.table = widgets.VBox()
         self.logs = widgets.HTML(value="")
@@ -83,6 +88,13 @@ class JobListWidget(widgets.VBox):
             self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
             return
         self.error.value = ""
+        with self._rows_lock:
+            self._apply(statuses)
+
+    def _apply(self, statuses: list[dict[str, Any]]) -> None:
+        listed = {status["name"] for status in statuses}
+        self._deleted &= listed  # once the server no longer lists a name, forget it
+        statuses = [status for status in statuses if status["name"] not in self._deleted]
         rows = []
         for status in statuses:
             row = self.rows.get(status["name"])
@@ -122,8 +134,9 @@ class JobListWidget(widgets.VBox):
         except PaddleNbextError as error:
             self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
             return
-        if name in self.rows:
-            self.rows[name].update(status)
+        with self._rows_lock:
+            if name in self.rows:
+                self.rows[name].update(status)
 
     def delete(self, name: str) -> None:
         try:
@@ -131,13 +144,16 @@ class JobListWidget(widgets.VBox):
         except PaddleNbextError as error:
             self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
             return
-        row = self.rows.pop(name, None)
-        if row is not None:
-            self.table.children = tuple(r for r in self.table.children if r is not row)
-            row.close()
+        with self._rows_lock:
+            self._deleted.add(name)
+            row = self.rows.pop(name, None)
+            if row is not None:
+                self.table.children = tuple(r for r in self.table.children if r is not row)
+                row.close()
 
     def close(self) -> None:
         self.poller.stop()
-        for row in self.rows.values():
-            row.close()
+        with self._rows_lock:
+            for row in self.rows.values():
+                row.close()
         super().close()
