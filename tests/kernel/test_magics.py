@@ -81,3 +81,12 @@ def test_dry_run_creates_nothing(shell, kernel_env, capsys):
     out = capsys.readouterr().out
     assert '"dry_run": true' in out and "magic-dry" in out
     assert "magic-dry" not in [j.name for j in shell.run_line_magic("paddle_jobs", "")]
+
+
+def test_follow_streams_the_trainer_log_then_returns_the_ended_job(shell, kernel_env, capsys):
+    body = "for i in range(3):\n    print('epoch', i, flush=True)\n"
+    job = shell.run_cell_magic("paddle_submit", "--job-name magic-follow --mode collective --trainers 1 --follow", body)
+    out = capsys.readouterr().out
+    assert job is not None and job.phase == "Succeeded"
+    assert "epoch 0\nepoch 1\nepoch 2\n" in out
+    shell.run_line_magic("paddle_delete", "magic-follow")
