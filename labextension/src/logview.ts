@@ -47,6 +47,8 @@ export class LogView {
   private _lines = 0;
   private _dropped = 0;
   private _stickToBottom = true;
+  private _ownScroll = false;
+  private _scrollFrame = 0;
   private _flushed: Array<() => void> = [];
 
   constructor(
@@ -65,6 +67,10 @@ export class LogView {
     this.node.appendChild(this._trimmed);
     this.node.appendChild(this._pre);
     this.node.addEventListener('scroll', () => {
+      if (this._ownScroll) {
+        this._ownScroll = false;
+        return;
+      }
       const el = this.node;
       this._stickToBottom = el.scrollTop + el.clientHeight >= el.scrollHeight - 8;
     });
@@ -121,9 +127,7 @@ export class LogView {
       this._pre.appendChild(fragment);
       this._trim();
       this.node.setAttribute('data-lines', String(this._lines));
-      if (this._stickToBottom) {
-        this.node.scrollTop = this.node.scrollHeight;
-      }
+      this._scrollToEnd();
       if (this._pending.length) {
         return; // the waiters are told once everything is written
       }
@@ -131,6 +135,31 @@ export class LogView {
     const waiting = this._flushed;
     this._flushed = [];
     waiting.forEach(resolve => resolve());
+  }
+
+  /**
+   * Keep the end in view while the reader is at the end.  Blocks out of view have estimated
+   * heights until rendered, so the end is aimed at again on the next frame; scroll events
+   * caused by this are not mistaken for the reader scrolling up.
+   */
+  private _scrollToEnd(): void {
+    if (!this._stickToBottom) {
+      return;
+    }
+    const jump = (): void => {
+      if (this.node.scrollTop + this.node.clientHeight < this.node.scrollHeight - 1) {
+        this._ownScroll = true;
+        this.node.scrollTop = this.node.scrollHeight;
+      }
+    };
+    jump();
+    cancelAnimationFrame(this._scrollFrame);
+    this._scrollFrame = requestAnimationFrame(() => {
+      this._scrollFrame = 0;
+      if (this._stickToBottom) {
+        jump();
+      }
+    });
   }
 
   /** Add text to the last block while it has room (so small appends do not make a block each). */
