@@ -35,7 +35,7 @@ pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
 MASTER = REPO / "server_ext" / "runtime" / "cluster_master.py"
 SELECTOR = "app.kubernetes.io/managed-by=paddle-nbext"
-WAIT = 30.0
+WAIT = 60.0
 
 
 def deploy_docs(name: str) -> list[dict[str, Any]]:
