@@ -36,7 +36,8 @@ fi
 .venv/bin/python -m pip install -q -e ".[test,paddle]"
 # An editable install does not place data files; do what the wheel's data files do
 # (tests/test_packaging.py checks the real wheel carries them).
-.venv/bin/jupyter server extension enable --sys-prefix paddle_nbext_server >/dev/null
+mkdir -p .venv/etc/jupyter/jupyter_server_config.d
+cp jupyter-config/jupyter_server_config.d/paddle_nbext_server.json .venv/etc/jupyter/jupyter_server_config.d/
 if [ -d paddle_nbext/labextension ]; then
   .venv/bin/jupyter labextension develop --overwrite . >/dev/null
 fi
