@@ -81,6 +81,8 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     expect(phase).to_have_text("Running", timeout=120_000)
     expect(panel.locator('[data-testid="paddle-replica-row"]')).to_have_count(3)
     expect(phase).to_have_text("Succeeded", timeout=240_000)
+    # The end of the job is announced with a JupyterLab notification.
+    expect(page.get_by_text("Paddle job browser-ps succeeded").first).to_be_visible()
     expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="trainer-1"]')).to_contain_text("Succeeded")
     expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="pserver-0"]')).to_contain_text("Stopped")
     page.screenshot(path=str(screenshots / "job-succeeded.png"))
@@ -91,6 +93,11 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     expect(log).to_contain_text(re.compile(r"step \d+ loss \d"), timeout=30_000)
     expect(panel.locator('[data-testid="paddle-log-status"]')).to_have_text("trainer 0")
     page.screenshot(path=str(screenshots / "job-logs.png"))
+
+    # Copy spec puts the spec on the clipboard and says so.
+    panel.locator('[data-testid="paddle-copy-spec"]').click()
+    expect(page.get_by_text("Spec of browser-ps copied to the clipboard.").first).to_be_visible()
+    expect(panel.locator('[data-testid="paddle-spec"]')).to_contain_text('"entry_point": "python ps_train.py"')
 
     # Back in the list the job is shown as Succeeded with its replica counts.
     panel.locator('[data-testid="paddle-back"]').click()
