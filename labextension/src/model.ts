@@ -206,21 +206,21 @@ export class JobsModel implements IDisposable {
       return;
     }
     void this.reload();
-    this._poll = window.setInterval(() => void this.reload(), this._refreshSeconds * 1000);
+    this._poll = setInterval(() => void this.reload(), this._refreshSeconds * 1000);
   }
 
   private _stopPoll(): void {
     if (this._poll) {
-      window.clearInterval(this._poll);
+      clearInterval(this._poll);
       this._poll = 0;
     }
   }
 
   private _sleep(ms: number): Promise<void> {
     return new Promise(resolve => {
-      const timer = window.setTimeout(done, ms);
+      const timer = setTimeout(done, ms);
       function done(): void {
-        window.clearTimeout(timer);
+        clearTimeout(timer);
         resolve();
       }
       this._wake = done;
