@@ -274,6 +274,7 @@ class KubernetesBackend(Backend):
                 await asyncio.to_thread(shutil.rmtree, job_dir, True)
             raise
         cache.put("configmaps", record)
+        self._flush_now(spec.job_name)
         status = self._statuses.get(spec.job_name)
         return (status or self._preview_status(spec, owner)).to_dict()
 
