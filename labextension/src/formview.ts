@@ -52,6 +52,8 @@ export class JobFormView {
   private readonly _imageList: HTMLDataListElement;
   private _limits: ILimits = DEFAULT_LIMITS;
   private _serverErrors: FormErrors = {};
+  /** Fields that mean nothing on this server (the image on the local backend). */
+  private _unused = new Set<FieldName>();
   private _busy = false;
 
   constructor(
@@ -90,9 +92,13 @@ export class JobFormView {
   /** Reset the form to the server's defaults and limits. */
   reset(config: IServerConfig | null): void {
     this._limits = { ...DEFAULT_LIMITS, ...(config?.limits ?? {}) };
+    this._unused = new Set(config?.backend?.name === 'local' ? ['image'] : []);
     this._serverErrors = {};
     this._formError.textContent = '';
     const values = defaultValues(config?.defaults ?? {}, config?.default_image ?? null);
+    if (this._unused.has('image')) {
+      values.image = '';
+    }
     for (const [name, ui] of this._fields) {
       if (ui.input instanceof HTMLInputElement && ui.input.type === 'checkbox') {
         ui.input.checked = values.snapshot;
@@ -188,7 +194,7 @@ export class JobFormView {
       ui.error.textContent = message;
       ui.row.classList.toggle('pn-invalid', Boolean(message));
       ui.input.setAttribute('aria-invalid', message ? 'true' : 'false');
-      ui.row.hidden = Boolean(ui.def.psOnly && collective);
+      ui.row.hidden = Boolean(ui.def.psOnly && collective) || this._unused.has(name);
     }
     const totals = totalsLine(values, this._limits);
     this._totals.textContent = totals ? `Total: ${totals}` : 'Total: fix the fields marked above';
