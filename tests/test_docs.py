@@ -312,3 +312,55 @@ def test_guides_cover_the_whole_surface() -> None:
     undocumented = [f"c.{cls}.{trait}" for cls in OWN_CLASSES for trait in sorted(classes[cls])
                     if f"c.{cls}.{trait}" not in admin and trait not in ("log",)]  # fmt: skip
     assert not undocumented, "docs/admin-guide.md does not document: " + ", ".join(undocumented)
+
+
+def test_admin_guide_object_listing_matches_the_manifests() -> None:
+    """The `kubectl get` listing in the admin guide is what the manifest builder makes for the
+    job it describes (names, kinds, roles, completions, resources, accounts)."""
+    from paddle_nbext.spec import JobSpec
+    from paddle_nbext_server.backends.kubernetes import manifests
+    from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
+    from paddle_nbext_server.backends.kubernetes.settings import RUNTIME_FILES, ManifestSettings
+
+    text = ADMIN_GUIDE.read_text(encoding="utf-8")
+    section = text.split("## A job's objects", 1)[1].split("\n## ", 1)[0]
+    listing = section.split("```console\n", 1)[1].split("```", 1)[0]
+    flags = re.search(r"`(--job-name .*?)`", section)
+    assert flags, "the section names the dry run's flags"
+    tokens = shlex.split(flags.group(1))
+    fields = {tokens[i][2:].replace("-", "_"): tokens[i + 1] for i in range(0, len(tokens), 2)}
+    spec = JobSpec.from_dict({"entry_point": "python train.py", **fields})
+    runtime_dir = ROOT / "server_ext" / "runtime"
+    objects = manifests.build_plan(
+        spec, "alice", ManifestSettings(namespace="jupyter-alice", default_image="paddlepaddle/paddle:3.0.0", home_path="/home/jovyan"),
+        home=HomeVolume({"persistentVolumeClaim": {"claimName": "claim-alice"}}, "/home/jovyan"),
+        workdir=f"/home/jovyan/.paddle-jobs/{spec.job_name}/package",
+        runtime={name: (runtime_dir / name).read_text() for name in RUNTIME_FILES},
+    )  # fmt: skip
+    kinds = {"ConfigMap": "configmap", "Service": "service", "Job": "job.batch"}
+    expected = {f"{kinds[o['kind']]}/{o['metadata']['name']}": o for o in objects}
+    listed = dict(re.findall(r"^((?:configmap|service|job\.batch)/\S+)\s+(.*)$", listing, flags=re.M))
+    assert set(listed) == set(expected), f"listing {sorted(listed)} != manifests {sorted(expected)}"
+    for name, row in listed.items():
+        obj = expected[name]
+        assert row.split()[-1] == obj["metadata"]["labels"]["paddle-nbext/role"], name
+        if obj["kind"] == "Job":
+            assert f"0/{obj['spec']['completions']}" in row.split(), name
+        if obj["kind"] == "ConfigMap":
+            assert row.split()[0] == str(len(obj["data"])), name
+    jobs = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Job"}
+    rows = re.findall(r"^([a-z0-9-]+-(?:master|pserver|trainer))\s+(.*)$", listing, flags=re.M)
+    assert {name for name, _ in rows} == set(jobs), rows
+    for name, row in rows:
+        job = jobs[name]
+        pod = job["spec"]["template"]["spec"]
+        resources = pod["containers"][0]["resources"]
+        cells = row.split()
+        assert cells == [
+            job["spec"].get("completionMode", "NonIndexed"),
+            str(job["spec"].get("backoffLimitPerIndex", "<none>")),
+            resources["requests"]["cpu"],
+            resources["limits"]["memory"],
+            str(resources["limits"].get("nvidia.com/gpu", "<none>")),
+            pod.get("serviceAccountName", "<none>"),
+        ], f"{name}: {cells}"
