@@ -6,7 +6,7 @@ after another replica failed) — that end is normal and is never reported as a 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -85,8 +85,10 @@ class JobStatus:
             "created": self.created,
             "started": self.started,
             "finished": self.finished,
-            "roles": {role: asdict(c) for role, c in self.role_counts().items()},
-            "replicas": [asdict(r) for r in sorted(self.replicas, key=lambda r: (r.role, r.index))],
+            # Shallow copies (every field is a scalar): `asdict` deep-copies and made listing
+            # 1,000 jobs cost ~100 ms of event-loop time.
+            "roles": {role: dict(vars(c)) for role, c in self.role_counts().items()},
+            "replicas": [dict(vars(r)) for r in sorted(self.replicas, key=lambda r: (r.role, r.index))],
         }
 
     @classmethod
