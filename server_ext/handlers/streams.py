@@ -18,6 +18,7 @@ from tornado.iostream import StreamClosedError
 
 from ..events import DELETED, RESYNC, UPDATED, JobEvent
 from .base import PaddleAPIHandler, RequestError
+from .jobs import newest_first
 
 T = TypeVar("T")
 ROLES = ("pserver", "trainer")
@@ -104,12 +105,12 @@ class EventsHandler(StreamingHandler):
         # Subscribe before listing, so no change between the two is lost.
         async with self.state.hub.subscribe() as queue:
             jobs = await backend.list_jobs(owner)
-            snapshot = sorted((job.to_dict() for job in jobs), key=lambda j: (j["created"], j["name"]), reverse=True)
+            snapshot = await asyncio.to_thread(lambda: _sse("snapshot", {"jobs": newest_first(jobs)}))
             self.set_header("Content-Type", self.CONTENT_TYPE)
             self.set_header("Cache-Control", "no-cache")
             self.set_header("X-Accel-Buffering", "no")
             try:
-                await self.send("retry: 3000\n" + _sse("snapshot", {"jobs": snapshot}))
+                await self.send("retry: 3000\n" + snapshot)
                 while True:
                     event: JobEvent | None = await self.next_or_stop(queue.get(), timeout=ping)
                     if event is None:
