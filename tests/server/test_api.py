@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from paddle_nbext_server.app import ENV_TOKEN, ENV_URL
-from paddle_nbext_server.handlers.base import STATE_KEY
 
 from .conftest import ALICE_TOKEN
 
@@ -192,9 +191,6 @@ async def test_job_lifecycle_owner_isolation_and_name_conflicts(api, package):
     assert (await api("GET", "jobs"))[1]["jobs"] == []
 
 
-def _state(jp_serverapp: Any) -> Any:
-    return jp_serverapp.web_app.settings[STATE_KEY]
-
 
 @pytest.mark.parametrize(
     ("paddle_config", "trait"),
@@ -239,3 +235,17 @@ async def test_limits_and_defaults_from_configuration(api, package, paddle_confi
     assert_error(await api("POST", "jobs", body={"entry_point": "python t.py", "image": "evil:1"}), 422, field="image")
     status, plan = await api("POST", "jobs", body={"entry_point": "python t.py", "trainer_package": "work"}, params={"dry_run": "1"})
     assert status == 200 and plan["job"]["spec"]["trainers"] == 2 and plan["job"]["spec"]["image"] == "paddle:3.0"
+
+
+@pytest.mark.parametrize("paddle_config", [{"backend": "kubernetes"}])
+async def test_kubernetes_backend_without_a_cluster_answers_503_with_the_cause(api, paddle_config, monkeypatch):
+    for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    status, config = await api("GET", "config")
+    assert status == 200 and config["backend"]["name"] == "kubernetes"
+    status, body = await api("GET", "jobs")
+    if config["backend"]["ok"] is False:
+        assert config["backend"]["error"]
+    error = assert_error((status, body), 503, "unavailable")
+    assert len(error["message"]) > 20  # the cause, not just "unavailable"
+    assert (await api("GET", "version"))[0] == 200
