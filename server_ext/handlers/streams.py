@@ -41,10 +41,11 @@ class StreamingHandler(PaddleAPIHandler):
     def on_connection_close(self) -> None:
         self._closed.set()
 
-    def on_finish(self) -> None:
+    def release(self) -> None:
+        """Cancel the watcher tasks (call when the stream is over, however it ended)."""
         for task in self._watchers:
             task.cancel()
-        super().on_finish()
+        self._watchers = ()
 
     async def next_or_stop(self, awaitable: Awaitable[T], timeout: float | None = None) -> T | None:
         """The awaitable's result; None when `timeout` passed first; `_Stop` when the client
@@ -78,7 +79,10 @@ class StreamingHandler(PaddleAPIHandler):
             raise _Stop() from None
 
     def end(self, content_type: str) -> None:
-        if self._closed.is_set():
+        """Release the watchers and complete the response (also after a hang-up, so tornado
+        logs and cleans up the request)."""
+        self.release()
+        if self._finished:
             return
         try:
             self.finish(set_content_type=content_type)
@@ -125,6 +129,8 @@ class EventsHandler(StreamingHandler):
                         await self.send(_sse("deleted", {"name": event.name}))
             except _Stop:
                 pass
+            finally:
+                self.release()
         self.end(self.CONTENT_TYPE)
 
 
@@ -171,6 +177,7 @@ class LogsHandler(StreamingHandler):
         except _Stop:
             pass
         finally:
+            self.release()
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
                 try:

@@ -56,6 +56,9 @@ async def test_events_snapshot_changes_and_isolation(api, open_stream, package, 
     with pytest.raises((StreamAborted, HTTPStreamClosedError)):
         await bob.task
     await until(lambda: hub(jp_serverapp).subscriber_count == 1)
+    # ...and nothing of it keeps waiting: only Alice's stream still watches for shutdown.
+    shutting_down = jp_serverapp.web_app.settings[STATE_KEY].shutting_down
+    await until(lambda: len(shutting_down._waiters) == 1)
 
 
 async def test_streams_end_when_the_server_shuts_down(api, open_stream, package, jp_serverapp):
