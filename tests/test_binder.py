@@ -4,8 +4,8 @@ This is what Binder does on launch and what the README's demo command does on a 
 it runs for real: a new venv (`python -m venv`), a copy of the checkout (the tracked and
 not-ignored files, no node_modules, no prebuilt assets), a throwaway HOME, and then postBuild
 with that venv first on PATH.  Afterwards the venv's own `jupyter` must list the server
-extension and the panel as enabled and OK, Paddle must import, and the user's Jupyter config
-must open the demo notebook.
+extension and the panel as enabled and OK, Paddle must import, and JupyterLab started there must
+land on the demo notebook and serve the extension's API.
 
 It installs JupyterLab and Paddle and builds the panel, so it is the slowest test (minutes);
 the pip and npm caches of the real HOME are reused to keep downloads out of the second run.
@@ -15,16 +15,21 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import requests
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_HOME = Path.home()
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+DEMO_URL = "/lab/tree/examples/demo.ipynb"
 
 # Variables that would point the new venv's Jupyter at this machine's own setup.
 _LEAKY = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
@@ -91,12 +96,60 @@ def test_postbuild_on_clean_venv_gives_working_extension(tmp_path: Path) -> None
         "print(json.dumps({'paddle': paddle.__version__, 'file': paddle_nbext.__file__,"
         " 'version': paddle_nbext_server.__version__}))"
     )
-    facts = json.loads(_run([str(venv / "bin" / "python"), "-c", probe], env, cwd=home).strip().splitlines()[-1])
+    probe_output = _run([str(venv / "bin" / "python"), "-c", probe], env, cwd=home)
+    facts = json.loads(next(line for line in probe_output.splitlines() if line.startswith('{"paddle"')))
     assert facts["paddle"] == "3.0.0"
     assert Path(facts["file"]).is_relative_to(venv), f"paddle_nbext must be a real install in the venv, got {facts['file']}"
     assert facts["version"] != "0.0.0", "the installed package must know its version"
 
     config_dir = _run([str(venv / "bin" / "jupyter"), "--config-dir"], env, cwd=home).strip().splitlines()[-1]
     config = json.loads((Path(config_dir) / "jupyter_server_config.json").read_text())
-    assert config["ServerApp"]["default_url"] == "/lab/tree/examples/demo.ipynb"
+    assert config["ServerApp"]["default_url"] == config["LabApp"]["default_url"] == DEMO_URL
+
+    # What a Binder user gets: JupyterLab started in the checkout sends them to the demo, and
+    # the extension's API answers with the installed version.
+    landing, version = _lab_landing(venv, env, repo)
+    assert landing.endswith(DEMO_URL), landing
     assert (repo / "examples" / "demo.ipynb").is_file()
+    assert version == {"version": facts["version"], "api": "v1"}
+
+
+def _lab_landing(venv: Path, env: dict[str, str], root: Path) -> tuple[str, dict[str, str]]:
+    """Start the venv's `jupyter lab` in `root` on a free loopback port; return where `/`
+    redirects to and what `/paddle/api/v1/version` answers.  The server is always stopped."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = secrets.token_hex(16)
+    log_path = root.parent / "jupyter-lab.log"
+    with open(log_path, "w") as log:
+        lab = subprocess.Popen(
+            [str(venv / "bin" / "jupyter"), "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}"],
+            env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"token {token}"}
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert lab.poll() is None, f"jupyter lab exited {lab.returncode}: {log_path.read_text()[-3000:]}"
+            try:
+                if requests.get(f"{base}/api/status", headers=headers, timeout=5).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert time.monotonic() < deadline, "jupyter lab did not answer /api/status within 120 s"
+            time.sleep(0.5)
+        landing = requests.get(f"{base}/", headers=headers, allow_redirects=False, timeout=10)
+        assert landing.status_code in (301, 302), landing.status_code
+        version = requests.get(f"{base}/paddle/api/v1/version", headers=headers, timeout=10)
+        assert version.status_code == 200, version.text
+        return landing.headers["Location"].split("?")[0], version.json()
+    finally:
+        lab.terminate()
+        try:
+            lab.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            lab.kill()
+            lab.wait()
