@@ -87,6 +87,12 @@ class PaddleNbext(LoggingConfigurable):
             raise _trait_error(proposal["trait"].name, f"must be positive, got {value!r}")
         return value
 
+    @validate("stream_ping_interval")
+    def _ping(self, proposal: dict[str, Any]) -> float:
+        if not proposal["value"] > 0:
+            raise _trait_error("stream_ping_interval", f"must be a positive number of seconds, got {proposal['value']}")
+        return proposal["value"]
+
     @validate("default_image")
     def _image(self, proposal: dict[str, Any]) -> str | None:
         value = proposal["value"] or None
