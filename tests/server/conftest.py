@@ -34,6 +34,14 @@ class TwoUserIdentityProvider(IdentityProvider):
         return User(username=username)
 
 
+@pytest.fixture(autouse=True)
+def _restore_kernel_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extension exports the API URL and token into os.environ (for kernels); put the
+    test process's environment back afterwards so other suites don't see a dead server."""
+    for name in ("PADDLE_NBEXT_API_URL", "PADDLE_NBEXT_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def paddle_config() -> dict[str, Any]:
     """Per-test `c.PaddleNbext` values (override in a test module to change them)."""
