@@ -216,6 +216,25 @@ async def measure_status_under_streams(server: Server, follows: int, events: int
         requests.delete(f"{server.api}/jobs/ticker", headers=server.headers, timeout=120)
 
 
+def list_breakdown(home: Path, owner: str, samples: int = 20) -> dict[str, Any]:
+    """Where `GET /jobs` time goes, measured in this process on the same store: the local
+    backend's `list_jobs` vs rendering the JSON body."""
+    from paddle_nbext_server.backends.local import LocalBackend
+    from paddle_nbext_server.events import EventHub
+    from paddle_nbext_server.handlers.jobs import render_job_list
+
+    backend = LocalBackend(events=EventHub(), jobs_dir=str(home / ".paddle-jobs"))
+    listing, rendering = [], []
+    for _ in range(samples):
+        started = time.perf_counter()
+        jobs = asyncio.run(backend.list_jobs(owner))
+        middle = time.perf_counter()
+        body = render_job_list(jobs)
+        listing.append((middle - started) * 1000)
+        rendering.append((time.perf_counter() - middle) * 1000)
+    return {"backend_list_jobs": summary(listing), "render_json": summary(rendering), "body_bytes": len(body)}
+
+
 def write_results(results: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "server.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -236,6 +255,13 @@ def write_results(results: dict[str, Any]) -> None:
     ]
     for label, figures, goal, met in rows:
         lines.append(f"| {label} | {figures['p50_ms']} | {figures['p99_ms']} | {figures['n']} | {goal} | {'' if met == '' else ('yes' if met else 'NO')} |")
+    breakdown = results["jobs_list_breakdown"]
+    lines += [
+        "",
+        f"`GET /jobs` breakdown (in process, same store): the local backend's `list_jobs` p50 "
+        f"{breakdown['backend_list_jobs']['p50_ms']} ms (it reads every job's job.json and status.json per call), "
+        f"rendering the {breakdown['body_bytes'] // 1024} KiB JSON body p50 {breakdown['render_json']['p50_ms']} ms (in a worker thread).",
+    ]
     lines += ["", "The machine is shared (other test runs), so figures vary between runs; see server.json for p90/mean/max."]
     (RESULTS / "server.md").write_text("\n".join(lines) + "\n")
 
@@ -250,6 +276,7 @@ def main() -> int:
 
     home = Path(tempfile.mkdtemp(prefix="paddle-nbext-bench-"))
     seed_jobs(home, args.jobs, getpass.getuser())
+    breakdown = list_breakdown(home, getpass.getuser())
     server = Server(home)
     try:
         listed = requests.get(f"{server.api}/jobs", headers=server.headers, timeout=60).json()["jobs"]
@@ -267,6 +294,7 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()], "python": platform.python_version()},
         "jobs_in_store": args.jobs,
         "jobs_list": summary(jobs_list),
+        "jobs_list_breakdown": breakdown,
         "event_delay": summary(event_delay),
         "status_idle": summary(status_idle),
         "status_with_streams": {**summary(status_streams), "log_follow_streams": 50, "event_streams": 50},
