@@ -72,6 +72,14 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -
 def test_postbuild_on_clean_venv_gives_working_extension(tmp_path: Path) -> None:
     if shutil.which("npm") is None:
         pytest.fail("npm (Node 20) is needed to build the panel; install nodejs")
+    try:
+        _postbuild_and_check(tmp_path)
+    finally:  # the venv (Paddle) and node_modules are ~2 GB: never leave them in pytest's tmp
+        for heavy in (tmp_path / "venv", tmp_path / "repo"):
+            shutil.rmtree(heavy, ignore_errors=True)
+
+
+def _postbuild_and_check(tmp_path: Path) -> None:
     repo, venv, home = tmp_path / "repo", tmp_path / "venv", tmp_path / "home"
     home.mkdir()
     _checkout_copy(repo)
