@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 HERE = Path(__file__).parent
 LAB_NAME = "paddle-nbext-labextension"
@@ -34,13 +34,11 @@ def labextension_data_files() -> list[tuple[str, list[str]]]:
 
 
 setup(
+    # Every sub-package is found, so a new one can never be left out of the wheel (the editable
+    # install used in development would hide such an omission).
     packages=[
-        "paddle_nbext",
-        "paddle_nbext.widgets",
-        "paddle_nbext_server",
-        "paddle_nbext_server.backends",
-        "paddle_nbext_server.backends.kubernetes",
-        "paddle_nbext_server.runtime",
+        *find_packages(include=["paddle_nbext", "paddle_nbext.*"]),
+        *(f"paddle_nbext_server{name[len('server_ext'):]}" for name in find_packages(include=["server_ext", "server_ext.*"])),
     ],
     package_dir={
         "paddle_nbext": "paddle_nbext",
