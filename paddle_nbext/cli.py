@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import display
+from . import __version__, display
 from .client import Client, PaddleNbextError, dumps
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
 
@@ -25,11 +25,22 @@ __all__ = ["main", "build_parser"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
+class _ShowVersion(argparse.Action):
+    """`--version` that works with the raising Parser (no subcommand needed)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        raise HelpShown(f"paddle-nbext {__version__}\n")
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="paddle-nbext", description="Run and inspect distributed PaddlePaddle jobs of your Jupyter server.")
     parser.add_argument("--url", help="server or API URL (default: $PADDLE_NBEXT_API_URL or the running server)")
     parser.add_argument("--token", help="Jupyter token (default: $PADDLE_NBEXT_TOKEN)")
     parser.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format [text]")
+    parser.add_argument("--version", action=_ShowVersion, help="print the version of paddle-nbext and exit")
     # The same options are accepted after the command too (`paddle-nbext list -o json`);
     # SUPPRESS keeps a subcommand from resetting a value given before it.
     common = Parser(add_help=False)

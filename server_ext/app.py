@@ -57,6 +57,23 @@ class ExtensionState:
         except Exception as error:  # any failure must leave the server usable
             self.error = f"the {self.settings.backend} backend could not be created: {type(error).__name__}: {error}"
             self.settings.log.error("paddle-nbext: %s", self.error, exc_info=not isinstance(error, TraitError))
+            return
+        self._adopt_backend_image()
+
+    def _adopt_backend_image(self) -> None:
+        """A backend's own default image (`c.KubernetesBackend.default_image`) becomes the job
+        default when `c.PaddleNbext.default_image` is unset, so the image allow-list also covers
+        jobs that name no image, and `/config` shows the image jobs really get."""
+        backend_image = getattr(self.backend, "default_image", None)
+        if self.settings.default_image or not backend_image:
+            return
+        self.settings.default_image = backend_image
+        try:
+            self.settings.check_consistency()
+        except TraitError as error:
+            self.error = f"{error} (it is the default image of the {self.settings.backend} backend)"
+            self.settings.log.error("paddle-nbext: %s", self.error)
+            self.backend = None  # never started: job routes answer 503 with this cause
 
     async def try_start(self) -> None:
         """Start the backend once; after a failure try again at most every 30 s."""
@@ -93,8 +110,11 @@ class ExtensionState:
                 facts = dict(self.backend.describe())
             except Exception as error:
                 facts = {"describe_error": str(error)}
-        ok = self.backend is not None and self._started and self.error is None
-        return {**facts, "name": self.settings.backend, "ok": ok, "error": None if ok else self.error}
+        # The backend's own verdict counts too (e.g. Kubernetes: started, but its API is unreachable).
+        backend_ok = facts.get("ok", True) is not False
+        ok = self.backend is not None and self._started and self.error is None and backend_ok
+        error = self.error or (None if backend_ok else facts.get("error"))
+        return {**facts, "name": self.settings.backend, "ok": ok, "error": None if ok else error}
 
     async def stop(self) -> None:
         """End open streams, then release the backend's watches (jobs keep running)."""

@@ -1,10 +1,7 @@
-"""The installed paddle-nbext version (one place, used by `/version`, `/config` and the
-extension list)."""
+"""The paddle-nbext version, as shown by `/version`, `/config`, the extension list, the panel and
+the CLI.  It has one source, `paddle_nbext.__version__` (also the package metadata's version)."""
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from paddle_nbext import __version__
 
-try:
-    __version__ = version("paddle-nbext")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
+__all__ = ["__version__"]

@@ -154,3 +154,12 @@ def test_cli_usage_errors_exit_2_before_any_request(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().startswith("paddle-nbext: --trainer-cpu: 'lots' is not a quantity")
     assert result.stdout == ""
+
+
+def test_cli_shows_the_installed_version(capsys):
+    from importlib.metadata import version
+
+    from paddle_nbext.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"paddle-nbext {version('paddle-nbext')}"

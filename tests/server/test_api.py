@@ -244,8 +244,19 @@ async def test_kubernetes_backend_without_a_cluster_answers_503_with_the_cause(a
     status, config = await api("GET", "config")
     assert status == 200 and config["backend"]["name"] == "kubernetes"
     status, body = await api("GET", "jobs")
-    if config["backend"]["ok"] is False:
-        assert config["backend"]["error"]
     error = assert_error((status, body), 503, "unavailable")
     assert len(error["message"]) > 20  # the cause, not just "unavailable"
+    # /config must agree with the job routes: the panel and the form read it.
+    status, config = await api("GET", "config")
+    assert config["backend"]["ok"] is False and config["backend"]["error"]
     assert (await api("GET", "version"))[0] == 200
+
+
+@pytest.mark.parametrize("paddle_config", [{"backend": "kubernetes", "allowed_images": ["mirror/paddle:3.0.0"]}])
+async def test_backend_default_image_outside_the_allow_list_is_reported(api, paddle_config):
+    """A job naming no image would get c.KubernetesBackend.default_image; the allow-list must
+    cover it, so a default outside the list is a configuration error shown in /config."""
+    status, config = await api("GET", "config")
+    assert status == 200 and config["backend"]["ok"] is False
+    assert "allowed_images" in config["backend"]["error"] and "paddlepaddle/paddle:3.0.0" in config["backend"]["error"]
+    assert_error(await api("GET", "jobs"), 503, "unavailable")

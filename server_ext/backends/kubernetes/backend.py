@@ -58,7 +58,7 @@ class KubernetesBackend(Backend):
     tolerations = List(Dict(), help="tolerations for job pods.").tag(config=True)
     image_pull_secrets = List(Unicode(), help="Names of imagePullSecrets for job pods.").tag(config=True)
     service_account_name = Unicode("", help="serviceAccountName for pserver/trainer pods (none: no API token mounted).").tag(config=True)
-    master_service_account_name = Unicode("paddle-nbext-master", help="Service account of the job master (deploy/master-rbac.yaml); empty: create one per job.").tag(config=True)
+    master_service_account_name = Unicode("paddle-nbext-master", help="Service account of the job master (deploy/rbac/master-role.yaml); empty: create one per job.").tag(config=True)
     priority_class_name = Unicode("", help="priorityClassName for job pods.").tag(config=True)
     extra_labels = Dict(Unicode(), help="Extra labels on every object.").tag(config=True)
     extra_annotations = Dict(Unicode(), help="Extra annotations on every object.").tag(config=True)
