@@ -15,6 +15,11 @@ reason) is done by the master too, under a file lock in `jobs_dir`, so it works 
 runs and two jobs never take the same cores.  This class only creates job dirs, starts masters,
 reads what they write and turns changes into `JobEvent`s; all file and process work runs in
 threads so the server's event loop never blocks.
+
+Listing answers from memory: the watcher keeps, per job dir, the last status it read together with
+the file signatures (mtime, size, inode) it read it at, so `list_jobs` costs no file reads in steady
+state and a change a master writes is listed by the next poll.  `get_job` compares two `stat`s
+against that entry and reads through only when the files changed, so it is never stale.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -48,14 +54,29 @@ STARTING_GRACE = 60.0
 CANCEL_WAIT = 60.0
 
 
+Signature = tuple[int, int, int]
+
+
 @dataclass
 class _Seen:
-    """What the watcher last saw of one job dir."""
+    """What was last read of one job dir, and the signatures of the files it was read from.
+
+    `status` is shared with callers of `list_jobs`/`get_job` and never changed in place: a change
+    on disk makes a new entry, so "same object" means "same status" (the list handler relies on
+    that to reuse each job's JSON).  `reported` is the status.json signature the watcher last
+    published an event for, kept apart so a read-through by `get_job` never swallows an event."""
 
     owner: str
-    signature: tuple[int, int, int] | None
-    terminal: bool
+    job: dict[str, Any]  # job.json
+    signature: Signature | None  # of status.json (None: not written yet, the Pending fallback)
+    job_signature: Signature | None  # of job.json (a new one means the dir was re-created)
+    status: JobStatus
+    reported: Signature | None = None
     checked_alive: float = 0.0
+
+    @property
+    def terminal(self) -> bool:
+        return self.status.terminal
 
 
 class LocalBackend(Backend):
@@ -97,6 +118,8 @@ class LocalBackend(Backend):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._seen: dict[str, _Seen] = {}
+        # `_seen` is updated from worker threads (watcher, submit, cancel) and read on the loop.
+        self._seen_lock = threading.Lock()
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._watcher: asyncio.Task[None] | None = None
 
@@ -229,56 +252,79 @@ class LocalBackend(Backend):
             await asyncio.sleep(self.poll_interval)
 
     @staticmethod
-    def _signature(path: Path) -> tuple[int, int, int] | None:
+    def _signature(path: Path | str) -> Signature | None:
         try:
-            stat = path.stat()
+            stat = os.stat(path)
         except OSError:
             return None
         return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
-    def _scan(self, report: bool) -> list[JobEvent]:
-        """One pass over the jobs dir: changed, new and deleted jobs as events; masters that died
-        without a terminal status are recorded as Failed."""
+    def _entry(self, job: dict[str, Any], raw: dict[str, Any], signature: Signature | None,
+               job_signature: Signature | None, previous: _Seen | None) -> _Seen:
+        """A new cache entry; the watcher's bookkeeping carries over from the one it replaces."""
+        return _Seen(
+            job.get("owner", ""), job, signature, job_signature, self._status(raw),
+            reported=previous.reported if previous is not None else None,
+            checked_alive=previous.checked_alive if previous is not None else 0.0,
+        )  # fmt: skip
+
+    def _store(self, name: str, entry: _Seen) -> None:
+        with self._seen_lock:
+            self._seen[name] = entry
+
+    def _forget(self, name: str) -> _Seen | None:
+        with self._seen_lock:
+            return self._seen.pop(name, None)
+
+    def _scan(self, report: bool, check_alive: bool = True) -> list[JobEvent]:
+        """One pass over the jobs dir: brings `_seen` up to date and returns changed, new and
+        deleted jobs as events; with `check_alive`, masters that died without a terminal status
+        are recorded as Failed.  Unchanged jobs cost one `stat` (ended ones) or two, no reads."""
         events: list[JobEvent] = []
         try:
             names = {entry.name for entry in os.scandir(self.root) if entry.is_dir() and not entry.name.startswith(".")}
         except OSError:
             names = set()
-        for name in list(self._seen):
-            if name not in names or not (self.root / name / "job.json").exists():
-                seen = self._seen.pop(name)
+        with self._seen_lock:
+            known = dict(self._seen)
+        for name, seen in known.items():
+            if name not in names:
+                self._forget(name)
                 events.append(JobEvent(DELETED, seen.owner, name))
         now = time.monotonic()
+        root = str(self.root)
         for name in names:
+            seen = known.get(name)
+            job_signature = self._signature(f"{root}/{name}/job.json")  # str paths: this runs per job per poll
+            if seen is not None and seen.job_signature != job_signature:
+                # job.json vanished (deleted by another server) or the dir holds a new job now
+                self._forget(name)
+                events.append(JobEvent(DELETED, seen.owner, name))
+                seen = None
+            if job_signature is None or (seen is not None and seen.terminal and seen.reported == seen.signature):
+                continue
+            signature = self._signature(f"{root}/{name}/status.json")
             job_dir = self.root / name
-            seen = self._seen.get(name)
-            if seen is not None and seen.terminal:
-                continue
-            signature = self._signature(job_dir / "status.json")
-            alive_check_due = seen is None or now - seen.checked_alive >= 1.0
-            if seen is not None and signature == seen.signature and not alive_check_due:
-                continue
-            try:
-                job, raw = self._load(job_dir)
-            except (OSError, ValueError):
-                continue  # not a job dir (yet)
-            terminal = raw.get("phase") in (SUCCEEDED, FAILED, CANCELLED)
-            if not terminal and alive_check_due:
-                if not self._master_alive(job_dir, job):
+            entry = seen
+            if entry is None or signature != entry.signature:
+                try:
+                    job, raw = self._load(job_dir)
+                except (OSError, ValueError):
+                    continue  # not a job dir (yet)
+                entry = self._entry(job, raw, signature, job_signature, seen)
+                self._store(name, entry)
+            if check_alive and not entry.terminal and now - entry.checked_alive >= 1.0:
+                entry.checked_alive = now
+                if not self._master_alive(job_dir, entry.job):
                     raw = self._mark_lost(
                         job_dir, FAILED, "The job master stopped without recording an end (was it killed?); its replicas were stopped."
                     )
-                    signature = self._signature(job_dir / "status.json")
-                    terminal = True
-                if seen is not None:
-                    seen.checked_alive = now
-            if seen is None:
-                self._seen[name] = _Seen(job.get("owner", ""), signature, terminal, now)
+                    entry = self._entry(entry.job, raw, self._signature(job_dir / "status.json"), job_signature, entry)
+                    self._store(name, entry)
+            if entry.reported != entry.signature or entry.reported is None and seen is None:
+                entry.reported = entry.signature
                 if report:
-                    events.append(JobEvent(UPDATED, job.get("owner", ""), name, self._status(raw).to_dict()))
-            elif signature != seen.signature:
-                seen.signature, seen.terminal = signature, terminal
-                events.append(JobEvent(UPDATED, seen.owner, name, self._status(raw).to_dict()))
+                    events.append(JobEvent(UPDATED, entry.owner, name, entry.status.to_dict()))
         return events
 
     # ------------------------------------------------------------------ submit
@@ -456,7 +502,9 @@ class LocalBackend(Backend):
                 )
             (job_dir / "master.pid").write_text(str(master.pid))
             self._children[spec.job_name] = master
-            self._seen[spec.job_name] = _Seen(request.owner, self._signature(job_dir / "status.json"), False, time.monotonic())
+            entry = self._entry(job, status, self._signature(job_dir / "status.json"), self._signature(job_dir / "job.json"), None)
+            entry.reported, entry.checked_alive = entry.signature, time.monotonic()  # submit publishes the event
+            self._store(spec.job_name, entry)
             return status
         except BaseException:
             if master is not None:
@@ -477,28 +525,65 @@ class LocalBackend(Backend):
         return status
 
     # ------------------------------------------------------------------ reading jobs
-    def _list(self, owner: str) -> list[JobStatus]:
-        result = []
-        try:
-            entries = [e for e in os.scandir(self.root) if e.is_dir() and not e.name.startswith(".")]
-        except OSError:
-            return []
-        for entry in entries:
-            try:
-                job, raw = self._load(Path(entry.path))
-            except (OSError, ValueError):
-                continue
-            if job.get("owner") == owner:
-                result.append(self._status(raw))
-        result.sort(key=lambda s: s.created or "", reverse=True)
+    def _watching(self) -> bool:
+        return self._watcher is not None and not self._watcher.done()
+
+    def _from_memory(self, owner: str) -> list[JobStatus]:
+        with self._seen_lock:
+            entries = list(self._seen.values())
+        result = [entry.status for entry in entries if entry.owner == owner]
+        result.sort(key=lambda s: (s.created or "", s.name), reverse=True)
         return result
 
+    def _list(self, owner: str) -> list[JobStatus]:
+        """Without a running watcher (a backend used directly, not started): bring `_seen` up to
+        date first; that reads only the jobs whose files changed."""
+        self._scan(False, check_alive=False)
+        return self._from_memory(owner)
+
     async def list_jobs(self, owner: str) -> list[JobStatus]:
+        if self._watching():
+            return self._from_memory(owner)  # the watcher keeps it at most one poll behind the disk
         return await asyncio.to_thread(self._list, owner)
 
+    def _read_through(self, name: str, owner: str) -> JobStatus:
+        """Read the job from disk into `_seen` (signatures taken before reading, so a write in
+        between shows as a change next time)."""
+        job_dir = self._job_dir(name)
+        signature = self._signature(job_dir / "status.json")
+        job_signature = self._signature(job_dir / "job.json")
+        with self._seen_lock:
+            old = self._seen.get(name)
+        if old is not None and job_signature is not None and (signature, job_signature) == (old.signature, old.job_signature):
+            entry = old
+        else:
+            try:
+                job, raw = self._load(job_dir)
+            except (OSError, ValueError):
+                raise JobNotFound(f"There is no job named '{name}'.") from None
+            entry = self._entry(job, raw, signature, job_signature, old if old is not None and old.job_signature == job_signature else None)
+            self._store(name, entry)
+        if entry.owner != owner:
+            raise JobNotFound(f"There is no job named '{name}'.")
+        return entry.status
+
+    def _get(self, name: str, owner: str) -> JobStatus:
+        job_dir = self._job_dir(name)
+        with self._seen_lock:
+            seen = self._seen.get(name)
+        if (
+            seen is not None
+            and seen.job_signature is not None
+            and self._signature(job_dir / "job.json") == seen.job_signature
+            and self._signature(job_dir / "status.json") == seen.signature
+        ):
+            if seen.owner != owner:
+                raise JobNotFound(f"There is no job named '{name}'.")
+            return seen.status
+        return self._read_through(name, owner)
+
     async def get_job(self, name: str, owner: str) -> JobStatus:
-        _, _, raw = await asyncio.to_thread(self._owned, name, owner)
-        return self._status(raw)
+        return await asyncio.to_thread(self._get, name, owner)
 
     # ------------------------------------------------------------------ logs
     def _log_path(self, name: str, owner: str, role: str, index: int, previous: bool) -> tuple[Path, Path]:
@@ -625,15 +710,13 @@ class LocalBackend(Backend):
 
     async def cancel(self, name: str, owner: str) -> JobStatus:
         job_dir, job, raw = await asyncio.to_thread(self._owned, name, owner)
-        if raw.get("phase") in (SUCCEEDED, FAILED, CANCELLED):
-            return self._status(raw)
-        await asyncio.to_thread(self._signal_master, job_dir, job)
-        deadline = time.monotonic() + CANCEL_WAIT + self.grace_period
-        while True:
-            done = await asyncio.to_thread(self._cancel_step, name, owner, deadline)
-            if done is not None:
-                return self._status(done)
-            await asyncio.sleep(0.1)
+        if raw.get("phase") not in (SUCCEEDED, FAILED, CANCELLED):
+            await asyncio.to_thread(self._signal_master, job_dir, job)
+            deadline = time.monotonic() + CANCEL_WAIT + self.grace_period
+            while await asyncio.to_thread(self._cancel_step, name, owner, deadline) is None:
+                await asyncio.sleep(0.1)
+        # The final status as written, now also what `list_jobs` answers.
+        return await asyncio.to_thread(self._read_through, name, owner)
 
     def _remove(self, name: str, owner: str) -> None:
         job_dir, _, _ = self._owned(name, owner)
@@ -643,8 +726,8 @@ class LocalBackend(Backend):
         # Rename first so no reader ever sees a half-deleted job.
         trash = self.root / f".deleting-{name}-{os.getpid()}-{time.monotonic_ns()}"
         os.replace(job_dir, trash)
+        self._forget(name)
         shutil.rmtree(trash, ignore_errors=True)
-        self._seen.pop(name, None)
 
     async def delete(self, name: str, owner: str) -> None:
         await self.cancel(name, owner)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
@@ -24,9 +25,41 @@ def newest_first(jobs: list[JobStatus]) -> list[dict[str, Any]]:
 
 
 def render_job_list(jobs: list[JobStatus]) -> str:
-    """The `GET /jobs` body.  Runs in a worker thread: with a thousand jobs this is tens of
-    milliseconds of CPU that must not stall the event loop."""
+    """The `GET /jobs` body, encoded afresh (see `JobListRenderer` for the cached path)."""
     return json.dumps({"jobs": newest_first(jobs)})
+
+
+class JobListRenderer:
+    """Renders `GET /jobs` bodies, reusing each job's JSON text while its status is unchanged.
+
+    Encoding a thousand jobs costs tens of milliseconds per request, yet between two listings
+    almost none of them changed.  A backend that answers from memory (the local one) hands back
+    the very same `JobStatus` object until the job changes, so object identity is the status
+    version: a fragment is reused only for that object (it is kept referenced, so its id cannot be
+    reused).  Backends that build new objects each time simply never hit.  Entries are per owner
+    and replaced by each listing, so deleted jobs drop out.  Runs in worker threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_owner: dict[str, dict[str, tuple[JobStatus, str]]] = {}
+
+    def render(self, owner: str, jobs: list[JobStatus]) -> str:
+        with self._lock:
+            previous = self._by_owner.get(owner, {})
+        current: dict[str, tuple[JobStatus, str]] = {}
+        parts = []
+        for job in sorted(jobs, key=lambda job: (job.created or "", job.name), reverse=True):
+            hit = previous.get(job.name)
+            text = hit[1] if hit is not None and hit[0] is job else json.dumps(job.to_dict())
+            current[job.name] = (job, text)
+            parts.append(text)
+        with self._lock:
+            self._by_owner[owner] = current
+        # the same text json.dumps({"jobs": [...]}) gives
+        return '{"jobs": [' + ", ".join(parts) + "]}"
+
+
+RENDERER_KEY = "paddle_nbext_job_list_renderer"  # web-app settings key: one renderer per server
 
 
 class JobsHandler(PaddleAPIHandler):
@@ -34,8 +67,10 @@ class JobsHandler(PaddleAPIHandler):
     @authorized
     async def get(self) -> None:
         backend = await self.backend()
-        jobs = await backend.list_jobs(self.owner)
-        self.finish(await asyncio.to_thread(render_job_list, jobs))
+        owner = self.owner
+        jobs = await backend.list_jobs(owner)
+        renderer = self.settings.setdefault(RENDERER_KEY, JobListRenderer())
+        self.finish(await asyncio.to_thread(renderer.render, owner, jobs))
 
     @web.authenticated
     @authorized

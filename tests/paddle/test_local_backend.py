@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from local_jobs import OWNER, backend_for, job_record, leftover_processes, request, wait_terminal, wait_until
+from local_jobs import OWNER, TERMINAL, backend_for, job_record, leftover_processes, request, wait_terminal, wait_until
 from paddle_nbext_server.backends.base import InvalidRequest, JobExists, JobNotFound
 
 SLEEPER = "sleep 120"
@@ -161,3 +161,42 @@ def test_name_taken_and_other_owners_jobs(home) -> None:
     assert status.phase == "Succeeded"
     assert [s.name for s in listed] == ["mine"]
     assert not (home / ".paddle-jobs" / "mine").exists()
+
+
+def test_listing_follows_what_masters_write_and_cancel_at_once(home) -> None:
+    """`list_jobs` answers from memory; the watcher must bring it the status a master writes on
+    disk (here: the job finishing), and a cancel must show in the very next listing."""
+    gated = "while [ ! -e release ]; do sleep 0.1; done; echo released"
+
+    async def listed(backend, name):
+        return next(s for s in await backend.list_jobs(OWNER) if s.name == name)
+
+    async def list_until(backend, name, predicate, timeout=240.0):
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not predicate(status := await listed(backend, name)):
+            assert asyncio.get_running_loop().time() < deadline, f"listing still shows {status.to_dict()}"
+            await asyncio.sleep(0.1)
+        return status
+
+    async def scenario():
+        backend = backend_for(home, poll_interval=0.2)
+        await backend.start()
+        try:
+            await backend.submit(request(home, **collective(job_name="gated", entry_point=gated)))
+            await backend.submit(request(home, **collective(job_name="keeper")))
+            running = await list_until(backend, "gated", lambda s: s.phase == "Running")
+            (home / ".paddle-jobs" / "gated" / "package" / "release").touch()
+            # Only listings from here on: get_job would read through and hide a stale cache.
+            finished = await list_until(backend, "gated", lambda s: s.phase in TERMINAL)
+            await list_until(backend, "keeper", lambda s: s.phase == "Running")
+            cancelled = await backend.cancel("keeper", OWNER)
+            after_cancel = await listed(backend, "keeper")
+            return running, finished, cancelled, after_cancel
+        finally:
+            await backend.stop()
+
+    running, finished, cancelled, after_cancel = asyncio.run(scenario())
+    assert running.phase == "Running" and running.replicas[0].phase == "Running"
+    assert finished.phase == "Succeeded" and finished.replicas[0].phase == "Succeeded" and finished.finished
+    assert cancelled.phase == "Cancelled" and after_cancel.phase == "Cancelled"
+    assert leftover_processes(home, "gated") == [] and leftover_processes(home, "keeper") == []
