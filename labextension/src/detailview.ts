@@ -6,7 +6,7 @@ import { Clipboard, Dialog, Notification, showDialog } from '@jupyterlab/apputil
 
 import { ApiError, PaddleApi } from './api';
 import { clear, h } from './dom';
-import { formatAge, formatDuration, phaseClass, replicaReason } from './format';
+import { countsText, formatAge, formatDuration, phaseClass, replicaReason } from './format';
 import { LogView } from './logview';
 import { IJobStatus, IReplica, TERMINAL_PHASES } from './types';
 
@@ -18,6 +18,7 @@ export class JobDetailView {
   private readonly _badge: HTMLElement;
   private readonly _message: HTMLElement;
   private readonly _times: HTMLElement;
+  private readonly _counts: HTMLElement;
   private readonly _cancel: HTMLButtonElement;
   private readonly _delete: HTMLButtonElement;
   private readonly _copy: HTMLButtonElement;
@@ -40,6 +41,7 @@ export class JobDetailView {
     this._badge = h('span', { className: 'pn-badge', 'data-testid': 'paddle-detail-phase' });
     this._message = h('div', { className: 'pn-detail-message', 'data-testid': 'paddle-detail-message' });
     this._times = h('div', { className: 'pn-detail-times' });
+    this._counts = h('div', { className: 'pn-detail-counts', 'data-testid': 'paddle-detail-counts' });
     const back = h('button', { className: 'pn-button pn-back', 'data-testid': 'paddle-back', title: 'Back to the job list' }, '← Jobs');
     back.addEventListener('click', () => this._back());
     this._cancel = h('button', { className: 'pn-button', 'data-testid': 'paddle-cancel' }, 'Cancel');
@@ -84,6 +86,7 @@ export class JobDetailView {
       { className: 'pn-detail-view', 'data-testid': 'paddle-detail' },
       h('div', { className: 'pn-detail-head' }, back, this._title, this._badge),
       this._message,
+      this._counts,
       this._times,
       h('div', { className: 'pn-actions' }, this._cancel, this._delete, this._copy),
       h('h3', {}, 'Replicas'),
@@ -136,6 +139,7 @@ export class JobDetailView {
     this._badge.className = `pn-badge ${phaseClass(job.phase)}`;
     this._badge.textContent = job.phase;
     this._message.textContent = job.message;
+    this._counts.textContent = countsText(job);
     const now = Date.now();
     this._times.textContent = [
       `created ${formatAge(job.created, now)} ago`,

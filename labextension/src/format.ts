@@ -1,7 +1,7 @@
 /**
- * Words and short figures the panel shows: ages, replica counts, replica reasons.
+ * Words and short figures the panel shows: ages, replica counts per phase, replica reasons.
  */
-import { IJobStatus, IReplica } from './types';
+import { IJobStatus, IReplica, IRoleCounts, TERMINAL_PHASES } from './types';
 
 /** "5s", "3m", "2h 5m", "3d 4h" from an ISO time to `now` (ms since the epoch). */
 export function formatAge(iso: string | null, now: number): string {
@@ -46,21 +46,89 @@ export function formatDuration(start: string | null, end: string | null): string
 
 const ROLE_ORDER = ['pserver', 'trainer'];
 
-/** One entry per role: running/desired, e.g. `[{role: 'pserver', text: '1/1'}, ...]`. */
-export function roleCounts(job: IJobStatus): Array<{ role: string; running: number; total: number }> {
-  const roles = Object.keys(job.roles || {}).sort(
-    (a, b) => (ROLE_ORDER.indexOf(a) + 1 || 99) - (ROLE_ORDER.indexOf(b) + 1 || 99)
-  );
-  return roles.map(role => {
-    const counts = job.roles[role];
-    return { role, running: counts.running, total: counts.desired };
+/** The job's roles, pservers first, each with its counts. */
+function orderedRoles(job: IJobStatus): Array<[string, IRoleCounts]> {
+  return Object.keys(job.roles || {})
+    .sort((a, b) => (ROLE_ORDER.indexOf(a) + 1 || 99) - (ROLE_ORDER.indexOf(b) + 1 || 99))
+    .map(role => [role, job.roles[role]]);
+}
+
+/** `tone` drives the colour: a finished job's stopped pservers are `ok`, not a failure. */
+export type CountTone = 'active' | 'ok' | 'bad' | 'neutral';
+
+export interface IRoleSummary {
+  role: string;
+  /** "trainers 1/2 running", "trainers 2/2 succeeded", "trainers 1/2 succeeded, 1 failed". */
+  text: string;
+  tone: CountTone;
+  /** Every count in words, for the tooltip. */
+  title: string;
+}
+
+function roleLabel(role: string, count: number): string {
+  return count === 1 ? role : `${role}s`;
+}
+
+/**
+ * One summary per role that reads naturally for the job's phase.
+ *
+ * Counts alone ("trainer 0/2") are running/desired, which makes a finished job look broken;
+ * so while the job is active the fraction is what runs, and once it has ended the fraction is
+ * what happened to the replicas.  Parameter servers never exit on their own: the runner stops
+ * them when the trainers are done, so in a succeeded job they read "finished".
+ */
+export function roleSummaries(job: IJobStatus): IRoleSummary[] {
+  const ended = TERMINAL_PHASES.has(job.phase);
+  return orderedRoles(job).map(([role, c]) => {
+    const desired = c.desired;
+    const label = roleLabel(role, desired);
+    const title = [
+      `${desired} ${roleLabel(role, desired)} wanted`,
+      `${c.pending} pending`,
+      `${c.running} running`,
+      `${c.succeeded} succeeded`,
+      `${c.failed} failed`,
+      `${c.stopped} stopped`
+    ].join(', ');
+    const parts: Array<[number, string]> = ended
+      ? [
+          [c.succeeded, 'succeeded'],
+          [c.failed, 'failed'],
+          [c.stopped, job.phase === 'Succeeded' ? 'finished' : 'stopped'],
+          [c.running, 'still running'],
+          [c.pending, 'never started']
+        ]
+      : [
+          [c.succeeded, 'succeeded'],
+          [c.failed, 'failed'],
+          [c.stopped, 'stopped']
+        ];
+    const present = parts.filter(([n]) => n > 0);
+    let text: string;
+    if (!ended) {
+      text = [`${label} ${c.running}/${desired} running`, ...present.map(([n, word]) => `${n} ${word}`)].join(', ');
+    } else if (present.length) {
+      const [[n, word], ...rest] = present;
+      text = [`${label} ${n}/${desired} ${word}`, ...rest.map(([m, w]) => `${m} ${w}`)].join(', ');
+    } else {
+      text = `${label} 0/${desired}`;
+    }
+    let tone: CountTone;
+    if (c.failed > 0) {
+      tone = 'bad';
+    } else if (!ended) {
+      tone = 'active';
+    } else {
+      tone = job.phase === 'Succeeded' ? 'ok' : 'neutral';
+    }
+    return { role, text, tone, title };
   });
 }
 
-/** "pserver 1/1 · trainer 2/2" (running/total per role). */
+/** "pserver 1/1 running · trainers 1/2 running, 1 succeeded" (the list row and detail view). */
 export function countsText(job: IJobStatus): string {
-  return roleCounts(job)
-    .map(({ role, running, total }) => `${role} ${running}/${total}`)
+  return roleSummaries(job)
+    .map(summary => summary.text)
     .join(' · ');
 }
 

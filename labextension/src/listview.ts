@@ -1,11 +1,11 @@
 /**
- * The job list: one row per job (name, phase badge, running/total per role, age).
+ * The job list: one row per job (name, phase badge, replica counts in words per role, age).
  *
  * Rows are keyed by job name and redrawn only when the job's status object changed, so an
  * event touches one row even with 1,000 jobs.
  */
 import { Child, h } from './dom';
-import { formatAge, phaseClass, roleCounts } from './format';
+import { formatAge, phaseClass, roleSummaries } from './format';
 import { IJobsState } from './state';
 import { IJobStatus } from './types';
 
@@ -113,12 +113,8 @@ export class JobListView {
   }
 
   private _createRow(job: IJobStatus, now: number): IRow {
-    const counts: Child[] = roleCounts(job).map(({ role, running, total }) =>
-      h(
-        'span',
-        { className: 'pn-count', 'data-role': role, title: `${running} of ${total} ${role}s running` },
-        `${role} ${running}/${total}`
-      )
+    const counts: Child[] = roleSummaries(job).map(({ role, text, tone, title }) =>
+      h('span', { className: 'pn-count', 'data-role': role, 'data-tone': tone, title }, text)
     );
     const age = h('span', { className: 'pn-age', title: job.created }, formatAge(job.created, now));
     const node = h(

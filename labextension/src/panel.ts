@@ -29,6 +29,7 @@ export class PaddlePanel extends Widget {
   readonly form: JobFormView;
   private readonly _banner: HTMLElement;
   private readonly _connection: HTMLElement;
+  private readonly _version: HTMLElement;
   private _view: View = 'list';
   private _ticker = 0;
 
@@ -71,10 +72,27 @@ export class PaddlePanel extends Widget {
     this.node.appendChild(this.list.node);
     this.node.appendChild(this.detail.node);
     this.node.appendChild(this.form.node);
+    // The version of the server extension (what actually runs the jobs), in a quiet footer;
+    // hidden until known, and left hidden when the server extension is missing (the banner
+    // says so).
+    this._version = h('div', { className: 'pn-footer', 'data-testid': 'paddle-version', hidden: true });
+    this.node.appendChild(this._version);
     this.node.setAttribute('data-testid', 'paddle-panel');
+    void this._loadVersion(api);
     model.changed.connect(this._onChange, this);
     this._onChange(model, model.state);
     this._setView('list');
+  }
+
+  private async _loadVersion(api: PaddleApi): Promise<void> {
+    try {
+      const { version, api: apiVersion } = await api.version();
+      this._version.textContent = `paddle-nbext ${version}`;
+      this._version.title = `paddle-nbext server extension ${version}, REST API ${apiVersion}`;
+      this._version.hidden = false;
+    } catch (error) {
+      console.warn('paddle-nbext: version not loaded:', (error as Error).message);
+    }
   }
 
   openJob(name: string): void {

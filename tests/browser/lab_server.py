@@ -34,6 +34,12 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 
+# A cold JupyterLab (fresh server, fresh browser context, nothing cached) on a CI machine whose
+# 2 cores are shared can take well over 30 s to load its bundles and activate the plugins;
+# waits for the app to start are therefore generous (they only cost time when it is slow).
+APP_START_TIMEOUT_MS = 60_000
+PANEL_TAB = '.jp-SideBar [data-id="paddle-nbext-panel"]'
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -163,6 +169,15 @@ def stop_lab(server: LabServer) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(server.process.pid, signal.SIGKILL)
             server.process.wait(5)
+
+
+def open_lab(page: Any, server: LabServer) -> Any:
+    """Load JupyterLab with a fresh layout (the panel starts closed) and wait until the app has
+    started, i.e. the panel's sidebar tab is there; returns that tab."""
+    page.goto(server.page_url("lab") + "&reset", timeout=APP_START_TIMEOUT_MS)
+    tab = page.locator(PANEL_TAB)
+    tab.wait_for(timeout=APP_START_TIMEOUT_MS)
+    return tab
 
 
 def copy_ps_package(home: Path, name: str = "ps_pkg") -> Path:

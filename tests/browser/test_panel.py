@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from .lab_server import LabServer
+from .lab_server import APP_START_TIMEOUT_MS, LabServer, open_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -22,9 +22,7 @@ PANEL = "#paddle-nbext-panel"
 def open_lab_panel(page: Page, lab: LabServer) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(lab.page_url("lab") + "&reset")  # a fresh layout: the panel starts closed
-    tab = page.locator('.jp-SideBar [data-id="paddle-nbext-panel"]')
-    tab.wait_for()
+    tab = open_lab(page, lab)
     expect(page.locator(PANEL)).to_be_hidden()
     tab.click()
     expect(page.locator(PANEL)).to_be_visible()
@@ -55,6 +53,10 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     panel = page.locator(PANEL)
     expect(panel.locator('[data-testid="paddle-empty"]')).to_be_visible()
     expect(panel.locator('[data-testid="paddle-connection"]')).to_have_text("live")
+    # The version of the running server extension, in the panel's footer.
+    version = lab.api("GET", "version").json()["version"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", version), version
+    expect(panel.locator('[data-testid="paddle-version"]')).to_have_text(f"paddle-nbext {version}")
     page.screenshot(path=str(screenshots / "panel-empty.png"))
 
     # An invalid value shows the spec's message on its field and blocks submit.
@@ -80,7 +82,10 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     expect(panel.locator('[data-testid="paddle-detail-name"]')).to_have_text("browser-ps")
     expect(phase).to_have_text("Running", timeout=120_000)
     expect(panel.locator('[data-testid="paddle-replica-row"]')).to_have_count(3)
+    counts = panel.locator('[data-testid="paddle-detail-counts"]')
     expect(phase).to_have_text("Succeeded", timeout=240_000)
+    # Once ended, the counts say what happened, not what is running (no "0/2").
+    expect(counts).to_have_text("pserver 1/1 finished · trainers 2/2 succeeded")
     # The end of the job is announced with a JupyterLab notification.
     expect(page.get_by_text("Paddle job browser-ps succeeded").first).to_be_visible()
     expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="trainer-1"]')).to_contain_text("Succeeded")
@@ -99,12 +104,12 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     expect(page.get_by_text("Spec of browser-ps copied to the clipboard.").first).to_be_visible()
     expect(panel.locator('[data-testid="paddle-spec"]')).to_contain_text('"entry_point": "python ps_train.py"')
 
-    # Back in the list the job is shown as Succeeded with its replica counts.
+    # Back in the list the job is shown as Succeeded with the same words for its replicas.
     panel.locator('[data-testid="paddle-back"]').click()
     row = panel.locator('[data-testid="paddle-job-row"][data-job="browser-ps"]')
     expect(row).to_have_attribute("data-phase", "Succeeded")
-    expect(row).to_contain_text("pserver 0/1")
-    expect(row).to_contain_text("trainer 0/2")
+    expect(row.locator('.pn-count[data-role="pserver"]')).to_have_text("pserver 1/1 finished")
+    expect(row.locator('.pn-count[data-role="trainer"]')).to_have_text("trainers 2/2 succeeded")
 
     # A second, long job: cancel it (with confirmation), then delete it.
     panel.locator('[data-testid="paddle-new-job"]').click()
@@ -148,9 +153,9 @@ def test_server_rejection_is_shown_on_its_field(page: Page, lab: LabServer) -> N
 
 
 def test_notebook7_panel_lists_jobs_live(page: Page, lab: LabServer, screenshots: Path) -> None:
-    page.goto(lab.page_url("tree"))
+    page.goto(lab.page_url("tree"), timeout=APP_START_TIMEOUT_MS)
     # Notebook 7 shows left-area panels through View → Left Sidebar.
-    page.get_by_role("menuitem", name="View").click()
+    page.get_by_role("menuitem", name="View").click(timeout=APP_START_TIMEOUT_MS)
     page.locator('.lm-Menu-item:has-text("Left Sidebar")').hover()
     page.locator('.lm-Menu-item:has-text("Show Paddle jobs")').click()
     panel = page.locator(PANEL)

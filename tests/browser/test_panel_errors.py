@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from .lab_server import LabServer, start_lab, stop_lab
+from .lab_server import LabServer, open_lab, start_lab, stop_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -38,8 +38,8 @@ def broken_lab(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple
 
 def test_problem_is_shown_in_words(page: Page, broken_lab: tuple[LabServer, str, str], screenshots: Path) -> None:
     lab, kind, message = broken_lab
-    page.goto(lab.page_url("lab") + "&reset")
-    page.locator('.jp-SideBar [data-id="paddle-nbext-panel"]').click()
+    # The tab is there whatever the API answers: the panel is what explains the problem.
+    open_lab(page, lab).click()
     panel = page.locator("#paddle-nbext-panel")
     banner = panel.locator('[data-testid="paddle-banner"]')
     expect(banner).to_be_visible()
@@ -49,4 +49,11 @@ def test_problem_is_shown_in_words(page: Page, broken_lab: tuple[LabServer, str,
     expect(panel.locator('[data-testid="paddle-loading"]')).to_be_hidden()
     expect(panel.locator('[data-testid="paddle-empty"]')).to_be_hidden()
     expect(panel.locator('[data-testid="paddle-connection"]')).to_have_text("reconnecting (polling)")
+    version = panel.locator('[data-testid="paddle-version"]')
+    if kind == "missing":
+        # No server extension, no version to claim.
+        expect(version).to_be_hidden()
+    else:
+        # The server extension answers /version even when the backend is down.
+        expect(version).to_have_text(f"paddle-nbext {lab.api('GET', 'version').json()['version']}")
     page.screenshot(path=str(screenshots / f"panel-error-{kind}.png"))

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
-import { countsText, formatAge, formatDuration, replicaReason, roleCounts } from '../format';
+import { countsText, formatAge, formatDuration, replicaReason, roleSummaries } from '../format';
+import { IRoleCounts } from '../types';
 import { IReplica } from '../types';
 import { job } from './fixtures';
 
@@ -32,18 +33,58 @@ describe('age', () => {
   });
 });
 
-describe('replica counts', () => {
-  it('running/total per role, pservers first', () => {
-    expect(roleCounts(job('a'))).toEqual([
-      { role: 'pserver', running: 1, total: 1 },
-      { role: 'trainer', running: 1, total: 2 }
-    ]);
-    expect(countsText(job('a'))).toBe('pserver 1/1 · trainer 1/2');
+function counts(desired: number, c: Partial<IRoleCounts> = {}): IRoleCounts {
+  return { desired, pending: 0, running: 0, succeeded: 0, failed: 0, stopped: 0, ...c };
+}
+
+describe('replica counts in words', () => {
+  it('while active: running/desired per role, pservers first, with what already ended', () => {
+    expect(countsText(job('a'))).toBe('pserver 1/1 running · trainers 1/2 running, 1 succeeded');
+    const summaries = roleSummaries(job('a'));
+    expect(summaries.map(s => s.role)).toEqual(['pserver', 'trainer']);
+    expect(summaries.map(s => s.tone)).toEqual(['active', 'active']);
+    expect(summaries[1].title).toBe('2 trainers wanted, 0 pending, 1 running, 1 succeeded, 0 failed, 0 stopped');
   });
 
-  it('collective jobs have only trainers', () => {
-    const collective = job('c', { roles: { trainer: { desired: 4, pending: 1, running: 3, succeeded: 0, failed: 0, stopped: 0 } } });
-    expect(countsText(collective)).toBe('trainer 3/4');
+  it('a pending job shows nothing running yet', () => {
+    const pending = job('p', { phase: 'Pending', roles: { trainer: counts(2, { pending: 2 }) } });
+    expect(countsText(pending)).toBe('trainers 0/2 running');
+  });
+
+  it('a succeeded PS job: trainers succeeded, pservers finished (not a failure)', () => {
+    const done = job('s', {
+      phase: 'Succeeded',
+      roles: { trainer: counts(2, { succeeded: 2 }), pserver: counts(1, { stopped: 1 }) }
+    });
+    expect(countsText(done)).toBe('pserver 1/1 finished · trainers 2/2 succeeded');
+    expect(roleSummaries(done).map(s => s.tone)).toEqual(['ok', 'ok']);
+  });
+
+  it('a failed job says how many failed', () => {
+    const failed = job('f', {
+      phase: 'Failed',
+      roles: { trainer: counts(2, { succeeded: 1, failed: 1 }), pserver: counts(2, { stopped: 2 }) }
+    });
+    expect(countsText(failed)).toBe('pservers 2/2 stopped · trainers 1/2 succeeded, 1 failed');
+    expect(roleSummaries(failed).map(s => s.tone)).toEqual(['neutral', 'bad']);
+    const allFailed = job('g', { phase: 'Failed', roles: { trainer: counts(1, { failed: 1 }) } });
+    expect(countsText(allFailed)).toBe('trainer 1/1 failed');
+  });
+
+  it('a cancelled job: stopped, and replicas that never ran say so', () => {
+    const cancelled = job('x', { phase: 'Cancelled', roles: { trainer: counts(3, { stopped: 2, pending: 1 }) } });
+    expect(countsText(cancelled)).toBe('trainers 2/3 stopped, 1 never started');
+    expect(roleSummaries(cancelled)[0].tone).toBe('neutral');
+  });
+
+  it('a failure while running is flagged at once', () => {
+    const running = job('r', { roles: { trainer: counts(4, { running: 3, failed: 1 }) } });
+    expect(countsText(running)).toBe('trainers 3/4 running, 1 failed');
+    expect(roleSummaries(running)[0].tone).toBe('bad');
+  });
+
+  it('an ended job whose replicas were all cleaned up falls back to the bare figure', () => {
+    expect(countsText(job('e', { phase: 'Succeeded', roles: { trainer: counts(2) } }))).toBe('trainers 0/2');
   });
 });
 
