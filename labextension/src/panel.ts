@@ -5,7 +5,7 @@
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { PaddleApi } from './api';
+import { ApiError, PaddleApi } from './api';
 import { JobDetailView } from './detailview';
 import { h } from './dom';
 import { JobFormView } from './formview';
@@ -91,7 +91,10 @@ export class PaddlePanel extends Widget {
       this._version.title = `paddle-nbext server extension ${version}, REST API ${apiVersion}`;
       this._version.hidden = false;
     } catch (error) {
-      console.warn('paddle-nbext: version not loaded:', (error as Error).message);
+      // A missing server extension is already explained by the banner.
+      if (!(error instanceof ApiError && error.missingExtension)) {
+        console.warn('paddle-nbext: version not loaded:', (error as Error).message);
+      }
     }
   }
 
