@@ -170,7 +170,7 @@ export class JobDetailView {
           { 'data-testid': 'paddle-replica-row', 'data-replica': key, 'data-phase': replica.phase },
           h('td', {}, `${replica.role} ${replica.index}`),
           h('td', {}, h('span', { className: `pn-badge ${phaseClass(replica.phase)}` }, replica.phase)),
-          h('td', { className: 'pn-reason' }, replicaReason(replica)),
+          h('td', { className: 'pn-reason' }, replicaReason(replica, job.phase)),
           h('td', {}, String(replica.restarts)),
           h('td', {}, ranFor(replica)),
           h('td', {}, logs)

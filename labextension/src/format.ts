@@ -132,8 +132,8 @@ export function countsText(job: IJobStatus): string {
     .join(' · ');
 }
 
-/** The replica's state in words, for the detail table. */
-export function replicaReason(replica: IReplica): string {
+/** The replica's state in words, for the detail table (`jobPhase` explains a stop). */
+export function replicaReason(replica: IReplica, jobPhase?: string): string {
   if (replica.reason) {
     return replica.reason;
   }
@@ -149,7 +149,9 @@ export function replicaReason(replica: IReplica): string {
         ? `Exit code ${replica.exit_code}`
         : 'Failed';
     case 'Stopped':
-      return 'Stopped by the job runner (job ended)';
+      return jobPhase === 'Succeeded'
+        ? 'Stopped by the job runner once the trainers finished'
+        : 'Stopped by the job runner (job ended)';
     default:
       return replica.phase;
   }

@@ -89,7 +89,7 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     # The end of the job is announced with a JupyterLab notification.
     expect(page.get_by_text("Paddle job browser-ps succeeded").first).to_be_visible()
     expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="trainer-1"]')).to_contain_text("Succeeded")
-    expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="pserver-0"]')).to_contain_text("Stopped")
+    expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="pserver-0"]')).to_contain_text("Stopped by the job runner once the trainers finished")
     page.screenshot(path=str(screenshots / "job-succeeded.png"))
 
     # A trainer's log shows the loss lines.

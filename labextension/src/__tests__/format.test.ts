@@ -98,6 +98,9 @@ describe('replica reasons in words', () => {
     expect(replicaReason({ ...base, phase: 'Failed', exit_code: 3 })).toBe('Exit code 3');
     expect(replicaReason({ ...base, phase: 'Pending' })).toBe('Waiting to start');
     expect(replicaReason({ ...base, phase: 'Stopped' })).toMatch(/Stopped by the job runner/);
+    expect(replicaReason({ ...base, role: 'pserver', phase: 'Stopped' }, 'Succeeded')).toBe(
+      'Stopped by the job runner once the trainers finished'
+    );
     expect(replicaReason({ ...base, restarts: 2 })).toBe('Running (restarted 2×)');
   });
 });
