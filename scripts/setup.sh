@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+# The venv's tools (jupyter-builder, jupyter) must be found by npm scripts and by jupyter itself.
+export PATH="$ROOT/.venv/bin:$PATH"
 
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
@@ -27,7 +29,6 @@ fi
 if [ -f labextension/package.json ]; then
   (
     cd labextension
-    export PATH="$ROOT/.venv/bin:$PATH"
     npm ci --no-audit --no-fund --loglevel=error
     npm run build:prod
   )
@@ -39,6 +40,6 @@ fi
 mkdir -p .venv/etc/jupyter/jupyter_server_config.d
 cp jupyter-config/jupyter_server_config.d/paddle_nbext_server.json .venv/etc/jupyter/jupyter_server_config.d/
 if [ -d paddle_nbext/labextension ]; then
-  .venv/bin/jupyter labextension develop --overwrite . >/dev/null
+  .venv/bin/jupyter-builder develop --overwrite . >/dev/null
 fi
 echo "setup: done (.venv ready)"
