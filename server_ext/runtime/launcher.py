@@ -158,6 +158,9 @@ def wait_timeout(base: Mapping[str, str]) -> float:
     return value
 
 
+MAX_WAIT_DELAY = 0.2  # seconds between connection attempts to a pserver that is not up yet
+
+
 def wait_for(endpoints: list[tuple[str, int]], timeout: float) -> tuple[str, int] | None:
     """Block until every endpoint accepts a TCP connection; return the first one that still
     does not when `timeout` seconds have passed, else None."""
@@ -175,7 +178,10 @@ def wait_for(endpoints: list[tuple[str, int]], timeout: float) -> tuple[str, int
         if time.monotonic() >= deadline:
             return pending[0]
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        delay = min(delay * 1.5, 1.0)
+        # A refused connect on loopback or to a not-yet-resolvable pod name costs next to
+        # nothing, while every tenth of a second of lateness here delays the whole job: keep the
+        # back-off short.
+        delay = min(delay * 1.5, MAX_WAIT_DELAY)
     return None
 
 
