@@ -55,18 +55,31 @@ def without_verb(role: dict[str, Any], resource: str, verb: str) -> dict[str, An
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], what: str, timeout: float = WAIT) -> Any:
-    """Wait for `check` to return a truthy value (asserting errors are retried until timeout)."""
+    """Wait for `check` to return a truthy value (asserting errors are retried until timeout).
+
+    On timeout the message carries what was last seen (the last error, e.g. the job status
+    `_where` rejected, or the last falsy value), so a failure in CI says which state it stuck in."""
     deadline = time.monotonic() + timeout
-    last: BaseException | None = None
+    last: str = ""
     while time.monotonic() < deadline:
         try:
             value = await check()
             if value:
                 return value
-        except (AssertionError, BackendUnavailable, JobNotFound, KeyError) as error:
-            last = error
+            last = f"last value {value!r}"
+        except (AssertionError, BackendUnavailable, JobNotFound, KeyError, StopIteration) as error:
+            last = f"{type(error).__name__}: {error}" if not isinstance(error, AssertionError) else str(error)
         await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}" + (f": {last}" if last else ""))
+    raise AssertionError(f"timed out waiting for {what}" + (f"; last seen: {last}" if last else ""))
+
+
+def describe_status(status: Any) -> str:
+    """One line for a failure message: phase, message and every replica's state."""
+    replicas = ", ".join(
+        f"{r.role} {r.index} {r.phase}" + (f" ({r.reason})" if r.reason else "") + (f" restarts={r.restarts}" if r.restarts else "")
+        for r in status.replicas
+    )
+    return f"job {status.name} {status.phase} {status.message!r} [{replicas}]"
 
 
 def home_dir(tmp_path: Path) -> Path:
@@ -211,8 +224,14 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
 
 
 async def _where(backend: KubernetesBackend, name: str, predicate: Callable[[Any], Any]) -> Any:
+    """The job's status once `predicate` holds; until then an AssertionError saying what it is."""
     status = await backend.get_job(name, "alice")
-    return status if predicate(status) else None
+    try:
+        ok = predicate(status)
+    except StopIteration:  # `replica()` found no such replica
+        ok = False
+    assert ok, describe_status(status)
+    return status
 
 
 async def _async(fn: Callable[[], Any]) -> Any:

@@ -7,7 +7,9 @@ which is what makes the backend's contract tests on the emulator trustworthy.
 from __future__ import annotations
 
 import json
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import pytest
@@ -275,6 +277,52 @@ def test_job_controller_and_kubelet_play(cluster):
 
     batch.delete_namespaced_job("trainer", ns, propagation_policy="Background")
     eventually(lambda: not v1.list_namespaced_pod(ns, label_selector="role=trainer").items, "pods collected")
+
+
+def test_job_controller_keeps_one_pod_per_index(cluster):
+    """Reconciles racing each other (the suite's play calls and the controller's own pass) start one
+    pod per index, as kube-controller-manager does; a duplicate that appears anyway is deleted and
+    the running pod of the index kept.  (Duplicates made `pod_of` and the backend pick different
+    pods of one index, so a status the suite played never reached the job.)"""
+    ns = cluster.new_namespace()
+    api = cluster.api_client()
+    v1, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    names = [f"job{i}" for i in range(3)]
+    for name in names:
+        created = batch.create_namespaced_job(ns, {
+            "metadata": {"name": name},
+            "spec": {"completionMode": "Indexed", "completions": 4, "parallelism": 4,
+                     "template": {"metadata": {"labels": {"app": "dup"}},
+                                  "spec": {"restartPolicy": "Never",
+                                           "containers": [{"name": "main", "image": "busybox:1.36"}]}}}})
+    since = created.metadata.resource_version
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave at any bytecode, as on a loaded machine
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda _: cluster.play_job_controller(ns), range(8)))
+    finally:
+        sys.setswitchinterval(switching)
+    eventually(lambda: len(v1.list_namespaced_pod(ns, label_selector="app=dup").items) == 12, "12 job pods")
+    stream = v1.list_namespaced_pod(ns, label_selector="app=dup", watch=True, resource_version=since,
+                                    timeout_seconds=1, _preload_content=False)
+    started = sorted(json.loads(line)["object"]["metadata"]["name"].rsplit("-", 1)[0]
+                     for line in stream.read().decode().splitlines() if json.loads(line)["type"] == "ADDED")
+    assert started == sorted(f"{name}-{index}" for name in names for index in range(4))
+
+    def index_pods() -> list[Any]:
+        return [p for p in v1.list_namespaced_pod(
+            ns, label_selector="batch.kubernetes.io/job-name=job0,batch.kubernetes.io/job-completion-index=0").items
+            if not p.metadata.deletion_timestamp]
+    original = index_pods()[0]
+    cluster.set_pod_status(ns, original.metadata.name, "Running")
+    v1.create_namespaced_pod(ns, {"metadata": {"generateName": "job0-0-", "labels": original.metadata.labels,
+                                               "annotations": original.metadata.annotations,
+                                               "ownerReferences": [api.sanitize_for_serialization(r)
+                                                                   for r in original.metadata.owner_references]},
+                                  "spec": api.sanitize_for_serialization(original.spec)})
+    kept = eventually(lambda: (lambda ps: ps if len(ps) == 1 else None)(index_pods()), "the duplicate removed")
+    assert kept[0].metadata.name == original.metadata.name and kept[0].status.phase == "Running"
 
 
 def test_api_down_and_back(cluster):

@@ -7,6 +7,12 @@ labels, completion-index label/annotation, hostname ``<job>-<index>``, the templ
 exceed ``backoffLimit``; ``.status`` gets active/succeeded/failed/completedIndexes and the
 ``Complete``/``Failed``/``Suspended`` conditions; suspend deletes active pods. It writes through the
 store directly, so its work does not show up in request counts.
+
+Like the real controller (a work queue never syncs one Job on two workers at once), reconciles are
+serialized: ``watch_namespace`` reconciles on the caller's thread while the controller thread may be
+reconciling the same namespace, and two concurrent list-then-create passes would both see an index
+missing and start two pods for it.  Should an index still have several active pods, the extras are
+deleted as the real controller does, keeping the most advanced one (running and ready, then oldest).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ class JobController:
         self._store = store
         self._namespaces: set[str] = set()
         self._lock = threading.Lock()
+        self._reconciling = threading.Lock()  # one reconcile pass at a time (see the module docstring)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -85,10 +92,11 @@ class JobController:
                     pass  # raced with a test's change; the next change brings us back
 
     def reconcile(self, namespace: str) -> None:
-        jobs, _ = self._store.list(JOB, namespace)
-        for job in jobs:
-            if job.get("spec", {}).get("completionMode") == "Indexed":
-                self._reconcile_job(job)
+        with self._reconciling:
+            jobs, _ = self._store.list(JOB, namespace)
+            for job in jobs:
+                if job.get("spec", {}).get("completionMode") == "Indexed":
+                    self._reconcile_job(job)
 
     def _reconcile_job(self, job: dict[str, Any]) -> None:
         meta, spec = job["metadata"], job["spec"]
@@ -106,6 +114,7 @@ class JobController:
         failed = sum(1 for p in pods if p["status"].get("phase") == "Failed")
         succeeded = sorted({int(p["metadata"]["annotations"][INDEX_KEY]) for p in pods
                             if p["status"].get("phase") == "Succeeded"})
+        active = self._without_duplicates(active)
         new_conditions = dict(conditions)
         suspended = bool(spec.get("suspend"))
         if not finished:
@@ -148,6 +157,19 @@ class JobController:
                 return o
             self._store.replace_with(JOB, namespace, meta["name"], write, "status")
 
+    def _without_duplicates(self, active: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One active pod per index: delete the others, keeping the running+ready, then oldest, one."""
+        by_index: dict[str, list[dict[str, Any]]] = {}
+        for pod in active:
+            by_index.setdefault(pod["metadata"]["annotations"][INDEX_KEY], []).append(pod)
+        kept = []
+        for pods in by_index.values():
+            pods.sort(key=_keep_first)
+            kept.append(pods[0])
+            for extra in pods[1:]:
+                self._delete_pod(extra)
+        return kept
+
     @staticmethod
     def _condition(kind: str, reason: str, message: str) -> dict[str, Any]:
         stamp = now()
@@ -182,3 +204,12 @@ class JobController:
                                                   "blockOwnerDeletion": True}]},
                 "spec": spec}
         return self._store.create(POD, meta["namespace"], body)
+
+
+def _keep_first(pod: dict[str, Any]) -> tuple[int, int, str, str]:
+    """Sort key among duplicate pods of one index: the pod to keep sorts first."""
+    status = pod.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    meta = pod["metadata"]
+    return (0 if status.get("phase") == "Running" else 1, 0 if ready else 1,
+            meta.get("creationTimestamp") or "", meta["name"])
