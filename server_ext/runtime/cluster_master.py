@@ -163,12 +163,16 @@ def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
 def _age_key(pod: dict[str, Any]) -> tuple[str, int, str, str]:
     """Sort key, oldest first.  creationTimestamp has one-second resolution, and the Job
     controller replaces a failed pod within the same second, so within a second the pod that
-    still runs is the newer one, and among ended pods the one that ended later."""
+    still runs is the newer one, and among ended pods the one that ended later.  A running pod
+    ranks above a pending one of the same second: when the Job controller briefly has two pods
+    for one index, the running one is the pod it keeps."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
-    active = status.get("phase") in (None, "Pending", "Running") and not meta.get("deletionTimestamp")
+    phase = status.get("phase")
+    deleting = bool(meta.get("deletionTimestamp"))
+    liveness = 0 if deleting or phase not in (None, "Pending", "Running") else (2 if phase == "Running" else 1)
     finished = ((_container_status(pod).get("state") or {}).get("terminated") or {}).get("finishedAt") or ""
-    return meta.get("creationTimestamp") or "", 1 if active else 0, finished, meta.get("name") or ""
+    return meta.get("creationTimestamp") or "", liveness, finished, meta.get("name") or ""
 
 
 def newest_pod(pods: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,0 +1,44 @@
+"""Which pod stands for a replica when several exist (restarts, a brief duplicate): the server
+and the in-cluster master both read pods through `cluster_master`, so this decides what users see."""
+from __future__ import annotations
+
+from typing import Any
+
+from paddle_nbext_server.runtime.cluster_master import newest_pod, observe_replicas
+
+SECOND = "2026-11-29T17:00:00Z"
+
+
+def pod(name: str, phase: str, index: int = 0, created: str = SECOND, exit_code: int | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase}
+    if exit_code is not None:
+        status["containerStatuses"] = [{"name": "paddle", "state": {"terminated": {"exitCode": exit_code, "finishedAt": created}}}]
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": created,
+            "labels": {"paddle-nbext/role": "trainer", "batch.kubernetes.io/job-completion-index": str(index)},
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+        },
+        "status": status,
+    }
+
+
+def test_running_pod_wins_over_a_pending_duplicate_of_the_same_second() -> None:
+    running, pending = pod("job-trainer-0-aaaaa", "Running"), pod("job-trainer-0-zzzzz", "Pending")
+    assert newest_pod([running, pending]) is running
+    assert newest_pod([pending, running]) is running
+
+
+def test_replacement_of_a_failed_pod_stands_for_the_replica_and_counts_a_restart() -> None:
+    failed = pod("job-trainer-0-zzzzz", "Failed", exit_code=3)
+    replacement = pod("job-trainer-0-aaaaa", "Pending")
+    assert newest_pod([failed, replacement]) is replacement
+    (view,) = observe_replicas([failed, replacement], pservers=0, trainers=1)
+    assert (view.phase, view.restarts) == ("Pending", 1)
+
+
+def test_a_later_pod_wins_whatever_its_phase() -> None:
+    old_running = pod("job-trainer-0-aaaaa", "Running", created="2026-11-29T16:59:59Z")
+    new_pending = pod("job-trainer-0-bbbbb", "Pending")
+    assert newest_pod([old_running, new_pending]) is new_pending
