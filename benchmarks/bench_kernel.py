@@ -17,8 +17,6 @@ import argparse
 import json
 import os
 import secrets
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,9 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import requests
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.jupyter_process import JupyterProcess, free_port  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results"
 IMPORT_GOAL_MS = 300.0
 
@@ -76,45 +76,27 @@ class _Server:
     def __enter__(self) -> "_Server":
         self.tmp = tempfile.TemporaryDirectory(prefix="paddle-bench-")
         self.home = Path(self.tmp.name)
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         self.token = secrets.token_hex(16)
         self.api = f"http://127.0.0.1:{port}/paddle/api/v1"
         env = {**os.environ, "HOME": str(self.home), "JUPYTER_RUNTIME_DIR": str(self.home / ".runtime"), "JUPYTER_CONFIG_DIR": str(self.home / ".jupyter")}
         env.pop("PADDLE_NBEXT_API_URL", None)
         env.pop("PADDLE_NBEXT_TOKEN", None)
-        self.log = open(self.home / "server.log", "wb")
-        self.process = subprocess.Popen(
+        self.jupyter = JupyterProcess(
             [str(Path(sys.executable).with_name("jupyter")), "server", "--allow-root", "--no-browser", "--ip=127.0.0.1",
              f"--port={port}", f"--ServerApp.token={self.token}", f"--ServerApp.root_dir={self.home}",
              "--ServerApp.port_retries=0", "--ServerApp.jpserver_extensions={'paddle_nbext_server': True}"],
-            env=env, cwd=self.home, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            url=f"http://127.0.0.1:{port}/", token=self.token, log_path=self.home / "server.log", env=env, cwd=self.home,
         )  # fmt: skip
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                if requests.get(f"{self.api}/version", headers={"Authorization": f"token {self.token}"}, timeout=5).ok:
-                    return self
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.3)
-        self.__exit__()
-        raise RuntimeError(f"jupyter server did not start; log:\n{(self.home / 'server.log').read_text(errors='replace')[-3000:]}")
+        try:
+            self.jupyter.start()
+        except BaseException:
+            self.tmp.cleanup()
+            raise
+        return self
 
     def __exit__(self, *exc: Any) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.process.wait()
-        self.log.close()
+        self.jupyter.stop()
         self.tmp.cleanup()
 
 

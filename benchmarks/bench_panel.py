@@ -27,6 +27,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "tests"))
 
 from playwright.sync_api import Page, sync_playwright  # noqa: E402
 

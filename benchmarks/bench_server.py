@@ -18,10 +18,7 @@ import json
 import os
 import platform
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +29,10 @@ from typing import Any
 import requests
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from support.jupyter_process import JupyterProcess, free_port  # noqa: E402
+
 RESULTS = REPO / "benchmarks" / "results"
 ENABLE_FILE = REPO / "jupyter-config" / "jupyter_server_config.d" / "paddle_nbext_server.json"
 TOKEN = "bench-token"
@@ -58,9 +59,7 @@ def summary(values: list[float]) -> dict[str, float]:
 # ---------------------------------------------------------------- the server under test
 class Server:
     def __init__(self, home: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = free_port()
         self.home = home
         self.base = f"http://127.0.0.1:{self.port}/"
         self.api = f"{self.base}paddle/api/v1"
@@ -71,33 +70,14 @@ class Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "PADDLE_NBEXT_"))}
         env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(config_dir), JUPYTER_DATA_DIR=str(home / ".jdata"),
                    JUPYTER_RUNTIME_DIR=str(home / ".jruntime"), JUPYTER_PLATFORM_DIRS="1")  # fmt: skip
-        self.log = open(home / "jupyter.log", "wb")
-        self.process = subprocess.Popen(
+        self.jupyter = JupyterProcess(
             [sys.executable, "-m", "jupyter_server", "--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0",
              "--no-browser", "--allow-root", f"--ServerApp.root_dir={home}", f"--IdentityProvider.token={TOKEN}"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError((home / "jupyter.log").read_text())
-            try:
-                if requests.get(f"{self.api}/config", headers=self.headers, timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("jupyter server did not start")
+            url=self.base, token=TOKEN, log_path=home / "jupyter.log", env=env, stop_grace=60,
+        ).start()  # fmt: skip
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
+        self.jupyter.stop()
 
 
 def seed_jobs(home: Path, count: int, owner: str) -> None:

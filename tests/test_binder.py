@@ -17,14 +17,13 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import requests
+from support.jupyter_process import JupyterProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_HOME = Path.home()
@@ -125,39 +124,14 @@ def _postbuild_and_check(tmp_path: Path) -> None:
 def _lab_landing(venv: Path, env: dict[str, str], root: Path) -> tuple[str, dict[str, str]]:
     """Start the venv's `jupyter lab` in `root` on a free loopback port; return where `/`
     redirects to and what `/paddle/api/v1/version` answers.  The server is always stopped."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     token = secrets.token_hex(16)
-    log_path = root.parent / "jupyter-lab.log"
-    with open(log_path, "w") as log:
-        lab = subprocess.Popen(
-            [str(venv / "bin" / "jupyter"), "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}"],
-            env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    headers = {"Authorization": f"token {token}"}
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert lab.poll() is None, f"jupyter lab exited {lab.returncode}: {log_path.read_text()[-3000:]}"
-            try:
-                if requests.get(f"{base}/api/status", headers=headers, timeout=5).ok:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert time.monotonic() < deadline, "jupyter lab did not answer /api/status within 120 s"
-            time.sleep(0.5)
-        landing = requests.get(f"{base}/", headers=headers, allow_redirects=False, timeout=10)
+    command = [str(venv / "bin" / "jupyter"), "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}"]  # fmt: skip
+    base = f"http://127.0.0.1:{port}/"
+    with JupyterProcess(command, url=base, token=token, log_path=root.parent / "jupyter-lab.log", env=env, cwd=root, name="jupyter lab") as lab:
+        landing = requests.get(base, headers=lab.headers, allow_redirects=False, timeout=10)
         assert landing.status_code in (301, 302), landing.status_code
-        version = requests.get(f"{base}/paddle/api/v1/version", headers=headers, timeout=10)
+        version = requests.get(f"{base}paddle/api/v1/version", headers=lab.headers, timeout=10)
         assert version.status_code == 200, version.text
         return landing.headers["Location"].split("?")[0], version.json()
-    finally:
-        lab.terminate()
-        try:
-            lab.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            lab.kill()
-            lab.wait()

@@ -11,16 +11,13 @@ import json
 import os
 import secrets
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import requests
+from support.jupyter_process import JupyterProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 LABEXT_BUILD = REPO / "paddle_nbext" / "labextension"
@@ -41,19 +38,12 @@ APP_START_TIMEOUT_MS = 60_000
 PANEL_TAB = '.jp-SideBar [data-id="paddle-nbext-panel"]'
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclass
 class LabServer:
     url: str  # base URL ending in '/'
     token: str
     home: Path
-    process: subprocess.Popen[bytes]
-    log_path: Path
+    jupyter: JupyterProcess
 
     def api(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         """Call the paddle-nbext REST API as the notebook user (token auth)."""
@@ -64,7 +54,7 @@ class LabServer:
         return f"{self.url}{path}?token={self.token}"
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-5000:]
+        return self.jupyter.log_tail()
 
 
 def _settings_dir(root: Path) -> Path:
@@ -139,36 +129,16 @@ def start_lab(
         command = [sys.executable, "-c", code, *args]
     else:
         command = [sys.executable, "-m", "jupyterlab", *args]
-    log_path = root / "jupyter.log"
-    log = log_path.open("wb")
-    process = subprocess.Popen(command, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    server = LabServer(f"http://127.0.0.1:{port}/", token, home, process, log_path)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"JupyterLab exited with {process.returncode}:\n{server.log()}")
-        try:
-            if requests.get(f"{server.url}api/status", headers={"Authorization": f"token {token}"}, timeout=2).ok:
-                return server
-        except requests.RequestException:
-            pass
-        time.sleep(0.3)
-    stop_lab(server)
-    raise RuntimeError(f"JupyterLab did not answer within 90 s:\n{server.log()}")
+    jupyter = JupyterProcess(
+        command, url=f"http://127.0.0.1:{port}/", token=token, log_path=root / "jupyter.log",
+        env=env, cwd=home, name="JupyterLab", stop_grace=15,
+    )  # fmt: skip
+    return LabServer(jupyter.url, token, home, jupyter.start())
 
 
 def stop_lab(server: LabServer) -> None:
     """Stop the server and everything it started (its process group), then wait for it."""
-    if server.process.poll() is None:
-        try:
-            os.killpg(server.process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            server.process.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.process.pid, signal.SIGKILL)
-            server.process.wait(5)
+    server.jupyter.stop()
 
 
 def open_lab(page: Any, server: LabServer) -> Any:

@@ -6,9 +6,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -16,16 +13,11 @@ from pathlib import Path
 
 import pytest
 import requests
+from support.jupyter_process import JupyterProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = Path(__file__).with_name("ps_cell.py")
 JUPYTER = Path(sys.executable).with_name("jupyter")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class LiveServer:
@@ -61,46 +53,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         # explicit, so the suite does not depend on the install having placed the enable file
         "--ServerApp.jpserver_extensions={'paddle_nbext_server': True}",
     ]  # fmt: skip
-    log = open(log_path, "wb")
-    process = subprocess.Popen(command, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    live = LiveServer(f"http://127.0.0.1:{port}/", token, home, log_path)
+    jupyter = JupyterProcess(command, url=f"http://127.0.0.1:{port}/", token=token, log_path=log_path, env=env, cwd=home)
+    live = LiveServer(jupyter.url, token, home, log_path)
+    jupyter.start()
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"jupyter server exited with {process.returncode}:\n{log_path.read_text(errors='replace')[-4000:]}")
-            try:
-                response = requests.get(f"{live.api}/version", headers={"Authorization": f"token {token}"}, timeout=5)
-                if response.status_code == 200:
-                    break
-                if response.status_code == 404:
-                    pytest.fail(f"the server runs without the paddle-nbext API (404):\n{log_path.read_text(errors='replace')[-4000:]}")
-            except requests.ConnectionError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"jupyter server did not serve the paddle API:\n{log_path.read_text(errors='replace')[-4000:]}")
-            time.sleep(0.3)
+        response = requests.get(f"{live.api}/version", headers=jupyter.headers, timeout=30)
+        if response.status_code != 200:
+            pytest.fail(f"the server runs without the paddle-nbext API ({response.status_code}):\n{jupyter.log_tail()}")
         yield live
     finally:
         # Jobs outlive the server by design (detached job runners), so a test that failed half-way
         # must not leave one running: delete whatever is left through the API first.
-        headers = {"Authorization": f"token {token}"}
         try:
-            for job in requests.get(f"{live.api}/jobs", headers=headers, timeout=30).json().get("jobs", []):
-                requests.delete(f"{live.api}/jobs/{job['name']}", headers=headers, timeout=60)
+            for job in requests.get(f"{live.api}/jobs", headers=jupyter.headers, timeout=30).json().get("jobs", []):
+                requests.delete(f"{live.api}/jobs/{job['name']}", headers=jupyter.headers, timeout=60)
         except (requests.RequestException, ValueError):
             pass
-        # End the server and everything it started (job processes are in its session).
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
-        log.close()
+        jupyter.stop()  # the server and everything it started in its session
 
 
 @pytest.fixture(scope="session")

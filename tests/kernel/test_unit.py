@@ -15,7 +15,7 @@ from paddle_nbext.api import ENTRY_SCRIPT_COMMAND, PaddleJob, _function_script
 from paddle_nbext.client import Client, ExtensionMissing, ServerUnreachable
 from paddle_nbext.options import Parser, UsageError, add_job_flags, spec_from_args
 
-from .conftest import free_port
+from support.jupyter_process import free_port
 
 
 def parse(*argv: str) -> dict:
