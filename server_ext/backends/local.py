@@ -50,6 +50,10 @@ from .base import Backend, InvalidRequest, InvalidState, JobExists, JobNotFound,
 
 #: A job dir with job.json but no master.pid this long after creation lost its server mid-submit.
 STARTING_GRACE = 60.0
+#: Seconds between checks that an ended job's job.json is still the same one (a job dir
+#: replaced under the same name by another server).  Ended jobs are most of a long-lived jobs
+#: dir, and stat-ing each of them on every poll kept a core busy for nothing.
+ENDED_JOB_RECHECK = 2.0
 #: How long cancel waits for the master to stop everything before doing it itself.
 CANCEL_WAIT = 60.0
 
@@ -120,6 +124,9 @@ class LocalBackend(Backend):
         self._seen: dict[str, _Seen] = {}
         # `_seen` is updated from worker threads (watcher, submit, cancel) and read on the loop.
         self._seen_lock = threading.Lock()
+        self._next_ended_check = 0.0  # monotonic time of the next check of ended jobs' job.json
+        self._listed_signature: Signature | None = None  # the jobs dir as last listed
+        self._listed_names: frozenset[str] = frozenset()
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._watcher: asyncio.Task[None] | None = None
 
@@ -276,25 +283,42 @@ class LocalBackend(Backend):
         with self._seen_lock:
             return self._seen.pop(name, None)
 
-    def _scan(self, report: bool, check_alive: bool = True) -> list[JobEvent]:
-        """One pass over the jobs dir: brings `_seen` up to date and returns changed, new and
-        deleted jobs as events; with `check_alive`, masters that died without a terminal status
-        are recorded as Failed.  Unchanged jobs cost one `stat` (ended ones) or two, no reads."""
-        events: list[JobEvent] = []
+    def _job_names(self, force: bool) -> set[str]:
+        """The job dirs, listed again only when the jobs dir itself changed (a job dir was added
+        or removed), which its own signature tells at the cost of one `stat`, or when `force`d
+        (file systems with coarse timestamps can hide a change made within the same tick)."""
+        signature = self._signature(self.root)
+        if not force and signature is not None and signature == self._listed_signature:
+            return set(self._listed_names)
         try:
             names = {entry.name for entry in os.scandir(self.root) if entry.is_dir() and not entry.name.startswith(".")}
         except OSError:
             names = set()
+        self._listed_signature, self._listed_names = signature, frozenset(names)
+        return names
+
+    def _scan(self, report: bool, check_alive: bool = True) -> list[JobEvent]:
+        """One pass over the jobs dir: brings `_seen` up to date and returns changed, new and
+        deleted jobs as events; with `check_alive`, masters that died without a terminal status
+        are recorded as Failed.  Unchanged running jobs cost two `stat`s and no reads; ended ones
+        cost nothing but one `stat` every `ENDED_JOB_RECHECK` seconds."""
+        events: list[JobEvent] = []
+        now = time.monotonic()
+        check_ended = now >= self._next_ended_check
+        if check_ended:
+            self._next_ended_check = now + ENDED_JOB_RECHECK
+        names = self._job_names(force=check_ended)
         with self._seen_lock:
             known = dict(self._seen)
         for name, seen in known.items():
             if name not in names:
                 self._forget(name)
                 events.append(JobEvent(DELETED, seen.owner, name))
-        now = time.monotonic()
         root = str(self.root)
         for name in names:
             seen = known.get(name)
+            if not check_ended and seen is not None and seen.terminal and seen.reported == seen.signature:
+                continue  # an ended job no longer changes; its removal shows in the listing above
             job_signature = self._signature(f"{root}/{name}/job.json")  # str paths: this runs per job per poll
             if seen is not None and seen.job_signature != job_signature:
                 # job.json vanished (deleted by another server) or the dir holds a new job now

@@ -200,3 +200,35 @@ def test_listing_follows_what_masters_write_and_cancel_at_once(home) -> None:
     assert finished.phase == "Succeeded" and finished.replicas[0].phase == "Succeeded" and finished.finished
     assert cancelled.phase == "Cancelled" and after_cancel.phase == "Cancelled"
     assert leftover_processes(home, "gated") == [] and leftover_processes(home, "keeper") == []
+
+
+def test_a_second_server_on_the_same_jobs_dir_sees_jobs_come_and_go(home) -> None:
+    """Two servers (e.g. JupyterLab restarted while the old one shuts down, or two servers of
+    one user) share `~/.paddle-jobs`: a job one submits, ends or deletes must show in the other's
+    listing, which answers from memory and only re-reads what changed on disk."""
+
+    async def names(backend) -> dict[str, str]:
+        return {s.name: s.phase for s in await backend.list_jobs(OWNER)}
+
+    async def until(backend, predicate, timeout=240.0):
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not predicate(seen := await names(backend)):
+            assert asyncio.get_running_loop().time() < deadline, f"listing still shows {seen}"
+            await asyncio.sleep(0.1)
+        return seen
+
+    async def scenario():
+        watcher, other = backend_for(home, poll_interval=0.1), backend_for(home)
+        await watcher.start()
+        try:
+            await other.submit(request(home, **collective(job_name="elsewhere", entry_point="echo hi")))
+            appeared = await until(watcher, lambda seen: "elsewhere" in seen)
+            ended = await until(watcher, lambda seen: seen.get("elsewhere") in TERMINAL)
+            await other.delete("elsewhere", OWNER)
+            gone = await until(watcher, lambda seen: "elsewhere" not in seen)
+            return appeared, ended, gone
+        finally:
+            await watcher.stop()
+
+    appeared, ended, gone = asyncio.run(scenario())
+    assert "elsewhere" in appeared and ended["elsewhere"] == "Succeeded" and gone == {}
