@@ -474,9 +474,16 @@ class Master:
         self.finished = now_iso()
         self.write_status()
 
+    def record_gone(self) -> bool:
+        """True once the job dir was removed under the master (`rm -rf ~/.paddle-jobs/<job>`):
+        nothing can be recorded any more, so the job must end rather than run unseen forever."""
+        return not (self.job_dir / "job.json").exists()
+
     def run(self) -> int:
         self.write_status()
         while not self.cancelled and not self.try_admit():
+            if self.record_gone():
+                return 0
             deadline = time.monotonic() + max(self.poll_interval, 1.0)
             while not self.cancelled and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -492,6 +499,9 @@ class Master:
         while True:
             self.reap()
             if time.monotonic() >= next_memory_check:
+                if self.record_gone():
+                    self.stop_all()
+                    return 0
                 self.check_memory()
                 next_memory_check = time.monotonic() + MEMORY_CHECK_EVERY
             timed_out = timeout if timeout and time.monotonic() - self.started_at > timeout else None  # type: ignore[operator]

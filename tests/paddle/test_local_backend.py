@@ -232,3 +232,26 @@ def test_a_second_server_on_the_same_jobs_dir_sees_jobs_come_and_go(home) -> Non
 
     appeared, ended, gone = asyncio.run(scenario())
     assert "elsewhere" in appeared and ended["elsewhere"] == "Succeeded" and gone == {}
+
+
+def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home) -> None:
+    """People do `rm -rf ~/.paddle-jobs/<job>`; the job's master must notice that its record is
+    gone, stop the replicas and exit, instead of running them forever."""
+    import shutil
+    import time
+
+    from paddle_nbext_server.runtime.local_master import pid_alive, process_groups
+
+    async def scenario():
+        backend = backend_for(home)
+        await backend.submit(request(home, **collective(job_name="orphan")))
+        await wait_until(backend, "orphan", lambda s: s.phase == "Running" and bool(job_record(home, "orphan").get("pids")))
+
+    asyncio.run(scenario())
+    job_dir = home / ".paddle-jobs" / "orphan"
+    pids = [int((job_dir / "master.pid").read_text()), *job_record(home, "orphan")["pids"]]
+    shutil.rmtree(job_dir)
+    deadline = time.monotonic() + 60
+    while (alive := [pid for pid in pids if pid_alive(pid) or process_groups().get(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert alive == [], f"processes of the removed job still run: {alive}"
