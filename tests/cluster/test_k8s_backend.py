@@ -102,6 +102,12 @@ def notebook(cluster: Any, namespace: str, role: dict[str, Any] = NOTEBOOK_ROLE)
     return cluster.kubeconfig_for(namespace, "paddle-notebook", role)
 
 
+def workspace(cluster: Any, tmp_path: Path, role: dict[str, Any] = NOTEBOOK_ROLE) -> tuple[str, str, client.ApiClient, Path]:
+    """A fresh namespace, the notebook's kubeconfig under `role`, an admin client and a home."""
+    namespace = cluster.new_namespace()
+    return namespace, notebook(cluster, namespace, role), cluster.api_client(), home_dir(tmp_path)
+
+
 def objects_of(api: client.ApiClient, namespace: str, job: str) -> set[tuple[str, str]]:
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     selector = f"paddle-nbext/job={job}"
@@ -136,10 +142,7 @@ def run(coro: Awaitable[Any]) -> Any:
 
 
 def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp_path):
-    namespace = cluster.new_namespace()
-    kubeconfig = notebook(cluster, namespace)
-    admin = cluster.api_client()
-    home = home_dir(tmp_path)
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     # the notebook's own pod, whose home volume `auto` copies into the job pods
     client.CoreV1Api(admin).create_namespaced_pod(namespace, {
         "metadata": {"name": "jupyter-alice"},
@@ -239,10 +242,7 @@ async def _async(fn: Callable[[], Any]) -> Any:
 
 
 def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):
-    namespace = cluster.new_namespace()
-    kubeconfig = notebook(cluster, namespace)
-    admin = cluster.api_client()
-    home = home_dir(tmp_path)
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
         backend = backend_for(kubeconfig, namespace, home)
@@ -306,10 +306,7 @@ def master_env(cluster: Any, namespace: str, tmp_path: Path, job: str) -> dict[s
 
 def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(cluster, tmp_path):
     """The server is stopped after submit: the master process alone ends the job."""
-    namespace = cluster.new_namespace()
-    kubeconfig = notebook(cluster, namespace)
-    admin = cluster.api_client()
-    home = home_dir(tmp_path)
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     env = master_env(cluster, namespace, tmp_path, "mastered")
 
     async def submit() -> None:
@@ -395,10 +392,7 @@ def test_a_second_user_can_neither_see_nor_touch_the_first_users_jobs(cluster, t
 
 
 def test_a_role_missing_one_verb_fails_clearly_and_leaves_nothing(cluster, tmp_path):
-    namespace = cluster.new_namespace()
-    kubeconfig = notebook(cluster, namespace, without_verb(NOTEBOOK_ROLE, "jobs", "create"))
-    admin = cluster.api_client()
-    home = home_dir(tmp_path)
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, without_verb(NOTEBOOK_ROLE, "jobs", "create"))
 
     async def scenario() -> None:
         backend = backend_for(kubeconfig, namespace, home)
@@ -416,10 +410,7 @@ def test_a_role_missing_one_verb_fails_clearly_and_leaves_nothing(cluster, tmp_p
 
 
 def test_api_unreachable_is_503_with_the_cause_and_recovers(cluster, tmp_path):
-    namespace = cluster.new_namespace()
-    kubeconfig = notebook(cluster, namespace)
-    admin = cluster.api_client()
-    home = home_dir(tmp_path)
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
         backend = backend_for(kubeconfig, namespace, home)
