@@ -1,0 +1,71 @@
+"""``controlplane build|up|down|status``: the control plane from a shell.
+
+- ``build``  compile the pinned binaries into the cache (a no-op when they are there); prints
+             each component's build time;
+- ``up``     start a control plane in ``--state-dir`` and leave it running; prints the admin
+             kubeconfig's path and the start time (export it as PADDLE_NBEXT_TEST_KUBECONFIG to
+             point the suite at this cluster, or use it with kubectl);
+- ``down``   stop what ``up`` started there (no process left, ports free);
+- ``status`` say whether one is running there.
+
+Exit code 1 with a message naming what failed and its log file when anything goes wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .build import build, cache_dir
+from .cluster import ControlPlane, port_open
+from .errors import ControlPlaneError
+from .processes import pid_alive
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="controlplane", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("build", "up", "down", "status"))
+    parser.add_argument("--state-dir", type=Path, default=cache_dir() / "run",
+                        help="where `up` keeps certificates, data, logs and kubeconfigs [%(default)s]")
+    args = parser.parse_args(argv)
+    state_dir: Path = args.state_dir.resolve()
+    try:
+        if args.command == "build":
+            started = time.monotonic()
+            build()
+            print(f"controlplane: binaries ready in {time.monotonic() - started:.1f} s")
+        elif args.command == "up":
+            if _running(state_dir):
+                raise ControlPlaneError(f"a control plane is already running in {state_dir}; "
+                                        "`controlplane down` stops it")
+            build()
+            plane = ControlPlane(state_dir).start()
+            print(f"controlplane: up in {plane.startup_seconds:.1f} s at {plane.server}")
+            print(f"controlplane: admin kubeconfig {plane.admin_kubeconfig}")
+            print(f"controlplane: logs in {plane.logs_dir()}")
+        elif args.command == "down":
+            stopped = ControlPlane.stop_from_state(state_dir)
+            print(f"controlplane: stopped {', '.join(stopped)}" if stopped else "controlplane: nothing was running")
+        else:
+            print(f"controlplane: running in {state_dir}" if _running(state_dir) else "controlplane: not running")
+    except ControlPlaneError as error:
+        print(f"controlplane: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _running(state_dir: Path) -> bool:
+    path = state_dir / "state.json"
+    if not path.is_file():
+        return False
+    state = json.loads(path.read_text())
+    return any(pid_alive(pid) for pid in state["pids"].values() if pid) or any(
+        port_open(port) for port in state["ports"].values())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

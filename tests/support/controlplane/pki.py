@@ -1,0 +1,144 @@
+"""The control plane's certificates and keys, made fresh for each state directory.
+
+One CA signs everything: the API server's and KWOK's serving certificates (for 127.0.0.1) and a
+client certificate per identity.  The identities are the ones a kubeadm cluster uses, so RBAC
+sees the same users: ``system:kube-controller-manager`` and ``system:kube-scheduler`` (bound by
+the API server's bootstrap policy), an admin in ``system:masters``, and the API server's client
+for kubelets (KWOK serves ``pods/log`` as the kubelet would).  A separate RSA key pair signs and
+verifies ServiceAccount tokens.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+# Names the API server's certificate must carry: loopback for us, the in-cluster names for
+# clients that connect through the `kubernetes` Service (the master's default).
+SERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local")
+SERVER_IPS = ("127.0.0.1", "10.96.0.1")
+
+CLIENTS = {
+    "admin": ("paddle-nbext-admin", ("system:masters",)),
+    "controller-manager": ("system:kube-controller-manager", ()),
+    "scheduler": ("system:kube-scheduler", ()),
+    "kwok": ("paddle-nbext-kwok", ("system:masters",)),
+    "kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
+}
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Paths of everything in ``directory``; ``client(name)`` gives a client's (cert, key)."""
+
+    directory: Path
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.directory / "ca.crt"
+
+    @property
+    def apiserver_cert(self) -> Path:
+        return self.directory / "apiserver.crt"
+
+    @property
+    def apiserver_key(self) -> Path:
+        return self.directory / "apiserver.key"
+
+    @property
+    def kwok_cert(self) -> Path:
+        return self.directory / "kwok-serving.crt"
+
+    @property
+    def kwok_key(self) -> Path:
+        return self.directory / "kwok-serving.key"
+
+    @property
+    def service_account_key(self) -> Path:
+        return self.directory / "sa.key"
+
+    @property
+    def service_account_pub(self) -> Path:
+        return self.directory / "sa.pub"
+
+    def client(self, name: str) -> tuple[Path, Path]:
+        return self.directory / f"{name}.crt", self.directory / f"{name}.key"
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+    path.chmod(0o600)
+
+
+def _name(common: str, organizations: tuple[str, ...] = ()) -> x509.Name:
+    parts = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    return x509.Name([*parts, x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=30)))
+
+
+def create(directory: Path) -> Pki:
+    """Make a CA and every certificate and key in ``directory`` (created; existing files replaced)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = Pki(directory)
+    ca_key = _key()
+    ca_name = _name("paddle-nbext-test-ca")
+    ca = (_builder(ca_name, ca_name, ca_key.public_key())
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    _write(pki.ca_cert, ca.public_bytes(serialization.Encoding.PEM))
+    _write(directory / "ca.key", _pem_key(ca_key))
+
+    def issue(cert_path: Path, key_path: Path, subject: x509.Name, *, server: bool,
+              names: tuple[str, ...] = (), ips: tuple[str, ...] = ()) -> None:
+        key = _key()
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        builder = (_builder(subject, ca_name, key.public_key())
+                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+        if names or ips:
+            sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
+            sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(ca_key, hashes.SHA256())
+        _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+        _write(key_path, _pem_key(key))
+
+    issue(pki.apiserver_cert, pki.apiserver_key, _name("kube-apiserver"), server=True,
+          names=SERVER_NAMES, ips=SERVER_IPS)
+    issue(pki.kwok_cert, pki.kwok_key, _name("kwok-kubelet"), server=True, names=("localhost",), ips=("127.0.0.1",))
+    for client, (common, organizations) in CLIENTS.items():
+        cert_path, key_path = pki.client(client)
+        issue(cert_path, key_path, _name(common, organizations), server=False)
+
+    signing = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _write(pki.service_account_key, _pem_key(signing))
+    _write(pki.service_account_pub, signing.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return pki
