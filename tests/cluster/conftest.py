@@ -1,39 +1,49 @@
-"""The ``cluster`` fixture: one Kubernetes contract suite, run against the in-memory API or a real cluster.
+"""The ``cluster`` fixture: the Kubernetes contract suite on a real control plane.
 
-By default the suite talks over real HTTP to ``tests/kubeapi`` (an in-memory kube-apiserver on
-127.0.0.1). When ``PADDLE_NBEXT_TEST_KUBECONFIG`` names a kubeconfig, the same tests run against that
-cluster instead (kube-apiserver + kube-controller-manager; no kubelet, no scheduler, no DNS), and the
-suite plays the kubelet by writing ``pods/status``.
+By default the suite starts its own control plane once per session (``support.controlplane``:
+kube-apiserver, kube-controller-manager, kube-scheduler and etcd built from source, KWOK nodes)
+and everything it checks comes from those components: the Job controller makes the pods, the
+scheduler binds them, the garbage collector cascades, RBAC and admission refuse.  The suite
+plays only the kubelet's reports (pod status and container logs, see
+``support.controlplane.kubelet``).  If the control plane cannot be built or started, every
+cluster test errors with the reason: "no control plane" is never a pass or a skip.
+
+``PADDLE_NBEXT_TEST_KUBECONFIG=/path/to/admin-kubeconfig`` points the same suite at another
+cluster (kind, a cloud cluster); there the suite still writes pod status as the kubelet, and
+the checks that need our own processes (API server restarts, etcd compaction, container logs
+served by KWOK) skip, saying so.
 
 Fixtures
 --------
-``cluster``          function scope: a :class:`Cluster`; namespaces it creates are deleted after the test.
-``module_cluster``   the same for module-scoped fixtures (namespaces deleted after the module).
-``cluster_substrate`` session scope: the running emulator (or the real cluster's admin config).
+``cluster``           function scope: a :class:`Cluster`; namespaces it creates are deleted after the test.
+``module_cluster``    the same for module-scoped fixtures (namespaces deleted after the module).
+``cluster_substrate`` session scope: the running control plane (or the other cluster's admin config).
 
 Contract (what backend tests code against)
 ------------------------------------------
-``cluster.real``                       True when PADDLE_NBEXT_TEST_KUBECONFIG is set.
+``cluster.external``                   True when PADDLE_NBEXT_TEST_KUBECONFIG names another cluster.
 ``cluster.admin_kubeconfig()``         path of a kubeconfig with full rights.
-``cluster.new_namespace()``            a fresh namespace (deleted at teardown of the fixture's scope).
+``cluster.new_namespace(labels=None)`` a fresh namespace (deleted at teardown of the fixture's scope).
 ``cluster.kubeconfig_for(ns, sa, role)`` creates ServiceAccount ``sa`` in ``ns``; if ``role`` (a Role
                                        manifest dict, name defaults to ``sa``) is given, the Role and a
                                        RoleBinding of ``sa`` to it; mints a token with TokenRequest and
                                        returns a kubeconfig path for that identity (context namespace ``ns``).
+``cluster.home_claim(ns, claim)``      a ReadWriteMany PersistentVolumeClaim bound (by the PV controller) to
+                                       a static ceph-csi PersistentVolume, as a CephFS home is provisioned.
 ``cluster.api_client(kubeconfig=None)`` a ``kubernetes.client.ApiClient`` (admin when None); closed at teardown.
-``cluster.play_job_controller(ns)``    emulator: runs the Indexed Job controller for ``ns`` from now on
-                                       (pods created before it returns); real cluster: waits for the
-                                       controller-manager's pods instead.
+``cluster.await_job_pods(ns)``         waits until kube-controller-manager has made the pods every
+                                       unfinished Indexed Job of ``ns`` wants, and the scheduler has
+                                       bound them (or marked them unschedulable).
 ``cluster.set_pod_status(ns, pod, phase, *, exit_code, reason, message, waiting_reason, restart_count, log)``
-                                       plays the kubelet (see ``kubeapi.kubelet.pod_status``); ``log`` sets
-                                       what ``pods/log`` returns (emulator only; a restart_count increase
-                                       moves the old log to ``previous``).
-``cluster.api_down()``                 context manager: emulator unreachable inside, same port and state
-                                       after; real cluster: ``pytest.skip``.
-``cluster.compact_history()``          emulator: forget watch history (old resourceVersions get 410 Expired).
-``cluster.drop_watches()``             emulator: end all open watch streams.
-``cluster.request_counts()`` / ``reset_request_counts()`` emulator: requests by ``(verb, resource)``.
-Emulator-only helpers skip the calling test on a real cluster.
+                                       reports ``pod``'s status as its kubelet would (the pod must be bound);
+                                       ``log`` becomes what ``pods/log`` returns (a restart_count increase
+                                       keeps the old log as ``previous``).
+``cluster.evict(ns, pod)``             the Eviction API: ``DisruptionTarget`` condition, graceful deletion.
+``cluster.api_down()``                 context manager: the kube-apiserver process stopped inside, started
+                                       again on the same port after.
+``cluster.expire_watch_history()``     etcd compacted to its current revision and the API server
+                                       restarted: every open watch ends, and resuming one from an older
+                                       resourceVersion gets 410 Gone.
 """
 
 from __future__ import annotations
@@ -41,25 +51,21 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import kubernetes
 import pytest
 import yaml
 from kubernetes.client.rest import ApiException
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kubeapi import KubeAPIServer  # noqa: E402
-from kubeapi.jobcontroller import INDEX_KEY, JobController  # noqa: E402
-from kubeapi.kubelet import pod_status  # noqa: E402
-from kubeapi.resources import by_kind  # noqa: E402
+from support.controlplane import ControlPlane, ControlPlaneError
+from support.controlplane.kubelet import cri_log, logs_object, pod_status
 
 KUBECONFIG_ENV = "PADDLE_NBEXT_TEST_KUBECONFIG"
-WAIT_SECONDS = 30.0
+WAIT_SECONDS = 60.0
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 
 
 def _write_kubeconfig(path: Path, cluster: dict[str, Any], token: str | None, namespace: str | None,
@@ -76,37 +82,33 @@ def _write_kubeconfig(path: Path, cluster: dict[str, Any], token: str | None, na
 
 
 class ClusterSubstrate:
-    """Session-wide: the emulator (started here) or the real cluster named by the environment."""
+    """Session-wide: our control plane (started here) or the other cluster named by the environment."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        real = os.environ.get(KUBECONFIG_ENV)
-        self.real = bool(real)
-        self.server: KubeAPIServer | None = None
-        self.jobs: JobController | None = None
-        if real:
-            if not Path(real).is_file():
-                raise pytest.UsageError(f"{KUBECONFIG_ENV}={real}: no such kubeconfig file; unset it to use the "
-                                        "in-memory API or point it at a readable kubeconfig")
-            self.admin_path = real
-            doc = yaml.safe_load(Path(real).read_text())
-            current = doc.get("current-context")
-            context = next(c["context"] for c in doc["contexts"] if c["name"] == current)
-            self.cluster_entry = copy.deepcopy(next(c["cluster"] for c in doc["clusters"]
-                                                    if c["name"] == context["cluster"]))
+        other = os.environ.get(KUBECONFIG_ENV)
+        self.external = bool(other)
+        self.plane: ControlPlane | None = None
+        if other:
+            if not Path(other).is_file():
+                raise pytest.UsageError(f"{KUBECONFIG_ENV}={other}: no such kubeconfig file; unset it to use the "
+                                        "suite's own control plane or point it at a readable kubeconfig")
+            self.admin_path = other
         else:
-            self.server = KubeAPIServer()
-            self.server.start()
-            self.jobs = JobController(self.server.store)
-            self.cluster_entry = {"server": self.server.url}
-            self.admin_path = _write_kubeconfig(workdir / "admin.kubeconfig", self.cluster_entry,
-                                                self.server.admin_token, None)
+            try:
+                self.plane = ControlPlane(workdir / "controlplane").start()
+            except ControlPlaneError as error:
+                raise RuntimeError(f"no control plane for the cluster suite: {error}") from error
+            self.admin_path = str(self.plane.admin_kubeconfig)
+        doc = yaml.safe_load(Path(self.admin_path).read_text())
+        current = doc.get("current-context")
+        context = next(c["context"] for c in doc["contexts"] if c["name"] == current)
+        self.cluster_entry = copy.deepcopy(next(c["cluster"] for c in doc["clusters"]
+                                                if c["name"] == context["cluster"]))
 
     def close(self) -> None:
-        if self.jobs is not None:
-            self.jobs.stop()
-        if self.server is not None:
-            self.server.close()
+        if self.plane is not None:
+            self.plane.stop()
 
 
 class Cluster:
@@ -114,13 +116,21 @@ class Cluster:
 
     def __init__(self, substrate: ClusterSubstrate) -> None:
         self._sub = substrate
-        self.real = substrate.real
+        self.external = substrate.external
         self._namespaces: list[str] = []
         self._clients: list[kubernetes.client.ApiClient] = []
         self._admin: kubernetes.client.ApiClient | None = None
         self._counter = 0
+        self._volumes: list[str] = []
 
     # --- configuration --------------------------------------------------------------------------
+    @property
+    def plane(self) -> ControlPlane:
+        """Our own control plane (skips the calling test on another cluster, saying why)."""
+        if self._sub.plane is None:
+            pytest.skip(f"needs the suite's own control plane (unset {KUBECONFIG_ENV})")
+        return self._sub.plane
+
     def admin_kubeconfig(self) -> str:
         return self._sub.admin_path
 
@@ -134,9 +144,9 @@ class Cluster:
             self._admin = self.api_client()
         return kubernetes.client.CoreV1Api(self._admin)
 
-    def new_namespace(self) -> str:
+    def new_namespace(self, labels: dict[str, str] | None = None) -> str:
         ns = self._core().create_namespace({"metadata": {"generateName": "pnb-test-",
-                                                         "labels": {"paddle-nbext/test": "true"}}})
+                                                         "labels": {"paddle-nbext/test": "true", **(labels or {})}}})
         name: str = ns.metadata.name
         self._namespaces.append(name)
         return name
@@ -159,16 +169,32 @@ class Cluster:
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                             "name": manifest["metadata"]["name"]}})
         token = core.create_namespaced_service_account_token(
-            service_account, namespace, {"spec": {"audiences": [], "expirationSeconds": 3600}}).status.token
+            service_account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
         self._counter += 1
         path = self._sub.workdir / f"{namespace}-{service_account}-{self._counter}.kubeconfig"
         return _write_kubeconfig(path, self._sub.cluster_entry, token, namespace)
 
-    # --- played controllers ---------------------------------------------------------------------
-    def play_job_controller(self, namespace: str) -> None:
-        if self._sub.jobs is not None:
-            self._sub.jobs.watch_namespace(namespace)
-            return
+    def home_claim(self, namespace: str, claim: str) -> None:
+        core = self._core()
+        volume = core.create_persistent_volume({"metadata": {"generateName": "pnb-home-", "labels": {"paddle-nbext/test": "true"}},
+                                                "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany"],
+                                                         "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                                                         "claimRef": {"namespace": namespace, "name": claim},
+                                                         "csi": {"driver": "cephfs.csi.ceph.com",
+                                                                 "volumeHandle": f"home-{namespace}-{claim}"}}})
+        self._volumes.append(volume.metadata.name)
+        core.create_namespaced_persistent_volume_claim(namespace, {
+            "metadata": {"name": claim},
+            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume.metadata.name,
+                     "resources": {"requests": {"storage": "10Gi"}}}})
+        deadline = time.monotonic() + WAIT_SECONDS
+        while core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase != "Bound":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"PersistentVolumeClaim {claim} was not Bound by kube-controller-manager")
+            time.sleep(0.1)
+
+    # --- the controllers' work ------------------------------------------------------------------
+    def await_job_pods(self, namespace: str) -> None:
         batch = kubernetes.client.BatchV1Api(self._core().api_client)
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
@@ -181,86 +207,115 @@ class Cluster:
                     continue
                 want = min(spec.parallelism or 0, (spec.completions or 0) - (status.succeeded or 0))
                 pods = self._core().list_namespaced_pod(
-                    namespace, label_selector=f"batch.kubernetes.io/job-name={job.metadata.name}").items
-                active = [p for p in pods if p.status.phase in ("Pending", "Running")
-                          and INDEX_KEY in (p.metadata.annotations or {})]
-                if len(active) < want:
+                    namespace, label_selector=f"batch.kubernetes.io/controller-uid={job.metadata.uid}").items
+                placed = [p for p in pods if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp
+                          and INDEX_KEY in (p.metadata.annotations or {}) and _placed(p)]
+                if len(placed) < want:
                     missing.append(job.metadata.name)
             if not missing:
                 return
             if time.monotonic() > deadline:
-                raise AssertionError(f"the cluster's Job controller did not create the pods of {missing} within "
-                                     f"{WAIT_SECONDS:.0f}s; is kube-controller-manager running?")
-            time.sleep(0.2)
+                raise AssertionError(f"kube-controller-manager and kube-scheduler did not create and place the pods "
+                                     f"of {missing} within {WAIT_SECONDS:.0f}s (see the control plane's logs in "
+                                     f"{self._sub.workdir})")
+            time.sleep(0.1)
 
+    # --- the kubelet's reports ------------------------------------------------------------------
     def set_pod_status(self, namespace: str, pod: str, phase: str, *, exit_code: int | None = None,
                        reason: str | None = None, message: str | None = None, waiting_reason: str | None = None,
                        restart_count: int = 0, log: str | None = None) -> None:
-        kwargs = dict(exit_code=exit_code, reason=reason, message=message, waiting_reason=waiting_reason,
-                      restart_count=restart_count)
-        if self._sub.server is not None:
-            store = self._sub.server.store
-            resource = by_kind("Pod")
-
-            def change(obj: dict[str, Any]) -> dict[str, Any]:
-                old_restarts = max([c.get("restartCount", 0) for c in
-                                    (obj.get("status") or {}).get("containerStatuses") or []] + [0])
-                containers = [c["name"] for c in obj["spec"]["containers"]]
-                if restart_count > old_restarts:
-                    for container in containers:
-                        store.rotate_log(namespace, pod, container)
-                if log is not None:
-                    for container in containers:
-                        store.set_log(namespace, pod, container, log)
-                obj["status"] = pod_status(obj, phase, **kwargs)  # type: ignore[arg-type]
-                return obj
-            store.replace_with(resource, namespace, pod, change, "status")
-            return
         core = self._core()
-        current = core.api_client.sanitize_for_serialization(core.read_namespaced_pod(pod, namespace))
-        current["status"] = pod_status(current, phase, **kwargs)  # type: ignore[arg-type]
-        core.replace_namespaced_pod_status(pod, namespace, current)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            current = core.api_client.sanitize_for_serialization(core.read_namespaced_pod(pod, namespace))
+            if not (current.get("spec") or {}).get("nodeName"):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"pod {pod} was never bound to a node, so no kubelet reports its status: "
+                                         f"{(current.get('status') or {}).get('conditions')}")
+                time.sleep(0.1)
+                continue
+            if log is not None:
+                self._write_log(namespace, current, log, restart_count)
+            current["status"] = pod_status(current, phase, exit_code=exit_code, reason=reason, message=message,
+                                           waiting_reason=waiting_reason, restart_count=restart_count)
+            try:
+                core.replace_namespaced_pod_status(pod, namespace, current)
+                return
+            except ApiException as error:
+                if error.status != 409 or time.monotonic() > deadline:  # someone else wrote first: read again
+                    raise
 
-    # --- emulator-only controls -----------------------------------------------------------------
-    def _emulator(self, what: str) -> KubeAPIServer:
-        if self._sub.server is None:
-            pytest.skip(f"{what} needs the in-memory API (unset {KUBECONFIG_ENV})")
-        return self._sub.server
+    def _write_log(self, namespace: str, pod: dict[str, Any], text: str, restart_count: int) -> None:
+        plane = self._sub.plane
+        if plane is None:
+            pytest.skip(f"container logs are served by the suite's own KWOK (unset {KUBECONFIG_ENV})")
+        name = pod["metadata"]["name"]
+        folder = plane.kwok_logs_dir() / namespace
+        folder.mkdir(parents=True, exist_ok=True)
+        current = folder / f"{name}-{restart_count}.log"
+        previous = folder / f"{name}-{restart_count - 1}.log" if restart_count > 0 else None
+        current.write_text(cri_log(text))
+        custom = kubernetes.client.CustomObjectsApi(self._core().api_client)
+        body = logs_object(namespace, name, current, previous if previous and previous.exists() else None)
+        try:
+            custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            existing = custom.get_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", name)
+            body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+            custom.replace_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", name, body)
+        # KWOK reads Logs objects through its own watch: wait until pods/log answers from the file.
+        deadline = time.monotonic() + WAIT_SECONDS
+        expected = text.splitlines()[-1] if text.strip() else ""
+        while True:
+            try:
+                served = self._core().read_namespaced_pod_log(name, namespace, tail_lines=1)
+                if expected in served:
+                    return
+            except ApiException:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"KWOK did not serve the log of {name} within {WAIT_SECONDS:.0f}s")
+            time.sleep(0.1)
 
+    def evict(self, namespace: str, pod: str) -> None:
+        self._core().create_namespaced_pod_eviction(pod, namespace, {
+            "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}})
+
+    # --- faults -----------------------------------------------------------------------------------
     def api_down(self) -> contextlib.AbstractContextManager[None]:
-        return self._emulator("api_down()").down()
+        return self.plane.apiserver_down()
 
-    def compact_history(self) -> None:
-        self._emulator("compact_history()").compact_history()
-
-    def drop_watches(self) -> None:
-        self._emulator("drop_watches()").drop_watches()
-
-    def request_counts(self) -> dict[tuple[str, str], int]:
-        return self._emulator("request_counts()").request_counts()
-
-    def reset_request_counts(self) -> None:
-        self._emulator("reset_request_counts()").reset_request_counts()
-
-    @property
-    def server(self) -> KubeAPIServer:
-        """The emulator itself (skips on a real cluster), for benchmarks that need more than the helpers."""
-        return self._emulator("the emulator")
+    def expire_watch_history(self) -> None:
+        plane = self.plane
+        plane.compact_etcd()
+        with plane.apiserver_down():
+            pass
 
     # --- teardown -------------------------------------------------------------------------------
     def cleanup(self) -> None:
         for namespace in self._namespaces:
-            if self._sub.jobs is not None:
-                self._sub.jobs.forget_namespace(namespace)
-            # The apiserver answers with the Terminating Namespace, which the typed client may fail to
-            # parse as a Status; the deletion has happened either way.
+            # The API server answers with the Terminating Namespace, which the typed client may fail
+            # to parse as a Status; the deletion has happened either way.
             with contextlib.suppress(ApiException, ValueError):
                 self._core().delete_namespace(namespace)
         self._namespaces.clear()
+        for volume in self._volumes:
+            with contextlib.suppress(ApiException):
+                self._core().delete_persistent_volume(volume)
+        self._volumes.clear()
         for client in self._clients:
             client.close()
         self._clients.clear()
         self._admin = None
+
+
+def _placed(pod: Any) -> bool:
+    """Bound to a node, or judged unschedulable by the scheduler (its PodScheduled=False)."""
+    if pod.spec.node_name:
+        return True
+    return any(c.type == "PodScheduled" and c.status == "False" for c in pod.status.conditions or [])
 
 
 @pytest.fixture(scope="session")

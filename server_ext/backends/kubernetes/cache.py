@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,10 +95,7 @@ class WatchCache:
         """Stop the threads (closing open watches so they return at once)."""
         self._stop.set()
         for response in list(self._responses.values()):
-            try:
-                response.close()
-            except Exception:  # noqa: BLE001 - closing a dead socket may raise anything
-                pass
+            _abort(response)
         for thread in self._threads:
             thread.join(timeout=5)
 
@@ -230,6 +228,26 @@ class WatchCache:
         obj = self.stores[kind].get(name)
         if obj is not None:
             self._apply(kind, DELETED, obj)
+
+
+def _abort(response: Any) -> None:
+    """End an open watch that another thread is reading.
+
+    `close()` alone is not enough on TLS: it waits for the reader's buffer lock, so it blocks
+    until the API server sends something (up to a bookmark interval, about a minute).  Shutting
+    the socket down makes the blocked read return at once; the reading thread then closes."""
+    connection = getattr(response, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed or reset
+            pass
+        return
+    try:
+        response.close()
+    except Exception:  # noqa: BLE001 - closing a dead socket may raise anything
+        pass
 
 
 def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -104,6 +104,24 @@ class ControlPlane:
     def etcd_url(self) -> str:
         return f"http://127.0.0.1:{self.ports.etcd}"
 
+    @property
+    def audit_log(self) -> Path:
+        """Every request by a user other than the control plane's own components, one JSON line
+        each (Kubernetes' audit log at Metadata level): who asked for which verb on what."""
+        return self.logs_dir() / "audit.log"
+
+    def audit_events(self, user: str | None = None) -> list[dict[str, Any]]:
+        """The audit log's events so far (``user``: only that user's, e.g. a ServiceAccount's
+        ``system:serviceaccount:<ns>:<name>``)."""
+        events = []
+        with contextlib.suppress(FileNotFoundError), self.audit_log.open() as log:
+            for line in log:
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if user is None or (event.get("user") or {}).get("username") == user:
+                        events.append(event)
+        return events
+
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
 
@@ -192,6 +210,16 @@ class ControlPlane:
                 return bool(json.loads(response.read()).get("health") == "true")
         etcd.wait_ready(healthy, START_TIMEOUT, "healthy")
 
+    def _audit_policy(self) -> Path:
+        path = self.state_dir / "audit-policy.yaml"
+        policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"], "rules": [
+            {"level": "None", "users": [pki.CLIENTS[c][0] for c in ("controller-manager", "scheduler", "kwok")]},
+            {"level": "None", "userGroups": ["system:serviceaccounts:kube-system", "system:nodes"]},
+            {"level": "None", "nonResourceURLs": ["/healthz*", "/readyz*", "/livez*", "/version", "/metrics"]},
+            {"level": "Metadata"}]}
+        path.write_text(yaml.safe_dump(policy))
+        return path
+
     def _apiserver_argv(self) -> list[str]:
         kubelet_cert, kubelet_key = self.pki.client("kubelet-client")
         return [
@@ -215,6 +243,8 @@ class ControlPlane:
             # No endpoint for the `kubernetes` Service: the reconciler refuses a loopback address,
             # and nothing here runs in a pod that would use it.
             "--endpoint-reconciler-type=none",
+            f"--audit-policy-file={self._audit_policy()}", f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json", "--audit-log-maxsize=200",
             "--profiling=false", "--v=1",
         ]
 
