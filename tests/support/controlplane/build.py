@@ -10,6 +10,7 @@ cache lives outside the repository (``PADDLE_NBEXT_CONTROLPLANE_CACHE``, default
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -82,18 +83,20 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "paddle-nbext" / "controlplane")
 
 
-_GO_VERSION: str | None = None
+@functools.cache
+def _go() -> str:
+    """The Go command: on PATH, or where Go's own installer and Debian put it."""
+    go = shutil.which("go") or next((g for g in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if os.access(g, os.X_OK)),
+                                    None)
+    if go is None:
+        raise ControlPlaneError("building the control plane needs Go (the `go` command is not on PATH); "
+                                "install Go 1.26 or newer")
+    return go
 
 
+@functools.cache
 def _go_version() -> str:
-    global _GO_VERSION
-    if _GO_VERSION is None:
-        go = shutil.which("go")
-        if go is None:
-            raise ControlPlaneError("building the control plane needs Go (the `go` command is not on PATH); "
-                                    "install Go 1.26 or newer")
-        _GO_VERSION = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout.strip()
-    return _GO_VERSION
+    return subprocess.run([_go(), "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def binary_dir(component: Component) -> Path:
@@ -145,7 +148,7 @@ def _build(component: Component, *, log: bool) -> None:
     with log_path.open("w") as out:
         # Listing every package in one `go build -o DIR` shares the compile of their common code.
         result = subprocess.run(
-            ["go", "build", "-trimpath", "-ldflags", component.ldflags, "-o", str(staging) + os.sep,
+            [_go(), "build", "-trimpath", "-ldflags", component.ldflags, "-o", str(staging) + os.sep,
              *[package for package, _ in component.packages]],
             cwd=component.directory, env=env, stdout=out, stderr=subprocess.STDOUT)
     if result.returncode != 0:
