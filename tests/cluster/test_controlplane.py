@@ -6,7 +6,10 @@ that provides it starts, fails and stops cleanly.
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -114,7 +117,7 @@ def test_job_controller_scheduler_and_kubelet_reports(cluster: Any) -> None:
     v1, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     job = batch.create_namespaced_job(ns, indexed_job("trainer", 2))
     cluster.await_job_pods(ns)
-    pods = eventually(lambda: (lambda ps: ps if len(ps) == 2 else None)(live_pods(v1, ns, "job=trainer")), "two pods")
+    pods = eventually(lambda: _exactly(2, live_pods(v1, ns, "job=trainer")), "two pods")
     for index, pod in enumerate(pods):
         assert pod.metadata.name.startswith(f"trainer-{index}-")
         assert pod.metadata.labels["batch.kubernetes.io/controller-uid"] == job.metadata.uid
@@ -132,10 +135,16 @@ def test_job_controller_scheduler_and_kubelet_reports(cluster: Any) -> None:
                                       if p.metadata.name != pods[1].metadata.name], "a replacement pod")[0]
     cluster.set_pod_status(ns, pods[0].metadata.name, "Succeeded")
     cluster.set_pod_status(ns, replacement.metadata.name, "Succeeded")
-    done = eventually(lambda: (lambda j: j if any(c.type == "Complete" and c.status == "True"
-                                                  for c in j.status.conditions or []) else None)(
-        batch.read_namespaced_job_status("trainer", ns)), "the Job to complete")
+    done = eventually(lambda: _complete(batch.read_namespaced_job_status("trainer", ns)), "the Job to complete")
     assert (done.status.succeeded, done.status.failed) == (2, 1)
+
+
+def _exactly(count: int, items: list[Any]) -> list[Any] | None:
+    return items if len(items) == count else None
+
+
+def _complete(job: Any) -> Any:
+    return job if any(c.type == "Complete" and c.status == "True" for c in job.status.conditions or []) else None
 
 
 def test_container_logs_tail_and_previous_through_the_api_server(cluster: Any) -> None:
@@ -153,8 +162,8 @@ def test_container_logs_tail_and_previous_through_the_api_server(cluster: Any) -
 def test_deleted_pods_stop_on_sigterm_or_linger_for_their_grace_period(cluster: Any) -> None:
     ns = cluster.new_namespace()
     v1 = client.CoreV1Api(cluster.api_client())
-    for name, annotations in (("quick", {}), ("stubborn", {IGNORES_SIGTERM: "true"})):
-        v1.create_namespaced_pod(ns, {"metadata": {"name": name, "annotations": annotations},
+    for name, marks in (("quick", {}), ("stubborn", {IGNORES_SIGTERM: "true"})):
+        v1.create_namespaced_pod(ns, {"metadata": {"name": name, "annotations": marks},
                                       "spec": {"terminationGracePeriodSeconds": 30,
                                                "containers": [{"name": "main", "image": "paddle:3.0.0"}]}})
         cluster.set_pod_status(ns, name, "Running")
@@ -211,9 +220,8 @@ def test_api_server_down_and_back(cluster: Any) -> None:
     api.configuration.retries = False
     v1 = client.CoreV1Api(api)
     v1.create_namespaced_config_map(ns, {"metadata": {"name": "survives"}})
-    with cluster.api_down():
-        with pytest.raises(urllib3.exceptions.HTTPError):
-            v1.read_namespaced_config_map("survives", ns, _request_timeout=2)
+    with cluster.api_down(), pytest.raises(urllib3.exceptions.HTTPError):
+        v1.read_namespaced_config_map("survives", ns, _request_timeout=2)
     assert v1.read_namespaced_config_map("survives", ns).metadata.name == "survives"
 
 
@@ -238,3 +246,16 @@ def test_namespace_deletion_is_finished_by_the_namespace_controller(cluster: Any
     v1.create_namespaced_config_map(ns, {"metadata": {"name": "inside"}})
     v1.delete_namespace(ns)
     eventually(lambda: _status(lambda: v1.read_namespace(ns)) == 404, "the namespace to be gone")
+
+
+def test_the_suite_without_a_control_plane_errors_and_never_passes(tmp_path: Path) -> None:
+    """A machine where the control plane is not built: every cluster test is an ERROR naming it."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "PADDLE_NBEXT_TEST_KUBECONFIG"}
+    env["PADDLE_NBEXT_CONTROLPLANE_CACHE"] = str(tmp_path / "empty-cache")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header",
+                             "tests/cluster/test_k8s_backend.py", "-k", "unschedulable"],
+                            cwd=repo, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert result.returncode == 1, result.stdout[-2000:]
+    assert "1 error" in result.stdout and "passed" not in result.stdout and "skipped" not in result.stdout
+    assert "no control plane" in result.stdout and "bash scripts/controlplane.sh build" in result.stdout

@@ -486,3 +486,29 @@ def test_replica_logs_tail_and_follow_through_the_api_server(cluster, tmp_path):
             await backend.stop()
 
     run(scenario())
+
+
+def test_gpu_trainers_land_on_the_gpu_node_and_its_capacity_is_accounted(cluster, tmp_path):
+    """kube-scheduler places `nvidia.com/gpu` requests on the KWOK node that has 8 of them, and
+    refuses more than are free with its own words."""
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("gpus", mode="collective", pservers=0, trainers=2, trainer_gpu=4), "alice", home))
+            cluster.await_job_pods(namespace)
+            core = client.CoreV1Api(admin)
+            for index in (0, 1):
+                pod = core.read_namespaced_pod(pod_of(admin, namespace, "gpus", "trainer", index), namespace)
+                assert pod.spec.node_name == "kwok-gpu-0"
+                assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
+            await backend.submit(SubmitRequest(spec("more", mode="collective", pservers=0, trainers=1, trainer_gpu=1), "alice", home))
+            cluster.await_job_pods(namespace)
+            status = await eventually(lambda: _where(backend, "more", lambda s: "Insufficient nvidia.com/gpu" in (replica(s, "trainer", 0).reason or "")), "the scheduler's GPU reason")
+            assert status.phase == "Pending"
+        finally:
+            await backend.stop()
+
+    run(scenario())

@@ -14,13 +14,22 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from support.controlplane import IGNORES_SIGTERM
-
 from paddle_nbext_server.backends.base import BackendUnavailable, InvalidRequest, SubmitRequest
-
-from test_k8s_backend import (  # noqa: I001 - the sibling module's helpers
-    NOTEBOOK_ROLE, _async, _where, backend_for, deploy_docs, eventually, objects_of, pod_of, replica,
-    run, spec, workspace)
+from support.controlplane import IGNORES_SIGTERM
+from test_k8s_backend import (
+    NOTEBOOK_ROLE,
+    _async,
+    _where,
+    backend_for,
+    deploy_docs,
+    eventually,
+    objects_of,
+    pod_of,
+    replica,
+    run,
+    spec,
+    workspace,
+)
 
 pytestmark = pytest.mark.cluster
 

@@ -150,7 +150,7 @@ def _build(component: Component, *, log: bool) -> None:
         result = subprocess.run(
             [_go(), "build", "-trimpath", "-ldflags", component.ldflags, "-o", str(staging) + os.sep,
              *[package for package, _ in component.packages]],
-            cwd=component.directory, env=env, stdout=out, stderr=subprocess.STDOUT)
+            cwd=component.directory, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         tail = log_path.read_text(errors="replace").strip().splitlines()[-15:]

@@ -176,7 +176,7 @@ class ControlPlane:
         self._save_state()
         return self
 
-    def __enter__(self) -> ControlPlane:
+    def __enter__(self) -> ControlPlane:  # noqa: PYI034 - Python 3.10 has no typing.Self
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -235,8 +235,8 @@ class ControlPlane:
             "--authorization-mode=Node,RBAC",
             # Added to the defaults, which already hold ResourceQuota, LimitRanger, ServiceAccount
             # and PodSecurity; listed so that a reader sees them.
-            "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,ResourceQuota,PodSecurity,"
-            "NodeRestriction",
+            ("--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,ResourceQuota,PodSecurity,"
+             "NodeRestriction"),
             f"--service-cluster-ip-range={SERVICE_RANGE}",
             f"--kubelet-client-certificate={kubelet_cert}", f"--kubelet-client-key={kubelet_key}",
             f"--kubelet-certificate-authority={self.pki.ca_cert}", "--kubelet-preferred-address-types=InternalIP",
@@ -374,4 +374,4 @@ def _healthz(port: int) -> bool:
         return bool(response.read().decode() == "ok")
 
 
-__all__ = ["ControlPlane", "ControlPlaneError", "DEFAULT_NODES", "log_tail", "port_open"]
+__all__ = ["DEFAULT_NODES", "ControlPlane", "ControlPlaneError", "log_tail", "port_open"]
