@@ -29,7 +29,10 @@ __all__ = [
 
 MODES = ("ps", "collective")
 NAME_MAX_LENGTH = 40
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# A DNS-1035 label: the job's headless Service carries the name, and Services need a letter
+# first on clusters without relaxed Service name validation.  Matched with fullmatch (`$` would
+# let a trailing newline through).
+_NAME_RE = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _NAME_ALPHABET = string.ascii_lowercase + string.digits
@@ -95,24 +98,24 @@ class Limits:
 
 
 def generate_name(prefix: str = "paddle") -> str:
-    """`<prefix>-<5 random chars>`, a valid DNS-1123 label whatever the prefix was."""
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-") or "paddle"
+    """`<prefix>-<5 random chars>`, a valid job name (DNS-1035 label) whatever the prefix was."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).lstrip("-0123456789").strip("-") or "paddle"
     cleaned = cleaned[: NAME_MAX_LENGTH - 6].rstrip("-") or "paddle"
     suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
     return f"{cleaned}-{suffix}"
 
 
 def validate_name(name: Any) -> str:
-    """Return the name if it is a DNS-1123 label of at most 40 characters, else raise."""
+    """Return the name if it is a DNS-1035 label of at most 40 characters, else raise."""
     if not isinstance(name, str) or not name:
         raise SpecError("job_name", "must be a non-empty string (or leave it out to get a generated name)")
     if len(name) > NAME_MAX_LENGTH:
         raise SpecError("job_name", f"'{name}' is {len(name)} characters long; at most {NAME_MAX_LENGTH} are allowed")
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         raise SpecError(
             "job_name",
             f"'{name}' is not allowed: use lower-case letters, digits and '-', "
-            "starting and ending with a letter or digit (e.g. 'mnist-ps-1')",
+            "starting with a letter and ending with a letter or digit (e.g. 'mnist-ps-1')",
         )
     return name
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paddle_nbext_server.runtime.cluster_master import newest_pod, observe_replicas
+from paddle_nbext_server.runtime.cluster_master import RECORD_UID_LABEL, current_pods, decide_job, newest_pod, observe_replicas
 
 SECOND = "2026-11-29T17:00:00Z"
 
@@ -42,3 +42,26 @@ def test_a_later_pod_wins_whatever_its_phase() -> None:
     old_running = pod("job-trainer-0-aaaaa", "Running", created="2026-11-29T16:59:59Z")
     new_pending = pod("job-trainer-0-bbbbb", "Pending")
     assert newest_pod([old_running, new_pending]) is new_pending
+
+
+def test_pods_of_an_earlier_job_of_the_same_name_do_not_count() -> None:
+    record = {"metadata": {"name": "job", "uid": "new-uid"}, "data": {"spec.json": '{"pservers": 0, "trainers": 1}'}}
+    lingering = pod("job-trainer-0-old", "Running", created="2026-11-29T17:00:05Z")
+    lingering["metadata"]["labels"][RECORD_UID_LABEL] = "old-uid"
+    fresh = pod("job-trainer-0-new", "Pending")
+    fresh["metadata"]["labels"][RECORD_UID_LABEL] = "new-uid"
+    assert current_pods(record, [lingering, fresh]) == [fresh]
+    views, decision = decide_job(record, [lingering, fresh])
+    assert [v.phase for v in views] == ["Pending"] and decision.phase == "Pending"
+
+
+def test_an_evicted_newest_pod_waits_for_its_replacement_and_is_no_restart() -> None:
+    evicted = pod("job-trainer-0-aaaaa", "Failed", exit_code=143)
+    evicted["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                                        "message": "Eviction API: evicting"}]
+    (view,) = observe_replicas([evicted], pservers=0, trainers=1)
+    assert view.phase == "Pending" and view.restarts == 0
+    assert view.reason == "EvictionByEvictionAPI: Eviction API: evicting; a new pod replaces it"
+    replacement = pod("job-trainer-0-bbbbb", "Running", created="2026-11-29T17:00:09Z")
+    (view,) = observe_replicas([evicted, replacement], pservers=0, trainers=1)
+    assert (view.phase, view.restarts) == ("Running", 0)

@@ -111,25 +111,26 @@ def test_decimal_strings_parse_to_their_exact_value(number) -> None:  # type: ig
 
 # ---------------------------------------------------------------- names
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # DNS-1035, matched whole
 
 
 @given(st.text(max_size=60))
 def test_generated_names_are_always_valid_labels(prefix: str) -> None:
     name = generate_name(prefix)
     assert len(name) <= NAME_MAX_LENGTH
-    assert _DNS_LABEL.match(name)
+    assert _DNS_LABEL.fullmatch(name)
     assert validate_name(name) == name
 
 
-@given(st.from_regex(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?", fullmatch=True))
+@given(st.from_regex(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?", fullmatch=True))
 def test_every_dns_label_up_to_40_chars_is_accepted(name: str) -> None:
     assert validate_name(name) == name
 
 
-@given(st.text(min_size=1, max_size=50).filter(lambda s: not (_DNS_LABEL.match(s) and len(s) <= NAME_MAX_LENGTH)))
+@given(st.text(min_size=1, max_size=50).filter(lambda s: not (_DNS_LABEL.fullmatch(s) and len(s) <= NAME_MAX_LENGTH)))
 @settings(max_examples=200)
 def test_anything_else_is_refused_naming_the_field(name: str) -> None:
+    """Leading digits (a Service name needs a letter first) and a trailing newline included."""
     with pytest.raises(SpecError) as caught:
         validate_name(name)
     assert caught.value.field == "job_name"
@@ -245,3 +246,9 @@ def test_totals_and_summary_are_exact() -> None:
 @pytest.mark.parametrize(("raw", "seconds"), [(600, 600), ("600", 600), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("1d", 86400), (None, None)])
 def test_durations(raw: object, seconds: int | None) -> None:
     assert parse_duration(raw) == seconds
+
+
+@pytest.mark.parametrize("name", ["1mnist", "mnist\n", "0"])
+def test_names_a_service_cannot_carry_are_refused(name: str) -> None:
+    with pytest.raises(SpecError, match="starting with a letter"):
+        validate_name(name)

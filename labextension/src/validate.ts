@@ -9,7 +9,8 @@ import { Fraction, QuantityError, formatBytes, formatCpu, parseQuantity } from '
 import { DEFAULT_LIMITS, ILimits } from './types';
 
 export const NAME_MAX_LENGTH = 40;
-const NAME_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+// A DNS-1035 label, as JobSpec checks it (the job's Service carries the name).
+const NAME_RE = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const DURATION_RE = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
 
@@ -131,7 +132,7 @@ export function checkName(name: string): string | null {
   if (!NAME_RE.test(name)) {
     return (
       `'${name}' is not allowed: use lower-case letters, digits and '-', ` +
-      "starting and ending with a letter or digit (e.g. 'mnist-ps-1')"
+      "starting with a letter and ending with a letter or digit (e.g. 'mnist-ps-1')"
     );
   }
   return null;

@@ -42,6 +42,7 @@ ROLE_LABEL = "paddle-nbext/role"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 ANNOTATION_STATUS = "paddle-nbext/status"  # JSON: the final status, written once the job ends
 ANNOTATION_CANCELLED = "paddle-nbext/cancelled"
+RECORD_UID_LABEL = "paddle-nbext/record-uid"  # the record a pod was submitted under (manifests.py)
 SPEC_KEY = "spec.json"
 CONTAINER = "main"
 
@@ -180,6 +181,22 @@ def newest_pod(pods: list[dict[str, Any]]) -> dict[str, Any]:
     return max(pods, key=_age_key)
 
 
+def current_pods(record: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods of this incarnation of the job: an earlier job of the same name, deleted and
+    submitted again, leaves pods that terminate for a while and must not count.  Pods without
+    the label come from a version that did not set it, and are taken as current."""
+    uid = (record.get("metadata") or {}).get("uid")
+    if not uid:
+        return pods
+    return [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(RECORD_UID_LABEL, uid) == uid]
+
+
+def disrupted(pod: dict[str, Any]) -> bool:
+    """Evicted, drained or preempted (the `DisruptionTarget` condition): not the replica's failure."""
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
 def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -> list[ReplicaView]:
     """Every desired replica, from its newest pod; failed older pods of the same index are the
     restarts the Job controller made.  A replica without a pod yet is Pending."""
@@ -197,8 +214,16 @@ def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -
                 continue
             newest = newest_pod(candidates)
             view = pod_view(newest, role, index)
+            if view.phase == policy.FAILED and disrupted(newest):
+                # The Job controller ignores this failure (podFailurePolicy) and makes a new pod.
+                condition = next(c for c in (newest.get("status") or {}).get("conditions") or []
+                                 if c.get("type") == "DisruptionTarget")
+                view = ReplicaView(role, index, reason=_with_message(
+                    condition.get("reason") or "DisruptionTarget",
+                    f"{condition.get('message') or 'the pod was disrupted'}; a new pod replaces it"))
             view.restarts += sum(
-                1 for p in candidates if p is not newest and (p.get("status") or {}).get("phase") == "Failed"
+                1 for p in candidates
+                if p is not newest and (p.get("status") or {}).get("phase") == "Failed" and not disrupted(p)
             )
             views.append(view)
     return views
@@ -232,7 +257,7 @@ def timed_out(record: dict[str, Any], spec: dict[str, Any], now: float | None = 
 def decide_job(record: dict[str, Any], pods: list[dict[str, Any]], log_tail: str = "") -> tuple[list[ReplicaView], policy.Decision]:
     """Replica views and the policy's decision for a running (not yet recorded) job."""
     spec = spec_of(record)
-    views = observe_replicas(pods, int(spec.get("pservers") or 0), int(spec.get("trainers") or 0))
+    views = observe_replicas(current_pods(record, pods), int(spec.get("pservers") or 0), int(spec.get("trainers") or 0))
     cancelled = ((record.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CANCELLED) == "true"
     observed = [v.observed(log_tail if v.phase == policy.FAILED else "") for v in views]
     decision = policy.decide(
@@ -383,7 +408,7 @@ def reconcile_once(api: Api, job: str) -> bool:
     if record is None:
         return True  # deleted: the garbage collector takes this pod's Job too
     annotations = (record.get("metadata") or {}).get("annotations") or {}
-    pods = api.job_pods(job)
+    pods = current_pods(record, api.job_pods(job))
     if ANNOTATION_STATUS in annotations:
         final = json.loads(annotations[ANNOTATION_STATUS])
         stopped_roles = {r["role"] for r in final.get("replicas", []) if r.get("phase") == policy.STOPPED}

@@ -31,6 +31,8 @@ from test_k8s_backend import (
     workspace,
 )
 
+from paddle_nbext.spec import SpecError
+
 pytestmark = pytest.mark.cluster
 
 CORRECTNESS = "Kubernetes-correctness issue"
@@ -61,8 +63,6 @@ def test_a_trainer_pod_deleted_mid_run_fails_the_job_naming_it(cluster: Any, tmp
     run(scenario())
 
 
-@pytest.mark.xfail(strict=True, reason=f"defect ({CORRECTNESS}): the Jobs have no podFailurePolicy, so an eviction "
-                                       "(DisruptionTarget) uses the retry budget and fails a job with max_restarts=0")
 def test_an_evicted_trainer_is_replaced_without_using_the_retry_budget(cluster: Any, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
@@ -108,9 +108,6 @@ def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: P
     run(scenario())
 
 
-@pytest.mark.xfail(strict=True, reason=f"defect ({CORRECTNESS}): pods are matched to a job by our labels, not by "
-                                       "batch.kubernetes.io/controller-uid, so a resubmitted name shows the old "
-                                       "job's terminating pods as its own (or the resubmit hits the old Jobs: 409)")
 def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
@@ -138,32 +135,20 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tm
     run(scenario())
 
 
-@pytest.mark.xfail(strict=True, reason=f"defect ({CORRECTNESS}): job names are checked as DNS-1123 labels, but the "
-                                       "headless Service needs a DNS-1035 label (no leading digit) on clusters "
-                                       "without relaxed Service name validation (this one, 1.37, has it): the name "
-                                       "works here and fails there, instead of a 4xx naming job_name everywhere")
-def test_a_job_name_the_api_server_refuses_for_the_service_is_a_clear_4xx(cluster: Any, tmp_path: Path) -> None:
+def test_a_job_name_a_service_cannot_carry_is_refused_before_anything_is_written(cluster: Any, tmp_path: Path) -> None:
+    """A leading digit is a valid Job name but not a DNS-1035 Service name (clusters without
+    relaxed Service name validation refuse it; this one, 1.37, has it): refused up front."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
-
-    async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
-            with pytest.raises(InvalidRequest) as error:
-                await backend.submit(SubmitRequest(spec("1mnist"), "alice", home))
-            assert error.value.field == "job_name" and "letter" in error.value.message
-        finally:
-            await backend.stop()
-
-    run(scenario())
+    with pytest.raises(SpecError) as error:
+        spec("1mnist")
+    assert error.value.field == "job_name" and "starting with a letter" in error.value.message
     assert objects_of(admin, namespace, "1mnist") == set()
-    assert not (home / ".paddle-jobs" / "1mnist").exists()
 
 
 def test_a_service_the_api_server_refuses_mid_submit_is_a_4xx_and_nothing_is_left(cluster: Any, tmp_path: Path) -> None:
-    """The API server's own admission (a ValidatingAdmissionPolicy, as clusters without relaxed
-    Service name validation or with an organisation's naming rules have) refuses the Service after
-    the record exists: the backend answers with Kubernetes' words and rolls the record back."""
+    """The API server's own admission (a ValidatingAdmissionPolicy, as a platform team's naming
+    rules are) refuses the Service after the record exists: the backend answers with Kubernetes'
+    words and rolls the record back."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     registration = client.AdmissionregistrationV1Api(admin)
     policy = f"pnb-service-names-{namespace}"
@@ -172,8 +157,8 @@ def test_a_service_the_api_server_refuses_mid_submit_is_a_4xx_and_nothing_is_lef
         "spec": {"failurePolicy": "Fail",
                  "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                                                          "resources": ["services"]}]},
-                 "validations": [{"expression": "object.metadata.name.matches('^[a-z]')", "reason": "Invalid",
-                                  "message": "Service names must start with a letter (DNS-1035)"}]}})
+                 "validations": [{"expression": "!object.metadata.name.startsWith('legacy-')", "reason": "Invalid",
+                                  "message": "Service names starting with legacy- are reserved"}]}})
     registration.create_validating_admission_policy_binding({
         "metadata": {"name": policy},
         "spec": {"policyName": policy, "validationActions": ["Deny"],
@@ -185,24 +170,24 @@ def test_a_service_the_api_server_refuses_mid_submit_is_a_4xx_and_nothing_is_lef
             try:
                 await eventually(lambda: _async(lambda: _refused(admin, namespace)), "the policy to be in force")
                 with pytest.raises(InvalidRequest) as error:
-                    await backend.submit(SubmitRequest(spec("1mnist"), "alice", home))
-                assert "creating Service 1mnist failed" in error.value.message
-                assert "Service names must start with a letter (DNS-1035)" in error.value.message
+                    await backend.submit(SubmitRequest(spec("legacy-mnist"), "alice", home))
+                assert "creating Service legacy-mnist failed" in error.value.message
+                assert "Service names starting with legacy- are reserved" in error.value.message
             finally:
                 await backend.stop()
 
         run(scenario())
-        assert objects_of(admin, namespace, "1mnist") == set()
-        assert not (home / ".paddle-jobs" / "1mnist").exists()
+        assert objects_of(admin, namespace, "legacy-mnist") == set()
+        assert not (home / ".paddle-jobs" / "legacy-mnist").exists()
     finally:
         registration.delete_validating_admission_policy_binding(policy)
         registration.delete_validating_admission_policy(policy)
 
 
 def _refused(admin: client.ApiClient, namespace: str) -> bool:
-    """The policy is enforced once a dry-run create of a digit-led Service is refused."""
+    """The policy is enforced once a dry-run create of a `legacy-` Service is refused."""
     try:
-        client.CoreV1Api(admin).create_namespaced_service(namespace, {"metadata": {"name": "0probe"},
+        client.CoreV1Api(admin).create_namespaced_service(namespace, {"metadata": {"name": "legacy-probe"},
                                                                       "spec": {"clusterIP": "None"}}, dry_run="All")
     except client.ApiException as error:
         return error.status == 422

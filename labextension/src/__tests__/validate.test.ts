@@ -37,6 +37,7 @@ describe('form validation mirrors JobSpec.check', () => {
   it.each([
     ['Bad_Name', /not allowed: use lower-case letters/],
     ['-x', /not allowed/],
+    ['1mnist', /starting with a letter/],
     ['a'.repeat(41), /41 characters long; at most 40/]
   ])('name %s', (name, message) => {
     expect(validateForm(form({ job_name: name })).job_name).toMatch(message);

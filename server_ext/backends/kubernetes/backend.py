@@ -565,10 +565,27 @@ class KubernetesBackend(Backend):
         self._dirty.add(job)
         self._flush()
 
+    async def _delete_parts(self, name: str, connection: Any) -> None:
+        batch, core = client.BatchV1Api(connection.api), client.CoreV1Api(connection.api)
+        parts: list[tuple[str, Any]] = [(f"{name}-{role}", batch.delete_namespaced_job) for role in ("trainer", "pserver", "master")]
+        parts.append((name, core.delete_namespaced_service))
+        for part, delete in parts:
+            try:
+                await self._call(f"delete {part}", delete, part, connection.namespace,
+                                 propagation_policy="Background", _preload_content=False)
+            except ApiException as error:
+                if error.status != 404:
+                    raise BackendUnavailable(f"cannot delete job '{name}': deleting {part} failed: {describe_failure(error)}") from None
+
     async def delete(self, name: str, owner: str) -> None:
         await self.get_job(name, owner)
         connection = await self._conn()
         core = client.CoreV1Api(connection.api)
+        # The Jobs and the Service go first, by name: the garbage collector would remove them after
+        # the record, but only a moment later, and a resubmit of the name in that moment would
+        # collide with them.  Their pods terminate in the background (the status of a new job of
+        # the same name ignores them: they carry the old record's uid).
+        await self._delete_parts(name, connection)
         try:
             await self._call(
                 f"delete job {name}", core.delete_namespaced_config_map, name, connection.namespace,

@@ -33,6 +33,10 @@ JOB_LABEL = "paddle-nbext/job"
 OWNER_LABEL = "paddle-nbext/owner"
 ROLE_LABEL = "paddle-nbext/role"
 OWNER_ANNOTATION = "paddle-nbext/owner"  # the exact user name (a label value cannot hold every name)
+# On every pod: the uid of the record it was submitted under.  A resubmit reuses the job's name,
+# and pods of the deleted job linger while they terminate; the uid tells them apart, for the
+# server and for the stdlib master alike (which may read neither Jobs nor their uids).
+RECORD_UID_LABEL = "paddle-nbext/record-uid"
 SPEC_KEY = "spec.json"
 CONTAINER = "main"
 UID_PLACEHOLDER = "<uid of the record ConfigMap, filled in at creation>"
@@ -217,7 +221,12 @@ def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings
         "volumes": _volumes(spec.job_name, home),
         **_pod_extras(settings, settings.service_account_name),
     }
-    job_spec: dict[str, Any] = {"completionMode": "Indexed", "completions": count, "parallelism": count}
+    job_spec: dict[str, Any] = {
+        "completionMode": "Indexed", "completions": count, "parallelism": count,
+        # An eviction, drain or preemption is not the replica's failure: the Job controller
+        # replaces the pod without using the retry budget (max_restarts).
+        "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
+    }  # fmt: skip
     if role == "trainer":
         job_spec["backoffLimitPerIndex"] = spec.max_restarts
         job_spec["backoffLimit"] = spec.max_restarts * count
@@ -297,8 +306,11 @@ def build_plan(
 
 
 def set_owner_uid(manifest: dict[str, Any], uid: str) -> dict[str, Any]:
-    """A copy of `manifest` whose ownerReference points at the created record."""
+    """A copy of `manifest` whose ownerReference points at the created record, and whose pods
+    (for a Job) carry the record's uid."""
     copy = json.loads(json.dumps(manifest))
     for reference in copy["metadata"].get("ownerReferences", []):
         reference["uid"] = uid
+    if copy.get("kind") == "Job":
+        copy["spec"]["template"]["metadata"].setdefault("labels", {})[RECORD_UID_LABEL] = uid
     return copy
