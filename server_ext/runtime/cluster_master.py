@@ -254,10 +254,16 @@ def timed_out(record: dict[str, Any], spec: dict[str, Any], now: float | None = 
     return None
 
 
-def decide_job(record: dict[str, Any], pods: list[dict[str, Any]], log_tail: str = "") -> tuple[list[ReplicaView], policy.Decision]:
-    """Replica views and the policy's decision for a running (not yet recorded) job."""
+def decide_job(record: dict[str, Any], pods: list[dict[str, Any]], log_tail: str = "",
+               creation_failures: dict[str, str] | None = None) -> tuple[list[ReplicaView], policy.Decision]:
+    """Replica views and the policy's decision for a running (not yet recorded) job.
+    `creation_failures` maps a role to why the Job controller could not create its pods (a
+    FailedCreate event: quota, LimitRange, PodSecurity...): the reason of its pod-less replicas."""
     spec = spec_of(record)
     views = observe_replicas(current_pods(record, pods), int(spec.get("pservers") or 0), int(spec.get("trainers") or 0))
+    for view in views:
+        if view.pod is None and view.reason is None and (creation_failures or {}).get(view.role):
+            view.reason = _with_message("FailedCreate", (creation_failures or {})[view.role])
     cancelled = ((record.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CANCELLED) == "true"
     observed = [v.observed(log_tail if v.phase == policy.FAILED else "") for v in views]
     decision = policy.decide(

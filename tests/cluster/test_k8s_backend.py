@@ -452,8 +452,9 @@ def test_an_unschedulable_replica_says_what_the_scheduler_said(cluster, tmp_path
         try:
             await backend.submit(SubmitRequest(spec("huge", mode="collective", pservers=0, trainers=1, trainer_cpu="64"), "alice", home))
             cluster.await_job_pods(namespace)
-            status = await eventually(lambda: _where(backend, "huge", lambda s: (replica(s, "trainer", 0).reason or "").startswith("Unschedulable: 0/3 nodes are available")), "the scheduler's reason")
-            assert "Insufficient cpu" in replica(status, "trainer", 0).reason
+            # (the scheduler may first report the home volume its informer has not seen yet)
+            status = await eventually(lambda: _where(backend, "huge", lambda s: "Insufficient cpu" in (replica(s, "trainer", 0).reason or "")), "the scheduler's reason")
+            assert replica(status, "trainer", 0).reason.startswith("Unschedulable: 0/3 nodes are available: 3 Insufficient cpu")
             assert status.phase == "Pending"
         finally:
             await backend.stop()

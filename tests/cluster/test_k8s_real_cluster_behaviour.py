@@ -86,9 +86,6 @@ def test_an_evicted_trainer_is_replaced_without_using_the_retry_budget(cluster: 
     run(scenario())
 
 
-@pytest.mark.xfail(strict=True, reason=f"defect ({CORRECTNESS}): when a ResourceQuota refuses pods the Job "
-                                       "controller only emits FailedCreate events; the backend reads pods alone and "
-                                       "shows 'Waiting for replicas to start.' forever")
 def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     client.CoreV1Api(admin).create_namespaced_resource_quota(namespace, {
@@ -102,6 +99,8 @@ def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: P
             status = await eventually(lambda: _where(backend, "squeezed", lambda s: "exceeded quota" in s.message),
                                       "the quota refusal in the job's message", timeout=20)
             assert status.phase == "Pending"
+            refused = [r for r in status.replicas if (r.reason or "").startswith("FailedCreate: ")]
+            assert refused and all("exceeded quota: team" in r.reason for r in refused), status.replicas
         finally:
             await backend.stop()
 
@@ -260,3 +259,22 @@ def test_a_per_job_master_role_granting_more_than_the_notebook_holds_is_refused(
     assert objects_of(admin, namespace, "escalated") == set()
     assert not (home / ".paddle-jobs" / "escalated").exists()
 
+
+
+def test_a_role_deployed_before_events_were_read_still_works_without_their_reasons(cluster: Any, tmp_path: Path) -> None:
+    older = {"rules": [r for r in NOTEBOOK_ROLE["rules"] if "events" not in r["resources"]]}
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, older)
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("plain", mode="collective", pservers=0, trainers=1), "alice", home))
+            cluster.await_job_pods(namespace)
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "plain", "trainer", 0), "Running")
+            await eventually(lambda: _where(backend, "plain", lambda s: s.phase == "Running"), "Running")
+            assert [j.name for j in await backend.list_jobs("alice")] == ["plain"]
+        finally:
+            await backend.stop()
+
+    run(scenario())

@@ -355,6 +355,12 @@ class KubernetesBackend(Backend):
 
     def _on_change(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
+        if kind == "events":
+            involved = (obj.get("involvedObject") or {}).get("name") or ""
+            job, _, role = involved.rpartition("-")
+            if job and role in ("pserver", "trainer"):
+                self._mark(job)
+            return
         job = (meta.get("labels") or {}).get(manifests.JOB_LABEL)
         if not job:
             return
@@ -367,6 +373,25 @@ class KubernetesBackend(Backend):
         elif kind == "configmaps" and meta.get("name") != job:
             return
         self._mark(job)
+
+    def _creation_failures(self, job: str, record: dict[str, Any]) -> dict[str, str]:
+        """Role -> the Job controller's latest FailedCreate message, for this job's current Jobs
+        (a pod that could not be created leaves no pod, only this Event)."""
+        if self._cache is None:
+            return {}
+        uid = (record.get("metadata") or {}).get("uid")
+        jobs = self._cache.stores["jobs"]
+        current = {role: (jobs.get(f"{job}-{role}") or {}).get("metadata", {}).get("uid") for role in ("pserver", "trainer")}
+        current = {role: job_uid for role, job_uid in current.items() if job_uid and _owned_by(jobs[f"{job}-{role}"], uid)}
+        latest: dict[str, tuple[str, str]] = {}
+        for event in self._cache.stores["events"].values():
+            involved = event.get("involvedObject") or {}
+            for role, job_uid in current.items():
+                if involved.get("uid") == job_uid:
+                    stamp = event.get("lastTimestamp") or event.get("eventTime") or ""
+                    if role not in latest or stamp >= latest[role][0]:
+                        latest[role] = (stamp, str(event.get("message") or "").strip())
+        return {role: message for role, (_, message) in latest.items()}
 
     def _mark(self, job: str) -> None:
         self._dirty.add(job)
@@ -389,7 +414,8 @@ class KubernetesBackend(Backend):
                 if not self._pods_by_job.get(job):
                     self._pods_by_job.pop(job, None)
                 continue
-            status, decision, views = job_status(record, list(self._pods_by_job.get(job, {}).values()))
+            status, decision, views = job_status(record, list(self._pods_by_job.get(job, {}).values()),
+                                                 self._creation_failures(job, record))
             self._statuses[job] = status
             data = status.to_dict()
             if self._published.get(job) != data:
@@ -599,3 +625,7 @@ class KubernetesBackend(Backend):
         job_dir = Path(self.home_path) / JOBS_DIR / name
         if job_dir.is_dir():
             await asyncio.to_thread(shutil.rmtree, job_dir, True)
+
+
+def _owned_by(obj: dict[str, Any], uid: str | None) -> bool:
+    return any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])

@@ -25,7 +25,14 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
-KINDS = ("configmaps", "jobs", "pods")
+KINDS = ("configmaps", "jobs", "pods", "events")
+# Events carry none of our labels: the Job controller's FailedCreate events (quota, LimitRange,
+# PodSecurity, a missing ServiceAccount...) are selected by field instead.  They are the only
+# trace of a pod that could not be created, so status reads them; a Role without `events` rights
+# (deployed before they were needed) only loses those reasons.
+EVENTS_SELECTOR = "involvedObject.kind=Job,reason=FailedCreate"
+OPTIONAL_KINDS = frozenset({"events"})
+OPTIONAL_RETRY = 60.0
 
 Handler = Callable[[str, str, dict[str, Any]], None]  # (kind, event type, object)
 
@@ -47,6 +54,7 @@ def describe_failure(error: BaseException) -> str:
 class _Kind:
     name: str
     list_call: Callable[..., Any]
+    field_selector: str | None = None
     resource_version: str = ""
     synced: bool = False
 
@@ -74,9 +82,11 @@ class WatchCache:
             "configmaps": _Kind("configmaps", core.list_namespaced_config_map),
             "jobs": _Kind("jobs", batch.list_namespaced_job),
             "pods": _Kind("pods", core.list_namespaced_pod),
+            "events": _Kind("events", core.list_namespaced_event, EVENTS_SELECTOR),
         }
         self.stores: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
         self.error: str | None = None
+        self.warnings: dict[str, str] = {}  # optional kinds that cannot be read, and why
         self._errors: dict[str, str] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -141,6 +151,10 @@ class WatchCache:
                 if error.status == 410:
                     kind.synced = False  # history gone: re-list
                     continue
+                if error.status == 403 and kind.name in OPTIONAL_KINDS:
+                    self._post(self._optional_unreadable, kind.name, describe_failure(error))
+                    self._stop.wait(OPTIONAL_RETRY)
+                    continue
                 self._post(self._set_error, kind.name, describe_failure(error))
                 kind.synced = False
                 self._stop.wait(self.retry_delay)
@@ -150,18 +164,22 @@ class WatchCache:
                 self._post(self._set_error, kind.name, describe_failure(error))
                 self._stop.wait(self.retry_delay)
 
+    def _selectors(self, kind: _Kind) -> dict[str, str]:
+        return {"field_selector": kind.field_selector} if kind.field_selector else {"label_selector": self.selector}
+
     def _relist(self, kind: _Kind) -> None:
-        response = kind.list_call(self.namespace, label_selector=self.selector, _preload_content=False, _request_timeout=30)
+        response = kind.list_call(self.namespace, **self._selectors(kind), _preload_content=False, _request_timeout=30)
         body = json.loads(response.data)
         kind.resource_version = (body.get("metadata") or {}).get("resourceVersion", "")
         kind.synced = True
         self._post(self._replace, kind.name, body.get("items") or [])
         self._post(self._set_error, kind.name, None)
+        self._post(self.warnings.pop, kind.name, None)
 
     def _watch(self, kind: _Kind) -> None:
         response = kind.list_call(
             self.namespace,
-            label_selector=self.selector,
+            **self._selectors(kind),
             watch=True,
             allow_watch_bookmarks=True,
             resource_version=kind.resource_version,
@@ -193,6 +211,12 @@ class WatchCache:
             response.release_conn()
 
     # ------------------------------------------------------------------ on the loop
+
+    def _optional_unreadable(self, kind: str, message: str) -> None:
+        """An optional kind the Role does not let us read: synced as empty, with a warning."""
+        self.warnings[kind] = message
+        self._set_error(kind, None)
+        self._synced[kind].set()
 
     def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         name = (obj.get("metadata") or {}).get("name", "")
