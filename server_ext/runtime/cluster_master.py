@@ -440,7 +440,9 @@ def main() -> int:
         return 2
     interval = float(os.environ.get("PADDLE_NBEXT_MASTER_INTERVAL", "3"))
     api = Api.from_environment()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # SIGTERM is an eviction, a drain or a preemption, never the job's end: exit non-zero so
+    # Kubernetes runs the master again (exit 0 would complete its Job and leave the job unwatched).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     print(f"cluster_master: watching job {job} in namespace {api.namespace}", flush=True)
     while True:
         try:

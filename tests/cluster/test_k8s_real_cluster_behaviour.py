@@ -9,6 +9,9 @@ Where the backend is wrong today the test says what users should see and is mark
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +20,14 @@ from kubernetes import client
 from paddle_nbext_server.backends.base import BackendUnavailable, InvalidRequest, SubmitRequest
 from support.controlplane import IGNORES_SIGTERM
 from test_k8s_backend import (
+    MASTER,
     NOTEBOOK_ROLE,
     _async,
     _where,
     backend_for,
     deploy_docs,
     eventually,
+    master_env,
     objects_of,
     pod_of,
     replica,
@@ -137,7 +142,7 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tm
 def test_a_job_name_a_service_cannot_carry_is_refused_before_anything_is_written(cluster: Any, tmp_path: Path) -> None:
     """A leading digit is a valid Job name but not a DNS-1035 Service name (clusters without
     relaxed Service name validation refuse it; this one, 1.37, has it): refused up front."""
-    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    namespace, _, admin, _ = workspace(cluster, tmp_path)
     with pytest.raises(SpecError) as error:
         spec("1mnist")
     assert error.value.field == "job_name" and "starting with a letter" in error.value.message
@@ -278,3 +283,29 @@ def test_a_role_deployed_before_events_were_read_still_works_without_their_reaso
             await backend.stop()
 
     run(scenario())
+
+
+def test_the_master_evicted_mid_job_exits_non_zero_so_kubernetes_runs_it_again(cluster: Any, tmp_path: Path) -> None:
+    """SIGTERM (eviction, drain, preemption) must not complete the master's Job: exit 143."""
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    env = master_env(cluster, namespace, tmp_path, "watched")
+
+    async def submit() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("watched", mode="collective", pservers=0, trainers=1), "alice", home))
+        finally:
+            await backend.stop()
+
+    run(submit())
+    master = subprocess.Popen([sys.executable, str(MASTER)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert "watching job watched" in (master.stdout.readline() if master.stdout else "")
+        master.send_signal(signal.SIGTERM)
+        assert master.wait(timeout=30) == 143
+    finally:
+        master.kill()
+        master.communicate(timeout=30)
+    record = client.CoreV1Api(admin).read_namespaced_config_map("watched", namespace)
+    assert "paddle-nbext/status" not in (record.metadata.annotations or {})
