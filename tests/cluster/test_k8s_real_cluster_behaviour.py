@@ -9,6 +9,7 @@ Where the backend is wrong today the test says what users should see and is mark
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from paddle_nbext_server.backends.base import BackendUnavailable, InvalidRequest, SubmitRequest
 from support.controlplane import IGNORES_SIGTERM
@@ -309,3 +311,35 @@ def test_the_master_evicted_mid_job_exits_non_zero_so_kubernetes_runs_it_again(c
         master.communicate(timeout=30)
     record = client.CoreV1Api(admin).read_namespaced_config_map("watched", namespace)
     assert "paddle-nbext/status" not in (record.metadata.annotations or {})
+
+
+def test_no_token_reaches_the_objects_the_responses_the_logs_or_the_replicas(cluster: Any, tmp_path: Path,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    token = yaml.safe_load(Path(kubeconfig).read_text())["users"][0]["user"]["token"]
+    seen: list[str] = []
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            seen.append(json.dumps(await backend.submit(SubmitRequest(spec("quiet"), "alice", home), dry_run=True)))
+            seen.append(json.dumps(await backend.submit(SubmitRequest(spec("quiet"), "alice", home))))
+            cluster.await_job_pods(namespace)
+            seen.append(json.dumps((await backend.get_job("quiet", "alice")).to_dict()))
+        finally:
+            await backend.stop()
+
+    with caplog.at_level("DEBUG"):
+        run(scenario())
+    core, batch = client.CoreV1Api(admin), client.BatchV1Api(admin)
+    for listed in (core.list_namespaced_config_map(namespace), batch.list_namespaced_job(namespace),
+                   core.list_namespaced_pod(namespace), core.list_namespaced_service(namespace)):
+        seen.append(json.dumps(admin.sanitize_for_serialization(listed)))
+    seen.append(caplog.text)
+    assert all(token not in text for text in seen)
+    assert all(text.count("eyJ") == 0 for text in seen[:3])  # no JWT of any kind in what users get back
+    for pod in core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=quiet").items:
+        if pod.metadata.labels["paddle-nbext/role"] in ("pserver", "trainer"):
+            assert pod.spec.automount_service_account_token is False  # user code gets no API credential
+            assert not [v for v in pod.spec.volumes if v.projected and any(s.service_account_token for s in v.projected.sources)]
