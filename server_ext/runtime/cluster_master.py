@@ -374,9 +374,13 @@ class Api:
         except (ApiError, OSError):
             return ""
 
-    def record_final(self, job: str, status: dict[str, Any]) -> None:
-        patch = {"metadata": {"annotations": {ANNOTATION_STATUS: json.dumps(status)}}}
-        self.request("PATCH", self.ns(f"configmaps/{job}"), patch, "application/merge-patch+json")
+    def record_final(self, job: str, status: dict[str, Any], resource_version: str | None = None) -> None:
+        """Write the end once: with the resourceVersion of the record it was decided on, a record
+        changed since (a cancel, the server's own end) refuses it with 409."""
+        meta: dict[str, Any] = {"annotations": {ANNOTATION_STATUS: json.dumps(status)}}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        self.request("PATCH", self.ns(f"configmaps/{job}"), {"metadata": meta}, "application/merge-patch+json")
 
     def stop_role(self, job: str, role: str, pods: list[dict[str, Any]]) -> None:
         """Suspend the role's Job (the Job controller then creates nothing more) and delete its
@@ -427,7 +431,12 @@ def reconcile_once(api: Api, job: str) -> bool:
     failed_pod = failed_trainer_pod(views, decision)
     if failed_pod:
         views, decision = decide_job(record, pods, api.log_tail(failed_pod))
-    api.record_final(job, final_status(views, decision))
+    try:
+        api.record_final(job, final_status(views, decision), (record.get("metadata") or {}).get("resourceVersion"))
+    except ApiError as error:
+        if error.status == 409:
+            return False  # the record changed (a cancel?): the next pass reads it again
+        raise
     for role in sorted({role for role, _ in decision.stop}):
         api.stop_role(job, role, pods)
     return True

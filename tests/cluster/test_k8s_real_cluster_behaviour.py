@@ -20,6 +20,7 @@ import pytest
 import yaml
 from kubernetes import client
 from paddle_nbext_server.backends.base import BackendUnavailable, InvalidRequest, SubmitRequest
+from paddle_nbext_server.runtime import cluster_master
 from support.controlplane import IGNORES_SIGTERM
 from test_k8s_backend import (
     MASTER,
@@ -343,3 +344,36 @@ def test_no_token_reaches_the_objects_the_responses_the_logs_or_the_replicas(clu
         if pod.metadata.labels["paddle-nbext/role"] in ("pserver", "trainer"):
             assert pod.spec.automount_service_account_token is False  # user code gets no API credential
             assert not [v for v in pod.spec.volumes if v.projected and any(s.service_account_token for s in v.projected.sources)]
+
+
+def test_a_late_succeeded_never_overwrites_cancelled(cluster: Any, tmp_path: Path) -> None:
+    """The master (or the server) decided "Succeeded" on the record as it was before a cancel:
+    its write carries that resourceVersion, so the API refuses it and the job stays Cancelled."""
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    env = master_env(cluster, namespace, tmp_path, "raced")
+    core = client.CoreV1Api(admin)
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("raced", mode="collective", pservers=0, trainers=1), "alice", home))
+            cluster.await_job_pods(namespace)
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "raced", "trainer", 0), "Running")
+            await eventually(lambda: _where(backend, "raced", lambda s: s.phase == "Running"), "Running")
+            before = admin.sanitize_for_serialization(core.read_namespaced_config_map("raced", namespace))
+            assert (await backend.cancel("raced", "alice")).phase == "Cancelled"
+            late = {"phase": "Succeeded", "message": "All 1 trainer finished successfully.", "replicas": []}
+            assert await backend._record_final("raced", late, before) is False  # the server's own late end
+            api = cluster_master.Api(env["PADDLE_NBEXT_KUBE_API"], env["PADDLE_NBEXT_KUBE_TOKEN_FILE"],
+                                     env.get("PADDLE_NBEXT_KUBE_CA_FILE"), False, namespace)
+            with pytest.raises(cluster_master.ApiError) as refused:  # the master's late end
+                api.record_final("raced", late, before["metadata"]["resourceVersion"])
+            assert refused.value.status == 409
+            assert (await backend.get_job("raced", "alice")).phase == "Cancelled"
+        finally:
+            await backend.stop()
+
+    run(scenario())
+    final = json.loads(core.read_namespaced_config_map("raced", namespace).metadata.annotations["paddle-nbext/status"])
+    assert final["phase"] == "Cancelled"

@@ -32,7 +32,7 @@ from . import manifests
 from .cache import WatchCache, describe_failure
 from .connection import Connection, connect
 from .settings import RUNTIME_FILES, ManifestSettings
-from .status import job_status
+from .status import final_of, job_status
 
 RUNTIME_DIR = Path(cluster_master.__file__).parent
 SELECTOR = f"{manifests.MANAGED_BY}={manifests.MANAGER}"
@@ -434,8 +434,8 @@ class KubernetesBackend(Backend):
             if failed:
                 tail = await self._log_tail(failed)
                 views, decision = cluster_master.decide_job(record, list(self._pods_by_job.get(job, {}).values()), tail)
-            await self._record_final(job, cluster_master.final_status(views, decision))
-            await self._stop_roles(job, sorted({role for role, _ in decision.stop}))
+            if await self._record_final(job, cluster_master.final_status(views, decision), record):
+                await self._stop_roles(job, sorted({role for role, _ in decision.stop}))
         except (ApiException, BackendUnavailable) as error:
             self.log.warning("paddle-nbext: could not finish job %s yet: %s", job, error)
         finally:
@@ -447,18 +447,37 @@ class KubernetesBackend(Backend):
         except (ApiException, BackendUnavailable):
             return ""
 
-    async def _record_final(self, job: str, final: dict[str, Any], cancelled: bool = False) -> None:
+    async def _record_final(self, job: str, final: dict[str, Any], record: dict[str, Any], cancelled: bool = False) -> bool:
+        """Write the job's end into its record, once: the patch carries the resourceVersion of the
+        record the end was decided on, so if anything wrote first (the master's "Succeeded", a
+        cancel) the API refuses ours and the first end stays.  Returns whether ours was written."""
         connection = await self._conn()
         annotations = {cluster_master.ANNOTATION_STATUS: json.dumps(final)}
         if cancelled:
             annotations[cluster_master.ANNOTATION_CANCELLED] = "true"
+        version = (record.get("metadata") or {}).get("resourceVersion")
         core = client.CoreV1Api(connection.api)
-        response = await self._call(
-            f"record the end of job {job}", core.patch_namespaced_config_map, job, connection.namespace,
-            {"metadata": {"annotations": annotations}}, _preload_content=False,
-        )  # fmt: skip
+        try:
+            response = await self._call(
+                f"record the end of job {job}", core.patch_namespaced_config_map, job, connection.namespace,
+                {"metadata": {"annotations": annotations, **({"resourceVersion": version} if version else {})}},
+                _preload_content=False,
+            )  # fmt: skip
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            # Someone wrote the record since: read it (list: the Role has no `get`) into the cache.
+            listed = await self._call(f"read job {job}", core.list_namespaced_config_map, connection.namespace,
+                                      field_selector=f"metadata.name={job}", _preload_content=False)
+            for item in json.loads(listed.data).get("items") or []:
+                if self._cache is not None:
+                    self._cache.put("configmaps", item)
+                if final_of(item) is None:  # changed, but not ended: write it on the new version
+                    return await self._record_final(job, final, item, cancelled)
+            return False
         if self._cache is not None:
             self._cache.put("configmaps", json.loads(response.data))
+        return True
 
     async def _stop_roles(self, job: str, roles: list[str]) -> None:
         """Suspend each role's Job (no new pods) and delete its live pods; finished pods stay
@@ -582,9 +601,9 @@ class KubernetesBackend(Backend):
         cancelled = json.loads(json.dumps(record))
         cancelled.setdefault("metadata", {}).setdefault("annotations", {})[cluster_master.ANNOTATION_CANCELLED] = "true"
         views, decision = cluster_master.decide_job(cancelled, pods)
-        await self._record_final(name, cluster_master.final_status(views, decision), cancelled=True)
-        await self._stop_roles(name, ["master", "pserver", "trainer"])
-        self._flush_now(name)
+        if await self._record_final(name, cluster_master.final_status(views, decision), record, cancelled=True):
+            await self._stop_roles(name, ["master", "pserver", "trainer"])
+        self._flush_now(name)  # ended first some other way: that end is what the job shows
         return self._statuses[name]
 
     def _flush_now(self, job: str) -> None:
