@@ -5,7 +5,7 @@ in the job's own base image.  Every few seconds it reads the job's pods and the 
 the API with its service-account token, turns the pods into replica states, asks the shared
 lifecycle `policy.decide(..., runner_restarts=False)` (the Job controller recreates failed
 trainer pods itself) and, when the job is over, writes the final status into the record and
-stops what still runs (suspend the Job, delete its pods).  It keeps nothing in memory that
+stops what still runs (ends each Job through its deadline, see `STOP_PATCH`).  It keeps nothing in memory that
 matters, so when Kubernetes restarts it, it re-derives everything from the API.
 
 The pod -> replica mapping (`observe_replicas`) lives here because both the master and the
@@ -45,6 +45,11 @@ ANNOTATION_CANCELLED = "paddle-nbext/cancelled"
 RECORD_UID_LABEL = "paddle-nbext/record-uid"  # the record a pod was submitted under (manifests.py)
 SPEC_KEY = "spec.json"
 CONTAINER = "main"
+# How a runner stops a role: the Job's deadline, counted from its start, is set to have passed.
+# The Job controller then stops the pods and marks the Job Failed (DeadlineExceeded), so every
+# Job of a job ends Complete or Failed and `ttlSecondsAfterFinished` applies (a suspended Job
+# never finishes); nobody needs the right to delete pods.
+STOP_PATCH = {"spec": {"activeDeadlineSeconds": 1}}
 
 
 def now_iso() -> str:
@@ -382,25 +387,13 @@ class Api:
             meta["resourceVersion"] = resource_version
         self.request("PATCH", self.ns(f"configmaps/{job}"), {"metadata": meta}, "application/merge-patch+json")
 
-    def stop_role(self, job: str, role: str, pods: list[dict[str, Any]]) -> None:
-        """Suspend the role's Job (the Job controller then creates nothing more) and delete its
-        running pods (so the end does not depend on a Job controller being there)."""
+    def stop_role(self, job: str, role: str) -> None:
+        """End the role's Job (see `STOP_PATCH`); the Job controller stops its pods."""
         try:
-            self.request("PATCH", self.ns(f"jobs/{job}-{role}", "apis/batch/v1"), {"spec": {"suspend": True}}, "application/merge-patch+json")
+            self.request("PATCH", self.ns(f"jobs/{job}-{role}", "apis/batch/v1"), STOP_PATCH, "application/merge-patch+json")
         except ApiError as error:
             if error.status != 404:
                 raise
-        for pod in pods:
-            meta = pod.get("metadata") or {}
-            if (meta.get("labels") or {}).get(ROLE_LABEL) != role or meta.get("deletionTimestamp"):
-                continue
-            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-            try:
-                self.request("DELETE", self.ns(f"pods/{meta['name']}"))
-            except ApiError as error:
-                if error.status != 404:
-                    raise
 
 
 def failed_trainer_pod(views: list[ReplicaView], decision: policy.Decision) -> str | None:
@@ -423,7 +416,7 @@ def reconcile_once(api: Api, job: str) -> bool:
         final = json.loads(annotations[ANNOTATION_STATUS])
         stopped_roles = {r["role"] for r in final.get("replicas", []) if r.get("phase") == policy.STOPPED}
         for role in sorted(stopped_roles):
-            api.stop_role(job, role, pods)
+            api.stop_role(job, role)
         return True
     views, decision = decide_job(record, pods)
     if not decision.terminal:
@@ -438,7 +431,7 @@ def reconcile_once(api: Api, job: str) -> bool:
             return False  # the record changed (a cancel?): the next pass reads it again
         raise
     for role in sorted({role for role, _ in decision.stop}):
-        api.stop_role(job, role, pods)
+        api.stop_role(job, role)
     return True
 
 

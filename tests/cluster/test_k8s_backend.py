@@ -131,6 +131,13 @@ def pod_of(api: client.ApiClient, namespace: str, job: str, role: str, index: in
     raise AssertionError(f"no pod for {role} {index} of {job}")
 
 
+def ended(api: client.ApiClient, namespace: str, job: str) -> bool:
+    """The Job has finished (Complete, or Failed: a stopped role ends through its deadline), so
+    ttlSecondsAfterFinished applies to it."""
+    conditions = client.BatchV1Api(api).read_namespaced_job_status(job, namespace).status.conditions or []
+    return any(c.type in ("Complete", "Failed") and c.status == "True" for c in conditions)
+
+
 def replica(status: Any, role: str, index: int) -> Any:
     return next(r for r in status.replicas if r.role == role and r.index == index)
 
@@ -196,7 +203,7 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 assert final.message == "All 2 trainers finished successfully."
                 record = client.CoreV1Api(admin).read_namespaced_config_map("mnist", namespace)
                 assert json.loads(record.metadata.annotations["paddle-nbext/status"])["phase"] == "Succeeded"
-                assert client.BatchV1Api(admin).read_namespaced_job("mnist-pserver", namespace).spec.suspend is True
+                await eventually(lambda: _async(lambda: ended(admin, namespace, "mnist-pserver")), "the pserver Job to end (DeadlineExceeded)")
 
                 seen = []
                 while not events.empty():
@@ -270,7 +277,7 @@ def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):
             cancelled = await backend.cancel("stopme", "alice")
             assert cancelled.phase == "Cancelled"
             assert {r.phase for r in cancelled.replicas} == {"Stopped"}
-            assert client.BatchV1Api(admin).read_namespaced_job("stopme-trainer", namespace).spec.suspend is True
+            await eventually(lambda: _async(lambda: ended(admin, namespace, "stopme-trainer")), "the trainer Job to end")
             # the record is kept: the job still lists as Cancelled
             assert (await backend.get_job("stopme", "alice")).phase == "Cancelled"
             assert (await backend.cancel("stopme", "alice")).phase == "Cancelled"  # again: a no-op
@@ -333,10 +340,11 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
     final = json.loads(core.read_namespaced_config_map("mastered", namespace).metadata.annotations["paddle-nbext/status"])
     assert final["phase"] == "Succeeded"
     assert {(r["role"], r["phase"]) for r in final["replicas"]} == {("pserver", "Stopped"), ("trainer", "Succeeded")}
-    assert client.BatchV1Api(admin).read_namespaced_job("mastered-pserver", namespace).spec.suspend is True
-    live = [p for p in core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=mastered,paddle-nbext/role=pserver").items
-            if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp]
-    assert live == []
+    def pservers_gone() -> bool:
+        live = [p for p in core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=mastered,paddle-nbext/role=pserver").items
+                if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp]
+        return ended(admin, namespace, "mastered-pserver") and not live
+    run(eventually(lambda: _async(pservers_gone), "the Job controller to end the pserver Job and stop its pods"))
 
     async def server_view() -> None:
         backend = backend_for(kubeconfig, namespace, home)

@@ -209,13 +209,14 @@ def test_ttl_after_finished_removes_the_jobs_and_the_record_keeps_the_outcome(cl
         backend = backend_for(kubeconfig, namespace, home, ttl_seconds_after_finished=1)
         await backend.start()
         try:
-            await backend.submit(SubmitRequest(spec("brief", mode="collective", pservers=0, trainers=1), "alice", home))
+            await backend.submit(SubmitRequest(spec("brief", pservers=1, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "brief", "pserver", 0), "Running")
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "brief", "trainer", 0), "Succeeded")
             await eventually(lambda: _where(backend, "brief", lambda s: s.phase == "Succeeded"), "Succeeded")
             await eventually(lambda: _async(lambda: not batch.list_namespaced_job(
-                namespace, label_selector="paddle-nbext/job=brief,paddle-nbext/role=trainer").items),
-                "the TTL controller to delete the finished trainer Job")
+                namespace, label_selector="paddle-nbext/job=brief").items),
+                "the TTL controller to delete every Job of the job (trainers, pservers, master)")
             status = await backend.get_job("brief", "alice")
             assert status.phase == "Succeeded" and status.message == "All 1 trainer finished successfully."
         finally:

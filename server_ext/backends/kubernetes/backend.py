@@ -50,6 +50,7 @@ class KubernetesBackend(Backend):
     home_volume = Enum(["auto", "pvc", "cephfs"], "auto", help="How job pods mount the user's home: copy the notebook pod's volume (auto), a PVC template, or a cephfs source.").tag(config=True)
     home_pvc_template = Unicode("claim-{username}", help="PVC name for home_volume='pvc'; {username} is the job owner.").tag(config=True)
     cephfs = Dict(help="For home_volume='cephfs': {'monitors': [...], 'path': '/home/{username}', 'user': 'admin', 'secret_ref': 'ceph-secret', 'read_only': False}.").tag(config=True)
+    slug_scheme = Enum(["safe", "escape"], "safe", help="How {username} in home_pvc_template and cephfs['path'] is made Kubernetes-safe: set it to what your hub's KubeSpawner uses (its slug_scheme: 'safe' since KubeSpawner 7, 'escape' before).").tag(config=True)
     home_path = Unicode(help="Where the home is mounted in job pods (the notebook's home path). Default: $HOME.").tag(config=True)
     pod_name = Unicode(help="The notebook's own pod, read for home_volume='auto'. Default: $HOSTNAME.").tag(config=True)
     default_image = Unicode("paddlepaddle/paddle:3.0.0", help="Image for jobs that name none.").tag(config=True)
@@ -435,7 +436,9 @@ class KubernetesBackend(Backend):
                 tail = await self._log_tail(failed)
                 views, decision = cluster_master.decide_job(record, list(self._pods_by_job.get(job, {}).values()), tail)
             if await self._record_final(job, cluster_master.final_status(views, decision), record):
-                await self._stop_roles(job, sorted({role for role, _ in decision.stop}))
+                # The master's Job too: it has nothing left to do, and a master pod that never ran
+                # (an image it cannot pull) would otherwise keep its Job, and the TTL, waiting.
+                await self._stop_roles(job, sorted({role for role, _ in decision.stop} | {"master"}))
         except (ApiException, BackendUnavailable) as error:
             self.log.warning("paddle-nbext: could not finish job %s yet: %s", job, error)
         finally:
@@ -480,27 +483,17 @@ class KubernetesBackend(Backend):
         return True
 
     async def _stop_roles(self, job: str, roles: list[str]) -> None:
-        """Suspend each role's Job (no new pods) and delete its live pods; finished pods stay
-        for their logs."""
+        """End each role's Job through its deadline (`cluster_master.STOP_PATCH`): the Job
+        controller stops the live pods; finished pods stay for their logs."""
         connection = await self._conn()
-        batch, core = client.BatchV1Api(connection.api), client.CoreV1Api(connection.api)
+        batch = client.BatchV1Api(connection.api)
         for role in roles:
             try:
-                await self._call(f"stop the {role}s of {job}", batch.patch_namespaced_job, f"{job}-{role}", connection.namespace, {"spec": {"suspend": True}}, _preload_content=False)
+                await self._call(f"stop the {role}s of {job}", batch.patch_namespaced_job, f"{job}-{role}",
+                                 connection.namespace, cluster_master.STOP_PATCH, _preload_content=False)
             except ApiException as error:
                 if error.status != 404:
                     raise
-            for name, pod in list(self._pods_by_job.get(job, {}).items()):
-                meta = pod.get("metadata") or {}
-                if (meta.get("labels") or {}).get(manifests.ROLE_LABEL) != role or meta.get("deletionTimestamp"):
-                    continue
-                if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                    continue
-                try:
-                    await self._call(f"stop pod {name}", core.delete_namespaced_pod, name, connection.namespace, _preload_content=False)
-                except ApiException as error:
-                    if error.status != 404:
-                        raise
 
     async def _synced_cache(self) -> WatchCache:
         cache = await self._ensure_cache()

@@ -268,7 +268,7 @@ def master_rbac(spec: JobSpec, owner: str, settings: ManifestSettings) -> list[d
     meta = lambda: _metadata(name, job, owner, "master", settings, owned=True)  # noqa: E731
     rules = [
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [job], "verbs": ["get", "patch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [f"{job}-pserver", f"{job}-trainer"], "verbs": ["patch"]},
     ]
