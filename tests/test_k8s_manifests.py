@@ -164,3 +164,34 @@ def test_master_runs_cluster_master_with_its_service_account():
     assert ("ServiceAccount", "mnist-ps-master") in kinds and ("RoleBinding", "mnist-ps-master") in kinds
     role = by_name(own)[("Role", "mnist-ps-master")]
     assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["mnist-ps"], "verbs": ["get", "patch"]} in role["rules"]
+
+
+def test_the_master_never_runs_the_requests_image_nor_deletes_pods():
+    """The master holds an API token: it runs in an image the admin chose, never the job's."""
+    _, objects = plan(image="someone/own-image:1")
+    master = by_name(objects)[("Job", "mnist-ps-master")]["spec"]["template"]["spec"]["containers"][0]
+    assert master["image"] == "paddlepaddle/paddle:3.0.0"
+    assert by_name(objects)[("Job", "mnist-ps-trainer")]["spec"]["template"]["spec"]["containers"][0]["image"] == "someone/own-image:1"
+    _, own = plan(ManifestSettings(**{**SETTINGS.__dict__, "master_service_account_name": "", "master_image": "python:3.12-slim"}))
+    assert by_name(own)[("Job", "mnist-ps-master")]["spec"]["template"]["spec"]["containers"][0]["image"] == "python:3.12-slim"
+    rules = by_name(own)[("Role", "mnist-ps-master")]["rules"]
+    assert not [r for r in rules if "pods" in r["resources"] and "delete" in r["verbs"]]
+
+
+def test_shm_pull_policy_and_owner_references():
+    _, objects = plan(mode="collective", pservers=0, trainer_gpu=0)
+    trainer = by_name(objects)[("Job", "mnist-ps-trainer")]["spec"]["template"]["spec"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in trainer["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in trainer["containers"][0]["volumeMounts"]
+    assert "imagePullPolicy" not in trainer["containers"][0]
+    _, ps = plan(trainer_gpu=0)  # CPU parameter-server trainers share no tensors through /dev/shm
+    assert "dshm" not in [v["name"] for v in by_name(ps)[("Job", "mnist-ps-trainer")]["spec"]["template"]["spec"]["volumes"]]
+    _, gpu = plan(settings=ManifestSettings(**{**SETTINGS.__dict__, "shm_size": "8Gi", "image_pull_policy": "Always"}))
+    pod = by_name(gpu)[("Job", "mnist-ps-trainer")]["spec"]["template"]["spec"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in pod["volumes"]
+    assert pod["containers"][0]["imagePullPolicy"] == "Always"
+    for obj in gpu:
+        for reference in obj["metadata"].get("ownerReferences", []):
+            assert "blockOwnerDeletion" not in reference  # needs finalizers rights on OpenShift; never needed here
+    jobs = [o for o in gpu if o["kind"] == "Job" and o["metadata"]["name"] != "mnist-ps-master"]
+    assert all(j["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}] for j in jobs)

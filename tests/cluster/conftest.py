@@ -30,6 +30,7 @@ Contract (what backend tests code against)
                                        returns a kubeconfig path for that identity (context namespace ``ns``).
 ``cluster.home_claim(ns, claim)``      a ReadWriteMany PersistentVolumeClaim bound (by the PV controller) to
                                        a static ceph-csi PersistentVolume, as a CephFS home is provisioned.
+``cluster.kubeconfig_with_token(token, ns)`` a kubeconfig for a token minted elsewhere.
 ``cluster.api_client(kubeconfig=None)`` a ``kubernetes.client.ApiClient`` (admin when None); closed at teardown.
 ``cluster.await_job_pods(ns)``         waits until kube-controller-manager has made the pods every
                                        unfinished Indexed Job of ``ns`` wants, and the scheduler has
@@ -170,8 +171,12 @@ class Cluster:
                             "name": manifest["metadata"]["name"]}})
         token = core.create_namespaced_service_account_token(
             service_account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        return self.kubeconfig_with_token(token, namespace)
+
+    def kubeconfig_with_token(self, token: str, namespace: str) -> str:
+        """A kubeconfig for this cluster that authenticates with ``token`` (context namespace ``namespace``)."""
         self._counter += 1
-        path = self._sub.workdir / f"{namespace}-{service_account}-{self._counter}.kubeconfig"
+        path = self._sub.workdir / f"{namespace}-token-{self._counter}.kubeconfig"
         return _write_kubeconfig(path, self._sub.cluster_entry, token, namespace)
 
     def home_claim(self, namespace: str, claim: str) -> None:

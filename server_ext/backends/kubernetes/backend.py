@@ -36,6 +36,7 @@ from .status import final_of, job_status
 
 RUNTIME_DIR = Path(cluster_master.__file__).parent
 SELECTOR = f"{manifests.MANAGED_BY}={manifests.MANAGER}"
+HUB_SELECTOR = "app=jupyterhub,component=hub"  # Zero to JupyterHub's hub pod and ConfigMap
 JOBS_DIR = ".paddle-jobs"
 
 
@@ -54,6 +55,9 @@ class KubernetesBackend(Backend):
     home_path = Unicode(help="Where the home is mounted in job pods (the notebook's home path). Default: $HOME.").tag(config=True)
     pod_name = Unicode(help="The notebook's own pod, read for home_volume='auto'. Default: $HOSTNAME.").tag(config=True)
     default_image = Unicode("paddlepaddle/paddle:3.0.0", help="Image for jobs that name none.").tag(config=True)
+    master_image = Unicode("", help="Image of each job's master (Python 3 is all it needs); empty: default_image. Never the job's own image: the master holds an API token.").tag(config=True)
+    image_pull_policy = Enum(["", "Always", "IfNotPresent", "Never"], "", help="imagePullPolicy of the replicas ('' leaves Kubernetes' default).").tag(config=True)
+    shm_size = Unicode("1Gi", help="Size of the memory-backed /dev/shm of collective and GPU trainers ('' keeps the container's 64 MiB).").tag(config=True)
     gpu_resource_name = Unicode("nvidia.com/gpu", help="Extended resource name for trainer GPUs.").tag(config=True)
     node_selector = Dict(help="nodeSelector for job pods.").tag(config=True)
     tolerations = List(Dict(), help="tolerations for job pods.").tag(config=True)
@@ -66,6 +70,7 @@ class KubernetesBackend(Backend):
     ttl_seconds_after_finished = Int(None, allow_none=True, help="ttlSecondsAfterFinished of the Jobs (the record stays).").tag(config=True)
     pod_security_context = Dict(help="securityContext of job pods; with home_volume='auto' and empty, the notebook pod's is copied.").tag(config=True)
     copy_security_context = Bool(True, help="With home_volume='auto', copy the notebook pod's runAsUser/runAsGroup/fsGroup.").tag(config=True)
+    allow_hub_namespace = Bool(False, help="Run jobs even in a namespace that holds a JupyterHub (unsafe: the notebook's Role there reaches the hub's objects; see the admin guide's 'Where jobs run').").tag(config=True)
     sync_timeout = Float(10.0, help="Seconds start() waits for the first list of the cache.").tag(config=True)
     reconcile_interval = Float(5.0, help="Seconds between checks of job timeouts.").tag(config=True)
 
@@ -83,6 +88,8 @@ class KubernetesBackend(Backend):
         self._connect_lock = asyncio.Lock()
         self._cache: WatchCache | None = None
         self._home: homes.HomeVolume | None = None
+        self._hub_checked = False
+        self._hub_problem: str | None = None
         self._security_context: dict[str, Any] | None = None
         self._pods_by_job: dict[str, dict[str, dict[str, Any]]] = {}
         self._statuses: dict[str, JobStatus] = {}
@@ -114,6 +121,34 @@ class KubernetesBackend(Backend):
         assert self._cache is not None
         if not await self._cache.wait_synced(self.sync_timeout):
             self.log.warning("paddle-nbext: the job cache is not synced yet: %s", self._cache.error or "slow API")
+
+    async def _refuse_a_hub_namespace(self, connection: Connection) -> None:
+        """Jobs must not run beside a JupyterHub: the notebook's Role in that namespace would let
+        every user's code rewrite the hub's ConfigMap or run a Job as the hub's ServiceAccount.
+        Zero to JupyterHub labels its hub pod and ConfigMap `app=jupyterhub,component=hub`;
+        checked once per connection (a refusal is re-checked at every submit)."""
+        if self._hub_checked or self.allow_hub_namespace:
+            return
+        core = client.CoreV1Api(connection.api)
+        found = []
+        for kind, lister in (("pod", core.list_namespaced_pod), ("ConfigMap", core.list_namespaced_config_map)):
+            try:
+                listed = await self._call(f"look for a JupyterHub in {connection.namespace}", lister, connection.namespace,
+                                          label_selector=HUB_SELECTOR, limit=1, _preload_content=False)
+            except ApiException as error:
+                if error.status == 403:
+                    continue  # cannot look: the Role is not that wide, so neither is the risk
+                raise BackendUnavailable(f"cannot check namespace {connection.namespace}: {describe_failure(error)}") from None
+            found += [f"{kind} {item['metadata']['name']}" for item in json.loads(listed.data).get("items") or []]
+        if found:
+            self._hub_problem = (
+                f"namespace {connection.namespace} holds a JupyterHub ({', '.join(found)}): jobs there would run beside "
+                "the hub, and the notebook's Role would let user code reach the hub's objects. Set "
+                "c.KubernetesBackend.namespace to a namespace for jobs (admin guide: 'Where jobs run'), or "
+                "c.KubernetesBackend.allow_hub_namespace = True to accept the risk")
+            raise BackendUnavailable(f"refusing to submit: {self._hub_problem}")
+        self._hub_checked = True
+        self._hub_problem = None
 
     async def _ensure_cache(self) -> WatchCache:
         if self._cache is None:
@@ -148,6 +183,8 @@ class KubernetesBackend(Backend):
         info: dict[str, Any] = {"name": self.name, "ok": False, "error": None, "home_volume": self.home_volume}
         if self._connection is not None:
             info.update(namespace=self._connection.namespace, source=self._connection.source)
+        if self._hub_problem:
+            info["unsafe_namespace"] = self._hub_problem
         if self._home is not None:
             info["home"] = self._home.describe()
         if self._cache is None:
@@ -174,6 +211,9 @@ class KubernetesBackend(Backend):
             extra_annotations=dict(self.extra_annotations),
             ttl_seconds_after_finished=self.ttl_seconds_after_finished,
             pod_security_context=security,
+            master_image=self.master_image,
+            image_pull_policy=self.image_pull_policy,
+            shm_size=self.shm_size,
         )
 
     def _unavailable(self, doing: str, error: BaseException) -> BackendUnavailable:
@@ -195,9 +235,11 @@ class KubernetesBackend(Backend):
     async def _home_volume(self, owner: str, connection: Connection) -> homes.HomeVolume:
         try:
             if self.home_volume == "pvc":
-                return homes.from_pvc_template(self.home_pvc_template, owner, self.home_path)
+                return homes.from_pvc_template(self.home_pvc_template, owner, self.home_path, scheme=self.slug_scheme,
+                                               servername=os.environ.get("JUPYTERHUB_SERVER_NAME", ""))
             if self.home_volume == "cephfs":
-                return homes.from_cephfs(dict(self.cephfs), owner, self.home_path)
+                return homes.from_cephfs(dict(self.cephfs), owner, self.home_path, scheme=self.slug_scheme,
+                                         servername=os.environ.get("JUPYTERHUB_SERVER_NAME", ""))
         except homes.HomeVolumeError as error:
             raise BackendUnavailable(f"the home volume is misconfigured: {error}") from None
         if self._home is None:
@@ -244,6 +286,7 @@ class KubernetesBackend(Backend):
     async def submit(self, request: SubmitRequest, *, dry_run: bool = False) -> dict[str, Any]:
         spec, owner = request.spec, request.owner
         connection = await self._conn()
+        await self._refuse_a_hub_namespace(connection)
         home = await self._home_volume(owner, connection)
         try:
             source = await asyncio.to_thread(package.resolve_package, spec, request.home)

@@ -7,12 +7,18 @@ Three ways, by `c.KubernetesBackend.home_volume`:
 - `pvc`:    a PVC named by a template (`claim-{username}`, Zero to JupyterHub's default);
 - `cephfs`: an in-tree cephfs source (monitors, path template, user, a Secret by name — the
             key itself never appears in config or manifests).
+
+The `pvc` and `cephfs` templates are expanded by `usernames.expand`, the way the hub's
+KubeSpawner expanded them for the notebook pod (`c.KubernetesBackend.slug_scheme`): the raw
+JupyterHub name (`Alice`, `alice@example.org`) would name another claim or directory.
 """
 from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
 from typing import Any
+
+from .usernames import PLACEHOLDERS, Scheme, expand
 
 # Sources that cannot carry a user's home: a copy would be empty or another pod's private data.
 _UNUSABLE = {
@@ -67,9 +73,9 @@ def from_pod(pod: dict[str, Any], home_path: str, container_name: str | None = N
     best: dict[str, Any] | None = None
     for container in containers:
         for mount in container.get("volumeMounts") or []:
-            if _covers(mount.get("mountPath", ""), home_path):
-                if best is None or len(mount["mountPath"]) > len(best["mountPath"]):
-                    best = mount
+            covers = _covers(mount.get("mountPath", ""), home_path)
+            if covers and (best is None or len(mount["mountPath"]) > len(best["mountPath"])):
+                best = mount
     pod_name = (pod.get("metadata") or {}).get("name", "the notebook pod")
     if best is None:
         raise HomeVolumeError(
@@ -90,29 +96,42 @@ def from_pod(pod: dict[str, Any], home_path: str, container_name: str | None = N
     return HomeVolume(source=source, mount_path=best["mountPath"], sub_path=best.get("subPath") or None)
 
 
-def from_pvc_template(template: str, username: str, home_path: str) -> HomeVolume:
+def _placeholder_list() -> str:
+    return ", ".join("{" + name + "}" for name in PLACEHOLDERS)
+
+
+def from_pvc_template(
+    template: str, username: str, home_path: str, *, scheme: Scheme = "safe", servername: str = ""
+) -> HomeVolume:
+    """A PVC home; `scheme` and `servername` must be what the hub's KubeSpawner used (its
+    `slug_scheme`, and the notebook's server name, "" for the default server), so that the
+    claim is the one the notebook pod mounts."""
     try:
-        claim = template.format(username=username)
+        claim = expand(template, username, scheme, servername)
     except (KeyError, IndexError, ValueError) as error:
         raise HomeVolumeError(
             f"c.KubernetesBackend.home_pvc_template '{template}' is not a valid template ({error}); "
-            "use '{username}' as the only placeholder, e.g. 'claim-{username}'"
+            f"use KubeSpawner's placeholders ({_placeholder_list()}), e.g. 'claim-{{username}}'"
         ) from None
     return HomeVolume(source={"persistentVolumeClaim": {"claimName": claim}}, mount_path=home_path)
 
 
-def from_cephfs(cephfs: dict[str, Any], username: str, home_path: str) -> HomeVolume:
+def from_cephfs(
+    cephfs: dict[str, Any], username: str, home_path: str, *, scheme: Scheme = "safe", servername: str = ""
+) -> HomeVolume:
     """`cephfs` config: monitors (list), path (template with {username}), user, secret_ref
-    (Secret name), optional read_only."""
+    (Secret name), optional read_only.  The path expands like KubeSpawner expands the same path
+    in `singleuser.storage.extraVolumes` (`scheme`, `servername` as in `from_pvc_template`)."""
     monitors = cephfs.get("monitors")
     if not monitors or not isinstance(monitors, (list, tuple)) or not all(isinstance(m, str) for m in monitors):
         raise HomeVolumeError("c.KubernetesBackend.cephfs['monitors'] must list the Ceph monitors, e.g. ['10.0.0.1:6789']")
     path_template = cephfs.get("path", "/home/{username}")
     try:
-        path = str(path_template).format(username=username)
+        path = expand(str(path_template), username, scheme, servername)
     except (KeyError, IndexError, ValueError) as error:
         raise HomeVolumeError(
-            f"c.KubernetesBackend.cephfs['path'] '{path_template}' is not a valid template ({error}); use '{{username}}'"
+            f"c.KubernetesBackend.cephfs['path'] '{path_template}' is not a valid template ({error}); "
+            f"use KubeSpawner's placeholders ({_placeholder_list()}), e.g. '/home/{{username}}'"
         ) from None
     if "secret_file" in cephfs or "key" in cephfs:
         raise HomeVolumeError("c.KubernetesBackend.cephfs takes 'secret_ref' (a Secret name), never the key itself")

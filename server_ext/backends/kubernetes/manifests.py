@@ -84,7 +84,9 @@ def _metadata(name: str, job: str, owner: str, role: str, settings: ManifestSett
                 "name": job,
                 "uid": UID_PLACEHOLDER,
                 "controller": True,
-                "blockOwnerDeletion": True,
+                # No blockOwnerDeletion: it only matters for foreground deletion, which the backend
+                # never asks for, and with OwnerReferencesPermissionEnforcement (OpenShift) it
+                # needs `update` on the record's finalizers.
             }
         ]
     return meta
@@ -153,18 +155,33 @@ def _resources(spec: JobSpec, role: str, settings: ManifestSettings) -> dict[str
     return {"requests": requests, "limits": limits}
 
 
-def _volumes(job: str, home: HomeVolume) -> list[dict[str, Any]]:
-    return [
+SHM_VOLUME = "dshm"
+
+
+def _needs_shm(spec: JobSpec, role: str, settings: ManifestSettings) -> bool:
+    """Collective trainers and GPU replicas share tensors through /dev/shm, which a container
+    gets at 64 MiB unless a memory-backed volume is mounted there."""
+    return bool(settings.shm_size) and role == "trainer" and (spec.mode == "collective" or spec.trainer_gpu > 0)
+
+
+def _volumes(job: str, home: HomeVolume, shm_size: str | None = None) -> list[dict[str, Any]]:
+    volumes = [
         home.volume(),
         {"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in RUNTIME_FILES]}},
     ]
+    if shm_size:
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}})
+    return volumes
 
 
-def _mounts(home: HomeVolume) -> list[dict[str, Any]]:
-    return [
+def _mounts(home: HomeVolume, shm: bool = False) -> list[dict[str, Any]]:
+    mounts = [
         home.mount(),
         {"name": "paddle-nbext-runtime", "mountPath": RUNTIME_MOUNT, "readOnly": True},
     ]
+    if shm:
+        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    return mounts
 
 
 def _pod_extras(settings: ManifestSettings, service_account: str) -> dict[str, Any]:
@@ -212,13 +229,15 @@ def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings
         "env": role_env(spec, role, settings, workdir),
         "ports": [{"name": role, "containerPort": port}],
         "resources": _resources(spec, role, settings),
-        "volumeMounts": _mounts(home),
+        "volumeMounts": _mounts(home, shm=_needs_shm(spec, role, settings)),
     }
+    if settings.image_pull_policy:
+        container["imagePullPolicy"] = settings.image_pull_policy
     pod_spec = {
         "restartPolicy": "Never",  # a failed pod is replaced by the Job controller, counted per index
         "subdomain": spec.job_name,  # hostname <job>-<role>-<i>.<job> through the headless Service
         "containers": [container],
-        "volumes": _volumes(spec.job_name, home),
+        "volumes": _volumes(spec.job_name, home, settings.shm_size if _needs_shm(spec, role, settings) else None),
         **_pod_extras(settings, settings.service_account_name),
     }
     job_spec: dict[str, Any] = {
@@ -240,7 +259,9 @@ def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[st
     service_account = settings.master_service_account_name or f"{job}-master"
     container = {
         "name": CONTAINER,
-        "image": spec.image or settings.default_image,
+        # Never the request's image: the master holds an API token, and an image the user chose
+        # could hand it to user code.  It needs only Python 3 (the master is stdlib-only).
+        "image": settings.master_image or settings.default_image,
         "command": ["python3", f"{RUNTIME_MOUNT}/cluster_master.py"],
         "env": [
             {"name": "PADDLE_NBEXT_JOB", "value": job},

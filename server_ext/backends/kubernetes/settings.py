@@ -31,5 +31,8 @@ class ManifestSettings:
     extra_annotations: dict[str, str] = field(default_factory=dict)
     ttl_seconds_after_finished: int | None = None
     pod_security_context: dict[str, Any] = field(default_factory=dict)
+    master_image: str = ""  # empty: default_image; never the request's image (the master holds an API token)
+    image_pull_policy: str = ""  # empty: Kubernetes' default
+    shm_size: str = "1Gi"  # memory-backed /dev/shm for collective and GPU replicas; "" keeps the 64 MiB default
     pserver_port: int = PSERVER_PORT
     trainer_port: int = TRAINER_PORT

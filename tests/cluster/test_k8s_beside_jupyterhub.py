@@ -1,0 +1,137 @@
+"""Jobs beside a JupyterHub: they run in a namespace that holds no hub objects, and nothing a
+user can reach through the backend (or with the notebook's own token) touches the hub.
+
+The shared-jobs-namespace recipe of the admin guide ("Where jobs run"): the hub and the notebook
+pods live in the hub's namespace; the notebook's ServiceAccount there is bound to the shipped
+Role in a separate jobs namespace only.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
+from test_k8s_backend import NOTEBOOK_ROLE, backend_for, home_dir, objects_of, run, spec, workspace
+
+pytestmark = pytest.mark.cluster
+
+HUB_LABELS = {"app": "jupyterhub", "component": "hub"}
+
+
+def hub_namespace(cluster: Any) -> str:
+    """A namespace as Zero to JupyterHub leaves it: the `hub` ConfigMap, Secret and ServiceAccount."""
+    namespace = cluster.new_namespace()
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "hub", "labels": HUB_LABELS},
+                                                  "data": {"jupyterhub_config.py": "c.JupyterHub.log_level = 'INFO'\n"}})
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "hub", "labels": HUB_LABELS},
+                                              "stringData": {"hub.config.CryptKeeper.keys": "secret"}})
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "hub", "labels": HUB_LABELS}})
+    return namespace
+
+
+def notebook_token_across(cluster: Any, hub_ns: str, jobs_ns: str) -> str:
+    """The notebook's ServiceAccount lives in the hub's namespace; the shipped Role is bound to it
+    in the jobs namespace only.  Returns a kubeconfig with its TokenRequest token."""
+    admin = cluster.api_client()
+    core, rbac = client.CoreV1Api(admin), client.RbacAuthorizationV1Api(admin)
+    core.create_namespaced_service_account(hub_ns, {"metadata": {"name": "paddle-notebook"}})
+    role = {**NOTEBOOK_ROLE, "metadata": {"name": "paddle-nbext", "namespace": jobs_ns}}
+    rbac.create_namespaced_role(jobs_ns, role)
+    rbac.create_namespaced_role_binding(jobs_ns, {
+        "metadata": {"name": "paddle-nbext"},
+        "subjects": [{"kind": "ServiceAccount", "name": "paddle-notebook", "namespace": hub_ns}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "paddle-nbext"}})
+    token = core.create_namespaced_service_account_token("paddle-notebook", hub_ns,
+                                                         {"spec": {"expirationSeconds": 3600}}).status.token
+    return cluster.kubeconfig_with_token(token, jobs_ns)
+
+
+def _status(call: Any) -> int:
+    try:
+        call()
+    except ApiException as error:
+        return int(error.status)
+    return 200
+
+
+def test_a_namespace_that_holds_a_jupyterhub_is_refused_unless_the_admin_allows_it(cluster: Any, tmp_path: Path) -> None:
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    client.CoreV1Api(admin).create_namespaced_config_map(namespace, {"metadata": {"name": "hub", "labels": HUB_LABELS}})
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            with pytest.raises(BackendUnavailable, match=r"holds a JupyterHub \(ConfigMap hub\)") as error:
+                await backend.submit(SubmitRequest(spec("beside"), "alice", home))
+            assert "c.KubernetesBackend.namespace" in error.value.message and "allow_hub_namespace" in error.value.message
+            assert "holds a JupyterHub" in backend.describe()["unsafe_namespace"]
+        finally:
+            await backend.stop()
+        allowed = backend_for(kubeconfig, namespace, home, allow_hub_namespace=True)
+        await allowed.start()
+        try:
+            assert (await allowed.submit(SubmitRequest(spec("beside"), "alice", home)))["phase"] == "Pending"
+        finally:
+            await allowed.stop()
+
+    run(scenario())
+    assert ("ConfigMap", "beside") in objects_of(admin, namespace, "beside")
+
+
+def test_the_shared_jobs_namespace_keeps_the_hub_out_of_the_notebooks_reach(cluster: Any, tmp_path: Path) -> None:
+    hub_ns, jobs_ns = hub_namespace(cluster), cluster.new_namespace()
+    cluster.home_claim(jobs_ns, "claim-alice")
+    kubeconfig = notebook_token_across(cluster, hub_ns, jobs_ns)
+    home = home_dir(tmp_path)
+    admin = cluster.api_client()
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, jobs_ns, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("safe", pservers=1, trainers=1), "alice", home))
+        finally:
+            await backend.stop()
+
+    run(scenario())
+    jobs = client.BatchV1Api(admin).list_namespaced_job(jobs_ns, label_selector="paddle-nbext/job=safe").items
+    assert {j.metadata.name for j in jobs} == {"safe-master", "safe-pserver", "safe-trainer"}
+    accounts = {j.metadata.name: j.spec.template.spec.service_account_name for j in jobs}
+    assert accounts == {"safe-master": "paddle-nbext-master", "safe-pserver": None, "safe-trainer": None}
+
+    notebook = cluster.api_client(kubeconfig)
+    core, batch = client.CoreV1Api(notebook), client.BatchV1Api(notebook)
+    assert _status(lambda: core.patch_namespaced_config_map("hub", hub_ns, {"data": {"jupyterhub_config.py": "x"}})) == 403
+    assert _status(lambda: core.read_namespaced_secret("hub", hub_ns)) == 403
+    as_hub = {"metadata": {"name": "as-hub"}, "spec": {"serviceAccountName": "hub",
+                                                       "containers": [{"name": "c", "image": "paddle:3.0.0"}]}}
+    assert _status(lambda: core.create_namespaced_pod(hub_ns, as_hub)) == 403
+    assert _status(lambda: core.create_namespaced_pod(jobs_ns, as_hub)) == 403  # no pod create anywhere
+    hub_job = {"metadata": {"name": "as-hub"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "serviceAccountName": "hub", "containers": [{"name": "c", "image": "paddle:3.0.0"}]}}}}
+    assert _status(lambda: batch.create_namespaced_job(hub_ns, hub_job)) == 403
+    # In the jobs namespace a Job may name only the ServiceAccounts that live there, and the
+    # hub's is not one: the ServiceAccount admission plugin refuses every pod of it.
+    created = batch.create_namespaced_job(jobs_ns, hub_job)
+    refusal = eventually_sync(lambda: [e.message for e in client.CoreV1Api(admin).list_namespaced_event(
+        jobs_ns, field_selector=f"involvedObject.uid={created.metadata.uid},reason=FailedCreate").items])
+    assert 'serviceaccount "hub" not found' in refusal[0]
+    assert not client.CoreV1Api(admin).list_namespaced_pod(jobs_ns, label_selector=f"batch.kubernetes.io/controller-uid={created.metadata.uid}").items
+
+
+def eventually_sync(check: Any, seconds: float = 60.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the Job controller's FailedCreate event")
+        time.sleep(0.1)
