@@ -161,3 +161,13 @@ def test_pvc_and_cephfs_templates_use_the_scheme() -> None:
         homes.from_pvc_template("claim-{userid}", "alice", "/home/jovyan")
     with pytest.raises(homes.HomeVolumeError, match=r"cephfs\['path'\]"):
         homes.from_cephfs({**ceph, "path": "/v/{user}"}, "alice", "/home/jovyan")
+
+
+def test_job_pods_run_as_the_notebook_container_user_with_the_pods_groups():
+    """KubeSpawner: uid on the container, fsGroup on the pod; the container wins over the pod."""
+    pod = {"spec": {"securityContext": {"runAsUser": 0, "fsGroup": 100, "supplementalGroups": [100, 2000], "seccompProfile": {}},
+                    "containers": [{"name": "sidecar", "securityContext": {"runAsUser": 7}},
+                                   {"name": "notebook", "securityContext": {"runAsUser": 1000, "runAsGroup": 100, "privileged": False},
+                                    "volumeMounts": [{"name": "home", "mountPath": "/home/jovyan"}]}]}}
+    assert homes.identity_of(pod, "/home/jovyan") == {"runAsUser": 1000, "runAsGroup": 100, "fsGroup": 100, "supplementalGroups": [100, 2000]}
+    assert homes.identity_of({"spec": {"containers": [{"name": "n"}]}}, "/home/jovyan") == {}

@@ -1,4 +1,5 @@
-"""The Kubernetes objects of a job: schema-valid for Kubernetes 1.30, and carrying the launcher's
+"""The Kubernetes objects of a job: schema-valid for every supported Kubernetes minor (1.30 to
+1.37, the test control plane's), and carrying the launcher's
 environment contract per role (docs/architecture.md), labels and ownership of DESIGN §6."""
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
-
-from paddle_nbext.spec import JobSpec
 from paddle_nbext_server.backends.kubernetes import manifests
 from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
 from paddle_nbext_server.backends.kubernetes.settings import RUNTIME_FILES, ManifestSettings
 
-K8S_VERSION = "1.30.0"
+from paddle_nbext.spec import JobSpec
+
+# Every minor we support: 1.30 (podFailurePolicy and backoffLimitPerIndex are on by default
+# from there) up to the control plane the cluster suite runs (support.controlplane).
+K8S_VERSIONS = [f"1.{minor}.0" for minor in range(30, 38)]
 RUNTIME_DIR = Path(manifests.__file__).resolve().parents[2] / "runtime"
 RUNTIME = {name: (RUNTIME_DIR / name).read_text() for name in RUNTIME_FILES}
 HOME = HomeVolume({"persistentVolumeClaim": {"claimName": "claim-alice"}}, "/home/jovyan")
@@ -50,15 +53,16 @@ def env_of(job):
     return {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
 
 
+@pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize("shared_master_account", [True, False])
 @pytest.mark.parametrize("mode", ["ps", "collective"])
-def test_every_object_is_valid_for_kubernetes_1_30(mode, shared_master_account):
+def test_every_object_is_valid_for_every_supported_kubernetes(mode, shared_master_account, version):
     settings = SETTINGS if shared_master_account else ManifestSettings(**{**SETTINGS.__dict__, "master_service_account_name": ""})
     extra = {} if mode == "ps" else {"mode": "collective", "pservers": 0}
     _, objects = plan(settings, **extra)
     for obj in objects:
         uid_filled = manifests.set_owner_uid(obj, "3f1c2a9e-0000-4000-8000-000000000001")
-        kubernetes_validate.validate(uid_filled, K8S_VERSION, strict=True)  # raises with the bad path
+        kubernetes_validate.validate(uid_filled, version, strict=True)  # raises with the bad path
 
 
 def test_objects_names_labels_and_ownership():

@@ -1,12 +1,13 @@
 """The launcher's Paddle environment contract per role and mode, and its bounded pserver wait."""
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
 
 import pytest
-
 from paddle_nbext_server.runtime import launcher
 
 PSERVERS = "127.0.0.1:7001,127.0.0.1:7002"
@@ -151,3 +152,123 @@ def test_entry_runs_in_the_workdir_with_the_contract(tmp_path) -> None:
     result = subprocess.run([sys.executable, launcher.__file__], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 4  # the entry point's own exit code, not the launcher's
     assert (tmp_path / "out.txt").read_text().strip() == "1 127.0.0.1:7102"
+
+
+# ------------------------------------------------------------------ replica log files (Kubernetes)
+
+
+def kubernetes_inputs(tmp_path, entry: str, **overrides: str | None) -> dict[str, str]:
+    """What a trainer pod of an Indexed Job gets: the index only as JOB_COMPLETION_INDEX, HOME the user's home."""
+    (tmp_path / "package").mkdir(exist_ok=True)
+    pod: dict[str, str | None] = {
+        "PADDLE_NBEXT_MODE": "collective",
+        "PADDLE_NBEXT_INDEX": None,
+        "JOB_COMPLETION_INDEX": "1",
+        "HOME": str(tmp_path / "home"),
+        "PADDLE_NBEXT_WORKDIR": str(tmp_path / "package"),
+        "PADDLE_NBEXT_ENTRY": entry,
+    }
+    return inputs(**{**pod, **overrides})  # type: ignore[arg-type]
+
+
+def logs_of(tmp_path) -> dict[str, str]:
+    folder = tmp_path / "home" / ".paddle-jobs" / "mnist-ps-1" / "logs"
+    return {p.name: p.read_text() for p in sorted(folder.iterdir())} if folder.is_dir() else {}
+
+
+def launch(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, launcher.__file__], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_log_dir_is_the_jobs_dir_on_kubernetes_only() -> None:
+    pod = {"HOME": "/home/alice", "PADDLE_NBEXT_JOB": "mnist", "JOB_COMPLETION_INDEX": "0"}
+    assert launcher.log_dir(pod) == "/home/alice/.paddle-jobs/mnist/logs"
+    # the local runner sets the index itself and keeps its own logs/<role>-<index>.log
+    assert launcher.log_dir({**pod, "PADDLE_NBEXT_INDEX": "0"}) is None
+    assert launcher.log_dir({"HOME": "/home/alice", "PADDLE_NBEXT_JOB": "mnist"}) is None
+    assert launcher.log_dir({**pod, launcher.LOG_DIR_VAR: "/logs"}) == "/logs"
+    assert launcher.log_dir({**pod, launcher.LOG_DIR_VAR: ""}) is None
+
+
+def test_output_goes_to_stdout_and_to_the_attempt_file(tmp_path) -> None:
+    entry = 'echo "trainer $PADDLE_TRAINER_ID"; echo oops >&2; head -c 300000 /dev/zero | tr "\\0" x; printf "\\nend"; exit 4'
+    result = launch(kubernetes_inputs(tmp_path, entry))
+    assert result.returncode == 4  # still the entry point's own exit code
+    expected = "trainer 1\noops\n" + "x" * 300000 + "\nend"
+    assert result.stdout == expected  # kubectl logs shows stdout and stderr, in order
+    assert logs_of(tmp_path) == {"trainer-1.attempt-0.log": expected}
+
+
+def test_every_start_is_a_new_attempt_after_the_highest_one(tmp_path) -> None:
+    for text in ("first", "second"):
+        assert launch(kubernetes_inputs(tmp_path, f"echo {text}")).returncode == 0
+    assert logs_of(tmp_path) == {"trainer-1.attempt-0.log": "first\n", "trainer-1.attempt-1.log": "second\n"}
+    folder = tmp_path / "home" / ".paddle-jobs" / "mnist-ps-1" / "logs"
+    (folder / "trainer-1.attempt-5.log").write_text("an attempt whose predecessors were removed\n")
+    (folder / "trainer-0.attempt-9.log").write_text("another replica\n")
+    assert launch(kubernetes_inputs(tmp_path, "echo third")).returncode == 0
+    assert logs_of(tmp_path)["trainer-1.attempt-6.log"] == "third\n"
+
+
+def test_replicas_starting_together_never_share_a_file(tmp_path) -> None:
+    env = kubernetes_inputs(tmp_path, 'echo "pid $$"')
+    processes = [subprocess.Popen([sys.executable, launcher.__file__], env=env, stdout=subprocess.DEVNULL) for _ in range(8)]
+    assert [p.wait(timeout=60) for p in processes] == [0] * 8
+    files = logs_of(tmp_path)
+    assert sorted(files) == [f"trainer-1.attempt-{n}.log" for n in range(8)]
+    assert all(text.startswith("pid ") and text.count("\n") == 1 for text in files.values())
+    assert len(set(files.values())) == 8
+
+
+def test_an_unwritable_log_dir_never_fails_the_training(tmp_path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    result = launch(kubernetes_inputs(tmp_path, "echo trained", PADDLE_NBEXT_LOG_DIR=str(blocker / "logs")))
+    assert result.returncode == 0
+    assert result.stdout == "trained\n"
+    assert result.stderr.count("paddle-nbext launcher: cannot create a log file") == 1
+
+
+def test_a_failing_file_is_reported_once_and_dropped(capfd) -> None:
+    full = launcher.ReplicaLog("/dev/full", 0, os.open("/dev/full", os.O_WRONLY))
+    for _ in range(3):
+        full.write(b"line\n")  # ENOSPC: the disk is full
+    full.close()
+    err = capfd.readouterr().err
+    assert err.count("cannot write /dev/full") == 1
+
+
+def test_the_launchers_own_failure_is_in_the_attempt_file(tmp_path) -> None:
+    dead = _closed_port()
+    env = kubernetes_inputs(tmp_path, "echo never", PADDLE_NBEXT_MODE="ps",
+                            PADDLE_NBEXT_PSERVER_ENDPOINTS=f"127.0.0.1:{dead}", PADDLE_NBEXT_WAIT_TIMEOUT="0.5")
+    result = launch(env)
+    assert result.returncode == launcher.WAIT_EXIT_CODE
+    text = logs_of(tmp_path)["trainer-1.attempt-0.log"]
+    assert f"pserver 0 at 127.0.0.1:{dead} did not accept connections" in text
+    assert "never" not in text
+
+
+def test_sigterm_reaches_the_entry_point_through_the_tee(tmp_path) -> None:
+    entry = "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done"
+    process = subprocess.Popen([sys.executable, launcher.__file__], env=kubernetes_inputs(tmp_path, entry),
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    assert process.stdout.readline() == "ready\n"
+    process.send_signal(signal.SIGTERM)  # what the kubelet sends PID 1 when the pod is deleted
+    assert process.wait(timeout=60) == 7
+    assert process.stdout.read() == "got TERM\n"
+    assert logs_of(tmp_path) == {"trainer-1.attempt-0.log": "ready\ngot TERM\n"}
+
+
+def test_an_entry_point_killed_by_a_signal_exits_as_a_shell_reports_it(tmp_path) -> None:
+    result = launch(kubernetes_inputs(tmp_path, "echo before; kill -9 $$"))
+    assert result.returncode == 128 + signal.SIGKILL
+    assert logs_of(tmp_path) == {"trainer-1.attempt-0.log": "before\n"}
+
+
+def test_local_replicas_write_no_file_of_their_own(tmp_path) -> None:
+    env = kubernetes_inputs(tmp_path, "echo local", PADDLE_NBEXT_INDEX="1", JOB_COMPLETION_INDEX=None)
+    result = launch(env)
+    assert (result.returncode, result.stdout) == (0, "local\n")
+    assert not (tmp_path / "home").exists()

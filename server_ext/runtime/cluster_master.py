@@ -259,16 +259,34 @@ def timed_out(record: dict[str, Any], spec: dict[str, Any], now: float | None = 
     return None
 
 
+@dataclass(frozen=True)
+class RoleNote:
+    """What the server knows of a role's Job beyond its pods (the master reads pods only):
+    why its pod-less replicas have no pod, and whether the Job has failed for good."""
+
+    reason: str
+    failed: bool = False
+
+
 def decide_job(record: dict[str, Any], pods: list[dict[str, Any]], log_tail: str = "",
-               creation_failures: dict[str, str] | None = None) -> tuple[list[ReplicaView], policy.Decision]:
+               role_notes: dict[str, RoleNote] | None = None, pod_notes: dict[str, str] | None = None,
+               ) -> tuple[list[ReplicaView], policy.Decision]:
     """Replica views and the policy's decision for a running (not yet recorded) job.
-    `creation_failures` maps a role to why the Job controller could not create its pods (a
-    FailedCreate event: quota, LimitRange, PodSecurity...): the reason of its pod-less replicas."""
+
+    `role_notes` explain replicas without a pod from their Job: the Job controller could not
+    create the pod (a FailedCreate event: quota, LimitRange, PodSecurity...), the Job is
+    suspended, or it failed (then the replica fails too, even if its pods are gone).
+    `pod_notes` (pod name -> reason) explain pending pods, e.g. the kubelet's FailedMount."""
     spec = spec_of(record)
     views = observe_replicas(current_pods(record, pods), int(spec.get("pservers") or 0), int(spec.get("trainers") or 0))
     for view in views:
-        if view.pod is None and view.reason is None and (creation_failures or {}).get(view.role):
-            view.reason = _with_message("FailedCreate", (creation_failures or {})[view.role])
+        note = (role_notes or {}).get(view.role)
+        if view.pod is None and view.reason is None and note is not None:
+            view.reason = note.reason
+            if note.failed:
+                view.phase = policy.FAILED
+        elif view.pod is not None and view.phase == policy.PENDING and view.reason is None:
+            view.reason = (pod_notes or {}).get(view.pod)
     cancelled = ((record.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CANCELLED) == "true"
     observed = [v.observed(log_tail if v.phase == policy.FAILED else "") for v in views]
     decision = policy.decide(

@@ -3,17 +3,32 @@
 It turns the few `PADDLE_NBEXT_*` inputs (docs/architecture.md, "Launcher") into the Paddle
 environment contract for the replica's role and mode, makes trainers wait until every pserver
 port accepts (Paddle 3.0's own wait is a no-op, so a trainer that starts early dies with
-"Connection refused"), and then replaces itself with `/bin/sh -c <entry>` in the package dir, so
-the runner sees the entry point's own exit code and signals reach it directly.
+"Connection refused"), and then runs `/bin/sh -c <entry>` in the package dir.
+
+Where the runner keeps the output itself (the local backend) the launcher replaces itself with
+the shell, so the runner sees the entry point's own exit code and signals reach it directly.  On
+Kubernetes a pod's log goes with the pod (deletion, `ttlSecondsAfterFinished`, a lost node), and
+with `restartPolicy: Never` a retry is a new pod, so the API has no "previous" log either.  There
+the launcher stays as the entry point's parent: it tees the entry point's stdout and stderr to its
+own stdout (`kubectl logs` still works) and to one file per attempt in the job's directory on the
+home volume, `<home>/.paddle-jobs/<job>/logs/<role>-<index>.attempt-<n>.log`, forwards signals,
+and exits with the entry point's exit code (128 + N for signal N, as a shell reports it).  The
+file is a copy, never a condition: if it cannot be written the training goes on, and the launcher
+says so once on stderr.
 
 Standard library only: this file is copied into job containers and run as a plain script.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import re
+import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 
@@ -185,34 +200,269 @@ def wait_for(endpoints: list[tuple[str, int]], timeout: float) -> tuple[str, int
     return None
 
 
+# ---------------------------------------------------------------------------- replica log files
+
+#: Where the replica's output is also written.  Set: that directory ("" = nowhere).  Unset: on
+#: Kubernetes, which the index coming from JOB_COMPLETION_INDEX (Indexed Jobs) tells,
+#: `$HOME/.paddle-jobs/$PADDLE_NBEXT_JOB/logs` (the pod's HOME is the user's home, where the
+#: snapshot is too); elsewhere nowhere, since the local runner captures the output itself.
+LOG_DIR_VAR = "PADDLE_NBEXT_LOG_DIR"
+JOBS_DIR = ".paddle-jobs"
+LOGS_DIR = "logs"
+_ATTEMPT = re.compile(r"^(?P<role>[a-z]+)-(?P<index>[0-9]+)\.attempt-(?P<attempt>[0-9]+)\.log$")
+#: Seconds the tee keeps reading after the entry point exited: what it wrote last is in the pipe,
+#: but a process it left running in the background may hold the pipe open for ever.
+DRAIN_SECONDS = 2.0
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def attempt_name(role: str, index: int, attempt: int) -> str:
+    """The file name of one attempt's output; the local backend's `<role>-<index>.log` plus the
+    attempt, since on Kubernetes every retry is a pod of its own."""
+    return f"{role}-{index}.attempt-{attempt}.log"
+
+
+def attempt_number(name: str) -> int | None:
+    """The attempt of an attempt file's name, None for any other name."""
+    match = _ATTEMPT.match(name)
+    return int(match["attempt"]) if match else None
+
+
+def attempts(directory: str, role: str, index: int) -> list[tuple[int, str]]:
+    """(attempt, file name) of every attempt file of one replica in `directory`, oldest first;
+    none when the directory cannot be listed.  Shared with the server, which reads them."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = _ATTEMPT.match(name)
+        if match and match["role"] == role and int(match["index"]) == index:
+            found.append((int(match["attempt"]), name))
+    return sorted(found)
+
+
+def log_dir(env: Mapping[str, str]) -> str | None:
+    """The directory this replica's output is also written to, or None (see `LOG_DIR_VAR`)."""
+    if LOG_DIR_VAR in env:
+        return env[LOG_DIR_VAR].strip() or None
+    if env.get("PADDLE_NBEXT_INDEX", "").strip() or not env.get("JOB_COMPLETION_INDEX", "").strip():
+        return None
+    home, job = env.get("HOME", "").strip(), env.get("PADDLE_NBEXT_JOB", "").strip()
+    if not home or not job or "/" in job:
+        return None
+    return os.path.join(home, JOBS_DIR, job, LOGS_DIR)
+
+
+class ReplicaLog:
+    """One attempt's file, written unbuffered (a reader sees each line as it is written).  Writing
+    never raises: the first failure (disk full, a stale network mount) is reported once on stderr,
+    and from then on the output only goes to stdout."""
+
+    def __init__(self, path: str, attempt: int, fd: int) -> None:
+        self.path = path
+        self.attempt = attempt
+        self._fd: int | None = fd
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            if self._fd is None or not data:
+                return
+            try:
+                _write_all(self._fd, data)
+            except OSError as error:
+                reason = error.strerror or error
+                self._give_up(f"cannot write {self.path} ({reason}); the output goes on in the pod's log only")
+
+    def _give_up(self, message: str) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _say(f"paddle-nbext launcher: {message}", None)
+
+    def close(self) -> None:
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _adopt_owner(path: str, owner: tuple[int, int] | None) -> None:
+    """A replica running as root would leave root's files in the user's home, which the notebook
+    (the user) could then not delete with the job: give them the owner of the directory above."""
+    if owner is not None and hasattr(os, "geteuid") and os.geteuid() == 0:
+        with contextlib.suppress(OSError):  # best effort: the training matters, not the file
+            os.chown(path, owner[0], owner[1])
+
+
+def open_attempt_log(directory: str, role: str, index: int, *, limit: int = 1000) -> ReplicaLog:
+    """Create the next attempt's file of one replica in `directory` (made if missing): one more
+    than the highest attempt there, created with O_EXCL, so two pods of one index that start at
+    the same time still get a file each.  Raises OSError when it cannot."""
+    existing = directory
+    while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    try:
+        info = os.stat(existing)
+        owner: tuple[int, int] | None = (info.st_uid, info.st_gid)
+    except OSError:
+        owner = None
+    missing = []
+    parent = directory
+    while parent != existing and not os.path.isdir(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    os.makedirs(directory, exist_ok=True)
+    for made in reversed(missing):
+        _adopt_owner(made, owner)
+    found = attempts(directory, role, index)
+    attempt = found[-1][0] + 1 if found else 0
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(limit):
+        path = os.path.join(directory, attempt_name(role, index, attempt))
+        try:
+            fd = os.open(path, flags, 0o644)
+        except FileExistsError:
+            attempt += 1
+            continue
+        _adopt_owner(path, owner)
+        return ReplicaLog(path, attempt, fd)
+    raise FileExistsError(f"{limit} attempt files of {role} {index} already exist in {directory}")
+
+
+def open_replica_log(env: Mapping[str, str]) -> ReplicaLog | None:
+    """This replica's attempt file, or None when there is none to write (not on Kubernetes,
+    turned off, no role or index yet) or it cannot be created; never raises."""
+    directory = log_dir(env)
+    role = env.get("PADDLE_NBEXT_ROLE", "").strip()
+    if directory is None or role not in ("pserver", "trainer"):
+        return None
+    try:
+        index = replica_index(env)
+    except LaunchError:
+        return None  # build_env reports it
+    try:
+        return open_attempt_log(directory, role, index)
+    except OSError as error:
+        _say(f"paddle-nbext launcher: cannot create a log file in {directory} ({error.strerror or error}); "
+             "the output is only in the pod's log, which goes with the pod", None)  # fmt: skip
+        return None
+
+
+def _say(message: str, log: ReplicaLog | None) -> None:
+    """The launcher's own words: to stderr, and into the attempt file (a failure's reason must
+    outlive the pod as much as the entry point's output)."""
+    print(message, file=sys.stderr, flush=True)
+    if log is not None:
+        log.write((message + "\n").encode("utf-8", errors="replace"))
+
+
+def _pump(fd: int, log: ReplicaLog) -> None:
+    """Copy the entry point's output to stdout and the file as it comes (no buffering beyond the
+    pipe's, so a reader of either sees each line when it is written).  Reads until the pipe ends
+    whatever fails: a full pipe would stop the training."""
+    stdout_ok = True
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            return
+        if not data:
+            return
+        if stdout_ok:
+            try:
+                _write_all(1, data)
+            except OSError:
+                stdout_ok = False  # the runtime's pipe is gone; the file still gets everything
+        log.write(data)
+
+
+def _wait_reaping(pid: int) -> int:
+    """The exit code of `pid`, reaping every other child on the way: in a container the launcher
+    is PID 1, and processes the entry point orphans become its children."""
+    while True:
+        try:
+            reaped, status = os.wait()
+        except ChildProcessError:
+            return 1  # cannot happen while `pid` runs; treat as a failure rather than hang
+        if reaped == pid:
+            code = os.waitstatus_to_exitcode(status)
+            return 128 - code if code < 0 else code
+
+
+def run_teed(argv: list[str], env: Mapping[str, str], log: ReplicaLog) -> int:
+    """Run `argv` with its stdout and stderr teed to our stdout and `log`; signals sent to us
+    (Kubernetes sends SIGTERM to PID 1) go on to it.  Returns its exit code."""
+    child: list[subprocess.Popen[bytes]] = []
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                child[0].send_signal(signum)
+        else:
+            pending.append(signum)
+
+    for forwarded in FORWARDED_SIGNALS:
+        signal.signal(forwarded, forward)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    process = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    child.append(process)
+    for early in pending:  # arrived before the child existed
+        process.send_signal(early)
+    assert process.stdout is not None
+    tee = threading.Thread(target=_pump, args=(process.stdout.fileno(), log), name="paddle-nbext-tee", daemon=True)
+    tee.start()
+    code = _wait_reaping(process.pid)
+    child.clear()
+    process.returncode = code
+    tee.join(DRAIN_SECONDS)
+    return code
+
+
 def main() -> int:
     base = dict(os.environ)
+    log = open_replica_log(base)
     try:
         env = build_env(base)
         waits = endpoints_to_wait_for(base)
         timeout = wait_timeout(base)
     except LaunchError as error:
-        print(f"paddle-nbext launcher: {error}", file=sys.stderr, flush=True)
+        _say(f"paddle-nbext launcher: {error}", log)
         return 2
     workdir = env["TRAINER_PACKAGE"]
     if not os.path.isdir(workdir):
-        print(f"paddle-nbext launcher: the package dir {workdir} does not exist", file=sys.stderr, flush=True)
+        _say(f"paddle-nbext launcher: the package dir {workdir} does not exist", log)
         return 2
     if waits:
         missing = wait_for(waits, timeout)
         if missing is not None:
             position = waits.index(missing)
-            print(
+            _say(
                 f"paddle-nbext launcher: pserver {position} at {missing[0]}:{missing[1]} did not accept "
                 f"connections within {timeout:g}s (PADDLE_NBEXT_WAIT_TIMEOUT); is it running?",
-                file=sys.stderr,
-                flush=True,
+                log,
             )
             return WAIT_EXIT_CODE
     os.chdir(workdir)
+    argv = ["/bin/sh", "-c", env["ENTRY"]]
+    if log is not None:
+        return run_teed(argv, env, log)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execvpe("/bin/sh", ["/bin/sh", "-c", env["ENTRY"]], env)
+    os.execvpe(argv[0], argv, env)
     return 0  # not reached: exec replaced this process
 
 

@@ -39,6 +39,7 @@ Contract (what backend tests code against)
                                        reports ``pod``'s status as its kubelet would (the pod must be bound);
                                        ``log`` becomes what ``pods/log`` returns (a restart_count increase
                                        keeps the old log as ``previous``).
+``cluster.report_pod_event(ns, pod, reason, message)`` an Event about the pod as its kubelet records one.
 ``cluster.evict(ns, pod)``             the Eviction API: ``DisruptionTarget`` condition, graceful deletion.
 ``cluster.api_down()``                 context manager: the kube-apiserver process stopped inside, started
                                        again on the same port after.
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime
 import os
 import time
 from collections.abc import Iterator
@@ -283,6 +285,19 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise AssertionError(f"KWOK did not serve the log of {name} within {WAIT_SECONDS:.0f}s")
             time.sleep(0.1)
+
+    def report_pod_event(self, namespace: str, pod: str, reason: str, message: str) -> None:
+        """An Event about ``pod`` as its kubelet records one (e.g. FailedMount)."""
+        core = self._core()
+        obj = core.read_namespaced_pod(pod, namespace)
+        core.create_namespaced_event(namespace, {
+            "metadata": {"generateName": f"{pod}.", "namespace": namespace},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod, "namespace": namespace,
+                               "uid": obj.metadata.uid},
+            "reason": reason, "message": message, "type": "Warning", "count": 1,
+            "source": {"component": "kubelet", "host": obj.spec.node_name or ""},
+            "firstTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "lastTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat()})
 
     def evict(self, namespace: str, pod: str) -> None:
         self._core().create_namespaced_pod_eviction(pod, namespace, {

@@ -10,7 +10,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,20 +19,9 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from support.controlplane import IGNORES_SIGTERM, ControlPlane, ControlPlaneError, find_binaries, port_open
+from support.waiting import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
-
-
-def eventually(check: Callable[[], Any], what: str, seconds: float = 60.0) -> Any:
-    """Poll ``check`` until truthy: controllers are asynchronous."""
-    deadline = time.monotonic() + seconds
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def status_of(exc: ApiException) -> dict[str, Any]:

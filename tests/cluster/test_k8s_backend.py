@@ -154,9 +154,10 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
     # the notebook's own pod, whose home volume `auto` copies into the job pods
     client.CoreV1Api(admin).create_namespaced_pod(namespace, {
         "metadata": {"name": "jupyter-alice"},
-        "spec": {"containers": [{"name": "notebook", "image": "jupyter", "volumeMounts": [{"name": "home", "mountPath": str(home)}]}],
+        "spec": {"containers": [{"name": "notebook", "image": "jupyter", "volumeMounts": [{"name": "home", "mountPath": str(home)}],
+                                 "securityContext": {"runAsUser": 1000, "allowPrivilegeEscalation": False}}],
                  "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}],
-                 "securityContext": {"runAsUser": 1000, "fsGroup": 100}}})  # fmt: skip
+                 "securityContext": {"fsGroup": 100}}})  # as KubeSpawner sets them: uid on the container, fsGroup on the pod  # fmt: skip
     hub = EventHub()
 
     async def scenario() -> None:

@@ -8,7 +8,6 @@ Role in a separate jobs namespace only.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
+from support.waiting import eventually
 from test_k8s_backend import NOTEBOOK_ROLE, backend_for, home_dir, objects_of, run, spec, workspace
 
 pytestmark = pytest.mark.cluster
@@ -120,18 +120,9 @@ def test_the_shared_jobs_namespace_keeps_the_hub_out_of_the_notebooks_reach(clus
     # In the jobs namespace a Job may name only the ServiceAccounts that live there, and the
     # hub's is not one: the ServiceAccount admission plugin refuses every pod of it.
     created = batch.create_namespaced_job(jobs_ns, hub_job)
-    refusal = eventually_sync(lambda: [e.message for e in client.CoreV1Api(admin).list_namespaced_event(
-        jobs_ns, field_selector=f"involvedObject.uid={created.metadata.uid},reason=FailedCreate").items])
+    refusal = eventually(lambda: [e.message for e in client.CoreV1Api(admin).list_namespaced_event(
+        jobs_ns, field_selector=f"involvedObject.uid={created.metadata.uid},reason=FailedCreate").items],
+        "the Job controller's FailedCreate event")
     assert 'serviceaccount "hub" not found' in refusal[0]
     assert not client.CoreV1Api(admin).list_namespaced_pod(jobs_ns, label_selector=f"batch.kubernetes.io/controller-uid={created.metadata.uid}").items
 
-
-def eventually_sync(check: Any, seconds: float = 60.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the Job controller's FailedCreate event")
-        time.sleep(0.1)

@@ -19,7 +19,14 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from paddle_nbext_server.backends.base import BackendUnavailable, InvalidRequest, SubmitRequest
+from paddle_nbext_server.backends.base import (
+    BackendUnavailable,
+    InvalidRequest,
+    InvalidState,
+    JobExists,
+    JobNotFound,
+    SubmitRequest,
+)
 from paddle_nbext_server.runtime import cluster_master
 from support.controlplane import IGNORES_SIGTERM
 from test_k8s_backend import (
@@ -119,7 +126,7 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tm
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
+        backend = backend_for(kubeconfig, namespace, home, resubmit_wait=2)
         await backend.start()
         try:
             await backend.submit(SubmitRequest(spec("again", mode="collective", pservers=0, trainers=1), "alice", home))
@@ -129,13 +136,21 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tm
             cluster.set_pod_status(namespace, old, "Running")
             await eventually(lambda: _where(backend, "again", lambda s: s.phase == "Running"), "Running")
             await backend.delete("again", "alice")
+            with pytest.raises(JobExists, match=r"was just deleted and 1 of its pods are still stopping") as busy:
+                await backend.submit(SubmitRequest(spec("again", mode="collective", pservers=0, trainers=1), "alice", home))
+            assert busy.value.field == "job_name"
+            assert client.CoreV1Api(admin).read_namespaced_pod(old, namespace).metadata.deletion_timestamp
+            # the old pod is killed at last (its grace period cut short, as `kubectl delete --force` does)
+            client.CoreV1Api(admin).delete_namespaced_pod(old, namespace, grace_period_seconds=0)
             created = await backend.submit(SubmitRequest(spec("again", mode="collective", pservers=0, trainers=1),
                                                          "alice", home))
             assert created["phase"] == "Pending"
-            assert client.CoreV1Api(admin).read_namespaced_pod(old, namespace).metadata.deletion_timestamp
-            await asyncio.sleep(1)  # let the watch deliver whatever the old pod does meanwhile
-            status = await backend.get_job("again", "alice")
-            assert replica(status, "trainer", 0).phase == "Pending", status.message
+            cluster.await_job_pods(namespace)
+            fresh = pod_of(admin, namespace, "again", "trainer", 0)
+            assert fresh != old
+            cluster.set_pod_status(namespace, fresh, "Running")
+            status = await eventually(lambda: _where(backend, "again", lambda s: s.phase == "Running"), "the new job Running")
+            assert replica(status, "trainer", 0).restarts == 0
         finally:
             await backend.stop()
 
@@ -378,3 +393,138 @@ def test_a_late_succeeded_never_overwrites_cancelled(cluster: Any, tmp_path: Pat
     run(scenario())
     final = json.loads(core.read_namespaced_config_map("raced", namespace).metadata.annotations["paddle-nbext/status"])
     assert final["phase"] == "Cancelled"
+
+
+def test_a_read_write_once_home_pins_the_job_to_the_notebooks_node(cluster: Any, tmp_path: Path) -> None:
+    """Zero to JupyterHub's default home is a ReadWriteOnce claim: only pods on the notebook's
+    node can mount it, so the job's pods are scheduled there."""
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_persistent_volume_claim(namespace, {
+        "metadata": {"name": "claim-rwo"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}}})
+    core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "jupyter-alice"},
+        "spec": {"nodeName": "kwok-cpu-1",
+                 "containers": [{"name": "notebook", "image": "jupyter", "volumeMounts": [{"name": "home", "mountPath": str(home)}]}],
+                 "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-rwo"}}]}})
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home, home_volume="auto", pod_name="jupyter-alice")
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("pinned", mode="collective", pservers=0, trainers=2), "alice", home))
+        finally:
+            await backend.stop()
+
+    run(scenario())
+    for index in (0, 1):
+        pod = core.read_namespaced_pod(pod_of(admin, namespace, "pinned", "trainer", index), namespace)
+        assert pod.spec.node_selector == {"kubernetes.io/hostname": "kwok-cpu-1"}
+
+
+def test_api_warnings_are_logged_and_shown_to_the_admin(cluster: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The in-tree cephfs volume is deprecated (non-functional from 1.31): the API server says so
+    in a Warning header, which the admin sees in the log and in GET /config."""
+    namespace, kubeconfig, _, home = workspace(cluster, tmp_path)
+    cephfs = {"monitors": ["ceph-mon.invalid:6789"], "path": "/volumes/{username}", "user": "jupyter", "secret_ref": "ceph-secret"}
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home, home_volume="cephfs", cephfs=cephfs)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("old-ceph"), "alice", home))
+            warnings = backend.describe().get("api_warnings") or []
+            assert any("cephfs" in w and w.startswith("Job old-ceph-") for w in warnings), warnings
+        finally:
+            await backend.stop()
+
+    with caplog.at_level("WARNING"):
+        run(scenario())
+    assert "the Kubernetes API warns" in caplog.text and "cephfs" in caplog.text
+
+
+def test_a_home_the_kubelet_cannot_mount_is_the_replicas_reason(cluster: Any, tmp_path: Path) -> None:
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("unmounted", mode="collective", pservers=0, trainers=1), "alice", home))
+            cluster.await_job_pods(namespace)
+            pod = pod_of(admin, namespace, "unmounted", "trainer", 0)
+            cluster.set_pod_status(namespace, pod, "Pending")
+            cluster.report_pod_event(namespace, pod, "FailedMount",
+                                     'MountVolume.MountDevice failed for volume "home": rpc error: code = Internal desc = '
+                                     "an error (exit status 32) occurred while running mount")
+            status = await eventually(lambda: _where(backend, "unmounted", lambda s: (replica(s, "trainer", 0).reason or "").startswith("FailedMount: ")), "FailedMount")
+            assert 'volume "home"' in replica(status, "trainer", 0).reason and status.phase == "Pending"
+        finally:
+            await backend.stop()
+
+    run(scenario())
+
+
+def test_a_failed_job_whose_pods_are_gone_fails_the_replica(cluster: Any, tmp_path: Path) -> None:
+    """The server was away while a trainer's pod was deleted and removed: the Job controller
+    failed the Job (no retries left), and that is what the replica shows, not a forever Pending."""
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    batch, core = client.BatchV1Api(admin), client.CoreV1Api(admin)
+
+    async def submit() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("lost", mode="collective", pservers=0, trainers=1), "alice", home))
+        finally:
+            await backend.stop()
+
+    run(submit())
+    cluster.await_job_pods(namespace)
+    pod = pod_of(admin, namespace, "lost", "trainer", 0)
+    cluster.set_pod_status(namespace, pod, "Running")
+    core.delete_namespaced_pod(pod, namespace)
+
+    def failed_and_gone() -> bool:
+        conditions = batch.read_namespaced_job_status("lost-trainer", namespace).status.conditions or []
+        pods = core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=lost,paddle-nbext/role=trainer").items
+        return any(c.type == "Failed" and c.status == "True" for c in conditions) and not pods
+    run(eventually(lambda: _async(failed_and_gone), "the Job to fail and its pod to be removed"))
+
+    async def later() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            status = await eventually(lambda: _where(backend, "lost", lambda s: s.phase == "Failed"), "Failed")
+            assert status.message.startswith("trainer 0 failed with BackoffLimitExceeded")
+        finally:
+            await backend.stop()
+
+    run(later())
+
+
+def test_a_file_the_delete_cannot_remove_is_reported_not_ignored(cluster: Any, tmp_path: Path) -> None:
+    """A job pod that ran as another user can leave files the notebook's user cannot remove
+    (made immutable here, which stops even root): delete says so, with the path."""
+    namespace, kubeconfig, _, home = workspace(cluster, tmp_path)
+    stuck = home / ".paddle-jobs" / "sticky" / "package" / "checkpoint.pdparams"
+
+    async def scenario() -> None:
+        backend = backend_for(kubeconfig, namespace, home)
+        await backend.start()
+        try:
+            await backend.submit(SubmitRequest(spec("sticky", mode="collective", pservers=0, trainers=1), "alice", home))
+            stuck.write_bytes(b"weights")
+            await asyncio.to_thread(subprocess.run, ["chattr", "+i", str(stuck)], check=True)
+            with pytest.raises(InvalidState) as error:
+                await backend.delete("sticky", "alice")
+            assert "job 'sticky' is deleted, but 1 of its files" in error.value.message
+            assert str(stuck) in error.value.message and "PermissionError" in error.value.message
+            with pytest.raises(JobNotFound):
+                await backend.get_job("sticky", "alice")
+        finally:
+            await asyncio.to_thread(subprocess.run, ["chattr", "-i", str(stuck)], check=False)
+            await backend.stop()
+
+    run(scenario())

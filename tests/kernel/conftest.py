@@ -7,13 +7,13 @@ import os
 import secrets
 import shutil
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
 from support.jupyter_process import JupyterProcess, free_port
+from support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = Path(__file__).with_name("ps_cell.py")
@@ -102,11 +102,4 @@ def client(kernel_env: LiveServer):
 
 def wait_until(predicate, timeout: float = 120.0, interval: float = 0.2, what: str = "condition"):
     """Poll `predicate` until truthy (returns its value); fail naming `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(interval)
+    return eventually(predicate, what, timeout, interval)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
@@ -28,6 +30,7 @@ from ...runtime import cluster_master, policy
 from ...status import JobStatus, ReplicaStatus, now_iso
 from ..base import Backend, BackendUnavailable, InvalidRequest, InvalidState, JobExists, JobNotFound, SubmitRequest
 from . import home_volume as homes
+from . import logs as replica_logs
 from . import manifests
 from .cache import WatchCache, describe_failure
 from .connection import Connection, connect
@@ -37,6 +40,9 @@ from .status import final_of, job_status
 RUNTIME_DIR = Path(cluster_master.__file__).parent
 SELECTOR = f"{manifests.MANAGED_BY}={manifests.MANAGER}"
 HUB_SELECTOR = "app=jupyterhub,component=hub"  # Zero to JupyterHub's hub pod and ConfigMap
+JOB_OF_JOB = re.compile(r"^(.+)-(?:pserver|trainer)$")  # <job>-<role>
+JOB_OF_POD = re.compile(r"^(.+)-(?:pserver|trainer)-\d+-[a-z0-9]+$")  # <job>-<role>-<index>-<random>
+WARNING_TEXT = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')  # RFC 7234: warn-code warn-agent "warn-text"
 JOBS_DIR = ".paddle-jobs"
 
 
@@ -70,6 +76,7 @@ class KubernetesBackend(Backend):
     ttl_seconds_after_finished = Int(None, allow_none=True, help="ttlSecondsAfterFinished of the Jobs (the record stays).").tag(config=True)
     pod_security_context = Dict(help="securityContext of job pods; with home_volume='auto' and empty, the notebook pod's is copied.").tag(config=True)
     copy_security_context = Bool(True, help="With home_volume='auto', copy the notebook pod's runAsUser/runAsGroup/fsGroup.").tag(config=True)
+    resubmit_wait = Float(20.0, help="Seconds a submit waits for the still-stopping pods of a just-deleted job of the same name before it answers 409.").tag(config=True)
     allow_hub_namespace = Bool(False, help="Run jobs even in a namespace that holds a JupyterHub (unsafe: the notebook's Role there reaches the hub's objects; see the admin guide's 'Where jobs run').").tag(config=True)
     sync_timeout = Float(10.0, help="Seconds start() waits for the first list of the cache.").tag(config=True)
     reconcile_interval = Float(5.0, help="Seconds between checks of job timeouts.").tag(config=True)
@@ -88,6 +95,8 @@ class KubernetesBackend(Backend):
         self._connect_lock = asyncio.Lock()
         self._cache: WatchCache | None = None
         self._home: homes.HomeVolume | None = None
+        self._home_node: str | None = None  # set when the home can only be mounted on the notebook's node
+        self._api_warnings: dict[str, str] = {}  # text -> "Kind name: text", newest last
         self._hub_checked = False
         self._hub_problem: str | None = None
         self._security_context: dict[str, Any] | None = None
@@ -185,6 +194,8 @@ class KubernetesBackend(Backend):
             info.update(namespace=self._connection.namespace, source=self._connection.source)
         if self._hub_problem:
             info["unsafe_namespace"] = self._hub_problem
+        if self._api_warnings:
+            info["api_warnings"] = list(self._api_warnings.values())
         if self._home is not None:
             info["home"] = self._home.describe()
         if self._cache is None:
@@ -196,12 +207,15 @@ class KubernetesBackend(Backend):
 
     def _settings(self, namespace: str) -> ManifestSettings:
         security = dict(self.pod_security_context) or dict(self._security_context or {})
+        node_selector = dict(self.node_selector)
+        if self._home_node:
+            node_selector["kubernetes.io/hostname"] = self._home_node
         return ManifestSettings(
             namespace=namespace,
             default_image=self.default_image,
             home_path=self.home_path,
             gpu_resource_name=self.gpu_resource_name,
-            node_selector=dict(self.node_selector),
+            node_selector=node_selector,
             tolerations=tuple(self.tolerations),
             image_pull_secrets=tuple(self.image_pull_secrets),
             service_account_name=self.service_account_name,
@@ -227,8 +241,13 @@ class KubernetesBackend(Backend):
             return await asyncio.to_thread(fn, *args, **kwargs)
         except ApiException:
             raise
-        except Exception as error:  # noqa: BLE001 - urllib3 connection errors
+        except (urllib3.exceptions.HTTPError, OSError) as error:  # refused, reset, TLS, DNS, timeouts
             raise self._unavailable(doing, error) from None
+        except Exception as error:  # noqa: BLE001 - the client itself refused (a model's validation, a bad value)
+            raise BackendUnavailable(
+                f"cannot {doing}: the Kubernetes client refused the request ({type(error).__name__}: {error}); "
+                "this comes from a value in the configuration (c.KubernetesBackend) or the job, not from the API"
+            ) from None
 
     # ================================================================== home volume
 
@@ -262,9 +281,37 @@ class KubernetesBackend(Backend):
             except homes.HomeVolumeError as error:
                 raise BackendUnavailable(str(error)) from None
             if self.copy_security_context:
-                context = (pod.get("spec") or {}).get("securityContext") or {}
-                self._security_context = {k: context[k] for k in ("runAsUser", "runAsGroup", "fsGroup") if k in context}
+                self._security_context = homes.identity_of(pod, self.home_path)
+            self._home_node = await self._single_node_home(pod, self._home, connection)
         return self._home
+
+    async def _single_node_home(self, pod: dict[str, Any], home: homes.HomeVolume, connection: Connection) -> str | None:
+        """A ReadWriteOnce claim (Zero to JupyterHub's default home) can be mounted only on one
+        node at a time: the notebook's.  Job pods are then pinned to that node, where they can
+        share it; ReadWriteOncePod allows no second pod at all and is refused."""
+        claim = (home.source.get("persistentVolumeClaim") or {}).get("claimName")
+        if not claim:
+            return None
+        core = client.CoreV1Api(connection.api)
+        try:
+            response = await self._call(f"read the home claim {claim}", core.read_namespaced_persistent_volume_claim,
+                                        claim, connection.namespace, _preload_content=False)
+        except ApiException as error:
+            self.log.warning("paddle-nbext: cannot read the home claim %s (%s); assuming it can be shared across nodes",
+                             claim, describe_failure(error))
+            return None
+        claim_obj = json.loads(response.data)
+        modes = set((claim_obj.get("status") or {}).get("accessModes") or (claim_obj.get("spec") or {}).get("accessModes") or [])
+        if "ReadWriteMany" in modes or "ReadOnlyMany" in modes:
+            return None
+        if modes == {"ReadWriteOncePod"}:
+            raise BackendUnavailable(
+                f"the home claim {claim} is ReadWriteOncePod: no job pod can mount it beside the notebook; ask the "
+                "admin for a ReadWriteMany home (e.g. CephFS) or set c.KubernetesBackend.home_volume = 'pvc'")
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            raise BackendUnavailable(f"the home claim {claim} is ReadWriteOnce and the notebook pod is on no node yet")
+        return str(node)
 
     # ================================================================== submit
 
@@ -304,6 +351,7 @@ class KubernetesBackend(Backend):
             preview = self._preview_status(spec, owner)
             return {"dry_run": True, "job": preview.to_dict(), "plan": {"namespace": connection.namespace, "manifests": plan}}
         cache = await self._ensure_cache()
+        await self._wait_for_the_old_pods(spec.job_name)
         created: list[dict[str, Any]] = []
         record = await self._create(plan[0], created, spec.job_name)
         uid = record["metadata"]["uid"]
@@ -321,6 +369,25 @@ class KubernetesBackend(Backend):
         self._flush_now(spec.job_name)
         status = self._statuses.get(spec.job_name)
         return (status or self._preview_status(spec, owner)).to_dict()
+
+    async def _wait_for_the_old_pods(self, job: str) -> None:
+        """A job of this name was just deleted and some of its pods still run while they stop:
+        they write into the job's directory, where the new snapshot would go.  Wait for them
+        (`resubmit_wait`), then say why the name cannot be used yet."""
+        def still_running() -> list[str]:
+            if self._cache is not None and job in self._cache.stores["configmaps"]:
+                return []  # a live job of that name: the record's create answers 409 as usual
+            return sorted(name for name, pod in self._pods_by_job.get(job, {}).items()
+                          if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+        deadline = asyncio.get_running_loop().time() + self.resubmit_wait
+        while still_running() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.2)
+        left = still_running()
+        if left:
+            raise JobExists(
+                f"job '{job}' was just deleted and {len(left)} of its pods are still stopping ({', '.join(left[:3])}); "
+                "they write into the job's directory, so the name is free once they are gone: submit again in a "
+                "moment, or choose another job_name", field="job_name")
 
     def _preview_status(self, spec: JobSpec, owner: str) -> JobStatus:
         views = cluster_master.observe_replicas([], spec.pservers, spec.trainers)
@@ -374,9 +441,26 @@ class KubernetesBackend(Backend):
             if error.status in (400, 422):
                 raise InvalidRequest(f"creating {kind} {name} failed: Kubernetes rejected it as invalid ({cause})") from None
             raise BackendUnavailable(f"creating {kind} {name} failed: {cause}") from None
+        self._note_warnings(kind, name, response)
         body = json.loads(response.data)
         created.append(body)
         return body
+
+    def _note_warnings(self, kind: str, name: str, response: Any) -> None:
+        """The API server's `Warning` headers (deprecated fields such as the in-tree cephfs
+        volume, values it will refuse in a later release): logged, and kept for `GET /config`
+        so that the admin sees them."""
+        headers = getattr(response, "headers", None) or {}
+        raw = headers.get("Warning") if hasattr(headers, "get") else None
+        if not raw:
+            return
+        for text in WARNING_TEXT.findall(raw) or [raw]:
+            message = f"{kind} {name}: {text}"
+            if text not in self._api_warnings:
+                self.log.warning("paddle-nbext: the Kubernetes API warns: %s", message)
+            self._api_warnings[text] = message
+            while len(self._api_warnings) > 20:
+                self._api_warnings.pop(next(iter(self._api_warnings)))
 
     async def _rollback(self, created: list[dict[str, Any]]) -> None:
         """Delete what this submit created, newest first (background cascade for Job pods)."""
@@ -399,11 +483,11 @@ class KubernetesBackend(Backend):
 
     def _on_change(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        if kind == "events":
+        if kind in ("events", "pod_events"):
             involved = (obj.get("involvedObject") or {}).get("name") or ""
-            job, _, role = involved.rpartition("-")
-            if job and role in ("pserver", "trainer"):
-                self._mark(job)
+            named = (JOB_OF_JOB if kind == "events" else JOB_OF_POD).match(involved)
+            if named:
+                self._mark(named.group(1))
             return
         job = (meta.get("labels") or {}).get(manifests.JOB_LABEL)
         if not job:
@@ -418,15 +502,27 @@ class KubernetesBackend(Backend):
             return
         self._mark(job)
 
-    def _creation_failures(self, job: str, record: dict[str, Any]) -> dict[str, str]:
-        """Role -> the Job controller's latest FailedCreate message, for this job's current Jobs
-        (a pod that could not be created leaves no pod, only this Event)."""
+    def _role_notes(self, job: str, record: dict[str, Any]) -> dict[str, cluster_master.RoleNote]:
+        """What this job's current Jobs (owned by this record) say beyond their pods: failed for
+        good (its pods may be gone: node loss, deleted), suspended, or pods that could not be
+        created (the Job controller's latest FailedCreate event)."""
         if self._cache is None:
             return {}
         uid = (record.get("metadata") or {}).get("uid")
         jobs = self._cache.stores["jobs"]
-        current = {role: (jobs.get(f"{job}-{role}") or {}).get("metadata", {}).get("uid") for role in ("pserver", "trainer")}
-        current = {role: job_uid for role, job_uid in current.items() if job_uid and _owned_by(jobs[f"{job}-{role}"], uid)}
+        notes: dict[str, cluster_master.RoleNote] = {}
+        current: dict[str, str] = {}
+        for role in ("pserver", "trainer"):
+            obj = jobs.get(f"{job}-{role}")
+            if obj is None or not _owned_by(obj, uid):
+                continue
+            current[role] = (obj.get("metadata") or {}).get("uid", "")
+            for condition in (obj.get("status") or {}).get("conditions") or []:
+                if condition.get("type") == "Failed" and condition.get("status") == "True":
+                    notes[role] = cluster_master.RoleNote(
+                        f"{condition.get('reason') or 'Failed'}: {(condition.get('message') or '').strip()}".rstrip(": "), True)
+            if role not in notes and (obj.get("spec") or {}).get("suspend"):
+                notes[role] = cluster_master.RoleNote("Suspended: its Job is suspended (waiting to be admitted, e.g. by a queue)")
         latest: dict[str, tuple[str, str]] = {}
         for event in self._cache.stores["events"].values():
             involved = event.get("involvedObject") or {}
@@ -435,7 +531,23 @@ class KubernetesBackend(Backend):
                     stamp = event.get("lastTimestamp") or event.get("eventTime") or ""
                     if role not in latest or stamp >= latest[role][0]:
                         latest[role] = (stamp, str(event.get("message") or "").strip())
-        return {role: message for role, (_, message) in latest.items()}
+        for role, (_, message) in latest.items():
+            notes.setdefault(role, cluster_master.RoleNote(f"FailedCreate: {message}"))
+        return notes
+
+    def _pod_notes(self, job: str) -> dict[str, str]:
+        """Pod name -> the kubelet's latest FailedMount message, for this job's pods."""
+        if self._cache is None:
+            return {}
+        pods = {(p.get("metadata") or {}).get("uid"): name for name, p in self._pods_by_job.get(job, {}).items()}
+        latest: dict[str, tuple[str, str]] = {}
+        for event in self._cache.stores["pod_events"].values():
+            name = pods.get((event.get("involvedObject") or {}).get("uid"))
+            if name:
+                stamp = event.get("lastTimestamp") or event.get("eventTime") or ""
+                if name not in latest or stamp >= latest[name][0]:
+                    latest[name] = (stamp, str(event.get("message") or "").strip())
+        return {name: f"FailedMount: {message}" for name, (_, message) in latest.items()}
 
     def _mark(self, job: str) -> None:
         self._dirty.add(job)
@@ -459,7 +571,7 @@ class KubernetesBackend(Backend):
                     self._pods_by_job.pop(job, None)
                 continue
             status, decision, views = job_status(record, list(self._pods_by_job.get(job, {}).values()),
-                                                 self._creation_failures(job, record))
+                                                 self._role_notes(job, record), self._pod_notes(job))
             self._statuses[job] = status
             data = status.to_dict()
             if self._published.get(job) != data:
@@ -477,7 +589,8 @@ class KubernetesBackend(Backend):
             failed = cluster_master.failed_trainer_pod(views, decision)
             if failed:
                 tail = await self._log_tail(failed)
-                views, decision = cluster_master.decide_job(record, list(self._pods_by_job.get(job, {}).values()), tail)
+                views, decision = cluster_master.decide_job(record, list(self._pods_by_job.get(job, {}).values()), tail,
+                                                            self._role_notes(job, record), self._pod_notes(job))
             if await self._record_final(job, cluster_master.final_status(views, decision), record):
                 # The master's Job too: it has nothing left to do, and a master pod that never ran
                 # (an image it cannot pull) would otherwise keep its Job, and the TTL, waiting.
@@ -583,47 +696,142 @@ class KubernetesBackend(Backend):
             raise InvalidState(f"{role} {index} of job '{status.name}' has no pod (not started yet, or removed after the job ended)")
         return cluster_master.newest_pod(pods)["metadata"]["name"]
 
+    def _log_source(self, status: JobStatus, role: str, index: int) -> tuple[str | None, list[dict[str, Any]]]:
+        """The replica's newest pod (None once it has none, e.g. removed after the job ended) and
+        all its pods, oldest first; an index the job does not have is refused."""
+
+        try:
+            pod: str | None = self._pod_of(status, role, index)
+        except InvalidState as error:
+            if error.field == "index":
+                raise
+            pod = None
+        return pod, replica_logs.replica_pods(self._pods_by_job.get(status.name, {}).values(), role, index)
+
     async def read_pod_log(self, pod: str, *, tail: int | None, previous: bool) -> str:
-        connection = await self._conn()
-        core = client.CoreV1Api(connection.api)
+        """The pod's log from the API.  When the API cannot give it (the pod is gone, its node is
+        lost), and for `previous` (a retry is a new pod, so the API has none), the launcher's file
+        of that attempt on the home volume (logs.py).  The API's error when neither has it."""
+
+        replica = replica_logs.replica_of(pod, self._pods_by_job)
+
+        async def from_file() -> str | None:
+            if replica is None:
+                return None
+            job, role, index, pods = replica
+            return await asyncio.to_thread(
+                replica_logs.read_attempt, self.home_path, job, role, index, pods, pod, tail=tail, previous=previous
+            )
+
+        if previous and (text := await from_file()) is not None:
+            return text
         kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "previous": previous, "_preload_content": False}
         if tail is not None:
             kwargs["tail_lines"] = tail
-        response = await self._call(f"read the log of {pod}", core.read_namespaced_pod_log, pod, connection.namespace, **kwargs)
+        try:
+            connection = await self._conn()
+            core = client.CoreV1Api(connection.api)
+            response = await self._call(
+                f"read the log of {pod}", core.read_namespaced_pod_log, pod, connection.namespace, **kwargs
+            )
+        except (ApiException, BackendUnavailable):
+            text = None if previous else await from_file()
+            if text is None:
+                raise
+            return text
         return response.data.decode("utf-8", errors="replace")
 
     async def read_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False) -> str:
+
         status = await self.get_job(name, owner)
-        pod = self._pod_of(status, role, index)
-        try:
-            return await self.read_pod_log(pod, tail=tail, previous=previous)
-        except ApiException as error:
-            if error.status in (400, 404):
-                raise InvalidState(f"no {'previous ' if previous else ''}log for {role} {index} of '{name}': {describe_failure(error)}") from None
-            raise BackendUnavailable(f"cannot read the log of {role} {index}: {describe_failure(error)}") from None
+        pod, pods = self._log_source(status, role, index)
+        what = f"{'previous ' if previous else ''}log for {role} {index} of '{name}'"
+        directory = replica_logs.log_dir(self.home_path, name)
+        if pod is not None:
+            try:
+                return await self.read_pod_log(pod, tail=tail, previous=previous)
+            except ApiException as error:
+                if previous and error.status == 400:
+                    raise InvalidState(
+                        f"no {what}: it has not been restarted (no earlier attempt in {directory})"
+                    ) from None
+                if error.status in (400, 404):
+                    raise InvalidState(f"no {what}: {describe_failure(error)}") from None
+                raise BackendUnavailable(f"cannot read the log of {role} {index}: {describe_failure(error)}") from None
+        text = await asyncio.to_thread(
+            replica_logs.read_attempt, self.home_path, name, role, index, pods, None, tail=tail, previous=previous
+        )
+        if text is None and previous:
+            raise InvalidState(f"no {what}: no earlier attempt of it is in {directory}")
+        if text is None:
+            raise InvalidState(
+                f"no {what}: it has no pod (not started yet, or removed after the job ended) "
+                f"and no log file in {directory}"
+            )
+        return text
 
     async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
+        """The pod's log stream from the API while the pod lives (no read timeout: a quiet
+        replica is not an ended one; at most `logs.MAX_API_STREAMS` at once).  When it ends before
+        the replica does (a retry is a new pod; a lost node breaks the stream) the follow goes on
+        in the attempt files, from where the stream stopped; it reads the files alone once the
+        pods are gone or when every API stream is taken."""
+
         status = await self.get_job(name, owner)
-        pod = self._pod_of(status, role, index)
-        connection = await self._conn()
-        core = client.CoreV1Api(connection.api)
-        kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "follow": True, "_preload_content": False}
-        if tail is not None:
-            kwargs["tail_lines"] = tail
-        try:
-            response = await self._call(f"follow the log of {pod}", core.read_namespaced_pod_log, pod, connection.namespace, **kwargs)
-        except ApiException as error:
-            raise InvalidState(f"no log for {role} {index} of '{name}': {describe_failure(error)}") from None
-        chunks = response.stream(amt=None, decode_content=True)
-        end = object()
-        try:
-            while True:
-                chunk = await asyncio.to_thread(next, chunks, end)
-                if chunk is end:
+        pod, pods = self._log_source(status, role, index)
+        directory = replica_logs.log_dir(self.home_path, name)
+
+        def ended() -> bool:
+            return replica_logs.replica_ended(self._statuses.get(name), role, index)
+
+        async def own_file() -> Path | None:
+            current = replica_logs.replica_pods(self._pods_by_job.get(name, {}).values(), role, index) or pods
+            files = await asyncio.to_thread(replica_logs.attempt_files, directory, role, index)
+            return replica_logs.attempt_file(files, current, pod, previous=False)
+
+        streams = replica_logs.API_STREAMS
+        if pod is not None and streams.claim():
+            kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "follow": True, "_preload_content": False,
+                                      "_request_timeout": replica_logs.FOLLOW_TIMEOUT}  # fmt: skip
+            if tail is not None:
+                kwargs["tail_lines"] = tail
+            try:
+                connection = await self._conn()
+                core = client.CoreV1Api(connection.api)
+                response = await self._call(
+                    f"follow the log of {pod}", core.read_namespaced_pod_log, pod, connection.namespace, **kwargs
+                )
+            except (ApiException, BackendUnavailable) as error:
+                streams.release()
+                if await own_file() is None:  # else: pod or node gone, its file has the lines
+                    if isinstance(error, ApiException):
+                        cause = describe_failure(error)
+                        raise InvalidState(f"no log for {role} {index} of '{name}': {cause}") from None
+                    raise
+            except BaseException:
+                streams.release()
+                raise
+            else:
+                chunks = replica_logs.stream_api(response, streams)
+                seen = b""
+                try:
+                    async for chunk in chunks:
+                        seen = (seen + chunk.encode("utf-8"))[-replica_logs.RESUME_WINDOW:]
+                        yield chunk
+                finally:
+                    await chunks.aclose()  # now, not at garbage collection: it frees a stream thread
+                # The container ended, or the stream broke while it runs.  Go on in the pod's file
+                # from where the stream stopped, then in the files of the replica's retries (each a
+                # new pod), until the replica ends.
+                own = await own_file()
+                if own is None or ended():
                     return
-                yield chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else chunk
-        finally:
-            await asyncio.to_thread(response.close)
+                start = (own, await asyncio.to_thread(replica_logs.resume_offset, own, seen))
+                async for chunk in replica_logs.follow_files(directory, role, index, tail=None, ended=ended, start=start):
+                    yield chunk
+                return
+        async for chunk in replica_logs.follow_files(directory, role, index, tail=tail, ended=ended):
+            yield chunk
 
     # ================================================================== cancel and delete
 
@@ -636,7 +844,7 @@ class KubernetesBackend(Backend):
         pods = list(self._pods_by_job.get(name, {}).values())
         cancelled = json.loads(json.dumps(record))
         cancelled.setdefault("metadata", {}).setdefault("annotations", {})[cluster_master.ANNOTATION_CANCELLED] = "true"
-        views, decision = cluster_master.decide_job(cancelled, pods)
+        views, decision = cluster_master.decide_job(cancelled, pods, "", self._role_notes(name, record), self._pod_notes(name))
         if await self._record_final(name, cluster_master.final_status(views, decision), record, cancelled=True):
             await self._stop_roles(name, ["master", "pserver", "trainer"])
         self._flush_now(name)  # ended first some other way: that end is what the job shows
@@ -679,8 +887,27 @@ class KubernetesBackend(Backend):
             self._cache.forget("configmaps", name)
         job_dir = Path(self.home_path) / JOBS_DIR / name
         if job_dir.is_dir():
-            await asyncio.to_thread(shutil.rmtree, job_dir, True)
+            left = await asyncio.to_thread(_remove_tree, job_dir)
+            if left:
+                self.log.warning("paddle-nbext: job %s deleted, but %d files stay in %s: %s", name, len(left), job_dir, left[0])
+                raise InvalidState(
+                    f"job '{name}' is deleted, but {len(left)} of its files in {job_dir} could not be removed "
+                    f"(first: {left[0]}); files a job pod wrote as another user (root?) must be removed by that user "
+                    "or an admin", field=None)
 
 
 def _owned_by(obj: dict[str, Any], uid: str | None) -> bool:
     return any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _remove_tree(folder: Path) -> list[str]:
+    """Remove `folder`; what could not be removed, as "path (error)" lines, never silently kept."""
+    failed: dict[str, str] = {}
+
+    def note(_function: Any, path: Any, error: Any) -> None:
+        failure = error[1] if isinstance(error, tuple) else error
+        failed[str(path)] = f"{path} ({type(failure).__name__}: {failure})"
+
+    shutil.rmtree(folder, onerror=note)  # onerror, not onexc (3.12+): Python 3.10 is supported
+    # A folder that stays only because something in it stays is not a leftover of its own.
+    return [text for path, text in failed.items() if not any(other.startswith(path.rstrip("/") + "/") for other in failed)]

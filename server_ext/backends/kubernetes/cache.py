@@ -13,6 +13,7 @@ update is lost across expiry or an API server restart.  While the API cannot be 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -25,13 +26,14 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
-KINDS = ("configmaps", "jobs", "pods", "events")
+KINDS = ("configmaps", "jobs", "pods", "events", "pod_events")
 # Events carry none of our labels: the Job controller's FailedCreate events (quota, LimitRange,
 # PodSecurity, a missing ServiceAccount...) are selected by field instead.  They are the only
 # trace of a pod that could not be created, so status reads them; a Role without `events` rights
 # (deployed before they were needed) only loses those reasons.
 EVENTS_SELECTOR = "involvedObject.kind=Job,reason=FailedCreate"
-OPTIONAL_KINDS = frozenset({"events"})
+POD_EVENTS_SELECTOR = "involvedObject.kind=Pod,reason=FailedMount"  # the kubelet's: a home that cannot be mounted
+OPTIONAL_KINDS = frozenset({"events", "pod_events"})
 OPTIONAL_RETRY = 60.0
 
 Handler = Callable[[str, str, dict[str, Any]], None]  # (kind, event type, object)
@@ -83,6 +85,7 @@ class WatchCache:
             "jobs": _Kind("jobs", batch.list_namespaced_job),
             "pods": _Kind("pods", core.list_namespaced_pod),
             "events": _Kind("events", core.list_namespaced_event, EVENTS_SELECTOR),
+            "pod_events": _Kind("pod_events", core.list_namespaced_event, POD_EVENTS_SELECTOR),
         }
         self.stores: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
         self.error: str | None = None
@@ -263,10 +266,8 @@ def _abort(response: Any) -> None:
     connection = getattr(response, "connection", None)
     sock = getattr(connection, "sock", None)
     if sock is not None:
-        try:
+        with contextlib.suppress(OSError):  # already closed or reset
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:  # already closed or reset
-            pass
         return
     try:
         response.close()

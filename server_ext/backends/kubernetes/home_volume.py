@@ -96,6 +96,26 @@ def from_pod(pod: dict[str, Any], home_path: str, container_name: str | None = N
     return HomeVolume(source=source, mount_path=best["mountPath"], sub_path=best.get("subPath") or None)
 
 
+IDENTITY_KEYS = ("runAsUser", "runAsGroup", "fsGroup", "supplementalGroups")
+
+
+def identity_of(pod: dict[str, Any], home_path: str) -> dict[str, Any]:
+    """The user and groups the notebook runs as, for the job pods' securityContext.
+
+    KubeSpawner sets the uid on the *container* (`runAsUser: 1000`) and `fsGroup: 100` on the
+    *pod*; a container's setting wins over the pod's, as in Kubernetes.  The container is the
+    one that mounts the home.  Job pods that miss either level run as the image's user (root in
+    Paddle's images) and leave root-owned files in the home."""
+    spec = pod.get("spec") or {}
+    identity = {k: v for k, v in (spec.get("securityContext") or {}).items() if k in IDENTITY_KEYS}
+    for container in spec.get("containers") or []:
+        if any(_covers(m.get("mountPath", ""), home_path) for m in container.get("volumeMounts") or []):
+            own = container.get("securityContext") or {}
+            identity.update({k: own[k] for k in ("runAsUser", "runAsGroup") if k in own})
+            break
+    return identity
+
+
 def _placeholder_list() -> str:
     return ", ".join("{" + name + "}" for name in PLACEHOLDERS)
 

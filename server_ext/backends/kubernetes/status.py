@@ -38,11 +38,11 @@ def final_of(record: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
-def job_status(record: dict[str, Any], pods: list[dict[str, Any]], creation_failures: dict[str, str] | None = None,
+def job_status(record: dict[str, Any], pods: list[dict[str, Any]],
+               role_notes: dict[str, cluster_master.RoleNote] | None = None, pod_notes: dict[str, str] | None = None,
                ) -> tuple[JobStatus, policy.Decision | None, list[cluster_master.ReplicaView]]:
     """The status users see; the decision is None once the job's end is recorded.
-    `creation_failures` (role -> the Job controller's FailedCreate message) explains replicas
-    that have no pod."""
+    The notes (see `cluster_master.decide_job`) say what the Jobs and Events add to the pods."""
     meta = record.get("metadata") or {}
     spec = record_spec(record)
     base = {
@@ -63,7 +63,7 @@ def job_status(record: dict[str, Any], pods: list[dict[str, Any]], creation_fail
             replicas=[ReplicaStatus(**r) for r in final.get("replicas", [])],
         )
         return status, None, []
-    views, decision = cluster_master.decide_job(record, pods, creation_failures=creation_failures)
+    views, decision = cluster_master.decide_job(record, pods, role_notes=role_notes, pod_notes=pod_notes)
     started = [v.started for v in views if v.started]
     status = JobStatus(
         **base,
