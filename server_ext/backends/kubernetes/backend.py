@@ -518,7 +518,8 @@ class KubernetesBackend(Backend):
                 continue
             current[role] = (obj.get("metadata") or {}).get("uid", "")
             for condition in (obj.get("status") or {}).get("conditions") or []:
-                if condition.get("type") == "Failed" and condition.get("status") == "True":
+                # FailureTarget comes first (the Job controller is stopping the pods), Failed after.
+                if condition.get("type") in ("FailureTarget", "Failed") and condition.get("status") == "True":
                     notes[role] = cluster_master.RoleNote(
                         f"{condition.get('reason') or 'Failed'}: {(condition.get('message') or '').strip()}".rstrip(": "), True)
             if role not in notes and (obj.get("spec") or {}).get("suspend"):
