@@ -6,7 +6,9 @@ the parameters, trainers learn y = X·w + b from batches generated here (no down
 that trains with a plain executor loop on the Paddle 3.0 CPU wheel (see docs/paddle-facts).
 
 `--crash-trainer I --crash-step N --crash-code C` makes trainer I exit with code C at step N,
-which is how the tests (and curious users) see what a failing trainer looks like.
+and `--raise-trainer I --raise-step N` makes it raise a ValueError there, the way user code
+fails (Paddle then prints its own shutdown lines after the traceback): how the tests (and
+curious users) see what a failing trainer looks like.
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--crash-trainer", type=int, default=None, help="trainer id that exits early with --crash-code")
     parser.add_argument("--crash-step", type=int, default=20)
     parser.add_argument("--crash-code", type=int, default=3)
+    parser.add_argument("--raise-trainer", type=int, default=None, help="trainer id that raises ValueError")
+    parser.add_argument("--raise-step", type=int, default=20)
     return parser.parse_args()
 
 
@@ -83,6 +87,8 @@ def main() -> int:
         if args.crash_trainer == trainer_id and step == args.crash_step:
             print(f"trainer {trainer_id}: simulated crash at step {step}, exiting with code {args.crash_code}", file=sys.stderr, flush=True)
             os._exit(args.crash_code)
+        if args.raise_trainer == trainer_id and step == args.raise_step:
+            raise ValueError(f"bad batch at step {step}: x has NaN values")
         x, y = next(data)
         (value,) = executor.run(program, feed={"x": x, "y": y}, fetch_list=[loss])
         if step % args.print_every == 0 or step == args.steps - 1:

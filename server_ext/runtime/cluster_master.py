@@ -391,7 +391,7 @@ class Api:
         selector = urllib.parse.quote(f"{JOB_LABEL}={job}")
         return self.request("GET", self.ns(f"pods?labelSelector={selector}")).get("items") or []
 
-    def log_tail(self, pod: str, lines: int = 20) -> str:
+    def log_tail(self, pod: str, lines: int = 200) -> str:
         try:
             return self.request("GET", self.ns(f"pods/{pod}/log?container={CONTAINER}&tailLines={lines}"), raw=True)
         except (ApiError, OSError):

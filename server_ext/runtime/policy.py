@@ -14,6 +14,8 @@ Rules, in order:
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, STOPPED = (
@@ -59,9 +61,32 @@ def describe_exit(exit_code: int | None) -> str:
     return f"exit code {exit_code}"
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+# Paddle's C++ side logs through glog (`I1201 06:29:17.266114 569 server.cpp:1167] ...`) and, on a
+# fatal signal, prints a C++ stack and a framed summary; after a Python exception it goes on with
+# its shutdown lines.  None of that is the error a user needs to read.
+_GLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+\S+:\d+\]")
+_NOISE = re.compile(
+    r"^(?:[-=*]{5,}|\[TimeInfo: |\[SignalInfo: |C\+\+ Traceback|Error Message Summary|\d+\s+\S+.*\(\)$|"
+    r"No stack trace in paddle|FatalError: `Termination signal`|INFO \d{4}-\d{2}-\d{2} |WARNING: Logging before)"
+)
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def failure_line(text: str) -> str:
+    """The line of a failed replica's log that says why it failed: the exception line of the
+    last Python traceback (`ValueError: bad batch`), else the last line that is not Paddle's
+    logging noise.  One function for both backends and the in-cluster master."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    start = max((i for i, line in enumerate(lines) if line.strip() == _TRACEBACK), default=None)
+    if start is not None:
+        for line in lines[start + 1:]:
+            if line.strip() and not line.startswith((" ", "\t")) and not _GLOG.match(line):
+                return line.strip()[:300]
+    meaningful = [line.strip() for line in lines if line.strip() and not _GLOG.match(line.strip())
+                  and not _NOISE.match(line.strip())]
+    return meaningful[-1][:300] if meaningful else ""
+
+
 
 
 def decide(
@@ -91,7 +116,7 @@ def decide(
         if trainer.phase == FAILED and trainer.restarts >= max_restarts:
             how = trainer.reason or describe_exit(trainer.exit_code)
             after = f" after {trainer.restarts} restart{'s' if trainer.restarts != 1 else ''}" if max_restarts else ""
-            tail = _last_line(trainer.log_tail)
+            tail = failure_line(trainer.log_tail)
             message = f"trainer {trainer.index} failed with {how}{after}" + (f": {tail}" if tail else ".")
             return Decision(FAILED, message, stop=running)
     all_trainers_done = bool(trainers) and all(t.phase == SUCCEEDED for t in trainers)
@@ -99,7 +124,7 @@ def decide(
         for pserver in pservers:
             if pserver.phase in (SUCCEEDED, FAILED):
                 how = pserver.reason or describe_exit(pserver.exit_code)
-                tail = _last_line(pserver.log_tail)
+                tail = failure_line(pserver.log_tail)
                 message = f"pserver {pserver.index} ended with {how} before the trainers finished" + (
                     f": {tail}" if tail else "."
                 )

@@ -124,6 +124,25 @@ def test_crashing_trainer_fails_the_job_with_code_and_tail(home) -> None:
     assert leftover_processes(home, "crash") == []
 
 
+def test_a_trainer_that_raises_fails_the_job_with_the_exceptions_own_words(home) -> None:
+    """User code fails with an exception, and Paddle prints its shutdown lines after the
+    traceback: the job's message is the exception line, not Paddle's last log line."""
+    entry = "python ps_train.py --raise-trainer 1 --raise-step 20 --step-delay 0.02"
+
+    async def scenario():
+        backend = backend_for(home)
+        await backend.submit(request(home, job_name="raises", entry_point=entry, **PS))
+        return await wait_terminal(backend, "raises"), await backend.read_logs("raises", OWNER, "trainer", 1)
+
+    status, log = asyncio.run(scenario())
+    assert status.phase == "Failed"
+    assert "Traceback (most recent call last):" in log
+    after = log.split("ValueError: bad batch", 1)[1].strip().splitlines()[1:]
+    assert after, log[-2000:]  # Paddle's own lines follow the traceback
+    assert status.message.startswith("trainer 1 failed with exit code 1: ValueError: bad batch at step 20: x has NaN values"), status.message
+    assert leftover_processes(home, "raises") == []
+
+
 def test_killed_pserver_fails_the_job(home) -> None:
     async def scenario():
         backend = backend_for(home)

@@ -603,7 +603,7 @@ class KubernetesBackend(Backend):
 
     async def _log_tail(self, pod: str) -> str:
         try:
-            return await self.read_pod_log(pod, tail=20, previous=False)
+            return await self.read_pod_log(pod, tail=200, previous=False)
         except (ApiException, BackendUnavailable):
             return ""
 
