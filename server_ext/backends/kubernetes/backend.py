@@ -14,7 +14,7 @@ import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import urllib3
 from kubernetes import client
@@ -36,6 +36,7 @@ from .cache import WatchCache, describe_failure
 from .connection import Connection, connect
 from .settings import RUNTIME_FILES, ManifestSettings
 from .status import final_of, job_status
+from .usernames import Scheme
 
 RUNTIME_DIR = Path(cluster_master.__file__).parent
 SELECTOR = f"{manifests.MANAGED_BY}={manifests.MANAGER}"
@@ -254,10 +255,10 @@ class KubernetesBackend(Backend):
     async def _home_volume(self, owner: str, connection: Connection) -> homes.HomeVolume:
         try:
             if self.home_volume == "pvc":
-                return homes.from_pvc_template(self.home_pvc_template, owner, self.home_path, scheme=self.slug_scheme,
+                return homes.from_pvc_template(self.home_pvc_template, owner, self.home_path, scheme=cast(Scheme, self.slug_scheme),
                                                servername=os.environ.get("JUPYTERHUB_SERVER_NAME", ""))
             if self.home_volume == "cephfs":
-                return homes.from_cephfs(dict(self.cephfs), owner, self.home_path, scheme=self.slug_scheme,
+                return homes.from_cephfs(dict(self.cephfs), owner, self.home_path, scheme=cast(Scheme, self.slug_scheme),
                                          servername=os.environ.get("JUPYTERHUB_SERVER_NAME", ""))
         except homes.HomeVolumeError as error:
             raise BackendUnavailable(f"the home volume is misconfigured: {error}") from None
@@ -709,6 +710,15 @@ class KubernetesBackend(Backend):
             pod = None
         return pod, replica_logs.replica_pods(self._pods_by_job.get(status.name, {}).values(), role, index)
 
+    async def _open_pod_log(self, doing: str, pod: str, tail: int | None, **options: Any) -> Any:
+        """One `pods/log` request of the main container (the raw response: read or streamed)."""
+        kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "_preload_content": False, **options}
+        if tail is not None:
+            kwargs["tail_lines"] = tail
+        connection = await self._conn()
+        core = client.CoreV1Api(connection.api)
+        return await self._call(doing, core.read_namespaced_pod_log, pod, connection.namespace, **kwargs)
+
     async def read_pod_log(self, pod: str, *, tail: int | None, previous: bool) -> str:
         """The pod's log from the API.  When the API cannot give it (the pod is gone, its node is
         lost), and for `previous` (a retry is a new pod, so the API has none), the launcher's file
@@ -726,15 +736,8 @@ class KubernetesBackend(Backend):
 
         if previous and (text := await from_file()) is not None:
             return text
-        kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "previous": previous, "_preload_content": False}
-        if tail is not None:
-            kwargs["tail_lines"] = tail
         try:
-            connection = await self._conn()
-            core = client.CoreV1Api(connection.api)
-            response = await self._call(
-                f"read the log of {pod}", core.read_namespaced_pod_log, pod, connection.namespace, **kwargs
-            )
+            response = await self._open_pod_log(f"read the log of {pod}", pod, tail, previous=previous)
         except (ApiException, BackendUnavailable):
             text = None if previous else await from_file()
             if text is None:
@@ -792,16 +795,9 @@ class KubernetesBackend(Backend):
 
         streams = replica_logs.API_STREAMS
         if pod is not None and streams.claim():
-            kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "follow": True, "_preload_content": False,
-                                      "_request_timeout": replica_logs.FOLLOW_TIMEOUT}  # fmt: skip
-            if tail is not None:
-                kwargs["tail_lines"] = tail
             try:
-                connection = await self._conn()
-                core = client.CoreV1Api(connection.api)
-                response = await self._call(
-                    f"follow the log of {pod}", core.read_namespaced_pod_log, pod, connection.namespace, **kwargs
-                )
+                response = await self._open_pod_log(f"follow the log of {pod}", pod, tail, follow=True,
+                                                    _request_timeout=replica_logs.FOLLOW_TIMEOUT)
             except (ApiException, BackendUnavailable) as error:
                 streams.release()
                 if await own_file() is None:  # else: pod or node gone, its file has the lines
