@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,18 @@ def backend_for(kubeconfig: str, namespace: str, home: Path, events: EventHub | 
     return KubernetesBackend(events=events or EventHub(), kubeconfig=kubeconfig, namespace=namespace, **settings)
 
 
+@contextlib.asynccontextmanager
+async def running(kubeconfig: str, namespace: str, home: Path, events: EventHub | None = None,
+                  **traits: Any) -> AsyncIterator[KubernetesBackend]:
+    """`backend_for(...)`, started for the block and stopped after it, whatever happens."""
+    backend = backend_for(kubeconfig, namespace, home, events, **traits)
+    await backend.start()
+    try:
+        yield backend
+    finally:
+        await backend.stop()
+
+
 def notebook(cluster: Any, namespace: str, role: dict[str, Any] = NOTEBOOK_ROLE) -> str:
     return cluster.kubeconfig_for(namespace, "paddle-notebook", role)
 
@@ -161,9 +173,7 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
     hub = EventHub()
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home, hub, home_volume="auto", pod_name="jupyter-alice")
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home, hub, home_volume="auto", pod_name="jupyter-alice") as backend:
             async with hub.subscribe() as events:
                 dry = await backend.submit(SubmitRequest(spec("dry", pservers=2, trainers=2), "alice", home), dry_run=True)
                 kinds = [(m["kind"], m["metadata"]["name"]) for m in dry["plan"]["manifests"]]
@@ -222,8 +232,6 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 assert any(e.kind == DELETED and e.name == "mnist" for e in [await events.get() for _ in range(events.qsize())])
                 await eventually(lambda: _async(lambda: objects_of(admin, namespace, "mnist") == set()), "the cascade to remove every object")
                 assert not (home / ".paddle-jobs" / "mnist").exists()
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -247,9 +255,7 @@ def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("oom", pservers=1, trainers=1), "alice", home))
             await backend.submit(SubmitRequest(spec("stopme", mode="collective", pservers=0, trainers=2), "alice", home))
             cluster.await_job_pods(namespace)
@@ -282,8 +288,6 @@ def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):
             # the record is kept: the job still lists as Cancelled
             assert (await backend.get_job("stopme", "alice")).phase == "Cancelled"
             assert (await backend.cancel("stopme", "alice")).phase == "Cancelled"  # again: a no-op
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -312,12 +316,8 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
     env = master_env(cluster, namespace, tmp_path, "mastered")
 
     async def submit() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("mastered", pservers=2, trainers=2), "alice", home))
-        finally:
-            await backend.stop()
 
     run(submit())
     cluster.await_job_pods(namespace)
@@ -348,13 +348,9 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
     run(eventually(lambda: _async(pservers_gone), "the Job controller to end the pserver Job and stop its pods"))
 
     async def server_view() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             status = await backend.get_job("mastered", "alice")
             assert status.phase == "Succeeded" and status.message == "All 2 trainers finished successfully."
-        finally:
-            await backend.stop()
 
     run(server_view())
 
@@ -365,27 +361,15 @@ def test_a_second_user_can_neither_see_nor_touch_the_first_users_jobs(cluster, t
     home = home_dir(tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(alice, first_ns, home)
-        await backend.start()
-        try:
+        async with running(alice, first_ns, home) as backend:
             await backend.submit(SubmitRequest(spec("private"), "alice", home))
-        finally:
-            await backend.stop()
-        own = backend_for(bob, second_ns, home)
-        await own.start()
-        try:
+        async with running(bob, second_ns, home) as own:
             assert await own.list_jobs("bob") == [] and await own.list_jobs("alice") == []
-        finally:
-            await own.stop()
-        intruder = backend_for(bob, first_ns, home, sync_timeout=2)
-        await intruder.start()
-        try:
+        async with running(bob, first_ns, home, sync_timeout=2) as intruder:
             with pytest.raises(BackendUnavailable, match="403"):
                 await intruder.list_jobs("alice")
             with pytest.raises(BackendUnavailable):
                 await intruder.delete("private", "alice")
-        finally:
-            await intruder.stop()
 
     run(scenario())
     with pytest.raises(ApiException) as denied:
@@ -398,16 +382,12 @@ def test_a_role_missing_one_verb_fails_clearly_and_leaves_nothing(cluster, tmp_p
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, without_verb(NOTEBOOK_ROLE, "jobs", "create"))
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             with pytest.raises(BackendUnavailable, match="creating Job refused-master was forbidden by RBAC") as error:
                 await backend.submit(SubmitRequest(spec("refused"), "alice", home))
             assert "403" in error.value.message
             await eventually(lambda: _async(lambda: objects_of(admin, namespace, "refused") == set()), "the rollback")
             assert not (home / ".paddle-jobs" / "refused").exists()
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -416,9 +396,7 @@ def test_api_unreachable_is_503_with_the_cause_and_recovers(cluster, tmp_path):
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("steady", trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             pod = pod_of(admin, namespace, "steady", "trainer", 0)
@@ -437,8 +415,6 @@ def test_api_unreachable_is_503_with_the_cause_and_recovers(cluster, tmp_path):
             cluster.set_pod_status(namespace, pod, "Succeeded")
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "steady", "pserver", 0), "Running")
             await eventually(lambda: _where(backend, "steady", lambda s: s.phase == "Succeeded"), "the change after 410 Gone")
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -456,17 +432,13 @@ def test_an_unschedulable_replica_says_what_the_scheduler_said(cluster, tmp_path
     namespace, kubeconfig, _, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("huge", mode="collective", pservers=0, trainers=1, trainer_cpu="64"), "alice", home))
             cluster.await_job_pods(namespace)
             # (the scheduler may first report the home volume its informer has not seen yet)
             status = await eventually(lambda: _where(backend, "huge", lambda s: "Insufficient cpu" in (replica(s, "trainer", 0).reason or "")), "the scheduler's reason")
             assert replica(status, "trainer", 0).reason.startswith("Unschedulable: 0/3 nodes are available: 3 Insufficient cpu")
             assert status.phase == "Pending"
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -477,9 +449,7 @@ def test_replica_logs_tail_and_follow_through_the_api_server(cluster, tmp_path):
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("talk", mode="collective", pservers=0, trainers=2), "alice", home))
             cluster.await_job_pods(namespace)
             for index in (0, 1):
@@ -492,8 +462,6 @@ def test_replica_logs_tail_and_follow_through_the_api_server(cluster, tmp_path):
                 assert "trainer 0 step 1" in await anext(stream)
             with pytest.raises(InvalidState, match="no trainer 7"):
                 await backend.read_logs("talk", "alice", "trainer", 7)
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -504,9 +472,7 @@ def test_gpu_trainers_land_on_the_gpu_node_and_its_capacity_is_accounted(cluster
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("gpus", mode="collective", pservers=0, trainers=2, trainer_gpu=4), "alice", home))
             cluster.await_job_pods(namespace)
             core = client.CoreV1Api(admin)
@@ -518,7 +484,5 @@ def test_gpu_trainers_land_on_the_gpu_node_and_its_capacity_is_accounted(cluster
             cluster.await_job_pods(namespace)
             status = await eventually(lambda: _where(backend, "more", lambda s: "Insufficient nvidia.com/gpu" in (replica(s, "trainer", 0).reason or "")), "the scheduler's GPU reason")
             assert status.phase == "Pending"
-        finally:
-            await backend.stop()
 
     run(scenario())

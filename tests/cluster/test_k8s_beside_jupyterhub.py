@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
 from support.waiting import eventually
-from test_k8s_backend import NOTEBOOK_ROLE, backend_for, home_dir, objects_of, run, spec, workspace
+from test_k8s_backend import NOTEBOOK_ROLE, home_dir, objects_of, run, running, spec, workspace
 
 pytestmark = pytest.mark.cluster
 
@@ -65,21 +65,13 @@ def test_a_namespace_that_holds_a_jupyterhub_is_refused_unless_the_admin_allows_
     client.CoreV1Api(admin).create_namespaced_config_map(namespace, {"metadata": {"name": "hub", "labels": HUB_LABELS}})
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             with pytest.raises(BackendUnavailable, match=r"holds a JupyterHub \(ConfigMap hub\)") as error:
                 await backend.submit(SubmitRequest(spec("beside"), "alice", home))
             assert "c.KubernetesBackend.namespace" in error.value.message and "allow_hub_namespace" in error.value.message
             assert "holds a JupyterHub" in backend.describe()["unsafe_namespace"]
-        finally:
-            await backend.stop()
-        allowed = backend_for(kubeconfig, namespace, home, allow_hub_namespace=True)
-        await allowed.start()
-        try:
+        async with running(kubeconfig, namespace, home, allow_hub_namespace=True) as allowed:
             assert (await allowed.submit(SubmitRequest(spec("beside"), "alice", home)))["phase"] == "Pending"
-        finally:
-            await allowed.stop()
 
     run(scenario())
     assert ("ConfigMap", "beside") in objects_of(admin, namespace, "beside")
@@ -93,12 +85,8 @@ def test_the_shared_jobs_namespace_keeps_the_hub_out_of_the_notebooks_reach(clus
     admin = cluster.api_client()
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, jobs_ns, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, jobs_ns, home) as backend:
             await backend.submit(SubmitRequest(spec("safe", pservers=1, trainers=1), "alice", home))
-        finally:
-            await backend.stop()
 
     run(scenario())
     jobs = client.BatchV1Api(admin).list_namespaced_job(jobs_ns, label_selector="paddle-nbext/job=safe").items

@@ -21,7 +21,19 @@ from paddle_nbext_server.backends.base import InvalidState, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import logs as replica_logs
 from paddle_nbext_server.runtime import launcher
 from support.controlplane.kubelet import cri_log
-from test_k8s_backend import WAIT, _async, _where, backend_for, eventually, pod_of, replica, run, spec, workspace
+from test_k8s_backend import (
+    WAIT,
+    _async,
+    _where,
+    backend_for,
+    eventually,
+    pod_of,
+    replica,
+    run,
+    running,
+    spec,
+    workspace,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -63,9 +75,7 @@ def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("keep", pservers=1, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             pods = {role: pod_of(admin, namespace, "keep", role, 0) for role in ("pserver", "trainer")}
@@ -130,8 +140,6 @@ def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is
 
             await backend.delete("keep", "alice")
             assert not (home / ".paddle-jobs" / "keep").exists()  # the logs go with the job, not before
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -141,9 +149,7 @@ def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster, tmp_path):
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             # max_restarts=1: the Job controller replaces the failed pod once, with a NEW pod
             await backend.submit(
                 SubmitRequest(spec("retry", mode="collective", pservers=0, trainers=1, max_restarts=1), "alice", home)
@@ -187,8 +193,6 @@ def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster, tmp_path):
                 await backend.read_pod_log(second, tail=None, previous=True)
                 == "attempt 0 step 1\nValueError: attempt 0 broke\n"
             )
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -272,9 +276,7 @@ def test_a_follow_whose_api_stream_breaks_goes_on_in_the_pods_file(cluster, tmp_
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(
                 SubmitRequest(spec("steady", mode="collective", pservers=0, trainers=1), "alice", home)
             )
@@ -291,8 +293,6 @@ def test_a_follow_whose_api_stream_breaks_goes_on_in_the_pods_file(cluster, tmp_
                     # from where the stream stopped: nothing twice, nothing lost
                     assert await asyncio.wait_for(waiting, WAIT) == "step 2\n"
             log.close()
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -301,9 +301,7 @@ def test_a_replica_whose_pods_are_gone_and_left_no_file_says_so(cluster, tmp_pat
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(
                 SubmitRequest(spec("nofile", mode="collective", pservers=0, trainers=1), "alice", home)
             )
@@ -323,7 +321,5 @@ def test_a_replica_whose_pods_are_gone_and_left_no_file_says_so(cluster, tmp_pat
                 return False
 
             await eventually(says_why, "the reason there is no log")
-        finally:
-            await backend.stop()
 
     run(scenario())

@@ -42,6 +42,7 @@ from test_k8s_backend import (
     pod_of,
     replica,
     run,
+    running,
     spec,
     workspace,
 )
@@ -61,9 +62,7 @@ def test_a_trainer_pod_deleted_mid_run_fails_the_job_naming_it(cluster: Any, tmp
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("gone", pservers=1, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             for role in ("pserver", "trainer"):
@@ -72,8 +71,6 @@ def test_a_trainer_pod_deleted_mid_run_fails_the_job_naming_it(cluster: Any, tmp
             client.CoreV1Api(admin).delete_namespaced_pod(pod_of(admin, namespace, "gone", "trainer", 0), namespace)
             failed = await eventually(lambda: _where(backend, "gone", lambda s: s.phase == "Failed"), "Failed")
             assert failed.message.startswith("trainer 0")
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -82,9 +79,7 @@ def test_an_evicted_trainer_is_replaced_without_using_the_retry_budget(cluster: 
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("moved", mode="collective", pservers=0, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             first = pod_of(admin, namespace, "moved", "trainer", 0)
@@ -95,8 +90,6 @@ def test_an_evicted_trainer_is_replaced_without_using_the_retry_budget(cluster: 
                              "a replacement pod for the evicted trainer", timeout=20)
             status = await backend.get_job("moved", "alice")
             assert status.phase in ("Pending", "Running"), status.message
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -107,17 +100,13 @@ def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: P
         "metadata": {"name": "team"}, "spec": {"hard": {"pods": "2"}}})
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("squeezed", pservers=1, trainers=2), "alice", home))
             status = await eventually(lambda: _where(backend, "squeezed", lambda s: "exceeded quota" in s.message),
                                       "the quota refusal in the job's message", timeout=20)
             assert status.phase == "Pending"
             refused = [r for r in status.replicas if (r.reason or "").startswith("FailedCreate: ")]
             assert refused and all("exceeded quota: team" in r.reason for r in refused), status.replicas
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -126,9 +115,7 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tm
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home, resubmit_wait=2)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home, resubmit_wait=2) as backend:
             await backend.submit(SubmitRequest(spec("again", mode="collective", pservers=0, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             old = pod_of(admin, namespace, "again", "trainer", 0)
@@ -151,8 +138,6 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tm
             cluster.set_pod_status(namespace, fresh, "Running")
             status = await eventually(lambda: _where(backend, "again", lambda s: s.phase == "Running"), "the new job Running")
             assert replica(status, "trainer", 0).restarts == 0
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -187,16 +172,12 @@ def test_a_service_the_api_server_refuses_mid_submit_is_a_4xx_and_nothing_is_lef
                  "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}}})
     try:
         async def scenario() -> None:
-            backend = backend_for(kubeconfig, namespace, home)
-            await backend.start()
-            try:
+            async with running(kubeconfig, namespace, home) as backend:
                 await eventually(lambda: _async(lambda: _refused(admin, namespace)), "the policy to be in force")
                 with pytest.raises(InvalidRequest) as error:
                     await backend.submit(SubmitRequest(spec("legacy-mnist"), "alice", home))
                 assert "creating Service legacy-mnist failed" in error.value.message
                 assert "Service names starting with legacy- are reserved" in error.value.message
-            finally:
-                await backend.stop()
 
         run(scenario())
         assert objects_of(admin, namespace, "legacy-mnist") == set()
@@ -221,9 +202,7 @@ def test_ttl_after_finished_removes_the_jobs_and_the_record_keeps_the_outcome(cl
     batch = client.BatchV1Api(admin)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home, ttl_seconds_after_finished=1)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home, ttl_seconds_after_finished=1) as backend:
             await backend.submit(SubmitRequest(spec("brief", pservers=1, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "brief", "pserver", 0), "Running")
@@ -234,8 +213,6 @@ def test_ttl_after_finished_removes_the_jobs_and_the_record_keeps_the_outcome(cl
                 "the TTL controller to delete every Job of the job (trainers, pservers, master)")
             status = await backend.get_job("brief", "alice")
             assert status.phase == "Succeeded" and status.message == "All 1 trainer finished successfully."
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -252,12 +229,8 @@ def test_a_per_job_master_role_passes_the_escalation_check_under_the_shipped_rol
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, _combined(NOTEBOOK_ROLE, PER_JOB_MASTER_ROLE))
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home, master_service_account_name="")
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home, master_service_account_name="") as backend:
             await backend.submit(SubmitRequest(spec("owned"), "alice", home))
-        finally:
-            await backend.stop()
 
     run(scenario())
     role = client.RbacAuthorizationV1Api(admin).read_namespaced_role("owned-master", namespace)
@@ -270,14 +243,10 @@ def test_a_per_job_master_role_granting_more_than_the_notebook_holds_is_refused(
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, without_get)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home, master_service_account_name="")
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home, master_service_account_name="") as backend:
             with pytest.raises(BackendUnavailable, match="creating Role escalated-master was forbidden by RBAC") as error:
                 await backend.submit(SubmitRequest(spec("escalated"), "alice", home))
             assert "escalat" in error.value.message  # the API server's own words: "attempting to grant RBAC permissions not currently held"
-        finally:
-            await backend.stop()
 
     run(scenario())
     assert objects_of(admin, namespace, "escalated") == set()
@@ -290,16 +259,12 @@ def test_a_role_deployed_before_events_were_read_still_works_without_their_reaso
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, older)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("plain", mode="collective", pservers=0, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "plain", "trainer", 0), "Running")
             await eventually(lambda: _where(backend, "plain", lambda s: s.phase == "Running"), "Running")
             assert [j.name for j in await backend.list_jobs("alice")] == ["plain"]
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -310,12 +275,8 @@ def test_the_master_evicted_mid_job_exits_non_zero_so_kubernetes_runs_it_again(c
     env = master_env(cluster, namespace, tmp_path, "watched")
 
     async def submit() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("watched", mode="collective", pservers=0, trainers=1), "alice", home))
-        finally:
-            await backend.stop()
 
     run(submit())
     master = subprocess.Popen([sys.executable, str(MASTER)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -337,15 +298,11 @@ def test_no_token_reaches_the_objects_the_responses_the_logs_or_the_replicas(clu
     seen: list[str] = []
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             seen.append(json.dumps(await backend.submit(SubmitRequest(spec("quiet"), "alice", home), dry_run=True)))
             seen.append(json.dumps(await backend.submit(SubmitRequest(spec("quiet"), "alice", home))))
             cluster.await_job_pods(namespace)
             seen.append(json.dumps((await backend.get_job("quiet", "alice")).to_dict()))
-        finally:
-            await backend.stop()
 
     with caplog.at_level("DEBUG"):
         run(scenario())
@@ -370,9 +327,7 @@ def test_a_late_succeeded_never_overwrites_cancelled(cluster: Any, tmp_path: Pat
     core = client.CoreV1Api(admin)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("raced", mode="collective", pservers=0, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "raced", "trainer", 0), "Running")
@@ -387,8 +342,6 @@ def test_a_late_succeeded_never_overwrites_cancelled(cluster: Any, tmp_path: Pat
                 api.record_final("raced", late, before["metadata"]["resourceVersion"])
             assert refused.value.status == 409
             assert (await backend.get_job("raced", "alice")).phase == "Cancelled"
-        finally:
-            await backend.stop()
 
     run(scenario())
     final = json.loads(core.read_namespaced_config_map("raced", namespace).metadata.annotations["paddle-nbext/status"])
@@ -410,12 +363,8 @@ def test_a_read_write_once_home_pins_the_job_to_the_notebooks_node(cluster: Any,
                  "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-rwo"}}]}})
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home, home_volume="auto", pod_name="jupyter-alice")
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home, home_volume="auto", pod_name="jupyter-alice") as backend:
             await backend.submit(SubmitRequest(spec("pinned", mode="collective", pservers=0, trainers=2), "alice", home))
-        finally:
-            await backend.stop()
 
     run(scenario())
     for index in (0, 1):
@@ -430,14 +379,10 @@ def test_api_warnings_are_logged_and_shown_to_the_admin(cluster: Any, tmp_path: 
     cephfs = {"monitors": ["ceph-mon.invalid:6789"], "path": "/volumes/{username}", "user": "jupyter", "secret_ref": "ceph-secret"}
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home, home_volume="cephfs", cephfs=cephfs)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home, home_volume="cephfs", cephfs=cephfs) as backend:
             await backend.submit(SubmitRequest(spec("old-ceph"), "alice", home))
             warnings = backend.describe().get("api_warnings") or []
             assert any("cephfs" in w and w.startswith("Job old-ceph-") for w in warnings), warnings
-        finally:
-            await backend.stop()
 
     with caplog.at_level("WARNING"):
         run(scenario())
@@ -448,9 +393,7 @@ def test_a_home_the_kubelet_cannot_mount_is_the_replicas_reason(cluster: Any, tm
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("unmounted", mode="collective", pservers=0, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             pod = pod_of(admin, namespace, "unmounted", "trainer", 0)
@@ -460,8 +403,6 @@ def test_a_home_the_kubelet_cannot_mount_is_the_replicas_reason(cluster: Any, tm
                                      "an error (exit status 32) occurred while running mount")
             status = await eventually(lambda: _where(backend, "unmounted", lambda s: (replica(s, "trainer", 0).reason or "").startswith("FailedMount: ")), "FailedMount")
             assert 'volume "home"' in replica(status, "trainer", 0).reason and status.phase == "Pending"
-        finally:
-            await backend.stop()
 
     run(scenario())
 
@@ -473,12 +414,8 @@ def test_a_failed_job_whose_pods_are_gone_fails_the_replica(cluster: Any, tmp_pa
     batch, core = client.BatchV1Api(admin), client.CoreV1Api(admin)
 
     async def submit() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("lost", mode="collective", pservers=0, trainers=1), "alice", home))
-        finally:
-            await backend.stop()
 
     run(submit())
     cluster.await_job_pods(namespace)
@@ -493,13 +430,9 @@ def test_a_failed_job_whose_pods_are_gone_fails_the_replica(cluster: Any, tmp_pa
     run(eventually(lambda: _async(failed_and_gone), "the Job to fail and its pod to be removed"))
 
     async def later() -> None:
-        backend = backend_for(kubeconfig, namespace, home)
-        await backend.start()
-        try:
+        async with running(kubeconfig, namespace, home) as backend:
             status = await eventually(lambda: _where(backend, "lost", lambda s: s.phase == "Failed"), "Failed")
             assert status.message.startswith("trainer 0 failed with BackoffLimitExceeded")
-        finally:
-            await backend.stop()
 
     run(later())
 
