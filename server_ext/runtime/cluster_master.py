@@ -453,6 +453,19 @@ def reconcile_once(api: Api, job: str) -> bool:
     return True
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    """SIGTERM is an eviction, a drain or a preemption, never the job's end: exit non-zero so
+    Kubernetes runs the master again (exit 0 would complete its Job and leave the job unwatched).
+
+    `os._exit`, not `sys.exit`: a SystemExit raised while the interpreter runs a finalizer (an SSL
+    socket being collected mid-request) is printed as "Exception ignored" and swallowed, and the
+    master then kept watching until the kubelet's SIGKILL. Nothing here needs unwinding: every
+    record write is one API call that either happened or did not.
+    """
+    print("cluster_master: SIGTERM (eviction, drain or preemption): exiting for Kubernetes to restart me", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
+
+
 def main() -> int:
     job = os.environ.get("PADDLE_NBEXT_JOB")
     if not job:
@@ -460,9 +473,7 @@ def main() -> int:
         return 2
     interval = float(os.environ.get("PADDLE_NBEXT_MASTER_INTERVAL", "3"))
     api = Api.from_environment()
-    # SIGTERM is an eviction, a drain or a preemption, never the job's end: exit non-zero so
-    # Kubernetes runs the master again (exit 0 would complete its Job and leave the job unwatched).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     print(f"cluster_master: watching job {job} in namespace {api.namespace}", flush=True)
     while True:
         try:
