@@ -1,6 +1,6 @@
 """Build entry for paddle-nbext.
 
-`server_ext/` is installed as the import package `paddle_nbext_server` so that no generic
+`server_ext/paddle_nbext_server/` is the server package (folder = import name), so no generic
 top-level name lands in site-packages.  The prebuilt JupyterLab assets (built from
 `labextension/` into `paddle_nbext/labextension/`) and the file that enables the server
 extension are shipped as data files, so installing never needs node.
@@ -38,11 +38,11 @@ setup(
     # install used in development would hide such an omission).
     packages=[
         *find_packages(include=["paddle_nbext", "paddle_nbext.*"]),
-        *(f"paddle_nbext_server{name[len('server_ext'):]}" for name in find_packages(include=["server_ext", "server_ext.*"])),
+        *find_packages(where="server_ext", include=["paddle_nbext_server", "paddle_nbext_server.*"]),
     ],
     package_dir={
         "paddle_nbext": "paddle_nbext",
-        "paddle_nbext_server": "server_ext",
+        "paddle_nbext_server": "server_ext/paddle_nbext_server",
     },
     package_data={
         "paddle_nbext_server": ["openapi.json"],

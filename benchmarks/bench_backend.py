@@ -100,6 +100,6 @@ class BenchBackend(Backend):
 
 def install() -> None:
     """Make the server extension build this backend where it would build the local one."""
-    from paddle_nbext_server import app
+    from paddle_nbext_server import state
 
-    app.BACKEND_CLASSES["local"] = (__name__, "BenchBackend")
+    state.BACKEND_CLASSES["local"] = (__name__, "BenchBackend")

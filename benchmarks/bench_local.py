@@ -181,7 +181,7 @@ def launcher_peak_rss(workdir: Path) -> int:
            "PADDLE_NBEXT_WORKDIR": str(workdir)}
     code = ("import resource, subprocess, sys; subprocess.run([sys.executable, sys.argv[1]], check=True); "
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-    launcher = ROOT / "server_ext" / "runtime" / "launcher.py"
+    launcher = ROOT / "server_ext" / "paddle_nbext_server" / "runtime" / "launcher.py"
     out = subprocess.run([PYTHON, "-c", code, str(launcher)], env=env, capture_output=True, text=True, check=True)
     return int(out.stdout.strip()) * 1024
 

@@ -330,7 +330,7 @@ def test_admin_guide_object_listing_matches_the_manifests() -> None:
     tokens = shlex.split(flags.group(1))
     fields = {tokens[i][2:].replace("-", "_"): tokens[i + 1] for i in range(0, len(tokens), 2)}
     spec = JobSpec.from_dict({"entry_point": "python train.py", **fields})
-    runtime_dir = ROOT / "server_ext" / "runtime"
+    runtime_dir = ROOT / "server_ext" / "paddle_nbext_server" / "runtime"
     objects = manifests.build_plan(
         spec, "alice", ManifestSettings(namespace="jupyter-alice", default_image="paddlepaddle/paddle:3.0.0", home_path="/home/jovyan"),
         home=HomeVolume({"persistentVolumeClaim": {"claimName": "claim-alice"}}, "/home/jovyan"),

@@ -39,7 +39,7 @@ def test_wheel_installs_server_side_under_its_own_name(wheel: zipfile.ZipFile) -
     assert not any(n.startswith("server_ext/") for n in names), "no generic top-level package may be installed"
     # Every module of the source tree is in the wheel (a forgotten sub-package breaks installs
     # that are not editable, while development never notices).
-    for source_dir, package in (("server_ext", "paddle_nbext_server"), ("paddle_nbext", "paddle_nbext")):
+    for source_dir, package in (("server_ext/paddle_nbext_server", "paddle_nbext_server"), ("paddle_nbext", "paddle_nbext")):
         for module in (ROOT / source_dir).rglob("*.py"):
             if "labextension" in module.parts:
                 continue

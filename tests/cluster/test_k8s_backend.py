@@ -33,7 +33,7 @@ from paddle_nbext.spec import JobSpec
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-MASTER = REPO / "server_ext" / "runtime" / "cluster_master.py"
+MASTER = REPO / "server_ext" / "paddle_nbext_server" / "runtime" / "cluster_master.py"
 SELECTOR = "app.kubernetes.io/managed-by=paddle-nbext"
 WAIT = 60.0
 

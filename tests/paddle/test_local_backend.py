@@ -240,7 +240,7 @@ def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home) -> N
     import shutil
     import time
 
-    from paddle_nbext_server.runtime.local_master import pid_alive, process_groups
+    from paddle_nbext_server.backends.local.master import pid_alive, process_groups
 
     async def scenario():
         backend = backend_for(home)

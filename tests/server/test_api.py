@@ -70,7 +70,7 @@ async def test_version_config_and_openapi(api, jp_base_url, jp_home_dir):
 
     status, document = await api("GET", "openapi.json")
     assert status == 200
-    on_disk = json.loads((Path(__file__).parents[2] / "server_ext" / "openapi.json").read_text())
+    on_disk = json.loads((Path(__file__).parents[2] / "server_ext" / "paddle_nbext_server" / "openapi.json").read_text())
     assert document["paths"] == on_disk["paths"] and document["components"] == on_disk["components"]
     assert document["servers"] == [{"url": f"{jp_base_url}paddle/api/v1"}]
 

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
 
 from .conftest import ALICE_TOKEN
 
-DOCUMENT = Path(__file__).resolve().parents[2] / "server_ext" / "openapi.json"
+DOCUMENT = Path(__file__).resolve().parents[2] / "server_ext" / "paddle_nbext_server" / "openapi.json"
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 EXAMPLES = {GenerationMode.POSITIVE: 25, GenerationMode.NEGATIVE: 25}
 STREAMING = {("GET", "/events")}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from tornado.simple_httpclient import HTTPStreamClosedError
 
-from paddle_nbext_server.handlers.base import STATE_KEY
+from paddle_nbext_server.state import STATE_KEY
 
 from .conftest import StreamAborted
 

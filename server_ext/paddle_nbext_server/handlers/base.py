@@ -8,7 +8,7 @@ without it the answer is 403 with the JSON error body.  Handlers raise `BackendE
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
@@ -17,12 +17,10 @@ from paddle_nbext.spec import SpecError, validate_name
 
 from ..backends.base import Backend, BackendError, JobNotFound
 from ..identity import resolve_owner
+from ..state import STATE_KEY, ExtensionState
 
-if TYPE_CHECKING:
-    from ..app import ExtensionState
 
 AUTH_RESOURCE = "paddle"
-STATE_KEY = "paddle_nbext_state"  # web-app settings key of the ExtensionState
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -53,7 +51,7 @@ class PaddleAPIHandler(APIHandler):
     auth_resource = AUTH_RESOURCE
 
     @property
-    def state(self) -> "ExtensionState":
+    def state(self) -> ExtensionState:
         return self.settings[STATE_KEY]
 
     @property

@@ -1,7 +1,6 @@
 """The job master of the local backend: one detached process per job.
 
-`python -m paddle_nbext_server.runtime.local_master <job_dir>` (or `python local_master.py
-<job_dir>`).  The backend starts it in its own session, so restarting Jupyter loses nothing: the
+`python -m paddle_nbext_server.backends.local.master <job_dir>`.  The backend starts it in its own session, so restarting Jupyter loses nothing: the
 master keeps the job going and records everything in the job dir, which any later server reads.
 
 What it does, in order:
@@ -19,7 +18,8 @@ What it does, in order:
 `JobStatus.to_dict()` plus `master_pid`, `processes` (process-group ids of live replicas) and
 `admitted` (the resources this job holds).
 
-Standard library only (shipped next to the launcher; see docs/architecture.md).
+It runs beside the server (never inside a job image), so it may use the server's packages; the
+replicas it starts run `runtime/launcher.py`, which is standard library only.
 """
 from __future__ import annotations
 
@@ -37,13 +37,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-try:
-    from . import policy
-except ImportError:  # run as a plain script from a directory holding the runtime files
-    import policy  # type: ignore[no-redef]
+from ...runtime import launcher, policy
 
 TERMINAL = (policy.SUCCEEDED, policy.FAILED, policy.CANCELLED)
-LAUNCHER = Path(__file__).with_name("launcher.py")
+LAUNCHER = Path(launcher.__file__)
 #: Inherited variables a job never needs: server credentials and the server's own launcher inputs.
 SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "PADDLE_NBEXT_TOKEN")
 MEMORY_CHECK_EVERY = 0.5
@@ -537,7 +534,7 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _request_cancel)
     if len(argv) != 1:
-        print("usage: local_master.py <job_dir>", file=sys.stderr)
+        print("usage: python -m paddle_nbext_server.backends.local.master <job_dir>", file=sys.stderr)
         return 2
     job_dir = Path(argv[0])
     try:

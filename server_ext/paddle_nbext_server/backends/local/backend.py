@@ -9,7 +9,7 @@ Everything about a job lives in its own dir, `<jobs_dir>/<job_name>/`:
     status.json   JobStatus fields written atomically by the job's master on every change
     master.pid    the master's pid; master.log its own output
 
-The job master (`runtime/local_master.py`) is a detached process per job: it owns the lifecycle,
+The job master (`master.py` beside this module) is a detached process per job: it owns the lifecycle,
 so a Jupyter restart loses nothing.  Admission (a job that does not fit waits as Pending with the
 reason) is done by the master too, under a file lock in `jobs_dir`, so it works while no server
 runs and two jobs never take the same cores.  This class only creates job dirs, starts masters,
@@ -42,11 +42,11 @@ from traitlets import Float, Int, List, Unicode, default
 from paddle_nbext.quantity import Quantity, format_bytes, format_cpu
 from paddle_nbext.spec import JobSpec, SpecError
 
-from ..events import DELETED, UPDATED, JobEvent
-from ..package import make_snapshot, resolve_package
-from ..runtime import local_master
-from ..status import CANCELLED, FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, JobStatus, ReplicaStatus, now_iso
-from .base import Backend, InvalidRequest, InvalidState, JobExists, JobNotFound, SubmitRequest
+from ...events import DELETED, UPDATED, JobEvent
+from ...package import make_snapshot, resolve_package
+from . import master as local_master
+from ...status import CANCELLED, FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, JobStatus, ReplicaStatus, now_iso
+from ..base import Backend, InvalidRequest, InvalidState, JobExists, JobNotFound, SubmitRequest
 
 #: A job dir with job.json but no master.pid this long after creation lost its server mid-submit.
 STARTING_GRACE = 60.0
@@ -517,7 +517,7 @@ class LocalBackend(Backend):
             local_master.write_json_atomic(job_dir / "job.json", job)
             with open(job_dir / "master.log", "ab") as log:
                 master = subprocess.Popen(
-                    [sys.executable, "-m", "paddle_nbext_server.runtime.local_master", str(job_dir)],
+                    [sys.executable, "-m", "paddle_nbext_server.backends.local.master", str(job_dir)],
                     cwd=job_dir,
                     stdin=subprocess.DEVNULL,
                     stdout=log,

@@ -1,27 +1,23 @@
-"""The Jupyter Server extension: loads the settings, builds the backend, mounts the routes,
-tells kernels where the API is, and shuts everything down with the server.
+"""What the extension holds while the server runs: its settings, the event hub and the backend
+(or why there is none), shared by every handler under `STATE_KEY` in the web app's settings.
 
-Nothing here may break JupyterLab: a bad `c.PaddleNbext` value or a backend that cannot be
-built or started leaves the extension loaded, every job route answering 503 with the cause, and
-`GET /config` reporting `backend.ok = false` with the same message.
+Its own module so that the app (which creates it) and the handlers (which read it) both import
+it and neither imports the other.
 """
 from __future__ import annotations
 
 import asyncio
 import importlib
-import os
 import time
 from typing import Any
 
-from jupyter_server.extension.application import ExtensionApp
-from jupyter_server.utils import url_path_join
 from traitlets import TraitError
 
 from .backends.base import Backend, BackendUnavailable
 from .config import PaddleNbext
 from .events import EventHub
-from .handlers import API_BASE, routes
-from .handlers.base import STATE_KEY
+
+STATE_KEY = "paddle_nbext_state"  # web-app settings key of the ExtensionState
 
 #: backend name -> (module, class), imported only when chosen so the other's dependencies
 #: (e.g. the Kubernetes client) are never needed.
@@ -30,8 +26,6 @@ BACKEND_CLASSES = {
     "kubernetes": ("paddle_nbext_server.backends.kubernetes", "KubernetesBackend"),
 }
 START_RETRY_SECONDS = 30.0
-ENV_URL, ENV_TOKEN = "PADDLE_NBEXT_API_URL", "PADDLE_NBEXT_TOKEN"
-_WILDCARD_OR_LOCAL = {"", "0.0.0.0", "*", "localhost", "127.0.0.1", "::", "::1"}
 
 
 class ExtensionState:
@@ -125,74 +119,3 @@ class ExtensionState:
                 await self.backend.stop()
             except Exception:
                 self.settings.log.exception("paddle-nbext: stopping the backend failed")
-
-
-def load_settings(parent: Any) -> tuple[PaddleNbext, str | None]:
-    """`c.PaddleNbext` checked; on a bad value the defaults plus the message naming the trait."""
-    try:
-        settings = PaddleNbext(parent=parent)
-        settings.check_consistency()
-        return settings, None
-    except TraitError as error:
-        message = f"invalid configuration: {error}"
-        parent.log.error("paddle-nbext: %s", message)
-        return PaddleNbext(), message
-
-
-def api_url(serverapp: Any) -> str | None:
-    """The API base as a kernel on this machine reaches it (None on a Unix socket)."""
-    if getattr(serverapp, "sock", ""):
-        return None
-    ip = serverapp.ip or ""
-    if ip in _WILDCARD_OR_LOCAL:
-        host = "[::1]" if ip == "::1" else "127.0.0.1"
-    else:
-        host = f"[{ip}]" if ":" in ip else ip
-    scheme = "https" if serverapp.certfile else "http"
-    return f"{scheme}://{host}:{serverapp.port}{url_path_join(serverapp.base_url, API_BASE)}"
-
-
-def export_kernel_env(serverapp: Any) -> None:
-    """Kernels inherit the server's environment: put the API URL and a token there."""
-    url = api_url(serverapp)
-    if url:
-        os.environ[ENV_URL] = url
-    else:
-        os.environ.pop(ENV_URL, None)
-    token = getattr(serverapp.identity_provider, "token", "") or os.environ.get("JUPYTERHUB_API_TOKEN", "")
-    if token:
-        os.environ[ENV_TOKEN] = token
-    else:
-        os.environ.pop(ENV_TOKEN, None)
-
-
-class PaddleNbextApp(ExtensionApp):
-    """paddle-nbext's REST API inside Jupyter Server (an ExtensionApp for its shutdown hook)."""
-
-    name = "paddle_nbext"
-    description = "Run distributed PaddlePaddle jobs from Jupyter"
-    load_other_extensions = True
-
-    state: ExtensionState | None = None
-
-    def initialize_settings(self) -> None:
-        settings, error = load_settings(self)
-        self.state = ExtensionState(settings, error)
-        self.settings[STATE_KEY] = self.state
-        assert self.serverapp is not None
-        export_kernel_env(self.serverapp)
-        status = "ok" if self.state.error is None else f"NOT usable: {self.state.error}"
-        self.log.info("paddle-nbext: %s backend, API at %s (%s)", settings.backend, os.environ.get(ENV_URL), status)
-
-    def initialize_handlers(self) -> None:
-        self.handlers.extend(routes())
-
-    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        # The port is final now (the server may have moved off a busy one): export again.
-        export_kernel_env(serverapp)
-        if self.state is not None:
-            await self.state.try_start()
-
-    async def stop_extension(self) -> None:
-        if self.state is not None:
-            await self.state.stop()

@@ -1,0 +1,159 @@
+"""The words every part of paddle-nbext shares: job and replica phases, roles, Kubernetes label
+keys, and how times and sizes are written.
+
+One module, so that the kernel side, the server, both backends, the panel's REST contract and
+the code that runs inside job images cannot drift apart (a phase spelled two ways is a job the
+panel never sees end). It sits at the bottom of the dependency graph and uses the standard
+library only: the job runtime (launcher, policy, in-cluster master) imports it, and it is shipped
+into every job beside those files (`paddle_nbext_server.runtime_files`), where it is imported as
+the plain module `contract`.
+
+The enums are `str` subclasses: a phase compares equal to its JSON text, serialises as that text
+and formats as it (`f"{Phase.RUNNING}"` is `Running` on every Python 3.10+), so records written by
+older versions and JSON from the API need no conversion.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+
+
+class _Word(str, Enum):
+    """A closed set of words that is also plain text wherever it is written or compared."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return str(self.value).__format__(spec)
+
+
+class Phase(_Word):
+    """Where a job is. `TERMINAL_PHASES` are the ends: a job there never changes again."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+class ReplicaPhase(_Word):
+    """Where one replica is. `STOPPED` is a replica the job runner ended on purpose (pservers after
+    the trainers succeeded, everything on cancel or after another replica failed): a normal end,
+    never reported as a failure."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+
+
+class Role(_Word):
+    """A replica's part in the job: parameter servers hold the parameters, trainers train."""
+
+    PSERVER = "pserver"
+    TRAINER = "trainer"
+
+
+class Mode(_Word):
+    """How a job trains: `ps` (parameter servers and trainers) or `collective` (trainers only)."""
+
+    PS = "ps"
+    COLLECTIVE = "collective"
+
+
+TERMINAL_PHASES: frozenset[str] = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED})
+#: Roles in the order they start and are listed (pservers first: trainers connect to them).
+ROLES: tuple[Role, ...] = (Role.PSERVER, Role.TRAINER)
+
+
+def is_terminal(phase: str | None) -> bool:
+    """True for a job phase that never changes again."""
+    return phase in TERMINAL_PHASES
+
+
+# Kubernetes label and annotation keys on every object a job owns. Label values are selectable;
+# the owner's exact name goes in an annotation because a label value cannot hold every user name.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGER = "paddle-nbext"
+JOB_LABEL = "paddle-nbext/job"
+OWNER_LABEL = "paddle-nbext/owner"
+ROLE_LABEL = "paddle-nbext/role"
+#: On every pod: the uid of the record it was submitted under. A resubmit reuses the job's name
+#: while pods of the deleted job may still be terminating; the uid tells them apart.
+RECORD_UID_LABEL = "paddle-nbext/record-uid"
+OWNER_ANNOTATION = "paddle-nbext/owner"
+STATUS_ANNOTATION = "paddle-nbext/status"  # JSON: the final status, written once the job ends
+CANCELLED_ANNOTATION = "paddle-nbext/cancelled"
+#: The record ConfigMap's key holding the job's spec (`JobSpec.to_dict()` as JSON).
+SPEC_KEY = "spec.json"
+
+
+def now_iso() -> str:
+    """This instant as the API writes times: UTC, milliseconds, `Z` (`2026-12-01T11:00:00.000Z`)."""
+    return format_time(datetime.now(timezone.utc))
+
+
+def format_time(moment: datetime) -> str:
+    """`moment` in the API's time format (naive datetimes are taken as UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An API time (or any ISO 8601 time, `Z` or offset) as an aware datetime; None if absent or
+    unreadable, because a damaged record must never break a listing."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+_BINARY_UNITS = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def format_bytes(value: float) -> str:
+    """Bytes as people write Kubernetes memory: the largest binary unit, at most two decimals,
+    trailing zeros dropped (`17179869184` -> `16Gi`, `1610612736` -> `1.5Gi`, `512` -> `512`)."""
+    magnitude = abs(value)
+    for unit, size in _BINARY_UNITS:
+        if magnitude >= size:
+            return f"{_two_decimals(value / size)}{unit}"
+    return _two_decimals(value)
+
+
+def format_cores(value: float) -> str:
+    """CPU cores for people: whole numbers bare, fractions below one in millicores, else at most
+    three decimals (`8`, `250m`, `1.5`)."""
+    if value == int(value):
+        return str(int(value))
+    if abs(value) < 1 and round(value * 1000, 9) == int(round(value * 1000)):
+        return f"{int(round(value * 1000))}m"
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def format_duration(seconds: float) -> str:
+    """A span for people, two units at most: `45s`, `3m 20s`, `2h 5m`, `3d 4h`."""
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m {secs}s" if secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def _two_decimals(value: float) -> str:
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text

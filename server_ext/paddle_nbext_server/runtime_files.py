@@ -1,0 +1,57 @@
+"""The files a job runs, as one bundle: the stdlib-only runtime (launcher, policy, in-cluster
+master) and the shared contract module they import.
+
+Both backends ship exactly this bundle into a job at submit: the Kubernetes backend into the job
+record ConfigMap that every pod mounts, the local backend into the job's own directory. A job
+therefore keeps running the runtime it was submitted with, even when the package is upgraded
+under it, and the interpreter that runs it needs nothing but Python 3.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import paddle_nbext.contract
+
+from .runtime import cluster_master, launcher, policy
+
+#: bundle file name -> the module that is shipped under that name.
+_MODULES = {
+    "launcher.py": launcher,
+    "policy.py": policy,
+    "cluster_master.py": cluster_master,
+    "contract.py": paddle_nbext.contract,
+}
+NAMES: tuple[str, ...] = tuple(_MODULES)
+
+
+class RuntimeFilesMissing(OSError):
+    """A runtime file cannot be read: the installation is damaged."""
+
+
+def source_path(name: str) -> Path:
+    """Where the installed copy of the bundle file `name` is."""
+    module_file = _MODULES[name].__file__
+    if module_file is None:  # pragma: no cover - only for namespace packages
+        raise RuntimeFilesMissing(f"the job runtime file {name} has no source in this installation")
+    return Path(module_file)
+
+
+def read_bundle() -> dict[str, str]:
+    """Every bundle file's text by name (blocking: call it in a thread from the event loop)."""
+    files: dict[str, str] = {}
+    for name in NAMES:
+        path = source_path(name)
+        try:
+            files[name] = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise RuntimeFilesMissing(f"the job runtime file {path} is missing from this installation ({error})") from None
+    return files
+
+
+def write_bundle(directory: Path) -> Path:
+    """Write the bundle into `directory` (created); returns the launcher's path there."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in read_bundle().items():
+        (directory / name).write_text(text, encoding="utf-8")
+    return directory / "launcher.py"
