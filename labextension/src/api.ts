@@ -47,12 +47,7 @@ async function errorFrom(response: Response, what: string): Promise<ApiError> {
   // Our own error body always has `error`; a 404 without it comes from Jupyter itself, which
   // means no route is mounted at paddle/api/v1: the server extension is not enabled.
   if (body && typeof body.error === 'string' && typeof body.message === 'string') {
-    return new ApiError(
-      response.status,
-      body.error ?? 'error',
-      body.message,
-      body.field ?? null
-    );
+    return new ApiError(response.status, body.error ?? 'error', body.message, body.field ?? null);
   }
   if (response.status === 404) {
     return new ApiError(
@@ -76,7 +71,10 @@ async function errorFrom(response: Response, what: string): Promise<ApiError> {
 export class PaddleApi {
   constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
 
-  url(path: string, query: { [key: string]: string | number | boolean | null | undefined } = {}): string {
+  url(
+    path: string,
+    query: { [key: string]: string | number | boolean | null | undefined } = {}
+  ): string {
     const base = URLExt.join(this.settings.baseUrl, API_PATH, path);
     const params = Object.entries(query)
       .filter(([, value]) => value !== null && value !== undefined && value !== '')
@@ -93,7 +91,11 @@ export class PaddleApi {
       if ((error as Error).name === 'AbortError') {
         throw error;
       }
-      throw new ApiError(0, 'network', `Cannot reach the Jupyter server: ${(error as Error).message}`);
+      throw new ApiError(
+        0,
+        'network',
+        `Cannot reach the Jupyter server: ${(error as Error).message}`
+      );
     }
     if (!response.ok) {
       throw await errorFrom(response, what);

@@ -39,14 +39,40 @@ export class JobDetailView {
   ) {
     this._title = h('span', { className: 'pn-detail-name', 'data-testid': 'paddle-detail-name' });
     this._badge = h('span', { className: 'pn-badge', 'data-testid': 'paddle-detail-phase' });
-    this._message = h('div', { className: 'pn-detail-message', 'data-testid': 'paddle-detail-message' });
+    this._message = h('div', {
+      className: 'pn-detail-message',
+      'data-testid': 'paddle-detail-message'
+    });
     this._times = h('div', { className: 'pn-detail-times' });
-    this._counts = h('div', { className: 'pn-detail-counts', 'data-testid': 'paddle-detail-counts' });
-    const back = h('button', { className: 'pn-button pn-back', 'data-testid': 'paddle-back', title: 'Back to the job list' }, '← Jobs');
+    this._counts = h('div', {
+      className: 'pn-detail-counts',
+      'data-testid': 'paddle-detail-counts'
+    });
+    const back = h(
+      'button',
+      {
+        className: 'pn-button pn-back',
+        'data-testid': 'paddle-back',
+        title: 'Back to the job list'
+      },
+      '← Jobs'
+    );
     back.addEventListener('click', () => this._back());
-    this._cancel = h('button', { className: 'pn-button', 'data-testid': 'paddle-cancel' }, 'Cancel');
-    this._delete = h('button', { className: 'pn-button pn-danger', 'data-testid': 'paddle-delete' }, 'Delete');
-    this._copy = h('button', { className: 'pn-button', 'data-testid': 'paddle-copy-spec' }, 'Copy spec');
+    this._cancel = h(
+      'button',
+      { className: 'pn-button', 'data-testid': 'paddle-cancel' },
+      'Cancel'
+    );
+    this._delete = h(
+      'button',
+      { className: 'pn-button pn-danger', 'data-testid': 'paddle-delete' },
+      'Delete'
+    );
+    this._copy = h(
+      'button',
+      { className: 'pn-button', 'data-testid': 'paddle-copy-spec' },
+      'Copy spec'
+    );
     this._cancel.addEventListener('click', () => void this._confirmCancel());
     this._delete.addEventListener('click', () => void this._confirmDelete());
     this._copy.addEventListener('click', () => this._copySpec());
@@ -58,13 +84,26 @@ export class JobDetailView {
       h(
         'thead',
         {},
-        h('tr', {}, h('th', {}, 'Replica'), h('th', {}, 'Phase'), h('th', {}, 'Reason'), h('th', {}, 'Restarts'), h('th', {}, 'Ran'), h('th', {}))
+        h(
+          'tr',
+          {},
+          h('th', {}, 'Replica'),
+          h('th', {}, 'Phase'),
+          h('th', {}, 'Reason'),
+          h('th', {}, 'Restarts'),
+          h('th', {}, 'Ran'),
+          h('th', {})
+        )
       ),
       this._replicas
     );
     this._spec = h('pre', { className: 'pn-spec', 'data-testid': 'paddle-spec' });
 
-    this._logReplica = h('select', { className: 'pn-input', 'data-testid': 'paddle-log-replica', 'aria-label': 'Replica' });
+    this._logReplica = h('select', {
+      className: 'pn-input',
+      'data-testid': 'paddle-log-replica',
+      'aria-label': 'Replica'
+    });
     this._logTail = h('input', {
       className: 'pn-input pn-narrow',
       type: 'number',
@@ -76,7 +115,11 @@ export class JobDetailView {
     });
     this._logFollow = h('input', { type: 'checkbox', 'data-testid': 'paddle-log-follow' });
     this._logPrevious = h('input', { type: 'checkbox', 'data-testid': 'paddle-log-previous' });
-    const load = h('button', { className: 'pn-button', 'data-testid': 'paddle-log-load' }, 'Show log');
+    const load = h(
+      'button',
+      { className: 'pn-button', 'data-testid': 'paddle-log-load' },
+      'Show log'
+    );
     load.addEventListener('click', () => void this.showLog());
     this._logStatus = h('span', { className: 'pn-log-status', 'data-testid': 'paddle-log-status' });
     this.log = new LogView();
@@ -98,7 +141,12 @@ export class JobDetailView {
         this._logReplica,
         h('label', {}, 'last ', this._logTail),
         h('label', { title: 'Stream new lines as they are written' }, this._logFollow, ' follow'),
-        h('label', { title: 'The log of the previous (restarted) container' }, this._logPrevious, ' previous'),
+        h(
+          'label',
+          { title: 'The log of the previous (restarted) container' },
+          this._logPrevious,
+          ' previous'
+        ),
         load,
         this._logStatus
       ),
@@ -159,7 +207,15 @@ export class JobDetailView {
     clear(this._logReplica);
     for (const replica of job.replicas) {
       const key = `${replica.role}-${replica.index}`;
-      const logs = h('button', { className: 'pn-button pn-small', 'data-testid': 'paddle-replica-logs', title: `Show the log of ${replica.role} ${replica.index}` }, 'Logs');
+      const logs = h(
+        'button',
+        {
+          className: 'pn-button pn-small',
+          'data-testid': 'paddle-replica-logs',
+          title: `Show the log of ${replica.role} ${replica.index}`
+        },
+        'Logs'
+      );
       logs.addEventListener('click', () => {
         this._logReplica.value = key;
         void this.showLog();
@@ -169,7 +225,11 @@ export class JobDetailView {
           'tr',
           { 'data-testid': 'paddle-replica-row', 'data-replica': key, 'data-phase': replica.phase },
           h('td', {}, `${replica.role} ${replica.index}`),
-          h('td', {}, h('span', { className: `pn-badge ${phaseClass(replica.phase)}` }, replica.phase)),
+          h(
+            'td',
+            {},
+            h('span', { className: `pn-badge ${phaseClass(replica.phase)}` }, replica.phase)
+          ),
           h('td', { className: 'pn-reason' }, replicaReason(replica, job.phase)),
           h('td', {}, String(replica.restarts)),
           h('td', {}, ranFor(replica)),
@@ -245,7 +305,10 @@ export class JobDetailView {
     const result = await showDialog({
       title: `Cancel job ${name}?`,
       body: 'Every replica is stopped. The job record and its logs are kept until you delete it.',
-      buttons: [Dialog.cancelButton({ label: 'Keep running' }), Dialog.warnButton({ label: 'Cancel job' })]
+      buttons: [
+        Dialog.cancelButton({ label: 'Keep running' }),
+        Dialog.warnButton({ label: 'Cancel job' })
+      ]
     });
     if (!result.button.accept) {
       return;
@@ -256,7 +319,9 @@ export class JobDetailView {
         this.update(job);
       }
     } catch (error) {
-      Notification.error(`Could not cancel ${name}: ${(error as ApiError).message}`, { autoClose: 8000 });
+      Notification.error(`Could not cancel ${name}: ${(error as ApiError).message}`, {
+        autoClose: 8000
+      });
     }
   }
 
@@ -281,7 +346,9 @@ export class JobDetailView {
         this._back();
       }
     } catch (error) {
-      Notification.error(`Could not delete ${name}: ${(error as ApiError).message}`, { autoClose: 8000 });
+      Notification.error(`Could not delete ${name}: ${(error as ApiError).message}`, {
+        autoClose: 8000
+      });
     }
   }
 

@@ -106,7 +106,10 @@ export function roleSummaries(job: IJobStatus): IRoleSummary[] {
     const present = parts.filter(([n]) => n > 0);
     let text: string;
     if (!ended) {
-      text = [`${label} ${c.running}/${desired} running`, ...present.map(([n, word]) => `${n} ${word}`)].join(', ');
+      text = [
+        `${label} ${c.running}/${desired} running`,
+        ...present.map(([n, word]) => `${n} ${word}`)
+      ].join(', ');
     } else if (present.length) {
       const [[n, word], ...rest] = present;
       text = [`${label} ${n}/${desired} ${word}`, ...rest.map(([m, w]) => `${m} ${w}`)].join(', ');

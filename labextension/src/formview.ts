@@ -5,7 +5,15 @@
 import { ApiError, PaddleApi } from './api';
 import { h } from './dom';
 import { IServerConfig, DEFAULT_LIMITS, IJobStatus, ILimits } from './types';
-import { FieldName, FormErrors, IFormValues, defaultValues, toPayload, totalsLine, validateForm } from './validate';
+import {
+  FieldName,
+  FormErrors,
+  IFormValues,
+  defaultValues,
+  toPayload,
+  totalsLine,
+  validateForm
+} from './validate';
 
 interface IFieldDef {
   name: FieldName;
@@ -17,20 +25,90 @@ interface IFieldDef {
 }
 
 const FIELDS: IFieldDef[] = [
-  { name: 'job_name', label: 'Name', kind: 'text', placeholder: 'generated when empty', hint: () => "lower-case letters, digits, '-'; at most 40" },
-  { name: 'entry_point', label: 'Entry point', kind: 'text', placeholder: 'python train.py --epochs 3' },
-  { name: 'trainer_package', label: 'Package directory', kind: 'text', placeholder: 'a directory in your home, e.g. work/mnist', hint: () => 'the code to run; copied at submit when snapshot is on' },
+  {
+    name: 'job_name',
+    label: 'Name',
+    kind: 'text',
+    placeholder: 'generated when empty',
+    hint: () => "lower-case letters, digits, '-'; at most 40"
+  },
+  {
+    name: 'entry_point',
+    label: 'Entry point',
+    kind: 'text',
+    placeholder: 'python train.py --epochs 3'
+  },
+  {
+    name: 'trainer_package',
+    label: 'Package directory',
+    kind: 'text',
+    placeholder: 'a directory in your home, e.g. work/mnist',
+    hint: () => 'the code to run; copied at submit when snapshot is on'
+  },
   { name: 'mode', label: 'Mode', kind: 'select' },
-  { name: 'pservers', label: 'Parameter servers', kind: 'number', psOnly: true, hint: l => `at most ${l.max_pservers}` },
-  { name: 'pserver_cpu', label: 'CPU per pserver', kind: 'text', psOnly: true, hint: l => (l.max_cpu_per_replica ? `at most ${l.max_cpu_per_replica}` : 'e.g. 500m, 2') },
-  { name: 'pserver_mem', label: 'Memory per pserver', kind: 'text', psOnly: true, hint: l => (l.max_mem_per_replica ? `at most ${l.max_mem_per_replica}` : 'e.g. 512Mi, 4Gi') },
+  {
+    name: 'pservers',
+    label: 'Parameter servers',
+    kind: 'number',
+    psOnly: true,
+    hint: l => `at most ${l.max_pservers}`
+  },
+  {
+    name: 'pserver_cpu',
+    label: 'CPU per pserver',
+    kind: 'text',
+    psOnly: true,
+    hint: l => (l.max_cpu_per_replica ? `at most ${l.max_cpu_per_replica}` : 'e.g. 500m, 2')
+  },
+  {
+    name: 'pserver_mem',
+    label: 'Memory per pserver',
+    kind: 'text',
+    psOnly: true,
+    hint: l => (l.max_mem_per_replica ? `at most ${l.max_mem_per_replica}` : 'e.g. 512Mi, 4Gi')
+  },
   { name: 'trainers', label: 'Trainers', kind: 'number', hint: l => `at most ${l.max_trainers}` },
-  { name: 'trainer_cpu', label: 'CPU per trainer', kind: 'text', hint: l => (l.max_cpu_per_replica ? `at most ${l.max_cpu_per_replica}` : 'e.g. 500m, 2') },
-  { name: 'trainer_mem', label: 'Memory per trainer', kind: 'text', hint: l => (l.max_mem_per_replica ? `at most ${l.max_mem_per_replica}` : 'e.g. 512Mi, 4Gi') },
-  { name: 'trainer_gpu', label: 'GPUs per trainer', kind: 'number', hint: l => `at most ${l.max_gpu_per_replica}${l.max_gpu_per_job !== null ? `, ${l.max_gpu_per_job} per job` : ''}` },
-  { name: 'image', label: 'Image', kind: 'text', hint: l => (l.allowed_images ? `allowed: ${l.allowed_images.join(', ')}` : 'Kubernetes only; empty: the server default') },
-  { name: 'max_restarts', label: 'Restarts per replica', kind: 'number', hint: l => `at most ${l.max_restarts}` },
-  { name: 'timeout', label: 'Time limit', kind: 'text', placeholder: 'none', hint: l => `seconds or 30m, 2h${l.max_timeout !== null ? `; at most ${l.max_timeout}s` : ''}` },
+  {
+    name: 'trainer_cpu',
+    label: 'CPU per trainer',
+    kind: 'text',
+    hint: l => (l.max_cpu_per_replica ? `at most ${l.max_cpu_per_replica}` : 'e.g. 500m, 2')
+  },
+  {
+    name: 'trainer_mem',
+    label: 'Memory per trainer',
+    kind: 'text',
+    hint: l => (l.max_mem_per_replica ? `at most ${l.max_mem_per_replica}` : 'e.g. 512Mi, 4Gi')
+  },
+  {
+    name: 'trainer_gpu',
+    label: 'GPUs per trainer',
+    kind: 'number',
+    hint: l =>
+      `at most ${l.max_gpu_per_replica}${l.max_gpu_per_job !== null ? `, ${l.max_gpu_per_job} per job` : ''}`
+  },
+  {
+    name: 'image',
+    label: 'Image',
+    kind: 'text',
+    hint: l =>
+      l.allowed_images
+        ? `allowed: ${l.allowed_images.join(', ')}`
+        : 'Kubernetes only; empty: the server default'
+  },
+  {
+    name: 'max_restarts',
+    label: 'Restarts per replica',
+    kind: 'number',
+    hint: l => `at most ${l.max_restarts}`
+  },
+  {
+    name: 'timeout',
+    label: 'Time limit',
+    kind: 'text',
+    placeholder: 'none',
+    hint: l => `seconds or 30m, 2h${l.max_timeout !== null ? `; at most ${l.max_timeout}s` : ''}`
+  },
   { name: 'env', label: 'Environment', kind: 'textarea', placeholder: 'KEY=value, one per line' },
   { name: 'snapshot', label: 'Snapshot the package at submit', kind: 'checkbox' }
 ];
@@ -62,14 +140,30 @@ export class JobFormView {
     private readonly _submitted: (job: IJobStatus) => void
   ) {
     this._imageList = h('datalist', { id: `pn-images-${Math.random().toString(36).slice(2)}` });
-    const form = h('form', { className: 'pn-form', 'data-testid': 'paddle-form', novalidate: true });
+    const form = h('form', {
+      className: 'pn-form',
+      'data-testid': 'paddle-form',
+      novalidate: true
+    });
     for (const def of FIELDS) {
       form.appendChild(this._createField(def));
     }
     this._totals = h('div', { className: 'pn-totals', 'data-testid': 'paddle-form-totals' });
-    this._formError = h('div', { className: 'pn-form-error', 'data-testid': 'paddle-form-error', role: 'alert' });
-    this._submit = h('button', { className: 'pn-button pn-primary', type: 'submit', 'data-testid': 'paddle-submit' }, 'Submit');
-    const cancel = h('button', { className: 'pn-button', type: 'button', 'data-testid': 'paddle-form-cancel' }, 'Cancel');
+    this._formError = h('div', {
+      className: 'pn-form-error',
+      'data-testid': 'paddle-form-error',
+      role: 'alert'
+    });
+    this._submit = h(
+      'button',
+      { className: 'pn-button pn-primary', type: 'submit', 'data-testid': 'paddle-submit' },
+      'Submit'
+    );
+    const cancel = h(
+      'button',
+      { className: 'pn-button', type: 'button', 'data-testid': 'paddle-form-cancel' },
+      'Cancel'
+    );
     cancel.addEventListener('click', () => this._close());
     form.appendChild(this._totals);
     form.appendChild(this._formError);
@@ -84,7 +178,11 @@ export class JobFormView {
     this.node = h(
       'div',
       { className: 'pn-form-view' },
-      h('div', { className: 'pn-detail-head' }, h('span', { className: 'pn-detail-name' }, 'New job')),
+      h(
+        'div',
+        { className: 'pn-detail-head' },
+        h('span', { className: 'pn-detail-name' }, 'New job')
+      ),
       form
     );
   }
@@ -138,10 +236,21 @@ export class JobFormView {
 
   private _createField(def: IFieldDef): HTMLElement {
     const id = `pn-field-${def.name}-${Math.random().toString(36).slice(2, 8)}`;
-    const common = { id, name: def.name, 'data-field': def.name, 'data-testid': `paddle-field-${def.name}`, className: 'pn-input' };
+    const common = {
+      id,
+      name: def.name,
+      'data-field': def.name,
+      'data-testid': `paddle-field-${def.name}`,
+      className: 'pn-input'
+    };
     let input: IFieldUi['input'];
     if (def.kind === 'select') {
-      input = h('select', common, h('option', { value: 'ps' }, 'ps: parameter servers + trainers'), h('option', { value: 'collective' }, 'collective'));
+      input = h(
+        'select',
+        common,
+        h('option', { value: 'ps' }, 'ps: parameter servers + trainers'),
+        h('option', { value: 'collective' }, 'collective')
+      );
     } else if (def.kind === 'textarea') {
       input = h('textarea', { ...common, rows: 2, placeholder: def.placeholder });
     } else if (def.kind === 'checkbox') {
@@ -157,12 +266,28 @@ export class JobFormView {
         spellcheck: 'false'
       });
     }
-    const error = h('div', { className: 'pn-field-error', 'data-testid': `paddle-error-${def.name}`, role: 'alert' });
+    const error = h('div', {
+      className: 'pn-field-error',
+      'data-testid': `paddle-error-${def.name}`,
+      role: 'alert'
+    });
     const hint = h('div', { className: 'pn-hint' });
     const row =
       def.kind === 'checkbox'
-        ? h('div', { className: 'pn-field pn-check' }, h('label', { for: id }, input, ` ${def.label}`), error)
-        : h('div', { className: 'pn-field' }, h('label', { for: id }, def.label), input, hint, error);
+        ? h(
+            'div',
+            { className: 'pn-field pn-check' },
+            h('label', { for: id }, input, ` ${def.label}`),
+            error
+          )
+        : h(
+            'div',
+            { className: 'pn-field' },
+            h('label', { for: id }, def.label),
+            input,
+            hint,
+            error
+          );
     this._fields.set(def.name, { def, row, input, error, hint });
     return row;
   }

@@ -16,10 +16,10 @@ import { PaddlePanel, paddleIcon } from './panel';
 
 const PLUGIN_ID = 'paddle-nbext-labextension:plugin';
 
-export namespace CommandIDs {
-  export const open = 'paddle-nbext:open';
-  export const newJob = 'paddle-nbext:new-job';
-}
+export const CommandIDs = {
+  open: 'paddle-nbext:open',
+  newJob: 'paddle-nbext:new-job'
+} as const;
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
@@ -46,7 +46,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
       for (const job of jobs) {
         const options = {
           autoClose: 10000,
-          actions: [{ label: 'Show', callback: () => { void app.commands.execute(CommandIDs.open, { job: job.name }); } }]
+          actions: [
+            {
+              label: 'Show',
+              callback: () => {
+                void app.commands.execute(CommandIDs.open, { job: job.name });
+              }
+            }
+          ]
         };
         const text = `Paddle job ${job.name} ${job.phase === 'Succeeded' ? 'succeeded' : 'failed'}${job.message ? `: ${job.message}` : ''}`;
         if (job.phase === 'Succeeded') {

@@ -36,7 +36,11 @@ export class JobListView {
           'or with paddle-nbext submit in a terminal. It appears here without a reload.'
       )
     );
-    this._loading = h('div', { className: 'pn-loading', 'data-testid': 'paddle-loading' }, 'Loading jobs…');
+    this._loading = h(
+      'div',
+      { className: 'pn-loading', 'data-testid': 'paddle-loading' },
+      'Loading jobs…'
+    );
     this.node = h('div', { className: 'pn-list-view' }, this._loading, this._empty, this._list);
     this._list.addEventListener('click', event => {
       const row = (event.target as Element).closest('[data-job]');
@@ -138,7 +142,12 @@ export class JobListView {
           job.phase
         )
       ),
-      h('div', { className: 'pn-row-bottom' }, h('span', { className: 'pn-counts' }, ...counts), age)
+      h(
+        'div',
+        { className: 'pn-row-bottom' },
+        h('span', { className: 'pn-counts' }, ...counts),
+        age
+      )
     );
     return { job, node, age };
   }

@@ -118,7 +118,7 @@ export class LogView {
         this._pending = [];
       }
       const fragment = document.createDocumentFragment();
-      for (let start = 0; start < text.length; ) {
+      for (let start = 0; start < text.length;) {
         const end = afterLines(text, start, LINES_PER_BLOCK);
         const piece = end < 0 ? text.slice(start) : text.slice(start, end);
         start = end < 0 ? text.length : end;

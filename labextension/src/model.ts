@@ -9,7 +9,15 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { ApiError, PaddleApi, readText } from './api';
 import { SseParser, backoffDelay } from './sse';
-import { Action, IJobsState, IProblem, ITransition, finishedJobs, initialState, reduce } from './state';
+import {
+  Action,
+  IJobsState,
+  IProblem,
+  ITransition,
+  finishedJobs,
+  initialState,
+  reduce
+} from './state';
 import { IJobStatus, IServerConfig } from './types';
 
 export function problemFrom(error: unknown): IProblem {
@@ -32,7 +40,7 @@ export class JobsModel implements IDisposable {
   private _disposed = false;
   private _started = false;
   private _abort: AbortController | null = null;
-  private _poll = 0;
+  private _poll: ReturnType<typeof setInterval> | null = null;
   private _wake: (() => void) | null = null;
   private _config: IServerConfig | null = null;
   private _refreshSeconds = 10;
@@ -63,7 +71,7 @@ export class JobsModel implements IDisposable {
   /** Fallback poll interval in seconds (from the settings). */
   set refreshSeconds(value: number) {
     this._refreshSeconds = Math.max(1, value);
-    if (this._poll) {
+    if (this._poll !== null) {
       this._stopPoll();
       this._startPoll();
     }
@@ -202,7 +210,7 @@ export class JobsModel implements IDisposable {
   }
 
   private _startPoll(): void {
-    if (this._poll || this._disposed) {
+    if (this._poll !== null || this._disposed) {
       return;
     }
     void this.reload();
@@ -210,9 +218,9 @@ export class JobsModel implements IDisposable {
   }
 
   private _stopPoll(): void {
-    if (this._poll) {
+    if (this._poll !== null) {
       clearInterval(this._poll);
-      this._poll = 0;
+      this._poll = null;
     }
   }
 

@@ -52,12 +52,36 @@ export class PaddlePanel extends Widget {
         this.openJob(job.name);
       }
     );
-    const newJob = h('button', { className: 'pn-button pn-primary', 'data-testid': 'paddle-new-job', title: 'Submit a new distributed job' }, 'New job');
+    const newJob = h(
+      'button',
+      {
+        className: 'pn-button pn-primary',
+        'data-testid': 'paddle-new-job',
+        title: 'Submit a new distributed job'
+      },
+      'New job'
+    );
     newJob.addEventListener('click', () => void this.showForm());
-    const refresh = h('button', { className: 'pn-button', 'data-testid': 'paddle-refresh', title: 'Reload the job list and reconnect' }, 'Refresh');
+    const refresh = h(
+      'button',
+      {
+        className: 'pn-button',
+        'data-testid': 'paddle-refresh',
+        title: 'Reload the job list and reconnect'
+      },
+      'Refresh'
+    );
     refresh.addEventListener('click', () => model.retry());
-    this._connection = h('span', { className: 'pn-connection', 'data-testid': 'paddle-connection' });
-    this._banner = h('div', { className: 'pn-banner', 'data-testid': 'paddle-banner', role: 'alert', hidden: true });
+    this._connection = h('span', {
+      className: 'pn-connection',
+      'data-testid': 'paddle-connection'
+    });
+    this._banner = h('div', {
+      className: 'pn-banner',
+      'data-testid': 'paddle-banner',
+      role: 'alert',
+      hidden: true
+    });
     const header = h(
       'div',
       { className: 'pn-header' },
@@ -75,10 +99,15 @@ export class PaddlePanel extends Widget {
     // The version of the server extension (what actually runs the jobs), in a quiet footer;
     // hidden until known, and left hidden when the server extension is missing (the banner
     // says so).
-    this._version = h('div', { className: 'pn-footer', 'data-testid': 'paddle-version', hidden: true });
+    this._version = h('div', {
+      className: 'pn-footer',
+      'data-testid': 'paddle-version',
+      hidden: true
+    });
     this.node.appendChild(this._version);
     this.node.setAttribute('data-testid', 'paddle-panel');
     void this._loadVersion(api);
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- Lumino calls the slot with the thisArg passed beside it.
     model.changed.connect(this._onChange, this);
     this._onChange(model, model.state);
     this._setView('list');
@@ -133,7 +162,12 @@ export class PaddlePanel extends Widget {
     this._banner.hidden = !problem;
     this._banner.textContent = problem ? problem.message : '';
     this._banner.setAttribute('data-kind', problem?.kind ?? '');
-    const labels = { connecting: 'connecting…', live: 'live', polling: 'reconnecting (polling)', stopped: '' };
+    const labels = {
+      connecting: 'connecting…',
+      live: 'live',
+      polling: 'reconnecting (polling)',
+      stopped: ''
+    };
     this._connection.textContent = labels[state.connection];
     this._connection.setAttribute('data-state', state.connection);
     if (this._view === 'list' || !this.isVisible) {
@@ -168,6 +202,7 @@ export class PaddlePanel extends Widget {
     }
     window.clearInterval(this._ticker);
     this.detail.stopLog();
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- Lumino calls the slot with the thisArg passed beside it.
     this.model.changed.disconnect(this._onChange, this);
     super.dispose();
   }

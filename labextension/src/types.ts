@@ -6,6 +6,13 @@
 export type JobPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled';
 export type ReplicaPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Stopped';
 
+/**
+ * One of `Known`, or any other string: a newer server may report a phase this panel does not
+ * know yet, and it must still be shown. Intersecting `string` with an empty object type keeps
+ * the union from collapsing to plain `string`, so editors still offer the known values.
+ */
+export type OpenString<Known extends string> = Known | (string & Record<never, never>);
+
 export const TERMINAL_PHASES: ReadonlySet<string> = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
 export interface IRoleCounts {
@@ -20,7 +27,7 @@ export interface IRoleCounts {
 export interface IReplica {
   role: string;
   index: number;
-  phase: ReplicaPhase | string;
+  phase: OpenString<ReplicaPhase>;
   reason: string | null;
   exit_code: number | null;
   restarts: number;
@@ -32,7 +39,7 @@ export interface IJobStatus {
   name: string;
   owner: string;
   backend: string;
-  phase: JobPhase | string;
+  phase: OpenString<JobPhase>;
   message: string;
   spec: { [key: string]: unknown };
   created: string;

@@ -83,7 +83,11 @@ function text(value: unknown): string {
       .map(([k, v]) => `${k}=${String(v)}`)
       .join('\n');
   }
-  return String(value);
+  if (typeof value === 'string') {
+    return value;
+  }
+  // Config defaults are JSON, so anything left is a number or a boolean.
+  return typeof value === 'number' || typeof value === 'boolean' ? String(value) : '';
 }
 
 /** Form values from `GET /config` defaults (unknown keys are ignored). */
@@ -424,8 +428,7 @@ function plural(count: number, word: string): string {
  */
 export function totalsLine(values: IFormValues, limits: ILimits = DEFAULT_LIMITS): string | null {
   const { parsed } = analyse(values, limits);
-  const { pservers, trainers, pserverCpu, pserverMem, trainerCpu, trainerMem, trainerGpu } =
-    parsed;
+  const { pservers, trainers, pserverCpu, pserverMem, trainerCpu, trainerMem, trainerGpu } = parsed;
   if (
     pservers === undefined ||
     trainers === undefined ||

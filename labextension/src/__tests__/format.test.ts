@@ -43,7 +43,9 @@ describe('replica counts in words', () => {
     const summaries = roleSummaries(job('a'));
     expect(summaries.map(s => s.role)).toEqual(['pserver', 'trainer']);
     expect(summaries.map(s => s.tone)).toEqual(['active', 'active']);
-    expect(summaries[1].title).toBe('2 trainers wanted, 0 pending, 1 running, 1 succeeded, 0 failed, 0 stopped');
+    expect(summaries[1].title).toBe(
+      '2 trainers wanted, 0 pending, 1 running, 1 succeeded, 0 failed, 0 stopped'
+    );
   });
 
   it('a pending job shows nothing running yet', () => {
@@ -72,7 +74,10 @@ describe('replica counts in words', () => {
   });
 
   it('a cancelled job: stopped, and replicas that never ran say so', () => {
-    const cancelled = job('x', { phase: 'Cancelled', roles: { trainer: counts(3, { stopped: 2, pending: 1 }) } });
+    const cancelled = job('x', {
+      phase: 'Cancelled',
+      roles: { trainer: counts(3, { stopped: 2, pending: 1 }) }
+    });
     expect(countsText(cancelled)).toBe('trainers 2/3 stopped, 1 never started');
     expect(roleSummaries(cancelled)[0].tone).toBe('neutral');
   });
@@ -84,15 +89,34 @@ describe('replica counts in words', () => {
   });
 
   it('an ended job whose replicas were all cleaned up falls back to the bare figure', () => {
-    expect(countsText(job('e', { phase: 'Succeeded', roles: { trainer: counts(2) } }))).toBe('trainers 0/2');
+    expect(countsText(job('e', { phase: 'Succeeded', roles: { trainer: counts(2) } }))).toBe(
+      'trainers 0/2'
+    );
   });
 });
 
 describe('replica reasons in words', () => {
-  const base: IReplica = { role: 'trainer', index: 0, phase: 'Running', reason: null, exit_code: null, restarts: 0, started: null, finished: null };
+  const base: IReplica = {
+    role: 'trainer',
+    index: 0,
+    phase: 'Running',
+    reason: null,
+    exit_code: null,
+    restarts: 0,
+    started: null,
+    finished: null
+  };
   it('prefers the server reason', () => {
-    expect(replicaReason({ ...base, phase: 'Failed', reason: 'OOMKilled', exit_code: 137 })).toBe('OOMKilled');
-    expect(replicaReason({ ...base, phase: 'Pending', reason: 'Unschedulable: 0/3 nodes have enough nvidia.com/gpu' })).toContain('Unschedulable');
+    expect(replicaReason({ ...base, phase: 'Failed', reason: 'OOMKilled', exit_code: 137 })).toBe(
+      'OOMKilled'
+    );
+    expect(
+      replicaReason({
+        ...base,
+        phase: 'Pending',
+        reason: 'Unschedulable: 0/3 nodes have enough nvidia.com/gpu'
+      })
+    ).toContain('Unschedulable');
   });
   it('explains the phase otherwise', () => {
     expect(replicaReason({ ...base, phase: 'Failed', exit_code: 3 })).toBe('Exit code 3');

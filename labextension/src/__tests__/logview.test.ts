@@ -43,7 +43,9 @@ describe('log viewer', () => {
     expect(view.text().endsWith(lines(2999, 1))).toBe(true);
     const note = view.node.querySelector('.pn-log-trimmed') as HTMLElement;
     expect(note.hidden).toBe(false);
-    expect(note.textContent).toBe(`${3000 - view.lineCount} earlier lines not shown (the full log is on the server).`);
+    expect(note.textContent).toBe(
+      `${3000 - view.lineCount} earlier lines not shown (the full log is on the server).`
+    );
   });
 
   it('clear empties the pane and the pending text', async () => {

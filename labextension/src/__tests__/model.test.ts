@@ -15,27 +15,38 @@ class FakeServer {
 
   api(): PaddleApi {
     return {
-      listJobs: async () => {
+      listJobs: () => {
         this.listCalls++;
-        if (this.failEvents) {
-          throw this.failEvents;
-        }
-        return this.jobs;
+        return this.failEvents ? Promise.reject(this.failEvents) : Promise.resolve(this.jobs);
       },
-      config: async () => ({ backend: { name: 'local', ok: true }, defaults: {}, limits: {}, images: [], default_image: null, version: '0' }),
-      events: async () => {
+      config: () =>
+        Promise.resolve({
+          backend: { name: 'local', ok: true },
+          defaults: {},
+          limits: {},
+          images: [],
+          default_image: null,
+          version: '0'
+        }),
+      events: () => {
         this.eventCalls++;
         if (this.failEvents) {
-          throw this.failEvents;
+          return Promise.reject(this.failEvents);
         }
-        const body = new ReadableStream<Uint8Array>({ start: c => { this._controller = c; } });
-        return new Response(body, { status: 200 });
+        const body = new ReadableStream<Uint8Array>({
+          start: c => {
+            this._controller = c;
+          }
+        });
+        return Promise.resolve(new Response(body, { status: 200 }));
       }
     } as unknown as PaddleApi;
   }
 
   send(event: string, data: unknown): void {
-    this._controller!.enqueue(new TextEncoder().encode(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`));
+    this._controller!.enqueue(
+      new TextEncoder().encode(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)
+    );
   }
 
   close(): void {
@@ -114,10 +125,17 @@ describe('live job list', () => {
 
   it('a missing server extension becomes a problem in words', async () => {
     const server = new FakeServer();
-    server.failEvents = new ApiError(404, 'no_extension', 'The paddle-nbext server extension is not enabled');
+    server.failEvents = new ApiError(
+      404,
+      'no_extension',
+      'The paddle-nbext server extension is not enabled'
+    );
     const model = start(server);
     await until(() => model.state.problem !== null);
-    expect(model.state.problem).toEqual({ kind: 'missing', message: 'The paddle-nbext server extension is not enabled' });
+    expect(model.state.problem).toEqual({
+      kind: 'missing',
+      message: 'The paddle-nbext server extension is not enabled'
+    });
     expect(model.state.connection).toBe('polling');
   });
 
@@ -126,7 +144,10 @@ describe('live job list', () => {
     server.failEvents = new ApiError(503, 'unavailable', 'Kubernetes API timed out');
     const model = start(server);
     await until(() => model.state.problem !== null);
-    expect(model.state.problem).toEqual({ kind: 'unreachable', message: 'The job backend is unreachable: Kubernetes API timed out' });
+    expect(model.state.problem).toEqual({
+      kind: 'unreachable',
+      message: 'The job backend is unreachable: Kubernetes API timed out'
+    });
     server.failEvents = null;
     model.retry();
     await until(() => model.state.connection === 'live' && model.state.problem === null);

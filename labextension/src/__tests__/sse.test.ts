@@ -1,16 +1,17 @@
 import { describe, expect, it } from 'vitest';
 
-import { SseParser, backoffDelay } from '../sse';
+import { IServerSentEvent, SseParser, backoffDelay } from '../sse';
 
 describe('event-stream parser', () => {
   it('splits events across arbitrary chunk boundaries and skips pings', () => {
     const parser = new SseParser();
-    const text = ': ping\n\nevent: snapshot\ndata: {"jobs": []}\n\nevent: job\ndata: {"name": "a"}\n\n: ping\n\nevent: deleted\ndata: {"name":"a"}\n\n';
-    const events = [];
+    const text =
+      ': ping\n\nevent: snapshot\ndata: {"jobs": []}\n\nevent: job\ndata: {"name": "a"}\n\n: ping\n\nevent: deleted\ndata: {"name":"a"}\n\n';
+    const events: IServerSentEvent[] = [];
     for (let i = 0; i < text.length; i += 3) {
       events.push(...parser.feed(text.slice(i, i + 3)));
     }
-    expect(events.map(e => [e.event, JSON.parse(e.data)])).toEqual([
+    expect(events.map(e => [e.event, JSON.parse(e.data) as unknown])).toEqual([
       ['snapshot', { jobs: [] }],
       ['job', { name: 'a' }],
       ['deleted', { name: 'a' }]

@@ -33,7 +33,10 @@ describe('job list reducer', () => {
   it('a snapshot keeps unchanged job objects so their rows are not redrawn', () => {
     const a = job('a');
     const first = reduce(initialState, { type: 'snapshot', jobs: [a, job('b')] });
-    const second = reduce(first, { type: 'snapshot', jobs: [{ ...a }, job('b', { phase: 'Failed' })] });
+    const second = reduce(first, {
+      type: 'snapshot',
+      jobs: [{ ...a }, job('b', { phase: 'Failed' })]
+    });
     expect(second.jobs.get('a')).toBe(first.jobs.get('a'));
     expect(second.jobs.get('b')).not.toBe(first.jobs.get('b'));
     expect(second.jobs.get('b')!.phase).toBe('Failed');
@@ -42,14 +45,20 @@ describe('job list reducer', () => {
   it('a job event inserts a new job in order and updates a known one in place', () => {
     let state = reduce(initialState, {
       type: 'snapshot',
-      jobs: [job('a', { created: '2026-11-29T10:00:00.000Z' }), job('c', { created: '2026-11-29T08:00:00.000Z' })]
+      jobs: [
+        job('a', { created: '2026-11-29T10:00:00.000Z' }),
+        job('c', { created: '2026-11-29T08:00:00.000Z' })
+      ]
     });
     state = reduce(state, { type: 'job', job: job('b', { created: '2026-11-29T09:00:00.000Z' }) });
     expect(state.order).toEqual(['a', 'b', 'c']);
     state = reduce(state, { type: 'job', job: job('z', { created: '2026-11-30T00:00:00.000Z' }) });
     expect(state.order).toEqual(['z', 'a', 'b', 'c']);
     const order = state.order;
-    state = reduce(state, { type: 'job', job: job('b', { created: '2026-11-29T09:00:00.000Z', phase: 'Succeeded' }) });
+    state = reduce(state, {
+      type: 'job',
+      job: job('b', { created: '2026-11-29T09:00:00.000Z', phase: 'Succeeded' })
+    });
     expect(state.order).toBe(order);
     expect(state.jobs.get('b')!.phase).toBe('Succeeded');
   });
@@ -69,7 +78,10 @@ describe('job list reducer', () => {
   });
 
   it('problems and connection state are kept until replaced', () => {
-    let state = reduce(initialState, { type: 'problem', problem: { kind: 'missing', message: 'not enabled' } });
+    let state = reduce(initialState, {
+      type: 'problem',
+      problem: { kind: 'missing', message: 'not enabled' }
+    });
     state = reduce(state, { type: 'snapshot', jobs: [] });
     expect(state.problem?.kind).toBe('missing');
     state = reduce(state, { type: 'connection', connection: 'polling' });
@@ -81,8 +93,14 @@ describe('job list reducer', () => {
 describe('finished jobs (notifications)', () => {
   it('announces Running → Succeeded and Running → Failed, not Cancelled', () => {
     const before = reduce(initialState, { type: 'snapshot', jobs: [job('a'), job('b'), job('c')] });
-    let after = reduce(before, { type: 'job', job: job('a', { phase: 'Succeeded', message: 'done' }) });
-    after = reduce(after, { type: 'job', job: job('b', { phase: 'Failed', message: 'trainer 0 exit code 3' }) });
+    let after = reduce(before, {
+      type: 'job',
+      job: job('a', { phase: 'Succeeded', message: 'done' })
+    });
+    after = reduce(after, {
+      type: 'job',
+      job: job('b', { phase: 'Failed', message: 'trainer 0 exit code 3' })
+    });
     after = reduce(after, { type: 'job', job: job('c', { phase: 'Cancelled' }) });
     expect(finishedJobs(before, after)).toEqual([
       { name: 'a', phase: 'Succeeded', message: 'done' },
@@ -91,9 +109,15 @@ describe('finished jobs (notifications)', () => {
   });
 
   it('does not announce jobs first seen finished, or finished again', () => {
-    const loaded = reduce(initialState, { type: 'snapshot', jobs: [job('a', { phase: 'Succeeded' })] });
+    const loaded = reduce(initialState, {
+      type: 'snapshot',
+      jobs: [job('a', { phase: 'Succeeded' })]
+    });
     expect(finishedJobs(initialState, loaded)).toEqual([]);
-    const again = reduce(loaded, { type: 'job', job: job('a', { phase: 'Succeeded', message: 'x' }) });
+    const again = reduce(loaded, {
+      type: 'job',
+      job: job('a', { phase: 'Succeeded', message: 'x' })
+    });
     expect(finishedJobs(loaded, again)).toEqual([]);
   });
 });

@@ -44,28 +44,48 @@ describe('form validation mirrors JobSpec.check', () => {
   });
 
   it('counts are whole numbers within the server limits', () => {
-    expect(validateForm(form({ trainers: 'two' })).trainers).toBe("must be a whole number, got 'two'");
+    expect(validateForm(form({ trainers: 'two' })).trainers).toBe(
+      "must be a whole number, got 'two'"
+    );
     expect(validateForm(form({ trainers: '0' })).trainers).toBe('must be at least 1, got 0');
-    expect(validateForm(form({ trainers: '65' })).trainers).toBe('must be at most 64 on this server, got 65');
-    expect(validateForm(form({ pservers: '0' })).pservers).toBe('ps mode needs at least 1 parameter server');
-    expect(validateForm(form({ mode: 'collective', pservers: '2' })).pservers).toMatch(/collective mode has no parameter servers/);
+    expect(validateForm(form({ trainers: '65' })).trainers).toBe(
+      'must be at most 64 on this server, got 65'
+    );
+    expect(validateForm(form({ pservers: '0' })).pservers).toBe(
+      'ps mode needs at least 1 parameter server'
+    );
+    expect(validateForm(form({ mode: 'collective', pservers: '2' })).pservers).toMatch(
+      /collective mode has no parameter servers/
+    );
     expect(validateForm(form({ mode: 'collective', pservers: '0' }))).toEqual({});
   });
 
   it('quantities: syntax, sign, granularity and per-replica limits', () => {
-    expect(validateForm(form({ trainer_cpu: '2 cores' })).trainer_cpu).toMatch(/'2 cores' is not a quantity/);
+    expect(validateForm(form({ trainer_cpu: '2 cores' })).trainer_cpu).toMatch(
+      /'2 cores' is not a quantity/
+    );
     expect(validateForm(form({ trainer_cpu: '0' })).trainer_cpu).toBe("must be positive, got '0'");
-    expect(validateForm(form({ trainer_cpu: '0.0005' })).trainer_cpu).toMatch(/finer than a millicore/);
-    expect(validateForm(form({ trainer_mem: '0.5' })).trainer_mem).toMatch(/not a whole number of bytes/);
+    expect(validateForm(form({ trainer_cpu: '0.0005' })).trainer_cpu).toMatch(
+      /finer than a millicore/
+    );
+    expect(validateForm(form({ trainer_mem: '0.5' })).trainer_mem).toMatch(
+      /not a whole number of bytes/
+    );
     const limits = { ...DEFAULT_LIMITS, max_cpu_per_replica: '4', max_mem_per_replica: '8Gi' };
-    expect(validateForm(form({ trainer_cpu: '5' }), limits).trainer_cpu).toBe("'5' is more than this server allows per replica (4)");
-    expect(validateForm(form({ pserver_mem: '9Gi' }), limits).pserver_mem).toMatch(/more than this server allows/);
+    expect(validateForm(form({ trainer_cpu: '5' }), limits).trainer_cpu).toBe(
+      "'5' is more than this server allows per replica (4)"
+    );
+    expect(validateForm(form({ pserver_mem: '9Gi' }), limits).pserver_mem).toMatch(
+      /more than this server allows/
+    );
     expect(validateForm(form({ trainer_cpu: '4' }), limits)).toEqual({});
   });
 
   it('GPUs per replica and per job', () => {
     const limits = { ...DEFAULT_LIMITS, max_gpu_per_job: 4 };
-    expect(validateForm(form({ trainer_gpu: '9' })).trainer_gpu).toBe('must be at most 8 on this server, got 9');
+    expect(validateForm(form({ trainer_gpu: '9' })).trainer_gpu).toBe(
+      'must be at most 8 on this server, got 9'
+    );
     expect(validateForm(form({ trainers: '3', trainer_gpu: '2' }), limits).trainer_gpu).toBe(
       '3 trainers x 2 GPU = 6 GPUs; this server allows 4 per job'
     );
@@ -78,30 +98,58 @@ describe('form validation mirrors JobSpec.check', () => {
     expect(validateForm(form({ env: 'PADDLE_TRAINER_ID=3' })).env).toMatch(/set by the launcher/);
     expect(validateForm(form({ timeout: '1h30m' }))).toEqual({});
     expect(validateForm(form({ timeout: 'soon' })).timeout).toMatch(/is not a duration/);
-    expect(validateForm(form({ timeout: '2h' }), { ...DEFAULT_LIMITS, max_timeout: 3600 }).timeout).toBe(
-      '7200s is longer than this server allows (3600s)'
-    );
+    expect(
+      validateForm(form({ timeout: '2h' }), { ...DEFAULT_LIMITS, max_timeout: 3600 }).timeout
+    ).toBe('7200s is longer than this server allows (3600s)');
     expect(validateForm(form({ image: 'a b' })).image).toMatch(/not an image reference/);
-    expect(validateForm(form({ image: 'x:1' }), { ...DEFAULT_LIMITS, allowed_images: ['paddle:3'] }).image).toMatch(
-      /not allowed on this server; allowed images: paddle:3/
-    );
+    expect(
+      validateForm(form({ image: 'x:1' }), { ...DEFAULT_LIMITS, allowed_images: ['paddle:3'] })
+        .image
+    ).toMatch(/not allowed on this server; allowed images: paddle:3/);
   });
 });
 
 describe('totals line', () => {
   it('collective: "4 trainers × 2 CPU = 8 CPU, 16Gi"', () => {
-    expect(totalsLine(form({ mode: 'collective', pservers: '0', trainers: '4', trainer_cpu: '2', trainer_mem: '4Gi' }))).toBe(
-      '4 trainers × 2 CPU = 8 CPU, 16Gi'
-    );
+    expect(
+      totalsLine(
+        form({
+          mode: 'collective',
+          pservers: '0',
+          trainers: '4',
+          trainer_cpu: '2',
+          trainer_mem: '4Gi'
+        })
+      )
+    ).toBe('4 trainers × 2 CPU = 8 CPU, 16Gi');
   });
 
   it('ps with GPUs, as JobSpec.summary() writes it', () => {
     expect(
-      totalsLine(form({ pservers: '2', pserver_cpu: '1', pserver_mem: '1Gi', trainers: '4', trainer_cpu: '2', trainer_mem: '4Gi', trainer_gpu: '1' }))
+      totalsLine(
+        form({
+          pservers: '2',
+          pserver_cpu: '1',
+          pserver_mem: '1Gi',
+          trainers: '4',
+          trainer_cpu: '2',
+          trainer_mem: '4Gi',
+          trainer_gpu: '1'
+        })
+      )
     ).toBe('2 pservers × 1 CPU + 4 trainers × 2 CPU + 1 GPU = 10 CPU, 18Gi, 4 GPU');
-    expect(totalsLine(form({ pservers: '1', trainers: '1', trainer_cpu: '500m', pserver_cpu: '250m', trainer_mem: '512Mi', pserver_mem: '512Mi' }))).toBe(
-      '1 pserver × 250m CPU + 1 trainer × 500m CPU = 750m CPU, 1Gi'
-    );
+    expect(
+      totalsLine(
+        form({
+          pservers: '1',
+          trainers: '1',
+          trainer_cpu: '500m',
+          pserver_cpu: '250m',
+          trainer_mem: '512Mi',
+          pserver_mem: '512Mi'
+        })
+      )
+    ).toBe('1 pserver × 250m CPU + 1 trainer × 500m CPU = 750m CPU, 1Gi');
   });
 
   it('is withheld while a figure is invalid', () => {
@@ -135,7 +183,17 @@ describe('request body', () => {
   });
 
   it('defaults come from GET /config', () => {
-    const values = defaultValues({ trainers: 2, trainer_mem: '2Gi', mode: 'collective', env: { X: 'y' } }, 'paddle:3');
-    expect(values).toMatchObject({ trainers: '2', trainer_mem: '2Gi', mode: 'collective', pservers: '0', env: 'X=y', image: 'paddle:3' });
+    const values = defaultValues(
+      { trainers: 2, trainer_mem: '2Gi', mode: 'collective', env: { X: 'y' } },
+      'paddle:3'
+    );
+    expect(values).toMatchObject({
+      trainers: '2',
+      trainer_mem: '2Gi',
+      mode: 'collective',
+      pservers: '0',
+      env: 'X=y',
+      image: 'paddle:3'
+    });
   });
 });
