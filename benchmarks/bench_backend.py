@@ -17,7 +17,7 @@ from typing import Any
 from paddle_nbext.spec import JobSpec
 from paddle_nbext_server.backends.base import Backend, JobNotFound, SubmitRequest
 from paddle_nbext_server.events import DELETED, UPDATED, JobEvent
-from paddle_nbext_server.status import JobStatus, ReplicaStatus
+from paddle_nbext.status import JobStatus, ReplicaStatus
 
 JOBS = int(os.environ.get("PADDLE_BENCH_JOBS", "1000"))
 LOG_LINES = int(os.environ.get("PADDLE_BENCH_LOG_LINES", "10000"))

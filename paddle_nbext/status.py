@@ -1,37 +1,43 @@
-"""Job status as every client sees it (REST, events, panel, widgets), the same on all backends.
+"""Job status as every client sees it (REST, events, panel, widgets, the kernel's client), the
+same on all backends: the server builds it, the REST body is its `to_dict()`, and the kernel side
+reads that body back with `from_dict()`, so both ends hold the same typed object.
 
-Phases: Pending, Running, Succeeded, Failed, Cancelled.  Replica phases add `Stopped`: a replica
-the job runner ended on purpose (pservers after the trainers succeeded, everything on cancel or
-after another replica failed) — that end is normal and is never reported as a failure.
+Phases are `paddle_nbext.contract.Phase` (job) and `ReplicaPhase` (a replica; its `Stopped` is a
+replica the job runner ended on purpose, a normal end never reported as a failure).
+
+Reading is tolerant on purpose: a kernel may talk to a newer server, so keys this version does
+not know are ignored and optional keys it misses take their defaults; only what identifies a job
+(`name`, `phase`) or a replica (`role`, `index`) is required.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, STOPPED = (
-    "Pending", "Running", "Succeeded", "Failed", "Cancelled", "Stopped",
-)  # fmt: skip
-JOB_PHASES = (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)
-TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED, CANCELLED})
-REPLICA_PHASES = (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED)
+from .contract import ROLES, TERMINAL_PHASES, ReplicaPhase
 
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+__all__ = ["JobStatus", "ReplicaStatus", "RoleCounts", "SubmitPlan"]
 
 
 @dataclass
 class ReplicaStatus:
-    role: str  # "pserver" | "trainer"
+    role: str  # a `Role`
     index: int
-    phase: str = PENDING
+    phase: str = ReplicaPhase.PENDING
     reason: str | None = None  # in words: "OOMKilled", "Exit code 3", "Unschedulable: 0/3 nodes ..."
     exit_code: int | None = None
     restarts: int = 0
     started: str | None = None
     finished: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ReplicaStatus":
+        """A replica of a REST body or a stored record; unknown keys are ignored."""
+        return cls(**{key: value for key, value in data.items() if key in _REPLICA_FIELDS})
+
+
+_REPLICA_FIELDS = frozenset(f.name for f in fields(ReplicaStatus))
 
 
 @dataclass
@@ -44,12 +50,16 @@ class RoleCounts:
     stopped: int = 0
 
 
+#: The `RoleCounts` field each replica phase is counted in (`Pending` -> `pending`, ...).
+_COUNTED = {phase.value: phase.value.lower() for phase in ReplicaPhase}
+
+
 @dataclass
 class JobStatus:
     name: str
     owner: str
     backend: str
-    phase: str
+    phase: str  # a `Phase`
     message: str
     spec: dict[str, Any]
     created: str
@@ -63,14 +73,16 @@ class JobStatus:
 
     def role_counts(self) -> dict[str, RoleCounts]:
         counts: dict[str, RoleCounts] = {}
-        for role, key in (("pserver", "pservers"), ("trainer", "trainers")):
+        for role in ROLES:
+            key = f"{role}s"  # the spec's replica count field: pservers, trainers
             desired = int(self.spec.get(key, 0) or 0)
             if desired:
                 counts[role] = RoleCounts(desired=desired)
         for replica in self.replicas:
             bucket = counts.setdefault(replica.role, RoleCounts())
-            attr = replica.phase.lower()
-            setattr(bucket, attr, getattr(bucket, attr) + 1)
+            attr = _COUNTED.get(replica.phase)
+            if attr is not None:  # a phase of a newer server is shown in the replica list only
+                setattr(bucket, attr, getattr(bucket, attr) + 1)
         return counts
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,16 +104,39 @@ class JobStatus:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "JobStatus":
+    def from_dict(cls, data: Mapping[str, Any]) -> "JobStatus":
+        """A REST body (or a stored status record) read back; `roles` is derived, so it is not read."""
         return cls(
             name=data["name"],
-            owner=data["owner"],
-            backend=data["backend"],
+            owner=data.get("owner", ""),
+            backend=data.get("backend", ""),
             phase=data["phase"],
             message=data.get("message", ""),
             spec=data.get("spec", {}),
-            created=data["created"],
+            created=data.get("created", ""),
             started=data.get("started"),
             finished=data.get("finished"),
-            replicas=[ReplicaStatus(**r) for r in data.get("replicas", [])],
+            replicas=[ReplicaStatus.from_dict(r) for r in data.get("replicas") or []],
         )
+
+
+@dataclass
+class SubmitPlan:
+    """What a dry run answers (`POST /jobs?dry_run=true`): the job as it would start (`job`, its
+    `spec` with the server's defaults applied) and the backend's plan, which is backend specific:
+    the processes to start (local) or the namespace and manifests (kubernetes). Nothing exists."""
+
+    job: JobStatus
+    plan: dict[str, Any]
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.job.spec
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dry run's JSON body."""
+        return {"dry_run": True, "job": self.job.to_dict(), "plan": self.plan}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SubmitPlan":
+        return cls(job=JobStatus.from_dict(data["job"]), plan=dict(data.get("plan") or {}))

@@ -14,7 +14,7 @@ from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.events import EventHub
 from paddle_nbext_server.backends.local.master import pid_alive, process_groups
-from paddle_nbext_server.status import JobStatus
+from paddle_nbext.status import JobStatus
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 OWNER = "alice"

@@ -19,7 +19,7 @@ from traitlets.config import LoggingConfigurable
 from paddle_nbext.spec import JobSpec
 
 from ..events import EventHub
-from ..status import JobStatus
+from paddle_nbext.status import JobStatus
 
 
 class BackendError(Exception):

@@ -16,7 +16,7 @@ from tornado import web
 from paddle_nbext.spec import JobSpec, SpecError
 
 from ..backends.base import SubmitRequest
-from ..status import JobStatus
+from paddle_nbext.status import JobStatus
 from .base import PaddleAPIHandler
 
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from ...runtime import cluster_master, policy
-from ...status import JobStatus, ReplicaStatus
+from paddle_nbext.status import JobStatus, ReplicaStatus
 from .manifests import OWNER_ANNOTATION, SPEC_KEY
 
 BACKEND_NAME = "kubernetes"
