@@ -19,25 +19,34 @@ TOKEN=$(.venv/bin/python -c 'import secrets; print(secrets.token_hex(16))')
 LOG=$(mktemp -t paddle-nbext-demo-server.XXXXXX.log)
 ROOT_FLAG=()
 [ "$(id -u)" = 0 ] && ROOT_FLAG=(--allow-root)
-.venv/bin/jupyter server "${ROOT_FLAG[@]}" --no-browser --ip=127.0.0.1 --port="$PORT" \
-  --IdentityProvider.token="$TOKEN" --ServerApp.root_dir="$HOME" >"$LOG" 2>&1 &
+# The token goes through the environment, never the command line (`ps` shows every argument).
+JUPYTER_TOKEN="$TOKEN" .venv/bin/jupyter server "${ROOT_FLAG[@]}" --no-browser --ip=127.0.0.1 --port="$PORT" \
+  --ServerApp.root_dir="$HOME" >"$LOG" 2>&1 &
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true' EXIT
+echo "== Jupyter server on 127.0.0.1:$PORT (its log: $LOG)"
 
-URL="http://127.0.0.1:$PORT"
+export PADDLE_NBEXT_API_URL="http://127.0.0.1:$PORT/paddle/api/v1" PADDLE_NBEXT_TOKEN="$TOKEN"
 for _ in $(seq 1 60); do
-  if .venv/bin/python -c "import sys,urllib.request; urllib.request.urlopen('$URL/api/status?token=$TOKEN', timeout=1)" 2>/dev/null; then
+  if .venv/bin/python - 2>/dev/null <<'PY'
+import os, urllib.request
+base = os.environ["PADDLE_NBEXT_API_URL"].rsplit("/paddle/", 1)[0]
+request = urllib.request.Request(base + "/api/status", headers={"Authorization": "token " + os.environ["PADDLE_NBEXT_TOKEN"]})
+urllib.request.urlopen(request, timeout=1)
+PY
+  then
     break
   fi
   sleep 0.5
 done
 
-export PADDLE_NBEXT_API_URL="$URL/paddle/api/v1" PADDLE_NBEXT_TOKEN="$TOKEN"
 echo "== Submitting a 2 pserver + 2 trainer parameter-server job (local backend)"
+echo "== Following trainer 0's log until the job ends (every replica's log: paddle-nbext logs NAME --role pserver --index 0)"
 .venv/bin/paddle-nbext submit --package "$DEMO_DIR" --entry "python ps_train.py" \
   --pservers 2 --trainers 2 --trainer-mem 2Gi --pserver-mem 2Gi --follow
 echo
 .venv/bin/paddle-nbext list
 echo
 echo "Done. To explore in JupyterLab (panel, widgets, demo notebook):"
-echo "  $ROOT/.venv/bin/jupyter lab $DEMO_DIR/demo.ipynb"
+echo "  $ROOT/.venv/bin/jupyter lab ${ROOT_FLAG[*]} $DEMO_DIR/demo.ipynb"
+echo "The server log of this run: $LOG"
