@@ -28,6 +28,9 @@ from typing import Any
 
 import requests
 
+from paddle_nbext.status import JobStatus, ReplicaStatus
+from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord, write_record
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
@@ -92,16 +95,15 @@ def seed_jobs(home: Path, count: int, owner: str) -> None:
                 "mode": "ps", "pservers": 1, "trainers": 2, "pserver_cpu": "1", "pserver_mem": "1Gi", "trainer_cpu": "1",
                 "trainer_mem": "1Gi", "trainer_gpu": 0, "env": {}, "snapshot": True, "max_restarts": 0, "timeout": None}  # fmt: skip
         replicas = [
-            {"role": role, "index": index, "phase": "Stopped" if role == "pserver" else "Succeeded", "reason": None,
-             "exit_code": None if role == "pserver" else 0, "restarts": 0, "started": stamp, "finished": stamp}
+            ReplicaStatus(role, index, "Stopped" if role == "pserver" else "Succeeded", None,
+                          None if role == "pserver" else 0, 0, stamp, stamp)
             for role, index in (("pserver", 0), ("trainer", 0), ("trainer", 1))
         ]  # fmt: skip
-        status = {"name": name, "owner": owner, "backend": "local", "phase": "Succeeded", "message": "All 2 trainers succeeded.",
-                  "spec": spec, "created": stamp, "started": stamp, "finished": stamp, "replicas": replicas}  # fmt: skip
+        status = JobStatus(name, owner, "local", "Succeeded", "All 2 trainers succeeded.", spec, stamp, stamp, stamp, replicas)
         job_dir = root / name
         (job_dir / "logs").mkdir(parents=True)
-        (job_dir / "job.json").write_text(json.dumps({"spec": spec, "owner": owner, "created": stamp, "created_epoch": created}))
-        (job_dir / "status.json").write_text(json.dumps(status))
+        write_record(job_dir, JobRecord(owner=owner, spec=spec, created=stamp, created_epoch=created))
+        write_record(job_dir, StatusRecord(status))
 
 
 # ---------------------------------------------------------------- streaming clients (no threads)

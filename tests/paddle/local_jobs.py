@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paddle_nbext.spec import JobSpec
 from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.local import LocalBackend
+from paddle_nbext_server.backends.local.processes import ProcessTable, pid_alive
 from paddle_nbext_server.events import EventHub
-from paddle_nbext_server.backends.local.master import pid_alive, process_groups
+
+from paddle_nbext.spec import JobSpec
 from paddle_nbext.status import JobStatus
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -74,7 +75,7 @@ def leftover_processes(home: Path, name: str, wait: float = 30.0) -> list[int]:
     assert record.get("pids"), "the job's record lists no replica processes"
     deadline = time.monotonic() + wait
     while True:
-        groups = process_groups()
+        groups = ProcessTable.read().groups
         alive = [pid for pid in pids if pid_alive(pid) or groups.get(pid)]
         if not alive or time.monotonic() > deadline:
             return alive

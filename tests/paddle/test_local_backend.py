@@ -5,11 +5,23 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-
-from local_jobs import OWNER, TERMINAL, backend_for, job_record, leftover_processes, request, wait_terminal, wait_until
+from local_jobs import (
+    OWNER,
+    TERMINAL,
+    backend_for,
+    job_record,
+    leftover_processes,
+    request,
+    wait_terminal,
+    wait_until,
+)
 from paddle_nbext_server.backends.base import InvalidRequest, JobExists, JobNotFound
+from paddle_nbext_server.backends.local.records import Plan, read_record
 
 SLEEPER = "sleep 120"
 
@@ -240,7 +252,7 @@ def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home) -> N
     import shutil
     import time
 
-    from paddle_nbext_server.backends.local.master import pid_alive, process_groups
+    from paddle_nbext_server.backends.local.processes import ProcessTable, pid_alive
 
     async def scenario():
         backend = backend_for(home)
@@ -252,6 +264,49 @@ def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home) -> N
     pids = [int((job_dir / "master.pid").read_text()), *job_record(home, "orphan")["pids"]]
     shutil.rmtree(job_dir)
     deadline = time.monotonic() + 60
-    while (alive := [pid for pid in pids if pid_alive(pid) or process_groups().get(pid)]) and time.monotonic() < deadline:
+    while (alive := [pid for pid in pids if pid_alive(pid) or ProcessTable.read().groups.get(pid)]) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert alive == [], f"processes of the removed job still run: {alive}"
+
+
+def _bare_python() -> str | None:
+    """An interpreter without paddle-nbext (not this virtualenv's), or None if there is none."""
+    for candidate in ("/usr/bin/python3", os.path.join(sys.base_prefix, "bin", "python3")):
+        if os.access(candidate, os.X_OK):
+            probe = subprocess.run([candidate, "-c", "import paddle_nbext_server"], cwd="/", capture_output=True, check=False)
+            if probe.returncode != 0:
+                return candidate
+    return None
+
+
+def test_replicas_run_the_bundle_written_at_submit_with_a_bare_interpreter(home, tmp_path) -> None:
+    """The job's replicas run `<job_dir>/runtime/launcher.py` (written at submit, so an upgrade
+    under a running job changes nothing in it) with the configured interpreter, even one that has
+    no paddle-nbext installed: the launcher needs only its sibling contract.py."""
+    bare = _bare_python()
+    if bare is None:
+        pytest.skip("no Python 3 interpreter without paddle-nbext on this machine")
+    calls = tmp_path / "python-calls.log"
+    wrapper = tmp_path / "bin" / "python"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{calls}"\nexec "{bare}" "$@"\n')
+    wrapper.chmod(0o755)
+    gated = "while [ ! -e release ]; do sleep 0.1; done; echo released"
+
+    async def scenario():
+        backend = backend_for(home, python=str(wrapper))
+        await backend.submit(request(home, **collective(job_name="bundled", entry_point=gated)))
+        await wait_until(backend, "bundled", lambda s: s.phase == "Running" and s.replicas[0].phase == "Running")
+        job_dir = home / ".paddle-jobs" / "bundled"
+        plan = read_record(Plan, job_dir)
+        launcher_while_running = Path(plan.launcher)
+        present = [launcher_while_running.exists(), (launcher_while_running.parent / "contract.py").exists()]
+        (job_dir / "package" / "release").touch()
+        return plan, present, await wait_terminal(backend, "bundled")
+
+    plan, present, status = asyncio.run(scenario())
+    job_dir = (home / ".paddle-jobs" / "bundled").resolve()
+    assert Path(plan.launcher).resolve() == job_dir / "runtime" / "launcher.py"
+    assert present == [True, True]
+    assert status.phase == "Succeeded", status.message
+    assert calls.read_text().split() == [plan.launcher], "the replica must run the job's own launcher with the configured python"

@@ -1,0 +1,129 @@
+"""What a submitted job will use and run: the machine's capacity, the check that a job fits it
+at all, the `Plan` its master follows and the status it starts with.
+
+Pure decisions from the spec and the backend's settings (no files are written here), so the dry
+run previews exactly what a submit would run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from paddle_nbext.contract import Phase, Role, format_bytes
+from paddle_nbext.quantity import Quantity, format_cpu
+from paddle_nbext.spec import JobSpec
+from paddle_nbext.status import JobStatus, ReplicaStatus
+
+from ..base import InvalidRequest, SubmitRequest
+from .ports import HOST, free_port
+from .records import Capacity, Plan, ReplicaPlan, ResourceRequest, StatusRecord
+from .store import BACKEND_NAME
+
+#: The smallest poll interval a master honours: below it the master only burns a core.
+MIN_MASTER_POLL = 0.05
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """The backend's configuration a plan is made from (`c.LocalBackend.*`)."""
+
+    python: str
+    capacity: Capacity
+    wait_timeout: float
+    grace_period: float
+    poll_interval: float
+
+
+def check_fits_at_all(spec: JobSpec, capacity: Capacity) -> ResourceRequest:
+    """A job bigger than the whole machine would wait forever: refuse it, naming the field."""
+    totals = spec.totals()
+    request = ResourceRequest(cpu=float(totals["cpu"]), memory=int(totals["memory"]), gpus=int(totals["gpu"]))
+    if request.gpus and not capacity.gpus:
+        raise InvalidRequest(
+            "this server's local backend hands out no GPUs (c.LocalBackend.gpu_pool is empty); set trainer_gpu to 0",
+            "trainer_gpu",
+        )
+    if request.gpus > len(capacity.gpus):
+        raise InvalidRequest(
+            f"{spec.trainers} trainers × {spec.trainer_gpu} GPU = {request.gpus} GPUs, but the local GPU pool has "
+            f"{len(capacity.gpus)}; lower trainer_gpu or trainers",
+            "trainer_gpu",
+        )
+    if request.cpu > capacity.cpu + 1e-9:
+        raise InvalidRequest(
+            f"the job requests {format_cpu(totals['cpu'])} CPU in total but local jobs may use at most "
+            f"{capacity.cpu:g} (c.LocalBackend.max_cpu × cpu_overcommit); lower trainer_cpu/pserver_cpu or the replica counts",
+            "trainer_cpu",
+        )
+    if request.memory > capacity.memory:
+        raise InvalidRequest(
+            f"the job requests {format_bytes(request.memory)} of memory in total but local jobs may use at most "
+            f"{format_bytes(capacity.memory)}; lower trainer_mem/pserver_mem or the replica counts",
+            "trainer_mem",
+        )
+    return request
+
+
+def replica_plans(spec: JobSpec) -> list[ReplicaPlan]:
+    """Every replica of the spec, pservers first, each on its own free port of 127.0.0.1."""
+    taken: set[int] = set()
+    replicas = []
+    for role in spec.roles():
+        cpu = spec.pserver_cpu if role == Role.PSERVER else spec.trainer_cpu
+        memory = spec.pserver_mem if role == Role.PSERVER else spec.trainer_mem
+        for index in range(spec.replicas(role)):
+            port = free_port(HOST, avoid=taken)
+            taken.add(port)
+            replicas.append(
+                ReplicaPlan(
+                    role=role,
+                    index=index,
+                    endpoint=f"{HOST}:{port}",
+                    cpu=float(Quantity.parse(cpu).value),
+                    memory=int(Quantity.parse(memory).value),
+                    memory_text=memory,
+                    gpus=spec.trainer_gpu if role == Role.TRAINER else 0,
+                )
+            )
+    return replicas
+
+
+def build_plan(
+    spec: JobSpec, job_dir: Path, workdir: Path, launcher: Path, resources: ResourceRequest, settings: PlanSettings
+) -> Plan:
+    """The plan the job's master follows; `launcher` is the job's own copy of the runtime's."""
+    return Plan(
+        job=spec.job_name,
+        mode=spec.mode,
+        entry_point=spec.entry_point,
+        workdir=str(workdir),
+        job_dir=str(job_dir),
+        python=settings.python,
+        launcher=str(launcher),
+        capacity=settings.capacity,
+        request=resources,
+        replicas=replica_plans(spec),
+        env=dict(spec.env),
+        max_restarts=spec.max_restarts,
+        timeout=spec.timeout,
+        wait_timeout=settings.wait_timeout,
+        grace_period=settings.grace_period,
+        poll_interval=max(settings.poll_interval, MIN_MASTER_POLL),
+    )
+
+
+def initial_status(request: SubmitRequest, created: str, message: str) -> StatusRecord:
+    """The job as listed before its master wrote anything: Pending, every replica Pending."""
+    spec = request.spec
+    replicas = [ReplicaStatus(role=role, index=index) for role in spec.roles() for index in range(spec.replicas(role))]
+    status = JobStatus(
+        name=spec.job_name,
+        owner=request.owner,
+        backend=BACKEND_NAME,
+        phase=Phase.PENDING,
+        message=message,
+        spec=spec.to_dict(),
+        created=created,
+        replicas=replicas,
+    )
+    return StatusRecord(status)

@@ -1,0 +1,120 @@
+"""Processes of local jobs, through psutil: liveness, a replica's processes, their memory, and
+stopping them.
+
+A replica is started as the leader of its own process group (`start_new_session`), so its pid
+is also its group id.  Its processes are that group plus the leader's descendants: a child that
+calls `setsid` leaves the group but stays in the tree, and one that double-forks leaves the tree
+but stays in the group; either way it is counted against the replica's memory and stopped with
+it.  Zombies (exited, not yet reaped) count as gone everywhere: they hold no memory and cannot
+be stopped.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """True for a running process; a zombie counts as dead."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except _GONE:
+        return False
+
+
+def runs_job_master(pid: int, job_dir: Path) -> bool:
+    """The live process `pid` is the master of `job_dir` (a pid reused by another program, or
+    by the master of another job, does not count).  The master gets its job dir as its last
+    argument; two servers may spell the same jobs dir differently, so paths are compared real."""
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        arguments = process.cmdline()
+    except _GONE:
+        return False
+    if not arguments:
+        return False
+    wanted = str(job_dir)
+    return wanted in arguments or os.path.realpath(arguments[-1]) == os.path.realpath(wanted)
+
+
+@dataclass
+class ProcessTable:
+    """One reading of every live process's parent and group, so the replicas of a job can be
+    resolved together at the cost of a single pass over the process list."""
+
+    alive: set[int] = field(default_factory=set)
+    groups: dict[int, list[int]] = field(default_factory=dict)  # group id -> pids
+    children: dict[int, list[int]] = field(default_factory=dict)  # parent pid -> pids
+
+    @classmethod
+    def read(cls) -> ProcessTable:
+        table = cls()
+        for process in psutil.process_iter(["ppid", "status"]):
+            info = process.info
+            if info.get("status") in (None, psutil.STATUS_ZOMBIE):
+                continue
+            try:
+                group = os.getpgid(process.pid)
+            except OSError:
+                continue
+            table.alive.add(process.pid)
+            table.groups.setdefault(group, []).append(process.pid)
+            if info.get("ppid") is not None:
+                table.children.setdefault(info["ppid"], []).append(process.pid)
+        return table
+
+    def descendants(self, pid: int) -> set[int]:
+        found: set[int] = set()
+        pending = list(self.children.get(pid, []))
+        while pending:
+            child = pending.pop()
+            if child not in found:
+                found.add(child)
+                pending.extend(self.children.get(child, []))
+        return found
+
+    def replica_processes(self, leader: int) -> set[int]:
+        """The live processes of the replica whose leader (and group id) is `leader`."""
+        members = set(self.groups.get(leader, [])) | self.descendants(leader)
+        if leader in self.alive:
+            members.add(leader)
+        return members
+
+
+def resident_bytes(pids: Iterable[int]) -> int:
+    """Resident memory (RSS) of the given processes in bytes; vanished ones count 0."""
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except _GONE:
+            continue
+    return total
+
+
+def signal_replica(leader: int, sig: int) -> None:
+    """Send `sig` to the replica's process group and to every descendant of its leader (some may
+    have left the group).  Processes that are already gone are no error."""
+    try:
+        strays = psutil.Process(leader).children(recursive=True)
+    except _GONE:
+        strays = []
+    try:
+        os.killpg(leader, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for process in strays:
+        try:
+            process.send_signal(sig)
+        except _GONE:
+            pass

@@ -1,0 +1,444 @@
+"""The typed records the local backend and a job's master exchange through the job dir.
+
+    job.json     `JobRecord`     who submitted what, when (written once, at submit)
+    plan.json    `Plan`          what the master runs: replicas, ports, resources, interpreter
+    status.json  `StatusRecord`  the job's `JobStatus` plus the master's own bookkeeping
+
+Each record is a dataclass: its defaults are declared here once, and `from_json` fills what a
+file leaves out from them, so no reader restates a default.  Each carries a `version`.  A file
+without one was written before records were versioned and is read as version 1, so a job
+submitted by the previous release keeps being listed and managed after an upgrade.  A file with
+a version newer than this code knows is refused with `NewerRecord`, whose words the listing
+shows as the job's message: guessing at a newer layout could misreport or mis-stop a job.
+A file that is not a record at all (half written, hand edited, wrong types) raises
+`RecordDamaged`, a `ValueError`, exactly like unparsable JSON, so callers treat both alike.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from paddle_nbext.contract import Phase, ReplicaPhase
+from paddle_nbext.status import JobStatus, ReplicaStatus
+
+T = TypeVar("T")
+Converter = Callable[[Any], Any]
+
+
+class RecordDamaged(ValueError):
+    """The file is JSON but not a record this code can use (missing field, wrong type)."""
+
+
+class NewerRecord(Exception):
+    """A record written by a newer paddle-nbext than this one.
+
+    Deliberately not a `ValueError`: a damaged file is skipped or falls back to Pending, while a
+    newer one must reach the listing as the reason the job cannot be shown properly.  The few
+    identity fields every version keeps (owner, created, phase) are taken best-effort, so the
+    job still appears in its owner's listing, with this error as its message."""
+
+    def __init__(self, kind: str, version: int, data: Mapping[str, Any]) -> None:
+        self.kind = kind
+        self.version = version
+        self.owner = _text_or_empty(data.get("owner"))
+        self.created = _text_or_empty(data.get("created"))
+        phase = data.get("phase")
+        self.phase = phase if isinstance(phase, str) and phase in set(Phase) else None
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        return (
+            f"This job's {self.kind} was written by a newer paddle-nbext (record version {self.version}); "
+            "upgrade the server to see and manage it."
+        )
+
+
+# ---------------------------------------------------------------------------- field converters
+def _fail(what: str, value: Any) -> RecordDamaged:
+    return RecordDamaged(f"{what} must be {value}")
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _fail("a text field", "text")
+    return value
+
+
+def _text_or_empty(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail("a count", "a whole number")
+    return value
+
+
+def _optional_integer(value: Any) -> int | None:
+    return None if value is None else _integer(value)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail("an amount", "a number")
+    return float(value)
+
+
+def _integers(value: Any) -> list[int]:
+    if not isinstance(value, list):
+        raise _fail("a list of ids", "a list")
+    return [_integer(item) for item in value]
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail("a mapping", "a JSON object")
+    return value
+
+
+def _texts_by_name(value: Any) -> dict[str, str]:
+    return {_text(key): _text(item) for key, item in _object(value).items()}
+
+
+def _integers_by_name(value: Any) -> dict[str, int]:
+    return {_text(key): _integer(item) for key, item in _object(value).items()}
+
+
+def _each(convert: Callable[[Any], T]) -> Callable[[Any], list[T]]:
+    def convert_all(value: Any) -> list[T]:
+        if not isinstance(value, list):
+            raise _fail("a list of records", "a list")
+        return [convert(item) for item in value]
+
+    return convert_all
+
+
+def _optional(convert: Callable[[Any], T]) -> Callable[[Any], T | None]:
+    return lambda value: None if value is None else convert(value)
+
+
+def _build(cls: Callable[..., T], data: Any, converters: Mapping[str, Converter]) -> T:
+    """`cls` from the keys of `data` it declares: absent keys take the dataclass's defaults, a
+    missing required one or a value of the wrong type is `RecordDamaged`, unknown keys are
+    ignored (a later release of the same version may add optional fields)."""
+    mapping = _object(data)
+    names = {item.name for item in fields(cls)}  # type: ignore[arg-type]
+    values = {name: converters.get(name, _identity)(mapping[name]) for name in names if name in mapping}
+    try:
+        return cls(**values)
+    except TypeError as error:
+        raise RecordDamaged(f"incomplete record: {error}") from None
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _versioned(kind: str, supported: int, text: str) -> dict[str, Any]:
+    """The record's JSON object, refused if a newer release wrote it (no version: version 1)."""
+    data = _object(json.loads(text))
+    version = data.get("version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise RecordDamaged(f"{kind} has an unreadable version {version!r}")
+    if version > supported:
+        raise NewerRecord(kind, version, data)
+    return data
+
+
+# ---------------------------------------------------------------------------- job.json
+@dataclass
+class JobRecord:
+    """job.json: written once by the backend at submit; `owner` decides who sees the job."""
+
+    VERSION: ClassVar[int] = 1
+    KIND: ClassVar[str] = "job.json"
+
+    owner: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    created_epoch: float = 0.0  # time.time() at submit: how long a master may take to appear
+    package: str = ""  # the trainer package as resolved at submit (before any snapshot)
+    version: int = VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> JobRecord:
+        data = _versioned(cls.KIND, cls.VERSION, text)
+        return _build(
+            cls, data,
+            {"owner": _text, "spec": _object, "created": _text, "created_epoch": _number, "package": _text},
+        )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- plan.json
+@dataclass
+class Capacity:
+    """What this machine offers local jobs: requested cores (max_cpu × overcommit), memory
+    bytes and the GPU ids of the pool."""
+
+    cpu: float
+    memory: int
+    gpus: list[int] = field(default_factory=list)
+
+    @classmethod
+    def from_data(cls, data: Any) -> Capacity:
+        return _build(cls, data, {"cpu": _number, "memory": _integer, "gpus": _integers})
+
+
+@dataclass
+class ResourceRequest:
+    """What a whole job asks for: cores, memory bytes and a number of GPUs."""
+
+    cpu: float
+    memory: int
+    gpus: int = 0
+
+    @classmethod
+    def from_data(cls, data: Any) -> ResourceRequest:
+        return _build(cls, data, {"cpu": _number, "memory": _integer, "gpus": _integer})
+
+
+@dataclass
+class Admitted:
+    """The resources an admitted job holds until it ends: cores, memory and the GPU ids it was
+    given; other masters of the same jobs dir add these up before admitting their own job."""
+
+    cpu: float = 0.0
+    memory: int = 0
+    gpus: list[int] = field(default_factory=list)
+
+    @classmethod
+    def from_data(cls, data: Any) -> Admitted:
+        return _build(cls, data, {"cpu": _number, "memory": _integer, "gpus": _integers})
+
+
+@dataclass
+class ReplicaPlan:
+    """One replica to run: where it listens and what it may use (`memory` 0: not watched)."""
+
+    role: str
+    index: int
+    endpoint: str  # host:port, picked free at submit and re-checked at admission
+    cpu: float  # cores: the launcher sets thread counts from it
+    memory: int = 0
+    memory_text: str = ""  # the memory as the user wrote it, for the MemoryLimitExceeded reason
+    gpus: int = 0
+
+    @property
+    def key(self) -> str:
+        """The replica's name in log file names and in `StatusRecord.processes`."""
+        return f"{self.role}-{self.index}"
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.endpoint.rpartition(":")
+        return host, int(port)
+
+    @classmethod
+    def from_data(cls, data: Any) -> ReplicaPlan:
+        return _build(
+            cls, data,
+            {"role": _text, "index": _integer, "endpoint": _text, "cpu": _number, "memory": _integer,
+             "memory_text": _text, "gpus": _integer},
+        )  # fmt: skip
+
+
+@dataclass
+class Plan:
+    """plan.json: everything the master needs to run the job, decided by the backend at submit.
+
+    `launcher` is the job's own copy of the launcher (`<job_dir>/runtime/launcher.py`, written at
+    submit), run with `python`; the master rewrites the file only to move a replica whose planned
+    port was taken while the job waited for admission."""
+
+    VERSION: ClassVar[int] = 1
+    KIND: ClassVar[str] = "plan.json"
+
+    job: str
+    mode: str
+    entry_point: str
+    workdir: str
+    job_dir: str
+    python: str
+    launcher: str
+    capacity: Capacity
+    request: ResourceRequest
+    replicas: list[ReplicaPlan] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    max_restarts: int = 0
+    timeout: int | None = None  # seconds of wall clock from admission (the spec's timeout)
+    wait_timeout: float = 300.0
+    grace_period: float = 5.0
+    poll_interval: float = 0.1
+    version: int = VERSION
+
+    def endpoints(self, role: str) -> str:
+        """The role's endpoints in index order, as the launcher takes them (`host:port,...`)."""
+        return ",".join(r.endpoint for r in sorted(self.replicas, key=lambda r: r.index) if r.role == role)
+
+    def launcher_env(self, replica: ReplicaPlan, gpus: list[int] | None) -> dict[str, str]:
+        """The launcher inputs of one replica (docs/architecture.md "Launcher").  The master
+        starts replicas with exactly this and the backend's dry run shows it, so a preview is
+        what runs.  `gpus` is the assignment made at admission (None in a preview)."""
+        env = dict(self.env)
+        env.update(
+            PADDLE_NBEXT_JOB=self.job,
+            PADDLE_NBEXT_MODE=self.mode,
+            PADDLE_NBEXT_ROLE=replica.role,
+            PADDLE_NBEXT_INDEX=str(replica.index),
+            PADDLE_NBEXT_PSERVER_ENDPOINTS=self.endpoints("pserver"),
+            PADDLE_NBEXT_TRAINER_ENDPOINTS=self.endpoints("trainer"),
+            PADDLE_NBEXT_ENTRY=self.entry_point,
+            PADDLE_NBEXT_WORKDIR=self.workdir,
+            # A plain number, not people's `500m`: the launcher turns it into thread counts.
+            PADDLE_NBEXT_CPU=f"{replica.cpu:g}",
+            PADDLE_NBEXT_WAIT_TIMEOUT=str(self.wait_timeout),
+        )
+        if self.capacity.gpus:
+            # The pool is managed: replicas without an assignment must not grab any GPU.
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in (gpus or []))
+        return env
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        data = _versioned(cls.KIND, cls.VERSION, text)
+        return _build(
+            cls, data,
+            {
+                "job": _text, "mode": _text, "entry_point": _text, "workdir": _text, "job_dir": _text,
+                "python": _text, "launcher": _text, "capacity": Capacity.from_data,
+                "request": ResourceRequest.from_data, "replicas": _each(ReplicaPlan.from_data),
+                "env": _texts_by_name, "max_restarts": _integer, "timeout": _optional_integer,
+                "wait_timeout": _number, "grace_period": _number, "poll_interval": _number,
+            },
+        )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- status.json
+@dataclass
+class StatusRecord:
+    """status.json: the job's `JobStatus` (what every client sees) plus what only the runner
+    needs: the master's pid, the process-group ids of live replicas by `ReplicaPlan.key`, the
+    resources the job holds while admitted, and every replica pid it ever started."""
+
+    VERSION: ClassVar[int] = 1
+    KIND: ClassVar[str] = "status.json"
+
+    status: JobStatus
+    master_pid: int | None = None
+    processes: dict[str, int] = field(default_factory=dict)
+    admitted: Admitted | None = None
+    pids: list[int] = field(default_factory=list)
+    version: int = VERSION
+
+    @property
+    def terminal(self) -> bool:
+        return self.status.terminal
+
+    def replica(self, role: str, index: int) -> ReplicaStatus | None:
+        return next((r for r in self.status.replicas if r.role == role and r.index == index), None)
+
+    def replica_ended(self, role: str, index: int) -> bool:
+        """No more output will come from this replica: the job ended, or the replica ended and
+        will not be restarted (it succeeded, was stopped, or failed with no retries left)."""
+        if self.terminal:
+            return True
+        replica = self.replica(role, index)
+        if replica is None:
+            return False
+        if replica.phase in (ReplicaPhase.SUCCEEDED, ReplicaPhase.STOPPED):
+            return True
+        max_restarts = self.status.spec.get("max_restarts") or 0
+        return replica.phase == ReplicaPhase.FAILED and replica.restarts >= int(max_restarts)
+
+    def to_json(self) -> str:
+        data = asdict(self.status)
+        data.update(
+            master_pid=self.master_pid,
+            processes=dict(self.processes),
+            admitted=asdict(self.admitted) if self.admitted is not None else None,
+            pids=list(self.pids),
+            version=self.version,
+        )
+        return json.dumps(data, indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> StatusRecord:
+        data = _versioned(cls.KIND, cls.VERSION, text)
+        status = _build(
+            JobStatus, data,
+            {
+                "name": _text, "owner": _text, "backend": _text, "phase": _text, "message": _text,
+                "spec": _object, "created": _text, "started": _optional_text, "finished": _optional_text,
+                "replicas": _each(_replica_status),
+            },
+        )  # fmt: skip
+        return _build(
+            cls, {**data, "status": status},
+            {"status": _identity, "master_pid": _optional_integer, "processes": _integers_by_name,
+             "admitted": _optional(Admitted.from_data), "pids": _integers, "version": _integer},
+        )  # fmt: skip
+
+
+def _replica_status(data: Any) -> ReplicaStatus:
+    return _build(
+        ReplicaStatus, data,
+        {"role": _text, "index": _integer, "phase": _text, "reason": _optional_text, "exit_code": _optional_integer,
+         "restarts": _integer, "started": _optional_text, "finished": _optional_text},
+    )  # fmt: skip
+
+
+def pending_status(name: str, job: JobRecord, backend: str, message: str) -> StatusRecord:
+    """What a job dir shows before its master wrote a status (or while status.json is damaged):
+    Pending, with the spec and times of job.json."""
+    return StatusRecord(JobStatus(name, job.owner, backend, Phase.PENDING, message, job.spec, job.created))
+
+
+def refused_status(name: str, job: JobRecord | None, backend: str, error: NewerRecord) -> StatusRecord:
+    """The listing's entry for a job whose records a newer release wrote: its owner still sees it,
+    with the phase it last recorded when that is a phase this code knows (else Pending) and the
+    reason in words as its message, instead of the listing failing."""
+    owner = job.owner if job is not None else error.owner
+    created = job.created if job is not None and job.created else error.created
+    spec = job.spec if job is not None else {}
+    return StatusRecord(JobStatus(name, owner, backend, error.phase or Phase.PENDING, error.message, spec, created))
+
+
+# ---------------------------------------------------------------------------- files
+Record = TypeVar("Record", JobRecord, Plan, StatusRecord)
+
+
+def read_record(kind: type[Record], job_dir: Path) -> Record:
+    """The record of type `kind` in `job_dir` (its file is `kind.KIND`).  OSError when absent,
+    `RecordDamaged`/ValueError when unreadable, `NewerRecord` when too new."""
+    with open(job_dir / kind.KIND, encoding="utf-8") as handle:
+        text = handle.read()
+    return kind.from_json(text)
+
+
+def write_record(job_dir: Path, record: JobRecord | Plan | StatusRecord) -> None:
+    """Write `record` to its file in `job_dir`; readers never see half a file (a sibling temp
+    file is renamed over it)."""
+    write_atomic(job_dir / record.KIND, record.to_json())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
