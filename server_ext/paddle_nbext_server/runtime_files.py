@@ -13,12 +13,13 @@ from pathlib import Path
 
 import paddle_nbext.contract
 
-from .runtime import cluster_master, launcher, policy
+from .runtime import cluster_master, launcher, policy, preflight
 
 #: bundle file name -> the module that is shipped under that name.
 _MODULES = {
     "launcher.py": launcher,
     "policy.py": policy,
+    "preflight.py": preflight,
     "cluster_master.py": cluster_master,
     "contract.py": paddle_nbext.contract,
 }
