@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets up everything paddle-nbext needs on a fresh Debian machine with Python 3.10+ and Node 20:
-# Chromium (browser tests), a virtualenv in .venv with the package (editable) and its test and
-# paddle extras, and the JupyterLab extension built from labextension/ before the Python install
-# (the wheel ships the prebuilt assets; stale assets are never reused).
+# Chromium (browser tests) and a virtualenv in .venv with the package (editable) and its test and
+# paddle extras.  The package build itself builds the JupyterLab panel (setup.py:
+# build_labextension runs npm ci + npm run build:prod in labextension/ when the assets are
+# missing or stale) and the editable install enables the panel and the server extension, exactly
+# as `pip install .` does; the panel is then linked to the build folder for the dev loop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -23,23 +25,16 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-# The builder (jupyter-builder) comes with JupyterLab; install it before building the assets.
-.venv/bin/python -m pip install -q "jupyterlab>=4.4,<5"
-
-if [ -f labextension/package.json ]; then
-  (
-    cd labextension
-    npm ci --no-audit --no-fund --loglevel=error
-    npm run build:prod
-  )
+# The panel's dev tools (eslint, prettier, vitest: scripts/check.sh) need node_modules even when
+# the build below finds the assets up to date; the build skips its own `npm ci` after this one.
+INSTALLED=labextension/node_modules/.package-lock.json
+if [ ! "$INSTALLED" -nt labextension/package-lock.json ] || [ ! "$INSTALLED" -nt labextension/package.json ]; then
+  (cd labextension && npm ci --no-audit --no-fund --loglevel=error)
 fi
-
+# Builds the panel (needs node and npm on PATH; the build requirements bring jupyter-builder)
+# and installs the package with the panel's assets and the server extension's enable file.
 .venv/bin/python -m pip install -q -e ".[test,paddle]"
-# An editable install does not place data files; do what the wheel's data files do
-# (tests/test_packaging.py checks the real wheel carries them).
-mkdir -p .venv/etc/jupyter/jupyter_server_config.d
-cp jupyter-config/jupyter_server_config.d/paddle_nbext_server.json .venv/etc/jupyter/jupyter_server_config.d/
-if [ -d paddle_nbext/labextension ]; then
-  .venv/bin/jupyter-builder develop --overwrite . >/dev/null
-fi
+# Dev loop: serve the panel from paddle_nbext/labextension/ itself, so `npm run build` in
+# labextension/ shows on the next page load without reinstalling.
+.venv/bin/jupyter-builder develop --overwrite . >/dev/null
 echo "setup: done (.venv ready)"

@@ -67,6 +67,7 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -
     return output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_postbuild_on_clean_venv_gives_working_extension(tmp_path: Path) -> None:
     if shutil.which("npm") is None:
