@@ -252,7 +252,8 @@ setup(
         "paddle_nbext_server": "server_ext/paddle_nbext_server",
     },
     package_data={
-        "paddle_nbext_server": ["openapi.json"],
+        "paddle_nbext": ["py.typed"],  # typed packages (PEP 561): mypy users see our annotations
+        "paddle_nbext_server": ["openapi.json", "py.typed"],
         "paddle_nbext_server.runtime": ["*.py"],
     },
     # The sdist lists paddle_nbext/labextension/; it belongs in share/jupyter, not site-packages.

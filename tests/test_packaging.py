@@ -181,6 +181,7 @@ def test_wheel_installs_server_side_under_its_own_name(built: Built) -> None:
     assert "paddle_nbext_server/__init__.py" in names
     assert "paddle_nbext_server/runtime/launcher.py" in names
     assert "paddle_nbext_server/openapi.json" in names
+    assert {"paddle_nbext/py.typed", "paddle_nbext_server/py.typed"} <= set(names), "both packages are marked typed (PEP 561)"
     assert not any(n.startswith("server_ext/") for n in names), "no generic top-level package may be installed"
     # Every module of the source tree is in the wheel (a forgotten sub-package breaks installs
     # that are not editable, while development never notices).

@@ -23,4 +23,5 @@ def _load_jupyter_server_extension(serverapp: Any) -> Any:
     for loaders that look for the module-level function)."""
     from .app import PaddleNbextApp
 
-    return PaddleNbextApp._load_jupyter_server_extension(serverapp)
+    # jupyter_server leaves this classmethod unannotated.
+    return PaddleNbextApp._load_jupyter_server_extension(serverapp)  # type: ignore[no-untyped-call]

@@ -69,6 +69,11 @@ class ExtensionState:
             self.settings.log.error("paddle-nbext: %s", self.error)
             self.backend = None  # never started: job routes answer 503 with this cause
 
+    @property
+    def started(self) -> bool:
+        """True once the backend has started (read fresh: it changes while callers await)."""
+        return self._started
+
     async def try_start(self) -> None:
         """Start the backend once; after a failure try again at most every 30 s."""
         if self.backend is None or self._started or self.shutting_down.is_set():
@@ -78,7 +83,7 @@ class ExtensionState:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            if self._started:
+            if self.started:  # another request started it while this one waited for the lock
                 return
             try:
                 await self.backend.start()
@@ -107,8 +112,8 @@ class ExtensionState:
         # The backend's own verdict counts too (e.g. Kubernetes: started, but its API is unreachable).
         backend_ok = facts.get("ok", True) is not False
         ok = self.backend is not None and self._started and self.error is None and backend_ok
-        error = self.error or (None if backend_ok else facts.get("error"))
-        return {**facts, "name": self.settings.backend, "ok": ok, "error": None if ok else error}
+        problem = self.error or (None if backend_ok else facts.get("error"))
+        return {**facts, "name": self.settings.backend, "ok": ok, "error": None if ok else problem}
 
     async def stop(self) -> None:
         """End open streams, then release the backend's watches (jobs keep running)."""
