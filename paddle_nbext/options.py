@@ -1,8 +1,9 @@
 """Command-line flags for the job fields, shared by `%%paddle_submit` and `paddle-nbext submit`.
 
-One table maps every job field to its flag, so the magic, the CLI and their error messages always
-agree (`--trainer-mem` ↔ `trainer_mem`).  Parsing never exits the process: argparse's exits are
-turned into `UsageError` (one line) or `HelpShown` (the help text), which callers print.
+The flags come from the job field table (`JobSpec`'s rows: flag, metavar, help), so the magic,
+the CLI and their error messages always agree (`--trainer-mem` ↔ `trainer_mem`).  Parsing never
+exits the process: argparse's exits are turned into `UsageError` (one line) or `HelpShown` (the
+help text), which callers print.
 """
 from __future__ import annotations
 
@@ -10,31 +11,28 @@ import argparse
 from typing import Any, NoReturn
 
 from .client import ApiError
-from .spec import JobSpec, Limits
+from .fields import JobField
+from .spec import JOB_FIELDS, JobSpec, Limits
 
-__all__ = ["UsageError", "HelpShown", "Parser", "add_job_flags", "spec_from_args", "flag_for", "describe_error", "FIELD_FLAGS"]
+__all__ = ["FIELD_FLAGS", "HelpShown", "Parser", "UsageError", "add_job_flags", "describe_error", "flag_for", "spec_from_args"]
 
-#: job field -> (flag, metavar, help)
-FIELD_FLAGS: dict[str, tuple[str, str, str]] = {
-    "job_name": ("--job-name", "NAME", "job name (DNS label, <= 40 chars); generated when omitted"),
-    "mode": ("--mode", "ps|collective", "parameter servers + trainers, or collective [ps]"),
-    "pservers": ("--pservers", "N", "parameter-server replicas [ps: 1]"),
-    "trainers": ("--trainers", "N", "trainer replicas [1]"),
-    "pserver_cpu": ("--pserver-cpu", "CPU", "CPU per pserver, e.g. 500m, 2"),
-    "pserver_mem": ("--pserver-mem", "MEM", "memory per pserver, e.g. 1Gi"),
-    "trainer_cpu": ("--trainer-cpu", "CPU", "CPU per trainer, e.g. 500m, 2"),
-    "trainer_mem": ("--trainer-mem", "MEM", "memory per trainer, e.g. 4Gi"),
-    "trainer_gpu": ("--trainer-gpu", "N", "GPUs per trainer [0]"),
-    "image": ("--image", "IMAGE", "container image (Kubernetes backend)"),
-    "trainer_package": ("--package", "DIR", "directory with the code [the current directory]"),
-    "env": ("--env", "K=V", "environment variable for every replica (repeatable)"),
-    "entry_point": ("--entry", "COMMAND", "command to run in the package dir, e.g. 'python train.py'"),
-    "max_restarts": ("--max-restarts", "N", "restarts allowed per replica [0]"),
-    "timeout": ("--timeout", "DURATION", "wall-clock limit, e.g. 600, 30m, 2h"),
-}
-_INT_FIELDS = ("pservers", "trainers", "trainer_gpu", "max_restarts")
+#: job field -> its flag, from the table.
+FIELD_FLAGS: dict[str, str] = {row.name: row.info.flag for row in JOB_FIELDS}
 # Local pre-check: syntax only; the server applies its real limits.
 _NO_LIMITS = Limits(max_pservers=10**9, max_trainers=10**9, max_gpu_per_replica=10**9, max_restarts=10**9)
+
+
+def flag_help(row: JobField) -> str:
+    """The table's help plus what argparse users need: the default, and that --env repeats."""
+    text = row.info.help
+    if row.kind == "env":
+        return f"{text} (repeatable)"
+    if row.kind == "switch":
+        return f"do not {text}" if row.default else text
+    if row.default in (None, "", {}):
+        return text
+    modes = "" if set(row.info.modes) == {"ps", "collective"} else f"{'/'.join(row.info.modes)}: "
+    return f"{text} [{modes}{row.default}]"
 
 
 class UsageError(Exception):
@@ -68,18 +66,24 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_job_flags(parser: argparse.ArgumentParser, *, entry_help: str | None = None) -> None:
+    """One flag per job field; a switch that defaults to on gets a `--no-...` flag."""
     group = parser.add_argument_group("job fields")
-    for name, (flag, metavar, help_text) in FIELD_FLAGS.items():
-        if name == "env":
-            group.add_argument(flag, dest=name, metavar=metavar, action="append", help=help_text)
+    for row in JOB_FIELDS:
+        flag, help_text = row.info.flag, flag_help(row)
+        if row.kind == "env":
+            group.add_argument(flag, dest=row.name, metavar=row.info.metavar, action="append", help=help_text)
+        elif row.kind == "switch":
+            action = "store_false" if row.default else "store_true"
+            group.add_argument(flag, dest=row.name, action=action, default=None, help=help_text)
         else:
-            group.add_argument(flag, dest=name, metavar=metavar, help=entry_help if name == "entry_point" and entry_help else help_text)
-    group.add_argument("--no-snapshot", dest="snapshot", action="store_false", default=None, help="run in the package dir itself instead of a copy")
+            if row.name == "entry_point" and entry_help:
+                help_text = entry_help
+            group.add_argument(flag, dest=row.name, metavar=row.info.metavar, help=help_text)
 
 
 def flag_for(field: str | None) -> str:
     if field and field in FIELD_FLAGS:
-        return FIELD_FLAGS[field][0]
+        return FIELD_FLAGS[field]
     return field or "job"
 
 
@@ -88,13 +92,13 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
     Only what the user gave is sent, so the server's defaults apply to the rest."""
     spec: dict[str, Any] = {}
-    for name in (*FIELD_FLAGS, "snapshot"):
-        value = getattr(args, name, None)
+    for row in JOB_FIELDS:
+        value = getattr(args, row.name, None)
         if value is None:
             continue
-        if name in _INT_FIELDS and isinstance(value, str) and value.strip().isdigit():
+        if row.kind == "count" and isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
             value = int(value)
-        spec[name] = value
+        spec[row.name] = value
     if "env" in spec:
         pairs = {}
         for item in spec["env"]:

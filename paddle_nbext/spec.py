@@ -1,100 +1,68 @@
 """The one job model: `JobSpec`, used by the magic, the API, the widgets, the CLI and the server.
 
-Validation lives here and nowhere else, so the form can show the same message inline that the
-server would return.  Every failure is a `SpecError` naming the offending `field` and saying what
-is allowed.  The server is authoritative: it validates again with its configured `Limits`.
+The class body of `JobSpec` is THE field table: each job field is a dataclass field whose
+metadata (`spec_field(FieldInfo(...))`) gives its kind, label, help, group, CLI/magic flag,
+modes, backends and the server limit that bounds it.  Everything else is derived from it:
+`%%paddle_submit` and `paddle-nbext submit` flags (options.py), the ipywidgets form
+(widgets/form.py), `PaddleJob`'s fields (api.py), the JSON Schema `/config` serves to the panel's
+form and the OpenAPI request schema (schema.py, written into openapi.json by
+`python -m paddle_nbext_server.openapi_gen`).
+
+Validation lives here and in rules.py and nowhere else on the Python side: every row is parsed by
+the parser of its kind, then the cross-field rule it names.  Every failure is a `SpecError`
+naming the offending `field` and saying what is allowed.  The server is authoritative: it
+validates again with its configured `Limits`.
+
+Adding a field is one edit plus its tests:
+1. add a row below (a dataclass field with `spec_field(FieldInfo(...))`), using an existing
+   `kind`; its place in the class is its place in every form;
+2. regenerate the contract files: `.venv/bin/python -m paddle_nbext_server.openapi_gen`;
+3. add cases for it to tests/vectors/job_spec_validation.json (run by pytest against
+   `JobSpec.check` and by vitest against the panel's validator) and, if a backend must act on
+   it, a backend test.  A new *kind* needs a parser in rules.py and in labextension/src/validate.ts.
 """
+
 from __future__ import annotations
 
 import re
 import secrets
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar
 
-from .quantity import Quantity, QuantityError, format_bytes, format_cpu
+from .contract import Mode
+from .fields import FIELD_INFO, FieldInfo, JobField, spec_field
+from .quantity import Quantity, format_bytes, format_cpu
+from .rules import (
+    NAME_MAX_LENGTH,
+    RESERVED_ENV,
+    RULES,
+    Limits,
+    SpecError,
+    parse_duration,
+    parse_field,
+    validate_name,
+)
 
 __all__ = [
+    "JOB_FIELDS",
+    "MODES",
+    "NAME_MAX_LENGTH",
+    "RESERVED_ENV",
     "JobSpec",
     "Limits",
     "SpecError",
     "generate_name",
-    "validate_name",
+    "job_field",
     "parse_duration",
-    "RESERVED_ENV",
-    "MODES",
-    "NAME_MAX_LENGTH",
+    "validate_name",
 ]
 
-MODES = ("ps", "collective")
-NAME_MAX_LENGTH = 40
-# A DNS-1035 label: the job's headless Service carries the name, and Services need a letter
-# first on clusters without relaxed Service name validation.  Matched with fullmatch (`$` would
-# let a trailing newline through).
-_NAME_RE = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+MODES: tuple[str, ...] = tuple(mode.value for mode in Mode)
 _NAME_ALPHABET = string.ascii_lowercase + string.digits
-
-#: Variables the launcher owns (DESIGN §5); letting users set them would break the Paddle contract.
-RESERVED_ENV = frozenset(
-    {
-        "TRAINING_ROLE",
-        "PADDLE_TRAINER_ID",
-        "PADDLE_TRAINERS_NUM",
-        "PADDLE_PSERVERS_IP_PORT_LIST",
-        "PADDLE_PORT",
-        "POD_IP",
-        "PADDLE_TRAINER_ENDPOINTS",
-        "PADDLE_CURRENT_ENDPOINT",
-        "PADDLE_JOB_NAME",
-        "TRAINERS",
-        "PSERVERS",
-        "ENTRY",
-        "TRAINER_PACKAGE",
-    }
-)
-_RESERVED_ENV_PREFIX = "PADDLE_NBEXT_"
-
-
-class SpecError(ValueError):
-    """An invalid job field.  `field` names it (None for the body as a whole); `errors` maps
-    every invalid field to its message, so a form can show them all at once."""
-
-    def __init__(self, field: str | None, message: str, errors: Mapping[str, str] | None = None):
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field = field
-        self.message = message
-        self.errors: dict[str, str] = dict(errors) if errors else ({field: message} if field else {})
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What the server allows; comes from the server extension's traitlets config."""
-
-    max_pservers: int = 16
-    max_trainers: int = 64
-    max_gpu_per_replica: int = 8
-    max_gpu_per_job: int | None = None
-    max_cpu_per_replica: str | None = None
-    max_mem_per_replica: str | None = None
-    max_restarts: int = 10
-    max_timeout: int | None = None
-    allowed_images: tuple[str, ...] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["allowed_images"] = list(self.allowed_images) if self.allowed_images is not None else None
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Limits":
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        if values.get("allowed_images") is not None:
-            values["allowed_images"] = tuple(values["allowed_images"])
-        return cls(**values)
+_PS_ONLY = (Mode.PS,)
+_MODE_CHOICES = {Mode.PS.value: "parameter servers + trainers", Mode.COLLECTIVE.value: ""}
 
 
 def generate_name(prefix: str = "paddle") -> str:
@@ -105,152 +73,85 @@ def generate_name(prefix: str = "paddle") -> str:
     return f"{cleaned}-{suffix}"
 
 
-def validate_name(name: Any) -> str:
-    """Return the name if it is a DNS-1035 label of at most 40 characters, else raise."""
-    if not isinstance(name, str) or not name:
-        raise SpecError("job_name", "must be a non-empty string (or leave it out to get a generated name)")
-    if len(name) > NAME_MAX_LENGTH:
-        raise SpecError("job_name", f"'{name}' is {len(name)} characters long; at most {NAME_MAX_LENGTH} are allowed")
-    if not _NAME_RE.fullmatch(name):
-        raise SpecError(
-            "job_name",
-            f"'{name}' is not allowed: use lower-case letters, digits and '-', "
-            "starting with a letter and ending with a letter or digit (e.g. 'mnist-ps-1')",
-        )
-    return name
-
-
-def parse_duration(raw: Any, field_name: str = "timeout") -> int | None:
-    """Seconds from `600`, `"600"`, `"90s"`, `"30m"`, `"2h"`, `"1h30m"`, `"1d"`; None stays None."""
-    if raw is None or raw == "":
-        return None
-    if isinstance(raw, bool):
-        raise SpecError(field_name, "must be a number of seconds or a duration such as '30m' or '2h'")
-    if isinstance(raw, int):
-        seconds = raw
-    elif isinstance(raw, float) and raw.is_integer():
-        seconds = int(raw)
-    elif isinstance(raw, str) and raw.strip().isdigit():
-        seconds = int(raw.strip())
-    elif isinstance(raw, str) and raw.strip() and (match := _DURATION_RE.match(raw.strip())):
-        days, hours, minutes, secs = (int(part) if part else 0 for part in match.groups())
-        seconds = ((days * 24 + hours) * 60 + minutes) * 60 + secs
-    else:
-        raise SpecError(field_name, f"'{raw}' is not a duration: use seconds (600) or units like '90s', '30m', '2h', '1h30m'")
-    if seconds <= 0:
-        raise SpecError(field_name, "must be positive (or leave it out for no limit)")
-    return seconds
-
-
-def _integer(data: Mapping[str, Any], name: str, default: int, lowest: int, highest: int | None) -> int:
-    raw = data.get(name, default)
-    if raw is None:
-        raw = default
-    if isinstance(raw, bool) or not isinstance(raw, (int, str, float)):
-        raise SpecError(name, f"must be a whole number, got {raw!r}")
-    try:
-        value = int(raw) if not isinstance(raw, float) or raw.is_integer() else None
-    except ValueError:
-        value = None
-    if value is None or (isinstance(raw, str) and not raw.strip().lstrip("+").isdigit()):
-        raise SpecError(name, f"must be a whole number, got {raw!r}")
-    if value < lowest:
-        raise SpecError(name, f"must be at least {lowest}, got {value}")
-    if highest is not None and value > highest:
-        raise SpecError(name, f"must be at most {highest} on this server, got {value}")
-    return value
-
-
-def _quantity(data: Mapping[str, Any], name: str, default: str, *, allow_zero: bool, most: str | None) -> str:
-    raw = data.get(name, default)
-    if raw is None or raw == "":
-        raw = default
-    try:
-        quantity = Quantity.parse(raw)
-    except QuantityError as error:
-        raise SpecError(name, str(error)) from None
-    if quantity.value < 0 or (quantity.value == 0 and not allow_zero):
-        raise SpecError(name, f"must be {'zero or ' if allow_zero else ''}positive, got '{raw}'")
-    if most is not None and quantity > Quantity.parse(most):
-        raise SpecError(name, f"'{raw}' is more than this server allows per replica ({most})")
-    if name.endswith("_cpu") and quantity.value * 1000 != int(quantity.value * 1000):
-        raise SpecError(name, f"'{raw}' is finer than a millicore; use e.g. '500m' or '1.5'")
-    if name.endswith("_mem") and quantity.value.denominator != 1:
-        raise SpecError(name, f"'{raw}' is not a whole number of bytes; use e.g. '512Mi' or '4Gi'")
-    return str(raw).strip() if isinstance(raw, str) else quantity.canonical()
-
-
-def _env(raw: Any) -> dict[str, str]:
-    if raw is None:
-        return {}
-    if isinstance(raw, (list, tuple)):
-        pairs: dict[str, Any] = {}
-        for item in raw:
-            if not isinstance(item, str) or "=" not in item:
-                raise SpecError("env", f"{item!r} is not KEY=VALUE")
-            key, _, value = item.partition("=")
-            pairs[key] = value
-        raw = pairs
-    if not isinstance(raw, Mapping):
-        raise SpecError("env", "must be a mapping of NAME to value (or a list of 'NAME=value')")
-    env: dict[str, str] = {}
-    for key, value in raw.items():
-        if not isinstance(key, str) or not _ENV_NAME_RE.match(key):
-            raise SpecError("env", f"{key!r} is not a valid variable name: letters, digits and '_', not starting with a digit")
-        if key in RESERVED_ENV or key.startswith(_RESERVED_ENV_PREFIX):
-            raise SpecError("env", f"{key} is set by the launcher for each replica and cannot be overridden")
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise SpecError("env", f"the value of {key} must be a string or number")
-        env[key] = str(value)
-    return env
-
-
-def _bool(data: Mapping[str, Any], name: str, default: bool) -> bool:
-    raw = data.get(name, default)
-    if raw is None:
-        return default
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, str) and raw.lower() in ("true", "false", "1", "0", "yes", "no"):
-        return raw.lower() in ("true", "1", "yes")
-    raise SpecError(name, f"must be true or false, got {raw!r}")
-
-
-def _text(data: Mapping[str, Any], name: str, default: str | None) -> str | None:
-    raw = data.get(name, default)
-    if raw is None:
-        return default
-    if not isinstance(raw, str):
-        raise SpecError(name, f"must be a string, got {type(raw).__name__}")
-    return raw.strip()
-
-
 @dataclass(frozen=True)
 class JobSpec:
     """A validated, fully defaulted job description (field names from the original `PaddleJob`)."""
 
-    job_name: str
-    entry_point: str
-    trainer_package: str = ""
-    image: str | None = None
-    mode: str = "ps"
-    pservers: int = 1
-    trainers: int = 1
-    pserver_cpu: str = "1"
-    pserver_mem: str = "1Gi"
-    trainer_cpu: str = "1"
-    trainer_mem: str = "1Gi"
-    trainer_gpu: int = 0
-    env: dict[str, str] = field(default_factory=dict)
-    snapshot: bool = True
-    max_restarts: int = 0
-    timeout: int | None = None
+    # ---- Code
+    job_name: str = field(metadata=spec_field(FieldInfo(
+        kind="name", label="Job name", group="Code", flag="--job-name", metavar="NAME",
+        help="DNS label: lower-case letters, digits and '-', at most 40 characters; generated when empty",
+        placeholder="generated when empty",
+    )))  # fmt: skip
+    entry_point: str = field(metadata=spec_field(FieldInfo(
+        kind="command", label="Entry point", group="Code", flag="--entry", metavar="COMMAND",
+        help="command to run in the package dir, e.g. 'python train.py --epochs 3'",
+        placeholder="python train.py --epochs 3", required=True,
+    )))  # fmt: skip
+    trainer_package: str = field(default="", metadata=spec_field(FieldInfo(
+        kind="path", label="Package directory", group="Code", flag="--package", metavar="DIR",
+        help="directory with the code, inside your home; the current directory when left out of a notebook or the CLI",
+        placeholder="a directory in your home, e.g. work/mnist",
+    )))  # fmt: skip
+    image: str | None = field(default=None, metadata=spec_field(FieldInfo(
+        kind="image", label="Image", group="Code", flag="--image", metavar="IMAGE",
+        help="container image of every replica (Kubernetes backend); empty: the server default", placeholder="server default",
+        backends=("kubernetes",), limit="allowed_images",
+    )))  # fmt: skip
+    # ---- Replicas
+    mode: str = field(default=Mode.PS.value, metadata=spec_field(FieldInfo(
+        kind="choice", label="Mode", group="Replicas", flag="--mode", metavar="ps|collective",
+        help="parameter servers + trainers, or collective (trainers only)", choices=_MODE_CHOICES,
+    )))  # fmt: skip
+    pservers: int = field(default=1, metadata=spec_field(FieldInfo(
+        kind="count", label="Parameter servers", group="Replicas", flag="--pservers", metavar="N",
+        help="parameter-server replicas", modes=_PS_ONLY, minimum=0, limit="max_pservers", rule="pservers_fit_mode",
+    )))  # fmt: skip
+    trainers: int = field(default=1, metadata=spec_field(FieldInfo(
+        kind="count", label="Trainers", group="Replicas", flag="--trainers", metavar="N",
+        help="trainer replicas", minimum=1, limit="max_trainers",
+    )))  # fmt: skip
+    # ---- Resources (per replica)
+    pserver_cpu: str = field(default="1", metadata=spec_field(FieldInfo(
+        kind="cpu", label="CPU per pserver", group="Resources", flag="--pserver-cpu", metavar="CPU",
+        help="CPU per pserver, e.g. 500m, 2", modes=_PS_ONLY, limit="max_cpu_per_replica",
+    )))  # fmt: skip
+    pserver_mem: str = field(default="1Gi", metadata=spec_field(FieldInfo(
+        kind="memory", label="Memory per pserver", group="Resources", flag="--pserver-mem", metavar="MEM",
+        help="memory per pserver, e.g. 512Mi, 4Gi", modes=_PS_ONLY, limit="max_mem_per_replica",
+    )))  # fmt: skip
+    trainer_cpu: str = field(default="1", metadata=spec_field(FieldInfo(
+        kind="cpu", label="CPU per trainer", group="Resources", flag="--trainer-cpu", metavar="CPU",
+        help="CPU per trainer, e.g. 500m, 2", limit="max_cpu_per_replica",
+    )))  # fmt: skip
+    trainer_mem: str = field(default="1Gi", metadata=spec_field(FieldInfo(
+        kind="memory", label="Memory per trainer", group="Resources", flag="--trainer-mem", metavar="MEM",
+        help="memory per trainer, e.g. 512Mi, 4Gi", limit="max_mem_per_replica",
+    )))  # fmt: skip
+    trainer_gpu: int = field(default=0, metadata=spec_field(FieldInfo(
+        kind="count", label="GPUs per trainer", group="Resources", flag="--trainer-gpu", metavar="N",
+        help="GPUs per trainer", minimum=0, limit="max_gpu_per_replica", rule="gpus_per_job",
+    )))  # fmt: skip
+    # ---- Run
+    env: dict[str, str] = field(default_factory=dict, metadata=spec_field(FieldInfo(
+        kind="env", label="Environment", group="Run", flag="--env", metavar="K=V",
+        help="environment variables for every replica, NAME=value", placeholder="NAME=value, one per line",
+    )))  # fmt: skip
+    snapshot: bool = field(default=True, metadata=spec_field(FieldInfo(
+        kind="switch", label="Snapshot the package at submit", group="Run", flag="--no-snapshot",
+        help="copy the package into the job's own dir at submit",
+    )))  # fmt: skip
+    max_restarts: int = field(default=0, metadata=spec_field(FieldInfo(
+        kind="count", label="Restarts per replica", group="Run", flag="--max-restarts", metavar="N",
+        help="restarts allowed per replica", minimum=0, limit="max_restarts",
+    )))  # fmt: skip
+    timeout: int | None = field(default=None, metadata=spec_field(FieldInfo(
+        kind="duration", label="Time limit", group="Run", flag="--timeout", metavar="DURATION",
+        help="wall-clock limit, e.g. 600, 30m, 2h", placeholder="none (e.g. 30m, 2h)", limit="max_timeout",
+    )))  # fmt: skip
 
-    FIELDS = (
-        "job_name", "entry_point", "trainer_package", "image", "mode", "pservers", "trainers",
-        "pserver_cpu", "pserver_mem", "trainer_cpu", "trainer_mem", "trainer_gpu", "env",
-        "snapshot", "max_restarts", "timeout",
-    )  # fmt: skip
+    #: The field names in table order (set from the table below the class).
+    FIELDS: ClassVar[tuple[str, ...]]
 
     @classmethod
     def from_dict(
@@ -260,14 +161,16 @@ class JobSpec:
         defaults: Mapping[str, Any] | None = None,
         limits: Limits | None = None,
         name_prefix: str = "paddle",
-    ) -> "JobSpec":
+    ) -> JobSpec:
         """Validate and default `data`; raise one `SpecError` naming the first bad field (all
         bad fields are in `.errors`).  Unknown keys are refused so typos don't pass silently."""
-        errors = cls.check(data, defaults=defaults, limits=limits)
+        errors, values = cls._parse(data, defaults, limits or Limits())
         if errors:
             first = next(iter(errors))
             raise SpecError(first, errors[first], errors)
-        return cls._build({**(defaults or {}), **{k: v for k, v in data.items() if v is not None}}, limits or Limits(), name_prefix)
+        if values["job_name"] is None:
+            values["job_name"] = generate_name(name_prefix)
+        return cls(**values)
 
     @classmethod
     def check(
@@ -278,100 +181,34 @@ class JobSpec:
         limits: Limits | None = None,
     ) -> dict[str, str]:
         """Every invalid field with its message (empty when valid); what forms show inline."""
+        return cls._parse(data, defaults, limits or Limits())[0]
+
+    @classmethod
+    def _parse(cls, data: Any, defaults: Mapping[str, Any] | None, limits: Limits) -> tuple[dict[str, str], dict[str, Any]]:
+        """(every error by field, every parsed value by field): each row's parser, then the rules
+        whose fields all parsed."""
         if not isinstance(data, Mapping):
-            return {"": "the job spec must be a JSON object"}
+            return {"": "the job spec must be a JSON object"}, {}
         errors: dict[str, str] = {}
-        unknown = sorted(set(data) - set(cls.FIELDS))
-        for key in unknown:
+        for key in sorted(set(data) - set(cls.FIELDS), key=str):
             errors[str(key)] = f"unknown field; allowed fields are: {', '.join(cls.FIELDS)}"
         merged = {**(defaults or {}), **{k: v for k, v in data.items() if v is not None and k in cls.FIELDS}}
-        limits = limits or Limits()
-        for name in cls.FIELDS:
+        values: dict[str, Any] = {}
+        for row in JOB_FIELDS:
             try:
-                cls._build_field(merged, name, limits)
+                values[row.name] = parse_field(row, merged, limits)
             except SpecError as error:
-                errors.setdefault(error.field or name, error.message)
-        if not errors:
-            try:
-                cls._cross_check(merged, limits)
-            except SpecError as error:
-                errors[error.field or ""] = error.message
-        return errors
-
-    @classmethod
-    def _build_field(cls, data: Mapping[str, Any], name: str, limits: Limits) -> Any:
-        mode = data.get("mode", "ps")
-        if name == "job_name":
-            return validate_name(data["job_name"]) if data.get("job_name") not in (None, "") else None
-        if name == "entry_point":
-            value = _text(data, name, "")
-            if not value:
-                raise SpecError(name, "is required: the command to run in the package dir, e.g. 'python train.py --epochs 3'")
-            if "\x00" in value or "\n" in value:
-                raise SpecError(name, "must be a single-line command")
-            return value
-        if name == "trainer_package":
-            value = _text(data, name, "") or ""
-            if "\x00" in value:
-                raise SpecError(name, "must be a path")
-            return value
-        if name == "image":
-            value = _text(data, name, None) or None
-            if value is not None and (any(c.isspace() for c in value) or len(value) > 512):
-                raise SpecError(name, f"'{value}' is not an image reference (e.g. 'registry/paddle:3.0.0')")
-            if value is not None and limits.allowed_images is not None and value not in limits.allowed_images:
-                raise SpecError(name, f"'{value}' is not allowed on this server; allowed images: {', '.join(limits.allowed_images) or 'none'}")
-            return value
-        if name == "mode":
-            if mode not in MODES:
-                raise SpecError(name, f"{mode!r} is not a mode: use 'ps' (parameter servers + trainers) or 'collective'")
-            return mode
-        if name == "pservers":
-            default = 1 if mode == "ps" else 0
-            value = _integer(data, name, default, 0, limits.max_pservers)
-            if mode == "ps" and value < 1:
-                raise SpecError(name, "ps mode needs at least 1 parameter server")
-            if mode == "collective" and value != 0:
-                raise SpecError(name, "collective mode has no parameter servers; set pservers to 0 or use mode 'ps'")
-            return value
-        if name == "trainers":
-            return _integer(data, name, 1, 1, limits.max_trainers)
-        if name in ("pserver_cpu", "trainer_cpu"):
-            return _quantity(data, name, "1", allow_zero=False, most=limits.max_cpu_per_replica)
-        if name in ("pserver_mem", "trainer_mem"):
-            return _quantity(data, name, "1Gi", allow_zero=False, most=limits.max_mem_per_replica)
-        if name == "trainer_gpu":
-            return _integer(data, name, 0, 0, limits.max_gpu_per_replica)
-        if name == "env":
-            return _env(data.get("env"))
-        if name == "snapshot":
-            return _bool(data, name, True)
-        if name == "max_restarts":
-            return _integer(data, name, 0, 0, limits.max_restarts)
-        if name == "timeout":
-            value = parse_duration(data.get("timeout"))
-            if value is not None and limits.max_timeout is not None and value > limits.max_timeout:
-                raise SpecError(name, f"{value}s is longer than this server allows ({limits.max_timeout}s)")
-            return value
-        raise SpecError(name, "unknown field")
-
-    @classmethod
-    def _cross_check(cls, data: Mapping[str, Any], limits: Limits) -> None:
-        if limits.max_gpu_per_job is not None:
-            trainers = int(data.get("trainers", 1))
-            gpus = int(data.get("trainer_gpu", 0) or 0)
-            if trainers * gpus > limits.max_gpu_per_job:
-                raise SpecError(
-                    "trainer_gpu",
-                    f"{trainers} trainers x {gpus} GPU = {trainers * gpus} GPUs; this server allows {limits.max_gpu_per_job} per job",
-                )
-
-    @classmethod
-    def _build(cls, data: Mapping[str, Any], limits: Limits, name_prefix: str) -> "JobSpec":
-        values = {name: cls._build_field(data, name, limits) for name in cls.FIELDS}
-        if values["job_name"] is None:
-            values["job_name"] = generate_name(name_prefix)
-        return cls(**values)
+                errors.setdefault(error.field or row.name, error.message)
+        for row in JOB_FIELDS:
+            if row.info.rule is None:
+                continue
+            reads, rule = RULES[row.info.rule]
+            if all(name in values for name in reads):
+                try:
+                    rule(values, limits)
+                except SpecError as error:
+                    errors.setdefault(error.field or row.name, error.message)
+        return errors, values
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe; `JobSpec.from_dict(spec.to_dict()) == spec`."""
@@ -379,7 +216,7 @@ class JobSpec:
         data["env"] = dict(self.env)
         return data
 
-    def replace(self, **changes: Any) -> "JobSpec":
+    def replace(self, **changes: Any) -> JobSpec:
         """A copy with some fields changed, validated again."""
         return JobSpec.from_dict({**self.to_dict(), **changes})
 
@@ -408,3 +245,28 @@ class JobSpec:
         if totals["gpu"]:
             total += f", {totals['gpu']} GPU"
         return f"{' + '.join(parts)} = {total}"
+
+
+def _rows() -> tuple[JobField, ...]:
+    """The table: one `JobField` per dataclass field of `JobSpec`, in declaration order."""
+    rows = []
+    for declared in fields(JobSpec):
+        if declared.default_factory is not MISSING:
+            default: Any = declared.default_factory()
+        else:
+            default = None if declared.default is MISSING else declared.default
+        rows.append(JobField(name=declared.name, default=default, info=declared.metadata[FIELD_INFO]))
+    return tuple(rows)
+
+
+#: Every job field with its default and table row, in form order.
+JOB_FIELDS: tuple[JobField, ...] = _rows()
+JobSpec.FIELDS = tuple(row.name for row in JOB_FIELDS)
+
+
+def job_field(name: str) -> JobField:
+    """The table row of one field (KeyError for a name that is not a job field)."""
+    for row in JOB_FIELDS:
+        if row.name == name:
+            return row
+    raise KeyError(name)

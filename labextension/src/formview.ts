@@ -1,137 +1,69 @@
 /**
- * The New job form: fields, defaults and limits from `GET /config`, inline validation with
- * the spec's own messages, a totals line, and the server's 422 `field` error on its field.
+ * The New job form, built from the job schema `GET /config` serves: its fields, labels, hints,
+ * sections, defaults, choices, and which fields show for the chosen mode and this backend.
+ * Inline validation with the spec's own messages, a totals line, and the server's 422 `field`
+ * error on its field.  No field is named here: a field added to the job model's table appears
+ * in the form with the next server.
  */
 import { ApiError, PaddleApi } from './api';
-import { h } from './dom';
-import { IServerConfig, DEFAULT_LIMITS, IJobStatus, ILimits } from './types';
+import { clear, h } from './dom';
+import { IFieldSchema, IJobSchema, IJobStatus, IServerConfig } from './types';
 import {
-  FieldName,
   FormErrors,
-  IFormValues,
+  FormValues,
+  asText,
+  choices,
+  defaultFor,
   defaultValues,
+  formFields,
+  isShown,
   toPayload,
   totalsLine,
   validateForm
 } from './validate';
 
-interface IFieldDef {
-  name: FieldName;
-  label: string;
-  kind: 'text' | 'number' | 'select' | 'textarea' | 'checkbox';
-  hint?: (limits: ILimits) => string;
-  placeholder?: string;
-  psOnly?: boolean;
-}
-
-const FIELDS: IFieldDef[] = [
-  {
-    name: 'job_name',
-    label: 'Name',
-    kind: 'text',
-    placeholder: 'generated when empty',
-    hint: () => "lower-case letters, digits, '-'; at most 40"
-  },
-  {
-    name: 'entry_point',
-    label: 'Entry point',
-    kind: 'text',
-    placeholder: 'python train.py --epochs 3'
-  },
-  {
-    name: 'trainer_package',
-    label: 'Package directory',
-    kind: 'text',
-    placeholder: 'a directory in your home, e.g. work/mnist',
-    hint: () => 'the code to run; copied at submit when snapshot is on'
-  },
-  { name: 'mode', label: 'Mode', kind: 'select' },
-  {
-    name: 'pservers',
-    label: 'Parameter servers',
-    kind: 'number',
-    psOnly: true,
-    hint: l => `at most ${l.max_pservers}`
-  },
-  {
-    name: 'pserver_cpu',
-    label: 'CPU per pserver',
-    kind: 'text',
-    psOnly: true,
-    hint: l => (l.max_cpu_per_replica ? `at most ${l.max_cpu_per_replica}` : 'e.g. 500m, 2')
-  },
-  {
-    name: 'pserver_mem',
-    label: 'Memory per pserver',
-    kind: 'text',
-    psOnly: true,
-    hint: l => (l.max_mem_per_replica ? `at most ${l.max_mem_per_replica}` : 'e.g. 512Mi, 4Gi')
-  },
-  { name: 'trainers', label: 'Trainers', kind: 'number', hint: l => `at most ${l.max_trainers}` },
-  {
-    name: 'trainer_cpu',
-    label: 'CPU per trainer',
-    kind: 'text',
-    hint: l => (l.max_cpu_per_replica ? `at most ${l.max_cpu_per_replica}` : 'e.g. 500m, 2')
-  },
-  {
-    name: 'trainer_mem',
-    label: 'Memory per trainer',
-    kind: 'text',
-    hint: l => (l.max_mem_per_replica ? `at most ${l.max_mem_per_replica}` : 'e.g. 512Mi, 4Gi')
-  },
-  {
-    name: 'trainer_gpu',
-    label: 'GPUs per trainer',
-    kind: 'number',
-    hint: l =>
-      `at most ${l.max_gpu_per_replica}${l.max_gpu_per_job !== null ? `, ${l.max_gpu_per_job} per job` : ''}`
-  },
-  {
-    name: 'image',
-    label: 'Image',
-    kind: 'text',
-    hint: l =>
-      l.allowed_images
-        ? `allowed: ${l.allowed_images.join(', ')}`
-        : 'Kubernetes only; empty: the server default'
-  },
-  {
-    name: 'max_restarts',
-    label: 'Restarts per replica',
-    kind: 'number',
-    hint: l => `at most ${l.max_restarts}`
-  },
-  {
-    name: 'timeout',
-    label: 'Time limit',
-    kind: 'text',
-    placeholder: 'none',
-    hint: l => `seconds or 30m, 2h${l.max_timeout !== null ? `; at most ${l.max_timeout}s` : ''}`
-  },
-  { name: 'env', label: 'Environment', kind: 'textarea', placeholder: 'KEY=value, one per line' },
-  { name: 'snapshot', label: 'Snapshot the package at submit', kind: 'checkbox' }
-];
+type Input = HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement;
 
 interface IFieldUi {
-  def: IFieldDef;
+  field: IFieldSchema;
   row: HTMLElement;
-  input: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement;
+  input: Input;
   error: HTMLElement;
-  hint: HTMLElement;
+}
+
+/** The hint under a field: its help, plus this server's bound when it has one. */
+export function hintFor(field: IFieldSchema, schema: IJobSchema): string {
+  const bounds: string[] = [];
+  if (field.maximum !== undefined) {
+    bounds.push(`at most ${field.maximum}`);
+  }
+  if (field['x-maximum-quantity']) {
+    bounds.push(`at most ${field['x-maximum-quantity']}`);
+  }
+  if (field['x-maximum-seconds'] !== undefined) {
+    bounds.push(`at most ${field['x-maximum-seconds']}s`);
+  }
+  if (field['x-kind'] === 'image' && field.enum) {
+    bounds.push(`allowed: ${field.enum.filter(item => typeof item === 'string').join(', ')}`);
+  }
+  const perJob = schema['x-limits'].max_gpu_per_job;
+  if (field['x-rule'] === 'gpus_per_job' && perJob !== null) {
+    bounds.push(`${perJob} per job`);
+  }
+  return [field.description, ...bounds].join('; ');
 }
 
 export class JobFormView {
   readonly node: HTMLElement;
-  private readonly _fields = new Map<FieldName, IFieldUi>();
+  private readonly _fieldsNode: HTMLElement;
+  private readonly _fields = new Map<string, IFieldUi>();
   private readonly _totals: HTMLElement;
   private readonly _formError: HTMLElement;
   private readonly _submit: HTMLButtonElement;
   private readonly _imageList: HTMLDataListElement;
-  private _limits: ILimits = DEFAULT_LIMITS;
+  private _schema: IJobSchema | null = null;
+  private _backend = '';
   private _serverErrors: FormErrors = {};
-  /** Fields that mean nothing on this server (the image on the local backend). */
-  private _unused = new Set<FieldName>();
   private _busy = false;
 
   constructor(
@@ -145,9 +77,7 @@ export class JobFormView {
       'data-testid': 'paddle-form',
       novalidate: true
     });
-    for (const def of FIELDS) {
-      form.appendChild(this._createField(def));
-    }
+    this._fieldsNode = h('div', { className: 'pn-form-fields' });
     this._totals = h('div', { className: 'pn-totals', 'data-testid': 'paddle-form-totals' });
     this._formError = h('div', {
       className: 'pn-form-error',
@@ -165,6 +95,7 @@ export class JobFormView {
       'Cancel'
     );
     cancel.addEventListener('click', () => this._close());
+    form.appendChild(this._fieldsNode);
     form.appendChild(this._totals);
     form.appendChild(this._formError);
     form.appendChild(h('div', { className: 'pn-actions' }, this._submit, cancel));
@@ -187,122 +118,148 @@ export class JobFormView {
     );
   }
 
-  /** Reset the form to the server's defaults and limits. */
+  /** Rebuild the form from the server's job schema, with its defaults filled in. */
   reset(config: IServerConfig | null): void {
-    this._limits = { ...DEFAULT_LIMITS, ...(config?.limits ?? {}) };
-    this._unused = new Set(config?.backend?.name === 'local' ? ['image'] : []);
+    this._schema = config?.job_schema ?? null;
+    this._backend = this._schema?.['x-backend'] ?? config?.backend?.name ?? '';
     this._serverErrors = {};
     this._formError.textContent = '';
-    const values = defaultValues(config?.defaults ?? {}, config?.default_image ?? null);
-    if (this._unused.has('image')) {
-      values.image = '';
+    this._fields.clear();
+    clear(this._fieldsNode);
+    clear(this._imageList);
+    if (!this._schema) {
+      this._formError.textContent =
+        'The New job form needs the server settings (GET /config), which could not be loaded.';
+      this._totals.textContent = '';
+      this._submit.disabled = true;
+      return;
     }
-    for (const [name, ui] of this._fields) {
-      if (ui.input instanceof HTMLInputElement && ui.input.type === 'checkbox') {
-        ui.input.checked = values.snapshot;
-      } else {
-        ui.input.value = String(values[name]);
+    const schema = this._schema;
+    for (const group of schema['x-groups']) {
+      const members = formFields(schema).filter(([, field]) => field['x-group'] === group);
+      if (!members.length) {
+        continue;
       }
-      ui.hint.textContent = ui.def.hint ? ui.def.hint(this._limits) : '';
+      const section = h(
+        'fieldset',
+        { className: 'pn-form-group', 'data-group': group },
+        h('legend', {}, group)
+      );
+      for (const [name, field] of members) {
+        section.appendChild(this._createField(name, field, schema));
+      }
+      this._fieldsNode.appendChild(section);
     }
-    this._imageList.textContent = '';
-    for (const image of config?.images ?? []) {
+    const values = defaultValues(schema);
+    for (const [name, ui] of this._fields) {
+      this._setValue(ui, values[name]);
+    }
+    for (const image of schema.properties.image?.examples ?? []) {
       this._imageList.appendChild(h('option', { value: image }));
     }
     this._validate();
   }
 
-  values(): IFormValues {
-    const get = (name: FieldName): string => this._fields.get(name)!.input.value;
-    return {
-      job_name: get('job_name'),
-      entry_point: get('entry_point'),
-      trainer_package: get('trainer_package'),
-      image: get('image'),
-      mode: get('mode'),
-      pservers: get('pservers'),
-      trainers: get('trainers'),
-      pserver_cpu: get('pserver_cpu'),
-      pserver_mem: get('pserver_mem'),
-      trainer_cpu: get('trainer_cpu'),
-      trainer_mem: get('trainer_mem'),
-      trainer_gpu: get('trainer_gpu'),
-      env: get('env'),
-      snapshot: (this._fields.get('snapshot')!.input as HTMLInputElement).checked,
-      max_restarts: get('max_restarts'),
-      timeout: get('timeout')
-    };
+  values(): FormValues {
+    const values: FormValues = {};
+    for (const [name, ui] of this._fields) {
+      values[name] =
+        ui.input instanceof HTMLInputElement && ui.input.type === 'checkbox'
+          ? ui.input.checked
+          : ui.input.value;
+    }
+    return values;
   }
 
-  private _createField(def: IFieldDef): HTMLElement {
-    const id = `pn-field-${def.name}-${Math.random().toString(36).slice(2, 8)}`;
+  private _setValue(ui: IFieldUi, value: string | boolean | undefined): void {
+    if (ui.input instanceof HTMLInputElement && ui.input.type === 'checkbox') {
+      ui.input.checked = Boolean(value);
+    } else {
+      ui.input.value = String(value ?? '');
+    }
+  }
+
+  private _createField(name: string, field: IFieldSchema, schema: IJobSchema): HTMLElement {
+    const id = `pn-field-${name}-${Math.random().toString(36).slice(2, 8)}`;
     const common = {
       id,
-      name: def.name,
-      'data-field': def.name,
-      'data-testid': `paddle-field-${def.name}`,
-      className: 'pn-input'
+      name,
+      'data-field': name,
+      'data-testid': `paddle-field-${name}`,
+      className: 'pn-input',
+      title: field.description
     };
-    let input: IFieldUi['input'];
-    if (def.kind === 'select') {
+    const kind = field['x-kind'];
+    const placeholder = field['x-placeholder'] ?? null;
+    let input: Input;
+    if (kind === 'choice') {
       input = h(
         'select',
         common,
-        h('option', { value: 'ps' }, 'ps: parameter servers + trainers'),
-        h('option', { value: 'collective' }, 'collective')
+        ...choices(field).map(([value, meaning]) =>
+          h('option', { value }, meaning ? `${value}: ${meaning}` : value)
+        )
       );
-    } else if (def.kind === 'textarea') {
-      input = h('textarea', { ...common, rows: 2, placeholder: def.placeholder });
-    } else if (def.kind === 'checkbox') {
+    } else if (kind === 'env') {
+      input = h('textarea', { ...common, rows: 2, placeholder });
+    } else if (kind === 'switch') {
       input = h('input', { ...common, type: 'checkbox', className: '' });
     } else {
       input = h('input', {
         ...common,
         type: 'text',
-        inputmode: def.kind === 'number' ? 'numeric' : null,
-        placeholder: def.placeholder,
-        list: def.name === 'image' ? this._imageList.id : null,
+        inputmode: kind === 'count' ? 'numeric' : null,
+        placeholder,
+        list: kind === 'image' ? this._imageList.id : null,
         autocomplete: 'off',
         spellcheck: 'false'
       });
     }
     const error = h('div', {
       className: 'pn-field-error',
-      'data-testid': `paddle-error-${def.name}`,
+      'data-testid': `paddle-error-${name}`,
       role: 'alert'
     });
-    const hint = h('div', { className: 'pn-hint' });
     const row =
-      def.kind === 'checkbox'
+      kind === 'switch'
         ? h(
             'div',
             { className: 'pn-field pn-check' },
-            h('label', { for: id }, input, ` ${def.label}`),
+            h('label', { for: id }, input, ` ${field.title}`),
             error
           )
         : h(
             'div',
             { className: 'pn-field' },
-            h('label', { for: id }, def.label),
+            h('label', { for: id }, field.title),
             input,
-            hint,
+            h('div', { className: 'pn-hint' }, hintFor(field, schema)),
             error
           );
-    this._fields.set(def.name, { def, row, input, error, hint });
+    this._fields.set(name, { field, row, input, error });
     return row;
   }
 
   private _edited(target: Element): void {
-    const field = target.getAttribute('data-field');
-    if (field && this._serverErrors[field]) {
-      delete this._serverErrors[field];
+    const name = target.getAttribute('data-field');
+    if (name && this._serverErrors[name]) {
+      delete this._serverErrors[name];
     }
-    if (field === 'mode') {
-      const pservers = this._fields.get('pservers')!.input;
-      if (target instanceof HTMLSelectElement && target.value === 'collective') {
-        pservers.value = '0';
-      } else if (pservers.value === '0' || pservers.value === '') {
-        pservers.value = '1';
+    if (name === 'mode' && this._schema) {
+      // A replica count of a role the new mode lacks becomes 0; one it has gets its default back.
+      const mode = (target as HTMLSelectElement).value;
+      for (const ui of this._fields.values()) {
+        if (
+          ui.field['x-kind'] !== 'count' ||
+          ui.field['x-modes'].length === choices(this._schema.properties.mode).length
+        ) {
+          continue;
+        }
+        if (!ui.field['x-modes'].includes(mode)) {
+          ui.input.value = '0';
+        } else if (ui.input.value === '0' || ui.input.value === '') {
+          ui.input.value = asText(defaultFor(ui.field, mode));
+        }
       }
     }
     this._formError.textContent = '';
@@ -311,17 +268,26 @@ export class JobFormView {
 
   /** Show every field's message and the totals; returns true when the form may be sent. */
   private _validate(): boolean {
+    const schema = this._schema;
+    if (!schema) {
+      return false;
+    }
     const values = this.values();
-    const errors = { ...validateForm(values, this._limits), ...this._serverErrors };
-    const collective = values.mode === 'collective';
+    const errors = { ...validateForm(values, schema, this._backend), ...this._serverErrors };
+    const mode = String(values.mode ?? '');
     for (const [name, ui] of this._fields) {
       const message = errors[name] ?? '';
       ui.error.textContent = message;
       ui.row.classList.toggle('pn-invalid', Boolean(message));
       ui.input.setAttribute('aria-invalid', message ? 'true' : 'false');
-      ui.row.hidden = Boolean(ui.def.psOnly && collective) || this._unused.has(name);
+      ui.row.hidden = !isShown(ui.field, mode, this._backend);
     }
-    const totals = totalsLine(values, this._limits);
+    for (const section of this._fieldsNode.querySelectorAll('fieldset')) {
+      section.hidden = [...section.querySelectorAll<HTMLElement>('.pn-field')].every(
+        row => row.hidden
+      );
+    }
+    const totals = totalsLine(values, schema, this._backend);
     this._totals.textContent = totals ? `Total: ${totals}` : 'Total: fix the fields marked above';
     const ok = Object.keys(errors).length === 0;
     this._submit.disabled = !ok || this._busy;
@@ -329,21 +295,22 @@ export class JobFormView {
   }
 
   private async _send(): Promise<void> {
-    if (!this._validate() || this._busy) {
+    if (!this._schema || !this._validate() || this._busy) {
       return;
     }
     this._busy = true;
     this._submit.disabled = true;
     this._submit.textContent = 'Submitting…';
     try {
-      const job = await this._api.submit(toPayload(this.values()));
+      const job = await this._api.submit(toPayload(this.values(), this._schema, this._backend));
       this._submitted(job);
     } catch (error) {
       const apiError = error as ApiError;
       const field = apiError.field ?? (apiError.code === 'name_taken' ? 'job_name' : null);
-      if (field && this._fields.has(field as FieldName)) {
+      const ui = field ? this._fields.get(field) : undefined;
+      if (field && ui) {
         this._serverErrors[field] = apiError.message;
-        this._fields.get(field as FieldName)!.input.focus();
+        ui.input.focus();
       } else {
         this._formError.textContent = apiError.message ?? String(error);
       }

@@ -2,7 +2,9 @@
  * Exact Kubernetes quantities for the New job form, mirroring `paddle_nbext/quantity.py`.
  *
  * Totals ("4 trainers × 2 CPU = 8 CPU, 16Gi") and limit checks must match what the server
- * computes, so amounts are exact fractions of BigInts, never floats.
+ * computes, so amounts are exact fractions of BigInts, never floats.  The grammar and messages
+ * are checked against the server's by the shared vectors (tests/vectors, vectors.test.ts):
+ * ASCII digits only, as `QUANTITY_PATTERN` in Python.
  */
 
 export class QuantityError extends Error {}

@@ -62,17 +62,58 @@ export interface ILimits {
   allowed_images: string[] | null;
 }
 
-export const DEFAULT_LIMITS: ILimits = {
-  max_pservers: 16,
-  max_trainers: 64,
-  max_gpu_per_replica: 8,
-  max_gpu_per_job: null,
-  max_cpu_per_replica: null,
-  max_mem_per_replica: null,
-  max_restarts: 10,
-  max_timeout: null,
-  allowed_images: null
-};
+/** How a job field is parsed and shown (`paddle_nbext.fields.Kind`). */
+export type FieldKind =
+  | 'name'
+  | 'command'
+  | 'path'
+  | 'image'
+  | 'choice'
+  | 'count'
+  | 'cpu'
+  | 'memory'
+  | 'env'
+  | 'switch'
+  | 'duration';
+
+/**
+ * One job field in the JSON Schema `GET /config` serves (`paddle_nbext/schema.py`): JSON Schema
+ * keywords plus the form's `x-` keywords.
+ */
+export interface IFieldSchema {
+  title: string;
+  description: string;
+  default?: unknown;
+  enum?: unknown[];
+  minimum?: number;
+  maximum?: number;
+  maxLength?: number;
+  pattern?: string;
+  examples?: string[];
+  propertyNames?: { pattern?: string };
+  'x-kind': FieldKind;
+  'x-group': string;
+  'x-modes': string[];
+  'x-backends'?: string[];
+  'x-flag': string;
+  'x-placeholder'?: string;
+  'x-rule'?: string;
+  'x-choice-labels'?: { [value: string]: string };
+  'x-mode-defaults'?: { [mode: string]: unknown };
+  'x-maximum-quantity'?: string;
+  'x-maximum-seconds'?: number;
+  'x-reserved-names'?: string[];
+  'x-reserved-prefix'?: string;
+}
+
+/** The JSON Schema of a job spec on this server: limits, defaults and backend applied. */
+export interface IJobSchema {
+  properties: { [field: string]: IFieldSchema };
+  required: string[];
+  'x-groups': string[];
+  'x-backend'?: string;
+  'x-limits': ILimits;
+}
 
 export interface IBackendInfo {
   name: string;
@@ -81,10 +122,11 @@ export interface IBackendInfo {
   [key: string]: unknown;
 }
 
-/** `GET /config`: what drives the New job form. */
+/** `GET /config`: what drives the New job form (`job_schema` builds it). */
 export interface IServerConfig {
   backend: IBackendInfo;
   defaults: { [field: string]: unknown };
+  job_schema: IJobSchema;
   limits: ILimits;
   images: string[];
   default_image: string | null;

@@ -1,120 +1,21 @@
 /**
- * Inline validation and totals for the New job form.
+ * Inline validation, request body and totals for the New job form, driven by the job schema
+ * `GET /config` serves (`job_schema`, written by `paddle_nbext/schema.py`).
  *
- * Mirrors `paddle_nbext.spec.JobSpec.check` (same rules, same messages) so people see the
- * server's message before they submit.  The server stays authoritative: its 422 `field` error
- * is shown on that field too.
+ * The field list, bounds, enums, patterns, reserved env names and defaults all come from that
+ * schema; what is here is one parser per field kind (`x-kind`) and the named cross-field rules
+ * (`x-rule`), with the messages of `paddle_nbext/rules.py`.  The shared vectors in
+ * tests/vectors/job_spec_validation.json are run against both (vectors.test.ts here), so the
+ * message shown inline is the one the server would return.  The server stays authoritative: its
+ * 422 `field` error is shown on that field too.
  */
 import { Fraction, QuantityError, formatBytes, formatCpu, parseQuantity } from './quantity';
-import { DEFAULT_LIMITS, ILimits } from './types';
+import { FieldKind, IFieldSchema, IJobSchema, ILimits } from './types';
 
-export const NAME_MAX_LENGTH = 40;
-// A DNS-1035 label, as JobSpec checks it (the job's Service carries the name).
-const NAME_RE = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
-const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const DURATION_RE = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
-
-/** Variables the launcher sets for each replica (spec.RESERVED_ENV). */
-export const RESERVED_ENV: ReadonlySet<string> = new Set([
-  'TRAINING_ROLE',
-  'PADDLE_TRAINER_ID',
-  'PADDLE_TRAINERS_NUM',
-  'PADDLE_PSERVERS_IP_PORT_LIST',
-  'PADDLE_PORT',
-  'POD_IP',
-  'PADDLE_TRAINER_ENDPOINTS',
-  'PADDLE_CURRENT_ENDPOINT',
-  'PADDLE_JOB_NAME',
-  'TRAINERS',
-  'PSERVERS',
-  'ENTRY',
-  'TRAINER_PACKAGE'
-]);
-const RESERVED_ENV_PREFIX = 'PADDLE_NBEXT_';
-
-/** What the form holds: text as typed, plus the snapshot checkbox. */
-export interface IFormValues {
-  job_name: string;
-  entry_point: string;
-  trainer_package: string;
-  image: string;
-  mode: string;
-  pservers: string;
-  trainers: string;
-  pserver_cpu: string;
-  pserver_mem: string;
-  trainer_cpu: string;
-  trainer_mem: string;
-  trainer_gpu: string;
-  env: string;
-  snapshot: boolean;
-  max_restarts: string;
-  timeout: string;
-}
-
-export type FieldName = keyof IFormValues;
+/** What the form holds: text as typed, booleans for switches. */
+export type FormValues = { [field: string]: string | boolean };
 export type FormErrors = { [field: string]: string };
-
-export const FORM_FIELDS: FieldName[] = [
-  'job_name',
-  'entry_point',
-  'trainer_package',
-  'image',
-  'mode',
-  'pservers',
-  'trainers',
-  'pserver_cpu',
-  'pserver_mem',
-  'trainer_cpu',
-  'trainer_mem',
-  'trainer_gpu',
-  'env',
-  'snapshot',
-  'max_restarts',
-  'timeout'
-];
-
-function text(value: unknown): string {
-  if (value === null || value === undefined) {
-    return '';
-  }
-  if (typeof value === 'object') {
-    return Object.entries(value as { [k: string]: unknown })
-      .map(([k, v]) => `${k}=${String(v)}`)
-      .join('\n');
-  }
-  if (typeof value === 'string') {
-    return value;
-  }
-  // Config defaults are JSON, so anything left is a number or a boolean.
-  return typeof value === 'number' || typeof value === 'boolean' ? String(value) : '';
-}
-
-/** Form values from `GET /config` defaults (unknown keys are ignored). */
-export function defaultValues(
-  defaults: { [field: string]: unknown } = {},
-  defaultImage: string | null = null
-): IFormValues {
-  const mode = text(defaults.mode) || 'ps';
-  return {
-    job_name: text(defaults.job_name),
-    entry_point: text(defaults.entry_point),
-    trainer_package: text(defaults.trainer_package),
-    image: text(defaults.image) || defaultImage || '',
-    mode,
-    pservers: text(defaults.pservers) || (mode === 'ps' ? '1' : '0'),
-    trainers: text(defaults.trainers) || '1',
-    pserver_cpu: text(defaults.pserver_cpu) || '1',
-    pserver_mem: text(defaults.pserver_mem) || '1Gi',
-    trainer_cpu: text(defaults.trainer_cpu) || '1',
-    trainer_mem: text(defaults.trainer_mem) || '1Gi',
-    trainer_gpu: text(defaults.trainer_gpu) || '0',
-    env: text(defaults.env),
-    snapshot: defaults.snapshot === undefined ? true : Boolean(defaults.snapshot),
-    max_restarts: text(defaults.max_restarts) || '0',
-    timeout: text(defaults.timeout)
-  };
-}
+type Body = { [field: string]: unknown };
 
 class FieldError extends Error {
   constructor(
@@ -125,96 +26,356 @@ class FieldError extends Error {
   }
 }
 
-/** The name rule of `spec.validate_name`; returns a message or null. */
-export function checkName(name: string): string | null {
-  if (!name) {
-    return null; // left out: the server generates one
+// ---- Python's spelling of values, so messages read exactly as the server writes them
+
+function quote(text: string): string {
+  const q = text.includes("'") && !text.includes('"') ? '"' : "'";
+  let out = '';
+  for (const ch of text) {
+    const code = ch.codePointAt(0)!;
+    if (ch === '\\' || ch === q) {
+      out += `\\${ch}`;
+    } else if (ch === '\n') {
+      out += '\\n';
+    } else if (ch === '\r') {
+      out += '\\r';
+    } else if (ch === '\t') {
+      out += '\\t';
+    } else if (code < 0x20 || code === 0x7f) {
+      out += `\\x${code.toString(16).padStart(2, '0')}`;
+    } else {
+      out += ch;
+    }
   }
-  if (name.length > NAME_MAX_LENGTH) {
-    return `'${name}' is ${name.length} characters long; at most ${NAME_MAX_LENGTH} are allowed`;
-  }
-  if (!NAME_RE.test(name)) {
-    return (
-      `'${name}' is not allowed: use lower-case letters, digits and '-', ` +
-      "starting with a letter and ending with a letter or digit (e.g. 'mnist-ps-1')"
-    );
-  }
-  return null;
+  return `${q}${out}${q}`;
 }
 
-function integer(
-  field: string,
-  raw: string,
-  fallback: number,
-  lowest: number,
-  highest: number | null
-): number {
-  const trimmed = raw.trim();
-  if (trimmed === '') {
-    return fallback;
+/** `repr()` of a JSON value as Python writes it: `'two'`, `2.5`, `True`, `None`, `[1]`. */
+export function pyRepr(value: unknown): string {
+  if (value === null || value === undefined) {
+    return 'None';
   }
-  if (!/^\+?\d+$/.test(trimmed)) {
-    throw new FieldError(field, `must be a whole number, got '${raw}'`);
+  if (typeof value === 'string') {
+    return quote(value);
   }
-  const value = parseInt(trimmed, 10);
-  if (value < lowest) {
-    throw new FieldError(field, `must be at least ${lowest}, got ${value}`);
+  if (typeof value === 'boolean') {
+    return value ? 'True' : 'False';
   }
-  if (highest !== null && value > highest) {
-    throw new FieldError(field, `must be at most ${highest} on this server, got ${value}`);
+  if (typeof value === 'number') {
+    return String(value);
+  }
+  if (Array.isArray(value)) {
+    return `[${value.map(pyRepr).join(', ')}]`;
+  }
+  if (typeof value === 'object') {
+    const entries = Object.entries(value as Body).map(([k, v]) => `${quote(k)}: ${pyRepr(v)}`);
+    return `{${entries.join(', ')}}`;
+  }
+  return typeof value === 'bigint' ? value.toString() : '';
+}
+
+/** `str()` of a JSON value as Python writes it (strings as they are). */
+function pyStr(value: unknown): string {
+  return typeof value === 'string' ? value : pyRepr(value);
+}
+
+/** `type(value).__name__` of a JSON value in Python. */
+function pyType(value: unknown): string {
+  if (typeof value === 'boolean') {
+    return 'bool';
+  }
+  if (typeof value === 'number') {
+    return Number.isInteger(value) ? 'int' : 'float';
+  }
+  if (typeof value === 'string') {
+    return 'str';
+  }
+  if (Array.isArray(value)) {
+    return 'list';
+  }
+  return value === null || value === undefined ? 'NoneType' : 'dict';
+}
+
+const blank = (value: unknown): boolean => value === null || value === undefined;
+
+// ---- one parser per kind (rules.py `_PARSERS`)
+
+interface IContext {
+  body: Body;
+  mode: string;
+  limits: ILimits;
+}
+
+/** The value when a request leaves the field out, for the request's mode. */
+export function defaultFor(field: IFieldSchema, mode: string): unknown {
+  const byMode = field['x-mode-defaults'];
+  if (byMode && Object.prototype.hasOwnProperty.call(byMode, mode)) {
+    return byMode[mode];
+  }
+  return field.default ?? null;
+}
+
+function given(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  const value = ctx.body[name];
+  return blank(value) ? defaultFor(field, ctx.mode) : value;
+}
+
+function text(name: string, field: IFieldSchema, ctx: IContext): string | null {
+  const raw = ctx.body[name];
+  if (blank(raw)) {
+    return (field.default as string | null | undefined) ?? null;
+  }
+  if (typeof raw !== 'string') {
+    throw new FieldError(name, `must be a string, got ${pyType(raw)}`);
+  }
+  return raw.trim();
+}
+
+const NAME_ADVICE =
+  "use lower-case letters, digits and '-', " +
+  "starting with a letter and ending with a letter or digit (e.g. 'mnist-ps-1')";
+
+function parseName(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  const raw = ctx.body[name];
+  if (blank(raw) || raw === '') {
+    return null; // left out: the server generates one
+  }
+  if (typeof raw !== 'string') {
+    throw new FieldError(
+      name,
+      'must be a non-empty string (or leave it out to get a generated name)'
+    );
+  }
+  const length = [...raw].length;
+  const most = field.maxLength ?? Infinity;
+  if (length > most) {
+    throw new FieldError(
+      name,
+      `'${raw}' is ${length} characters long; at most ${most} are allowed`
+    );
+  }
+  if (field.pattern && !new RegExp(field.pattern).test(raw)) {
+    throw new FieldError(name, `'${raw}' is not allowed: ${NAME_ADVICE}`);
+  }
+  return raw;
+}
+
+function parseCommand(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  const value = text(name, field, ctx);
+  if (!value) {
+    throw new FieldError(name, `is required: the ${field.description}`);
+  }
+  if (value.includes('\0') || value.includes('\n')) {
+    throw new FieldError(name, 'must be a single-line command');
   }
   return value;
 }
 
-function quantity(field: string, raw: string, fallback: string, most: string | null): Fraction {
-  const source = raw.trim() === '' ? fallback : raw;
-  let value: Fraction;
+function parsePath(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  const value = text(name, field, ctx) ?? '';
+  if (value.includes('\0')) {
+    throw new FieldError(name, 'must be a path');
+  }
+  return value;
+}
+
+function parseImage(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  const value = text(name, field, ctx) || null;
+  if (value === null) {
+    return null;
+  }
+  if (/\s/.test(value) || [...value].length > (field.maxLength ?? Infinity)) {
+    throw new FieldError(
+      name,
+      `'${value}' is not an image reference (e.g. 'registry/paddle:3.0.0')`
+    );
+  }
+  if (field.enum) {
+    const allowed = field.enum.filter((item): item is string => typeof item === 'string');
+    if (!allowed.includes(value)) {
+      throw new FieldError(
+        name,
+        `'${value}' is not allowed on this server; allowed images: ${allowed.join(', ') || 'none'}`
+      );
+    }
+  }
+  return value;
+}
+
+/** The strings a choice field allows, with what each means. */
+export function choices(field: IFieldSchema): Array<[string, string]> {
+  const labels = field['x-choice-labels'] ?? {};
+  return (field.enum ?? [])
+    .filter((item): item is string => typeof item === 'string')
+    .map(value => [value, labels[value] ?? '']);
+}
+
+function parseChoice(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  const raw = given(name, field, ctx);
+  const options = choices(field);
+  if (typeof raw !== 'string' || !options.some(([value]) => value === raw)) {
+    const listed = options.map(([value, meaning]) =>
+      meaning ? `'${value}' (${meaning})` : `'${value}'`
+    );
+    const use =
+      listed.length > 1
+        ? `${listed.slice(0, -1).join(', ')} or ${listed[listed.length - 1]}`
+        : listed[0];
+    throw new FieldError(name, `${pyRepr(raw)} is not a ${field.title.toLowerCase()}: use ${use}`);
+  }
+  return raw;
+}
+
+function parseCount(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  const raw = given(name, field, ctx);
+  let value: number | null = null;
+  if (typeof raw === 'number') {
+    value = Number.isInteger(raw) ? raw : null;
+  } else if (typeof raw === 'string' && /^\+?[0-9]+$/.test(raw.trim())) {
+    value = parseInt(raw.trim(), 10);
+  }
+  if (value === null) {
+    throw new FieldError(name, `must be a whole number, got ${pyRepr(raw)}`);
+  }
+  const lowest = field.minimum ?? 0;
+  if (value < lowest) {
+    throw new FieldError(name, `must be at least ${lowest}, got ${value}`);
+  }
+  if (field.maximum !== undefined && value > field.maximum) {
+    throw new FieldError(name, `must be at most ${field.maximum} on this server, got ${value}`);
+  }
+  return value;
+}
+
+function parseQuantityField(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  let raw = ctx.body[name];
+  if (blank(raw) || raw === '') {
+    raw = field.default;
+  }
+  let amount: Fraction;
   try {
-    value = parseQuantity(source);
+    if (typeof raw === 'boolean') {
+      throw new QuantityError("expected a quantity such as '500m', '2', '4Gi'; got a boolean");
+    }
+    if (typeof raw !== 'string' && typeof raw !== 'number') {
+      throw new QuantityError(
+        `expected a quantity string such as '500m' or '4Gi', got ${pyType(raw)}`
+      );
+    }
+    amount = parseQuantity(raw);
   } catch (error) {
     if (error instanceof QuantityError) {
-      throw new FieldError(field, error.message);
+      throw new FieldError(name, error.message);
     }
     throw error;
   }
-  if (value.compare(Fraction.of(0)) <= 0) {
-    throw new FieldError(field, `must be positive, got '${source}'`);
+  const shown = pyStr(raw);
+  if (amount.compare(Fraction.of(0)) <= 0) {
+    throw new FieldError(name, `must be positive, got '${shown}'`);
   }
-  if (most !== null && value.compare(parseQuantity(most)) > 0) {
+  const most = field['x-maximum-quantity'];
+  if (most && amount.compare(parseQuantity(most)) > 0) {
+    throw new FieldError(name, `'${shown}' is more than this server allows per replica (${most})`);
+  }
+  if (field['x-kind'] === 'cpu' && !amount.mul(1000).isInteger()) {
+    throw new FieldError(name, `'${shown}' is finer than a millicore; use e.g. '500m' or '1.5'`);
+  }
+  if (field['x-kind'] === 'memory' && !amount.isInteger()) {
     throw new FieldError(
-      field,
-      `'${source}' is more than this server allows per replica (${most})`
+      name,
+      `'${shown}' is not a whole number of bytes; use e.g. '512Mi' or '4Gi'`
     );
   }
-  if (field.endsWith('_cpu') && !value.mul(1000).isInteger()) {
-    throw new FieldError(field, `'${source}' is finer than a millicore; use e.g. '500m' or '1.5'`);
-  }
-  if (field.endsWith('_mem') && !value.isInteger()) {
-    throw new FieldError(
-      field,
-      `'${source}' is not a whole number of bytes; use e.g. '512Mi' or '4Gi'`
-    );
-  }
-  return value;
+  return amount;
 }
 
-/** Seconds from `600`, `90s`, `30m`, `2h`, `1h30m`, `1d`; null when blank. */
-export function parseDuration(raw: string, field = 'timeout'): number | null {
-  const trimmed = raw.trim();
-  if (trimmed === '') {
+function parseEnvField(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  const raw = ctx.body[name];
+  if (blank(raw)) {
+    return {};
+  }
+  let pairs: Array<[string, unknown]>;
+  if (Array.isArray(raw)) {
+    const merged = new Map<string, unknown>();
+    for (const item of raw) {
+      if (typeof item !== 'string' || !item.includes('=')) {
+        throw new FieldError(name, `${pyRepr(item)} is not KEY=VALUE`);
+      }
+      const at = item.indexOf('=');
+      merged.set(item.slice(0, at), item.slice(at + 1));
+    }
+    pairs = [...merged.entries()];
+  } else if (typeof raw === 'object') {
+    pairs = Object.entries(raw as Body);
+  } else {
+    throw new FieldError(name, "must be a mapping of NAME to value (or a list of 'NAME=value')");
+  }
+  const namePattern = new RegExp(field.propertyNames?.pattern ?? '^[A-Za-z_][A-Za-z0-9_]*$');
+  const reserved = new Set(field['x-reserved-names'] ?? []);
+  const prefix = field['x-reserved-prefix'] ?? null;
+  const env: { [key: string]: string } = {};
+  for (const [key, value] of pairs) {
+    if (!namePattern.test(key)) {
+      throw new FieldError(
+        name,
+        `${pyRepr(key)} is not a valid variable name: letters, digits and '_', not starting with a digit`
+      );
+    }
+    if (reserved.has(key) || (prefix !== null && key.startsWith(prefix))) {
+      throw new FieldError(
+        name,
+        `${key} is set by the launcher for each replica and cannot be overridden`
+      );
+    }
+    if (typeof value !== 'string' && typeof value !== 'number') {
+      throw new FieldError(name, `the value of ${key} must be a string or number`);
+    }
+    if (typeof value === 'string' && value.includes('\0')) {
+      throw new FieldError(name, `the value of ${key} must not contain a NUL character`);
+    }
+    env[key] = String(value);
+  }
+  return env;
+}
+
+function parseSwitch(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  const raw = given(name, field, ctx);
+  if (typeof raw === 'boolean') {
+    return raw;
+  }
+  if (
+    typeof raw === 'string' &&
+    ['true', 'false', '1', '0', 'yes', 'no'].includes(raw.toLowerCase())
+  ) {
+    return ['true', '1', 'yes'].includes(raw.toLowerCase());
+  }
+  throw new FieldError(name, `must be true or false, got ${pyRepr(raw)}`);
+}
+
+const DURATION_RE = /^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$/;
+
+/** Seconds from `600`, `90s`, `30m`, `2h`, `1h30m`, `1d`; null when blank (`rules.parse_duration`). */
+export function parseDuration(raw: unknown, field = 'timeout'): number | null {
+  if (blank(raw) || raw === '') {
     return null;
   }
-  let seconds: number;
+  if (typeof raw === 'boolean') {
+    throw new FieldError(field, "must be a number of seconds or a duration such as '30m' or '2h'");
+  }
+  const trimmed = typeof raw === 'string' ? raw.trim() : '';
   const match = DURATION_RE.exec(trimmed);
-  if (/^\d+$/.test(trimmed)) {
+  let seconds: number;
+  if (typeof raw === 'number' && Number.isInteger(raw)) {
+    seconds = raw;
+  } else if (trimmed && /^[0-9]+$/.test(trimmed)) {
     seconds = parseInt(trimmed, 10);
-  } else if (match) {
+  } else if (trimmed && match) {
     const [d, h, m, s] = match.slice(1).map(part => (part ? parseInt(part, 10) : 0));
     seconds = ((d * 24 + h) * 60 + m) * 60 + s;
   } else {
     throw new FieldError(
       field,
-      `'${raw}' is not a duration: use seconds (600) or units like '90s', '30m', '2h', '1h30m'`
+      `'${pyStr(raw)}' is not a duration: use seconds (600) or units like '90s', '30m', '2h', '1h30m'`
     );
   }
   if (seconds <= 0) {
@@ -223,198 +384,234 @@ export function parseDuration(raw: string, field = 'timeout'): number | null {
   return seconds;
 }
 
-/** `KEY=VALUE` lines (blank lines ignored) into a mapping, with the spec's env rules. */
-export function parseEnv(raw: string): { [name: string]: string } {
-  const env: { [name: string]: string } = {};
-  for (const line of raw.split('\n')) {
-    const item = line.trim();
-    if (item === '') {
-      continue;
-    }
-    const at = item.indexOf('=');
-    if (at < 0) {
-      throw new FieldError('env', `'${item}' is not KEY=VALUE`);
-    }
-    const key = item.slice(0, at).trim();
-    if (!ENV_NAME_RE.test(key)) {
-      throw new FieldError(
-        'env',
-        `'${key}' is not a valid variable name: letters, digits and '_', not starting with a digit`
-      );
-    }
-    if (RESERVED_ENV.has(key) || key.startsWith(RESERVED_ENV_PREFIX)) {
-      throw new FieldError(
-        'env',
-        `${key} is set by the launcher for each replica and cannot be overridden`
-      );
-    }
-    env[key] = item.slice(at + 1);
+function parseDurationField(name: string, field: IFieldSchema, ctx: IContext): unknown {
+  const seconds = parseDuration(ctx.body[name], name);
+  const most = field['x-maximum-seconds'];
+  if (seconds !== null && most !== undefined && seconds > most) {
+    throw new FieldError(name, `${seconds}s is longer than this server allows (${most}s)`);
   }
-  return env;
+  return seconds;
 }
 
-/** The validated, typed figures of a form (used for totals and for the request body). */
-export interface IParsed {
-  mode: string;
-  pservers: number;
-  trainers: number;
-  pserverCpu: Fraction;
-  pserverMem: Fraction;
-  trainerCpu: Fraction;
-  trainerMem: Fraction;
-  trainerGpu: number;
-}
+const PARSERS: {
+  [kind in FieldKind]: (name: string, field: IFieldSchema, ctx: IContext) => unknown;
+} = {
+  name: parseName,
+  command: parseCommand,
+  path: parsePath,
+  image: parseImage,
+  choice: parseChoice,
+  count: parseCount,
+  cpu: parseQuantityField,
+  memory: parseQuantityField,
+  env: parseEnvField,
+  switch: parseSwitch,
+  duration: parseDurationField
+};
 
-function checkField(
-  values: IFormValues,
-  field: FieldName,
-  limits: ILimits,
-  parsed: Partial<IParsed>
-): void {
-  const mode = values.mode || 'ps';
-  switch (field) {
-    case 'job_name': {
-      const message = checkName(values.job_name.trim());
-      if (message) {
-        throw new FieldError(field, message);
+// ---- cross-field rules (rules.py `RULES`), run once the fields they read parsed
+
+type Values = { [field: string]: unknown };
+
+const RULES: {
+  [rule: string]: { reads: string[]; check: (values: Values, limits: ILimits) => void };
+} = {
+  pservers_fit_mode: {
+    reads: ['mode', 'pservers'],
+    check: values => {
+      if (values.mode === 'ps' && (values.pservers as number) < 1) {
+        throw new FieldError('pservers', 'ps mode needs at least 1 parameter server');
       }
-      return;
-    }
-    case 'entry_point': {
-      const value = values.entry_point.trim();
-      if (!value) {
+      if (values.mode === 'collective' && values.pservers !== 0) {
         throw new FieldError(
-          field,
-          "is required: the command to run in the package dir, e.g. 'python train.py --epochs 3'"
-        );
-      }
-      if (value.includes('\n') || value.includes('\0')) {
-        throw new FieldError(field, 'must be a single-line command');
-      }
-      return;
-    }
-    case 'trainer_package':
-      if (values.trainer_package.includes('\0')) {
-        throw new FieldError(field, 'must be a path');
-      }
-      return;
-    case 'image': {
-      const value = values.image.trim();
-      if (!value) {
-        return;
-      }
-      if (/\s/.test(value) || value.length > 512) {
-        throw new FieldError(
-          field,
-          `'${value}' is not an image reference (e.g. 'registry/paddle:3.0.0')`
-        );
-      }
-      if (limits.allowed_images && !limits.allowed_images.includes(value)) {
-        throw new FieldError(
-          field,
-          `'${value}' is not allowed on this server; allowed images: ${limits.allowed_images.join(', ') || 'none'}`
-        );
-      }
-      return;
-    }
-    case 'mode':
-      if (mode !== 'ps' && mode !== 'collective') {
-        throw new FieldError(
-          field,
-          `'${mode}' is not a mode: use 'ps' (parameter servers + trainers) or 'collective'`
-        );
-      }
-      parsed.mode = mode;
-      return;
-    case 'pservers': {
-      const value = integer(field, values.pservers, mode === 'ps' ? 1 : 0, 0, limits.max_pservers);
-      if (mode === 'ps' && value < 1) {
-        throw new FieldError(field, 'ps mode needs at least 1 parameter server');
-      }
-      if (mode === 'collective' && value !== 0) {
-        throw new FieldError(
-          field,
+          'pservers',
           "collective mode has no parameter servers; set pservers to 0 or use mode 'ps'"
         );
       }
-      parsed.pservers = value;
-      return;
     }
-    case 'trainers':
-      parsed.trainers = integer(field, values.trainers, 1, 1, limits.max_trainers);
-      return;
-    case 'pserver_cpu':
-      parsed.pserverCpu = quantity(field, values.pserver_cpu, '1', limits.max_cpu_per_replica);
-      return;
-    case 'trainer_cpu':
-      parsed.trainerCpu = quantity(field, values.trainer_cpu, '1', limits.max_cpu_per_replica);
-      return;
-    case 'pserver_mem':
-      parsed.pserverMem = quantity(field, values.pserver_mem, '1Gi', limits.max_mem_per_replica);
-      return;
-    case 'trainer_mem':
-      parsed.trainerMem = quantity(field, values.trainer_mem, '1Gi', limits.max_mem_per_replica);
-      return;
-    case 'trainer_gpu':
-      parsed.trainerGpu = integer(field, values.trainer_gpu, 0, 0, limits.max_gpu_per_replica);
-      return;
-    case 'env':
-      parseEnv(values.env);
-      return;
-    case 'snapshot':
-      return;
-    case 'max_restarts':
-      integer(field, values.max_restarts, 0, 0, limits.max_restarts);
-      return;
-    case 'timeout': {
-      const seconds = parseDuration(values.timeout);
-      if (seconds !== null && limits.max_timeout !== null && seconds > limits.max_timeout) {
+  },
+  gpus_per_job: {
+    reads: ['trainers', 'trainer_gpu'],
+    check: (values, limits) => {
+      const trainers = values.trainers as number;
+      const gpus = values.trainer_gpu as number;
+      if (limits.max_gpu_per_job !== null && trainers * gpus > limits.max_gpu_per_job) {
         throw new FieldError(
-          field,
-          `${seconds}s is longer than this server allows (${limits.max_timeout}s)`
+          'trainer_gpu',
+          `${trainers} trainers x ${gpus} GPU = ${trainers * gpus} GPUs; ` +
+            `this server allows ${limits.max_gpu_per_job} per job`
         );
       }
-      return;
     }
   }
-}
+};
 
-/** Every invalid field with its message (empty when the form may be submitted). */
-export function validateForm(values: IFormValues, limits: ILimits = DEFAULT_LIMITS): FormErrors {
-  return analyse(values, limits).errors;
-}
-
-function analyse(
-  values: IFormValues,
-  limits: ILimits
-): { errors: FormErrors; parsed: Partial<IParsed> } {
+/**
+ * Every invalid field of a request body with its message, and the parsed value of every valid
+ * one (quantities as exact fractions): what `JobSpec.check` does on the server.
+ */
+export function checkSpec(
+  body: unknown,
+  schema: IJobSchema
+): { errors: FormErrors; values: Values } {
   const errors: FormErrors = {};
-  const parsed: Partial<IParsed> = {};
-  for (const field of FORM_FIELDS) {
+  const values: Values = {};
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return { errors: { '': 'the job spec must be a JSON object' }, values };
+  }
+  const names = Object.keys(schema.properties);
+  const data = body as Body;
+  for (const key of Object.keys(data)
+    .filter(key => !names.includes(key))
+    .sort()) {
+    errors[key] = `unknown field; allowed fields are: ${names.join(', ')}`;
+  }
+  const known: Body = {};
+  for (const name of names) {
+    if (!blank(data[name])) {
+      known[name] = data[name];
+    }
+  }
+  const modeField = schema.properties.mode;
+  const ctx: IContext = {
+    body: known,
+    mode: String(blank(known.mode) ? (modeField?.default ?? 'ps') : known.mode),
+    limits: schema['x-limits']
+  };
+  for (const name of names) {
+    const field = schema.properties[name];
     try {
-      checkField(values, field, limits, parsed);
+      values[name] = PARSERS[field['x-kind']](name, field, ctx);
     } catch (error) {
-      if (error instanceof FieldError) {
-        errors[error.field] = error.message;
-      } else {
+      if (!(error instanceof FieldError)) {
         throw error;
+      }
+      errors[error.field] ??= error.message;
+    }
+  }
+  for (const name of names) {
+    const rule = RULES[schema.properties[name]['x-rule'] ?? ''];
+    if (rule && rule.reads.every(read => read in values)) {
+      try {
+        rule.check(values, ctx.limits);
+      } catch (error) {
+        if (!(error instanceof FieldError)) {
+          throw error;
+        }
+        errors[error.field] ??= error.message;
       }
     }
   }
-  if (
-    Object.keys(errors).length === 0 &&
-    limits.max_gpu_per_job !== null &&
-    parsed.trainers !== undefined &&
-    parsed.trainerGpu !== undefined
-  ) {
-    const total = parsed.trainers * parsed.trainerGpu;
-    if (total > limits.max_gpu_per_job) {
-      errors.trainer_gpu =
-        `${parsed.trainers} trainers x ${parsed.trainerGpu} GPU = ${total} GPUs; ` +
-        `this server allows ${limits.max_gpu_per_job} per job`;
+  return { errors, values };
+}
+
+/** Every invalid field of a request body with its message (empty when the server accepts it). */
+export function validateSpec(body: unknown, schema: IJobSchema): FormErrors {
+  return checkSpec(body, schema).errors;
+}
+
+// ---- the form: values as typed <-> request body
+
+/** The fields in form order. */
+export function formFields(schema: IJobSchema): Array<[string, IFieldSchema]> {
+  return Object.entries(schema.properties);
+}
+
+/** A field means something in this mode on this backend (else the form hides it). */
+export function isShown(field: IFieldSchema, mode: string, backend = ''): boolean {
+  const backends = field['x-backends'];
+  return field['x-modes'].includes(mode) && (!backend || !backends || backends.includes(backend));
+}
+
+/** A default as the form's text: env mappings as `NAME=value` lines, blanks as ''. */
+export function asText(value: unknown): string {
+  if (blank(value)) {
+    return '';
+  }
+  if (typeof value === 'object' && !Array.isArray(value)) {
+    return Object.entries(value as Body)
+      .map(([k, v]) => `${k}=${pyStr(v)}`)
+      .join('\n');
+  }
+  return pyStr(value);
+}
+
+/** The form pre-filled with the schema's defaults (the server's defaults for this mode). */
+export function defaultValues(schema: IJobSchema): FormValues {
+  const values: FormValues = {};
+  const mode = asText(schema.properties.mode?.default) || 'ps';
+  for (const [name, field] of formFields(schema)) {
+    const value = defaultFor(field, mode);
+    values[name] = field['x-kind'] === 'switch' ? Boolean(value) : asText(value);
+  }
+  return values;
+}
+
+/**
+ * The body the form's values stand for: blank text is left out (the server's default applies);
+ * fields this backend does not use are left out, and so are the fields the mode hides, except
+ * replica counts, which are checked as typed (`toPayload` sends them as 0).
+ */
+function formBody(values: FormValues, schema: IJobSchema, backend: string): Body {
+  const body: Body = {};
+  const mode = String(values.mode ?? '');
+  const modeField = schema.properties.mode;
+  const knownMode = modeField !== undefined && choices(modeField).some(([value]) => value === mode);
+  for (const [name, field] of formFields(schema)) {
+    const value = values[name];
+    const kind = field['x-kind'];
+    const backends = field['x-backends'];
+    if (value === undefined || (backend && backends && !backends.includes(backend))) {
+      continue;
+    }
+    if (kind !== 'count' && knownMode && !field['x-modes'].includes(mode)) {
+      continue;
+    }
+    if (typeof value === 'boolean') {
+      body[name] = value;
+    } else if (kind === 'choice') {
+      body[name] = value.trim();
+    } else if (kind === 'env') {
+      const lines = value
+        .split('\n')
+        .map(line => line.trim())
+        .filter(line => line !== '');
+      if (lines.length) {
+        body[name] = lines;
+      }
+    } else if (value.trim() !== '') {
+      const trimmed = value.trim();
+      body[name] =
+        kind === 'count' && /^\+?[0-9]+$/.test(trimmed) ? parseInt(trimmed, 10) : trimmed;
     }
   }
-  return { errors, parsed };
+  return body;
+}
+
+/** Every invalid field of the form with its message (empty when the form may be submitted). */
+export function validateForm(values: FormValues, schema: IJobSchema, backend = ''): FormErrors {
+  return validateSpec(formBody(values, schema, backend), schema);
+}
+
+/** The `POST /jobs` body: as checked, with replica counts the mode lacks sent as 0 and the env
+ *  lines as a mapping. */
+export function toPayload(values: FormValues, schema: IJobSchema, backend = ''): Body {
+  const body = formBody(values, schema, backend);
+  const mode = typeof body.mode === 'string' ? body.mode : String(values.mode ?? '');
+  for (const [name, field] of formFields(schema)) {
+    if (field['x-kind'] === 'count' && name in body && !field['x-modes'].includes(mode)) {
+      body[name] = 0;
+    }
+  }
+  if (Array.isArray(body.env)) {
+    const env: { [key: string]: string } = {};
+    for (const line of body.env as string[]) {
+      const at = line.indexOf('=');
+      env[line.slice(0, at)] = line.slice(at + 1);
+    }
+    body.env = env;
+  }
+  return body;
 }
 
 function plural(count: number, word: string): string {
@@ -426,26 +623,27 @@ function plural(count: number, word: string): string {
  * "2 pservers × 1 CPU + 4 trainers × 2 CPU = 10 CPU, 18Gi".  Null while a figure it needs is
  * invalid (the field's own message says why).
  */
-export function totalsLine(values: IFormValues, limits: ILimits = DEFAULT_LIMITS): string | null {
-  const { parsed } = analyse(values, limits);
-  const { pservers, trainers, pserverCpu, pserverMem, trainerCpu, trainerMem, trainerGpu } = parsed;
-  if (
-    pservers === undefined ||
-    trainers === undefined ||
-    trainerCpu === undefined ||
-    trainerMem === undefined ||
-    trainerGpu === undefined ||
-    (pservers > 0 && (pserverCpu === undefined || pserverMem === undefined))
-  ) {
+export function totalsLine(values: FormValues, schema: IJobSchema, backend = ''): string | null {
+  const { errors, values: parsed } = checkSpec(formBody(values, schema, backend), schema);
+  const needed = ['pservers', 'trainers', 'trainer_cpu', 'trainer_mem', 'trainer_gpu'];
+  const pservers = parsed.pservers as number | undefined;
+  if (pservers) {
+    needed.push('pserver_cpu', 'pserver_mem');
+  }
+  if (needed.some(name => name in errors || !(name in parsed))) {
     return null;
   }
+  const trainers = parsed.trainers as number;
+  const trainerGpu = parsed.trainer_gpu as number;
+  const trainerCpu = parsed.trainer_cpu as Fraction;
   const parts: string[] = [];
   let cpu = trainerCpu.mul(trainers);
-  let mem = trainerMem.mul(trainers);
-  if (pservers > 0 && pserverCpu && pserverMem) {
+  let mem = (parsed.trainer_mem as Fraction).mul(trainers);
+  if (pservers) {
+    const pserverCpu = parsed.pserver_cpu as Fraction;
     parts.push(`${plural(pservers, 'pserver')} × ${formatCpu(pserverCpu)} CPU`);
     cpu = cpu.add(pserverCpu.mul(pservers));
-    mem = mem.add(pserverMem.mul(pservers));
+    mem = mem.add((parsed.pserver_mem as Fraction).mul(pservers));
   }
   const gpu = trainerGpu ? ` + ${trainerGpu} GPU` : '';
   parts.push(`${plural(trainers, 'trainer')} × ${formatCpu(trainerCpu)} CPU${gpu}`);
@@ -454,41 +652,4 @@ export function totalsLine(values: IFormValues, limits: ILimits = DEFAULT_LIMITS
     total += `, ${trainerGpu * trainers} GPU`;
   }
   return `${parts.join(' + ')} = ${total}`;
-}
-
-/** The `POST /jobs` body: blank fields are left out so the server's defaults apply. */
-export function toPayload(values: IFormValues): { [field: string]: unknown } {
-  const body: { [field: string]: unknown } = {};
-  const str = (field: FieldName, value: string): void => {
-    if (value.trim() !== '') {
-      body[field] = value.trim();
-    }
-  };
-  const int = (field: FieldName, value: string): void => {
-    if (value.trim() !== '') {
-      body[field] = parseInt(value.trim(), 10);
-    }
-  };
-  str('job_name', values.job_name);
-  str('entry_point', values.entry_point);
-  str('trainer_package', values.trainer_package);
-  str('image', values.image);
-  body.mode = values.mode || 'ps';
-  int('pservers', values.mode === 'collective' ? '0' : values.pservers);
-  int('trainers', values.trainers);
-  if (values.mode !== 'collective') {
-    str('pserver_cpu', values.pserver_cpu);
-    str('pserver_mem', values.pserver_mem);
-  }
-  str('trainer_cpu', values.trainer_cpu);
-  str('trainer_mem', values.trainer_mem);
-  int('trainer_gpu', values.trainer_gpu);
-  const env = parseEnv(values.env);
-  if (Object.keys(env).length) {
-    body.env = env;
-  }
-  body.snapshot = values.snapshot;
-  int('max_restarts', values.max_restarts);
-  str('timeout', values.timeout);
-  return body;
 }

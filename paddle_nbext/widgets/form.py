@@ -1,10 +1,14 @@
-"""`form()`: the resources form, built from the server's `GET /config`.
+"""`form()`: the resources form, built from the job field table and the server's `GET /config`.
 
-Every field is validated on each change with the shared job model (`JobSpec.check` with the
-server's limits and defaults), so the message under a field is the one the server would return.
-Submit stays disabled while anything is invalid; after a successful submit the form turns into
-the live status view of the new job.
+Rows, labels, hints, order and sections ("Code", "Replicas", ...) come from the table
+(`paddle_nbext.spec.JOB_FIELDS`); a row that means nothing in the chosen mode (pserver
+resources in collective mode) or on this server's backend (the image on the local backend) is
+hidden.  Every field is validated on each change with the shared job model (`JobSpec.check` with
+the server's limits and defaults), so the message under a field is the one the server would
+return.  Submit stays disabled while anything is invalid; after a successful submit the form
+turns into the live status view of the new job.
 """
+
 from __future__ import annotations
 
 import html
@@ -15,37 +19,20 @@ import ipywidgets as widgets
 
 from .. import api
 from ..client import ApiError, Client, PaddleNbextError
-from ..spec import JobSpec, Limits
+from ..contract import Mode
+from ..fields import GROUPS, JobField
+from ..spec import JOB_FIELDS, JobSpec, Limits
 from .status import JobStatusView
 
-_TEXT_FIELDS = ("job_name", "entry_point", "trainer_package", "pserver_cpu", "pserver_mem", "trainer_cpu", "trainer_mem", "timeout")
-_INT_FIELDS = ("pservers", "trainers", "trainer_gpu", "max_restarts")
-_LABELS = {
-    "job_name": "Job name",
-    "entry_point": "Entry point",
-    "trainer_package": "Package dir",
-    "image": "Image",
-    "mode": "Mode",
-    "pservers": "Pservers",
-    "trainers": "Trainers",
-    "pserver_cpu": "Pserver CPU",
-    "pserver_mem": "Pserver memory",
-    "trainer_cpu": "Trainer CPU",
-    "trainer_mem": "Trainer memory",
-    "trainer_gpu": "Trainer GPUs",
-    "env": "Environment",
-    "max_restarts": "Max restarts",
-    "timeout": "Timeout",
-}
-_ORDER = ("job_name", "entry_point", "trainer_package", "image", "mode", "pservers", "pserver_cpu", "pserver_mem",
-          "trainers", "trainer_cpu", "trainer_mem", "trainer_gpu", "env", "max_restarts", "timeout")  # fmt: skip
-_STYLE = {"description_width": "120px"}
-_LAYOUT = {"width": "420px"}
+_STYLE = {"description_width": "150px"}
+_LAYOUT = {"width": "450px"}
+_SHOWN, _HIDDEN = "flex", "none"
 
 
 class JobForm(widgets.VBox):
     """The form.  `inputs[field]` are the input widgets, `errors[field]` the messages under them,
-    `totals` the resources line, `submit_button` the button (disabled while invalid)."""
+    `rows[field]` the box holding both (hidden when the field does not apply), `totals` the
+    resources line, `submit_button` the button (disabled while invalid)."""
 
     def __init__(self, client: Client | None = None, *, interval: float = 2.0, config: dict[str, Any] | None = None, **kwargs: Any):
         self.client = api.get_client(client)
@@ -53,20 +40,22 @@ class JobForm(widgets.VBox):
         self.interval = interval
         self.defaults: dict[str, Any] = dict(self.config.get("defaults") or {})
         self.limits = Limits.from_dict(self.config.get("limits") or {})
+        backend = self.config.get("backend") or {}
+        self.backend_name: str | None = backend.get("name")
         self.job: api.Job | None = None
         self.status_view: JobStatusView | None = None
         self.inputs: dict[str, widgets.Widget] = {}
         self.errors: dict[str, widgets.HTML] = {}
+        self.rows: dict[str, widgets.VBox] = {}
         self._messages: dict[str, str] = {}
-        rows = []
-        for name in _ORDER:
-            control = self._control(name)
-            self.inputs[name] = control
-            self.errors[name] = widgets.HTML(value="", layout={"margin": "0 0 0 125px"})
-            self.errors[name].add_class("paddle-field-error")
-            control.observe(self._changed, names="value")
-            rows.extend((control, self.errors[name]))
-        backend = self.config.get("backend") or {}
+        sections: list[widgets.Widget] = []
+        for group in GROUPS:
+            members = [row for row in JOB_FIELDS if row.info.group == group]
+            if not members:
+                continue
+            sections.append(widgets.HTML(value=f"<b>{html.escape(group)}</b>"))
+            for row in members:
+                sections.append(self._row(row))
         self.header = widgets.HTML(
             value=f"<b>New Paddle job</b> · backend <code>{html.escape(str(backend.get('name', '?')))}</code>"
             + ("" if backend.get("ok", True) else f" <span style='color:#c53030'>{html.escape(str(backend.get('error') or 'unavailable'))}</span>")
@@ -76,61 +65,90 @@ class JobForm(widgets.VBox):
         self.form_error = widgets.HTML(value="")
         self.submit_button = widgets.Button(description="Submit", button_style="primary", icon="play")
         self.submit_button.on_click(lambda _button: self.submit())
-        super().__init__(children=(self.header, *rows, self.totals, self.form_error, self.submit_button), **kwargs)
+        super().__init__(children=(self.header, *sections, self.totals, self.form_error, self.submit_button), **kwargs)
         self.add_class("paddle-job-form")
+        self._show_rows()
         self.validate()
 
     # ---- building
-    def _default(self, name: str) -> Any:
-        if name == "trainer_package":  # the kernel's cwd unless the server pins a package dir
+    def _default(self, row: JobField) -> Any:
+        name = row.name
+        if row.kind == "path":  # the kernel's cwd unless the server pins a package dir
             return self.defaults.get(name) or os.getcwd()
         if name in self.defaults and self.defaults[name] is not None:
             return self.defaults[name]
-        if name == "entry_point":
+        if row.kind == "command":
             return "python train.py"
-        if name == "image":
+        if row.kind == "image":
             return self.config.get("default_image") or ""
-        default = JobSpec.__dataclass_fields__[name].default if name in JobSpec.__dataclass_fields__ else None
-        return default if isinstance(default, (str, int)) else ""
+        return row.default
 
-    def _control(self, name: str) -> widgets.Widget:
-        common = {"description": _LABELS[name], "style": _STYLE, "layout": _LAYOUT}
-        value = self._default(name)
-        if name == "mode":
-            return widgets.Dropdown(options=["ps", "collective"], value=value or "ps", **common)
-        if name == "image":
+    def _row(self, row: JobField) -> widgets.VBox:
+        control = self._control(row)
+        error = widgets.HTML(value="", layout={"margin": "0 0 0 155px"})
+        error.add_class("paddle-field-error")
+        control.observe(self._changed, names="value")
+        self.inputs[row.name] = control
+        self.errors[row.name] = error
+        self.rows[row.name] = widgets.VBox(children=(control, error))
+        return self.rows[row.name]
+
+    def _control(self, row: JobField) -> widgets.Widget:
+        info = row.info
+        common = {"description": info.label, "description_allow_html": False, "tooltip": info.help, "style": _STYLE, "layout": _LAYOUT}
+        value = self._default(row)
+        if row.kind == "choice":
+            options = list(info.choices)
+            return widgets.Dropdown(options=options, value=value if value in options else options[0], **common)
+        if row.kind == "image":
             images = [str(i) for i in (self.config.get("images") or [])]
             if images:
                 return widgets.Dropdown(options=images, value=value if value in images else images[0], **common)
-            return widgets.Text(value=str(value or ""), placeholder="server default", **common)
-        if name in _INT_FIELDS:
+            return widgets.Text(value=str(value or ""), placeholder=info.placeholder, **common)
+        if row.kind == "count":
             return widgets.IntText(value=int(value or 0), **common)
-        if name == "env":
+        if row.kind == "switch":
+            return widgets.Checkbox(value=bool(value), indent=True, **common)
+        if row.kind == "env":
             env = value if isinstance(value, dict) else {}
-            return widgets.Textarea(value="\n".join(f"{k}={v}" for k, v in env.items()), placeholder="NAME=value, one per line", **common)
-        placeholder = {"job_name": "generated when empty", "timeout": "none (e.g. 30m, 2h)"}.get(name, "")
-        return widgets.Text(value="" if value is None else str(value), placeholder=placeholder, **common)
+            return widgets.Textarea(value="\n".join(f"{k}={v}" for k, v in env.items()), placeholder=info.placeholder, **common)
+        return widgets.Text(value="" if value is None else str(value), placeholder=info.placeholder, **common)
+
+    def _show_rows(self) -> None:
+        """Hide the rows that do not apply to the chosen mode or to this server's backend."""
+        mode = str(self.inputs["mode"].value)
+        for row in JOB_FIELDS:
+            shown = row.applies_to(mode) and row.used_by(self.backend_name)
+            self.rows[row.name].layout.display = _SHOWN if shown else _HIDDEN
 
     # ---- validation
     def data(self) -> dict[str, Any]:
-        """The spec as typed: empty text means "server default"."""
+        """The spec as typed: empty text means "server default"; rows hidden for the mode are left
+        out (their replica counts are sent as 0), rows this backend does not use too."""
         data: dict[str, Any] = {}
-        for name, control in self.inputs.items():
-            value = control.value
-            if name == "env":
-                lines = [line.strip() for line in str(value).splitlines() if line.strip()]
-                data["env"] = lines
+        mode = str(self.inputs["mode"].value)
+        for row in JOB_FIELDS:
+            value = self.inputs[row.name].value
+            if not row.used_by(self.backend_name) or (row.kind != "count" and not row.applies_to(mode)):
+                continue
+            if row.kind == "env":
+                data[row.name] = [line.strip() for line in str(value).splitlines() if line.strip()]
                 continue
             if isinstance(value, str):
                 value = value.strip()
                 if value == "":
                     continue
-            data[name] = value
+            data[row.name] = value
         return data
 
     def _changed(self, change: dict[str, Any]) -> None:
         if change.get("owner") is self.inputs.get("mode"):
-            self.inputs["pservers"].value = 0 if change["new"] == "collective" else max(1, int(self.inputs["pservers"].value or 0))
+            mode = str(change["new"])
+            for row in JOB_FIELDS:  # a replica count of a role the mode lacks is 0, else at least 1
+                if row.kind == "count" and set(row.info.modes) != set(Mode):
+                    control = self.inputs[row.name]
+                    control.value = (control.value or max(1, int(row.default or 0))) if row.applies_to(mode) else 0
+            self._show_rows()
         self.validate()
 
     def validate(self) -> dict[str, str]:
@@ -173,7 +191,7 @@ class JobForm(widgets.VBox):
             data["env"] = env
         self.submit_button.disabled = True
         try:
-            job = api.submit(client=self.client, **data)
+            job: api.Job = api.submit(client=self.client, dry_run=False, **data)
         except ApiError as error:
             if error.field in self.errors:
                 self._show(error.field, error.message)

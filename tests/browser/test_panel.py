@@ -62,6 +62,9 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     # An invalid value shows the spec's message on its field and blocks submit.
     panel.locator('[data-testid="paddle-new-job"]').click()
     submit = panel.locator('[data-testid="paddle-submit"]')
+    # The form is the served job schema: sections from the field table, the image hidden on the local backend.
+    expect(panel.locator(".pn-form-group legend")).to_have_text(["Code", "Replicas", "Resources", "Run"])
+    expect(panel.locator('[data-testid="paddle-field-image"]')).to_be_hidden()
     fill_form(page, job_name="browser-ps", entry_point="python ps_train.py", trainer_package="ps_pkg", pservers="1", trainers="2")
     expect(submit).to_be_enabled()
     fill_form(page, trainer_cpu="2 cores")

@@ -1,11 +1,19 @@
 import { describe, expect, it } from 'vitest';
 
 import { formatBytes, formatCpu, parseQuantity } from '../quantity';
-import { DEFAULT_LIMITS } from '../types';
-import { IFormValues, defaultValues, toPayload, totalsLine, validateForm } from '../validate';
+import { FormValues, defaultValues, toPayload, totalsLine, validateForm } from '../validate';
+import { SCHEMAS, withFields } from './schemas';
 
-function form(overrides: Partial<IFormValues> = {}): IFormValues {
-  return { ...defaultValues({}), entry_point: 'python train.py', ...overrides };
+/** The schema a server with the default limits serves; `TIGHT` one with low limits. */
+const DEFAULT = SCHEMAS.default;
+const TIGHT = SCHEMAS.tight;
+
+const check = (values: FormValues, schema = DEFAULT) => validateForm(values, schema);
+const totals = (values: FormValues, schema = DEFAULT) => totalsLine(values, schema);
+const payload = (values: FormValues, schema = DEFAULT) => toPayload(values, schema);
+
+function form(overrides: FormValues = {}): FormValues {
+  return { ...defaultValues(DEFAULT), entry_point: 'python train.py', ...overrides };
 }
 
 describe('quantities', () => {
@@ -27,11 +35,11 @@ describe('quantities', () => {
 
 describe('form validation mirrors JobSpec.check', () => {
   it('defaults with an entry point are valid', () => {
-    expect(validateForm(form())).toEqual({});
+    expect(check(form())).toEqual({});
   });
 
   it('requires an entry point', () => {
-    expect(validateForm(form({ entry_point: '  ' })).entry_point).toMatch(/^is required/);
+    expect(check(form({ entry_point: '  ' })).entry_point).toMatch(/^is required/);
   });
 
   it.each([
@@ -40,71 +48,64 @@ describe('form validation mirrors JobSpec.check', () => {
     ['1mnist', /starting with a letter/],
     ['a'.repeat(41), /41 characters long; at most 40/]
   ])('name %s', (name, message) => {
-    expect(validateForm(form({ job_name: name })).job_name).toMatch(message);
+    expect(check(form({ job_name: name })).job_name).toMatch(message);
   });
 
   it('counts are whole numbers within the server limits', () => {
-    expect(validateForm(form({ trainers: 'two' })).trainers).toBe(
-      "must be a whole number, got 'two'"
-    );
-    expect(validateForm(form({ trainers: '0' })).trainers).toBe('must be at least 1, got 0');
-    expect(validateForm(form({ trainers: '65' })).trainers).toBe(
+    expect(check(form({ trainers: 'two' })).trainers).toBe("must be a whole number, got 'two'");
+    expect(check(form({ trainers: '0' })).trainers).toBe('must be at least 1, got 0');
+    expect(check(form({ trainers: '65' })).trainers).toBe(
       'must be at most 64 on this server, got 65'
     );
-    expect(validateForm(form({ pservers: '0' })).pservers).toBe(
+    expect(check(form({ pservers: '0' })).pservers).toBe(
       'ps mode needs at least 1 parameter server'
     );
-    expect(validateForm(form({ mode: 'collective', pservers: '2' })).pservers).toMatch(
+    expect(check(form({ mode: 'collective', pservers: '2' })).pservers).toMatch(
       /collective mode has no parameter servers/
     );
-    expect(validateForm(form({ mode: 'collective', pservers: '0' }))).toEqual({});
+    expect(check(form({ mode: 'collective', pservers: '0' }))).toEqual({});
   });
 
   it('quantities: syntax, sign, granularity and per-replica limits', () => {
-    expect(validateForm(form({ trainer_cpu: '2 cores' })).trainer_cpu).toMatch(
+    expect(check(form({ trainer_cpu: '2 cores' })).trainer_cpu).toMatch(
       /'2 cores' is not a quantity/
     );
-    expect(validateForm(form({ trainer_cpu: '0' })).trainer_cpu).toBe("must be positive, got '0'");
-    expect(validateForm(form({ trainer_cpu: '0.0005' })).trainer_cpu).toMatch(
-      /finer than a millicore/
-    );
-    expect(validateForm(form({ trainer_mem: '0.5' })).trainer_mem).toMatch(
-      /not a whole number of bytes/
-    );
-    const limits = { ...DEFAULT_LIMITS, max_cpu_per_replica: '4', max_mem_per_replica: '8Gi' };
-    expect(validateForm(form({ trainer_cpu: '5' }), limits).trainer_cpu).toBe(
+    expect(check(form({ trainer_cpu: '0' })).trainer_cpu).toBe("must be positive, got '0'");
+    expect(check(form({ trainer_cpu: '0.0005' })).trainer_cpu).toMatch(/finer than a millicore/);
+    expect(check(form({ trainer_mem: '0.5' })).trainer_mem).toMatch(/not a whole number of bytes/);
+    const limits = TIGHT; // max_cpu_per_replica '4', max_mem_per_replica '8Gi'
+    expect(check(form({ trainer_cpu: '5' }), limits).trainer_cpu).toBe(
       "'5' is more than this server allows per replica (4)"
     );
-    expect(validateForm(form({ pserver_mem: '9Gi' }), limits).pserver_mem).toMatch(
+    expect(check(form({ pserver_mem: '9Gi' }), limits).pserver_mem).toMatch(
       /more than this server allows/
     );
-    expect(validateForm(form({ trainer_cpu: '4' }), limits)).toEqual({});
+    expect(check(form({ trainer_cpu: '4' }), limits)).toEqual({});
   });
 
   it('GPUs per replica and per job', () => {
-    const limits = { ...DEFAULT_LIMITS, max_gpu_per_job: 4 };
-    expect(validateForm(form({ trainer_gpu: '9' })).trainer_gpu).toBe(
+    const limits = TIGHT; // max_gpu_per_job 4
+    expect(check(form({ trainer_gpu: '9' })).trainer_gpu).toBe(
       'must be at most 8 on this server, got 9'
     );
-    expect(validateForm(form({ trainers: '3', trainer_gpu: '2' }), limits).trainer_gpu).toBe(
+    expect(check(form({ trainers: '3', trainer_gpu: '2' }), limits).trainer_gpu).toBe(
       '3 trainers x 2 GPU = 6 GPUs; this server allows 4 per job'
     );
   });
 
   it('env, timeout, image', () => {
-    expect(validateForm(form({ env: 'A=1\n\nB=two' }))).toEqual({});
-    expect(validateForm(form({ env: 'NOEQUALS' })).env).toBe("'NOEQUALS' is not KEY=VALUE");
-    expect(validateForm(form({ env: '1A=x' })).env).toMatch(/not a valid variable name/);
-    expect(validateForm(form({ env: 'PADDLE_TRAINER_ID=3' })).env).toMatch(/set by the launcher/);
-    expect(validateForm(form({ timeout: '1h30m' }))).toEqual({});
-    expect(validateForm(form({ timeout: 'soon' })).timeout).toMatch(/is not a duration/);
+    expect(check(form({ env: 'A=1\n\nB=two' }))).toEqual({});
+    expect(check(form({ env: 'NOEQUALS' })).env).toBe("'NOEQUALS' is not KEY=VALUE");
+    expect(check(form({ env: '1A=x' })).env).toMatch(/not a valid variable name/);
+    expect(check(form({ env: 'PADDLE_TRAINER_ID=3' })).env).toMatch(/set by the launcher/);
+    expect(check(form({ timeout: '1h30m' }))).toEqual({});
+    expect(check(form({ timeout: 'soon' })).timeout).toMatch(/is not a duration/);
+    expect(check(form({ timeout: '2h' }), TIGHT /* max_timeout 3600 */).timeout).toBe(
+      '7200s is longer than this server allows (3600s)'
+    );
+    expect(check(form({ image: 'a b' })).image).toMatch(/not an image reference/);
     expect(
-      validateForm(form({ timeout: '2h' }), { ...DEFAULT_LIMITS, max_timeout: 3600 }).timeout
-    ).toBe('7200s is longer than this server allows (3600s)');
-    expect(validateForm(form({ image: 'a b' })).image).toMatch(/not an image reference/);
-    expect(
-      validateForm(form({ image: 'x:1' }), { ...DEFAULT_LIMITS, allowed_images: ['paddle:3'] })
-        .image
+      check(form({ image: 'x:1' }), TIGHT /* allowed_images ['paddle:3.0.0'] */).image
     ).toMatch(/not allowed on this server; allowed images: paddle:3/);
   });
 });
@@ -112,7 +113,7 @@ describe('form validation mirrors JobSpec.check', () => {
 describe('totals line', () => {
   it('collective: "4 trainers × 2 CPU = 8 CPU, 16Gi"', () => {
     expect(
-      totalsLine(
+      totals(
         form({
           mode: 'collective',
           pservers: '0',
@@ -126,7 +127,7 @@ describe('totals line', () => {
 
   it('ps with GPUs, as JobSpec.summary() writes it', () => {
     expect(
-      totalsLine(
+      totals(
         form({
           pservers: '2',
           pserver_cpu: '1',
@@ -139,7 +140,7 @@ describe('totals line', () => {
       )
     ).toBe('2 pservers × 1 CPU + 4 trainers × 2 CPU + 1 GPU = 10 CPU, 18Gi, 4 GPU');
     expect(
-      totalsLine(
+      totals(
         form({
           pservers: '1',
           trainers: '1',
@@ -153,13 +154,33 @@ describe('totals line', () => {
   });
 
   it('is withheld while a figure is invalid', () => {
-    expect(totalsLine(form({ trainer_cpu: 'lots' }))).toBeNull();
+    expect(totals(form({ trainer_cpu: 'lots' }))).toBeNull();
+  });
+});
+
+describe('the form is the schema', () => {
+  it('has every field the server serves, in its order, and nothing else', () => {
+    expect(Object.keys(defaultValues(DEFAULT))).toEqual(Object.keys(DEFAULT.properties));
+  });
+
+  it('hides the fields this backend does not use and leaves them out of the body', () => {
+    const values = form({ image: 'paddle:3' });
+    expect(toPayload(values, DEFAULT, 'local')).not.toHaveProperty('image');
+    expect(toPayload(values, DEFAULT, 'kubernetes').image).toBe('paddle:3');
+  });
+
+  it('a field the server adds is validated by its kind without code here', () => {
+    const served = withFields(DEFAULT, {});
+    served.properties.workers = { ...DEFAULT.properties.trainers, title: 'Workers', maximum: 3 };
+    expect(validateForm(form({ workers: '4' }), served).workers).toBe(
+      'must be at most 3 on this server, got 4'
+    );
   });
 });
 
 describe('request body', () => {
   it('typed fields, blanks left to the server defaults', () => {
-    const body = toPayload(form({ job_name: '', trainers: '2', env: 'A=1', timeout: '' }));
+    const body = payload(form({ job_name: '', trainers: '2', env: 'A=1', timeout: '' }));
     expect(body).toEqual({
       entry_point: 'python train.py',
       mode: 'ps',
@@ -177,16 +198,22 @@ describe('request body', () => {
   });
 
   it('collective sends no pserver fields', () => {
-    const body = toPayload(form({ mode: 'collective', pservers: '1' }));
+    const body = payload(form({ mode: 'collective', pservers: '1' }));
     expect(body.pservers).toBe(0);
     expect(body).not.toHaveProperty('pserver_cpu');
   });
 
   it('defaults come from GET /config', () => {
-    const values = defaultValues(
-      { trainers: 2, trainer_mem: '2Gi', mode: 'collective', env: { X: 'y' } },
-      'paddle:3'
-    );
+    // What a server with these defaults (and default_image paddle:3) serves.
+    const served = withFields(DEFAULT, {
+      trainers: { default: 2 },
+      trainer_mem: { default: '2Gi' },
+      mode: { default: 'collective' },
+      pservers: { default: 0 },
+      env: { default: { X: 'y' } },
+      image: { default: 'paddle:3' }
+    });
+    const values = defaultValues(served);
     expect(values).toMatchObject({
       trainers: '2',
       trainer_mem: '2Gi',

@@ -10,7 +10,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from paddle_nbext.spec import JobSpec, SpecError
+from paddle_nbext.schema import effective_defaults, job_schema
 
 from ..version import __version__
 from .base import PaddleAPIHandler
@@ -21,19 +21,8 @@ OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi.json"
 
 @lru_cache(maxsize=1)
 def _openapi_document() -> dict[str, Any]:
-    return json.loads(OPENAPI_PATH.read_text(encoding="utf-8"))
-
-
-def effective_defaults(defaults: dict[str, Any]) -> dict[str, Any]:
-    """Every job field's value when a request leaves it out (what forms pre-fill)."""
-    try:
-        spec = JobSpec.from_dict({"entry_point": "python train.py", **defaults})
-    except SpecError:
-        return dict(defaults)
-    data = spec.to_dict()
-    data.pop("job_name")
-    data.pop("entry_point")
-    return data
+    document: dict[str, Any] = json.loads(OPENAPI_PATH.read_text(encoding="utf-8"))
+    return document
 
 
 class ConfigHandler(PaddleAPIHandler):
@@ -47,10 +36,12 @@ class ConfigHandler(PaddleAPIHandler):
         images = list(limits.allowed_images) if limits.allowed_images is not None else []
         if settings.default_image and settings.default_image not in images:
             images.insert(0, settings.default_image)
+        backend = state.describe_backend()
         self.write_json(
             {
-                "backend": state.describe_backend(),
+                "backend": backend,
                 "defaults": effective_defaults(settings.job_defaults()),
+                "job_schema": job_schema(limits, settings.job_defaults(), backend=str(backend["name"]), images=images),
                 "limits": limits.to_dict(),
                 "images": images,
                 "default_image": settings.default_image,

@@ -1,0 +1,82 @@
+// @vitest-environment happy-dom
+import { describe, expect, it } from 'vitest';
+
+import { PaddleApi } from '../api';
+import { JobFormView } from '../formview';
+import { IJobStatus, IServerConfig } from '../types';
+import { SCHEMAS } from './schemas';
+
+function config(backend: string): IServerConfig {
+  const schema = { ...SCHEMAS.tight, 'x-backend': backend };
+  return {
+    backend: { name: backend, ok: true, error: null },
+    defaults: {},
+    job_schema: schema,
+    limits: schema['x-limits'],
+    images: [],
+    default_image: null,
+    version: '0'
+  };
+}
+
+function open(backend: string): JobFormView {
+  const view = new JobFormView(
+    {} as PaddleApi,
+    () => undefined,
+    (_job: IJobStatus) => undefined
+  );
+  view.reset(config(backend));
+  document.body.appendChild(view.node);
+  return view;
+}
+
+const row = (view: JobFormView, field: string): HTMLElement =>
+  view.node.querySelector(`[data-testid="paddle-field-${field}"]`)!.closest('.pn-field')!;
+
+describe('the New job form is built from the served schema', () => {
+  it('shows every served field in order, grouped, with labels and hints from the schema', () => {
+    const view = open('kubernetes');
+    const fields = [...view.node.querySelectorAll('[data-field]')].map(node =>
+      node.getAttribute('data-field')
+    );
+    expect(fields).toEqual(Object.keys(SCHEMAS.tight.properties));
+    const legends = [...view.node.querySelectorAll('legend')].map(node => node.textContent);
+    expect(legends).toEqual(['Code', 'Replicas', 'Resources', 'Run']);
+    expect(row(view, 'trainers').textContent).toContain('Trainers');
+    expect(row(view, 'trainers').textContent).toContain('trainer replicas; at most 4');
+    expect(row(view, 'image').hidden).toBe(false);
+  });
+
+  it('hides what the backend does not use and what the mode lacks', () => {
+    const view = open('local');
+    expect(row(view, 'image').hidden).toBe(true);
+    const mode = view.node.querySelector<HTMLSelectElement>('[data-field="mode"]')!;
+    mode.value = 'collective';
+    mode.dispatchEvent(new Event('change', { bubbles: true }));
+    expect(row(view, 'pservers').hidden).toBe(true);
+    expect(row(view, 'pserver_cpu').hidden).toBe(true);
+    expect(view.values().pservers).toBe('0');
+    expect(view.node.querySelector('[data-testid="paddle-form-totals"]')!.textContent).toBe(
+      'Total: 1 trainer × 1 CPU = 1 CPU, 1Gi'
+    );
+    mode.value = 'ps';
+    mode.dispatchEvent(new Event('change', { bubbles: true }));
+    expect(row(view, 'pservers').hidden).toBe(false);
+    expect(view.values().pservers).toBe('1');
+  });
+
+  it('says why there is no form without the server settings', () => {
+    const view = new JobFormView(
+      {} as PaddleApi,
+      () => undefined,
+      () => undefined
+    );
+    view.reset(null);
+    expect(view.node.querySelector('[data-testid="paddle-form-error"]')!.textContent).toMatch(
+      /needs the server settings/
+    );
+    expect(
+      view.node.querySelector<HTMLButtonElement>('[data-testid="paddle-submit"]')!.disabled
+    ).toBe(true);
+  });
+});

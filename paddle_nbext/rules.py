@@ -1,0 +1,344 @@
+"""How each kind of job field is parsed and checked, and the cross-field rules.
+
+One parser per `fields.Kind`; `JobSpec` runs the parser of each row of its table, then the row's
+named `rule`.  The panel's validate.ts has the same parsers and rules with the same messages;
+tests/vectors/job_spec_validation.json holds the cases both languages must agree on (the server
+is authoritative: when they differ, the TypeScript side is fixed).
+
+Every failure is a `SpecError` naming the field and saying what is allowed.  Digits are ASCII
+only everywhere (Kubernetes and the browser accept nothing else).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .contract import Mode
+from .fields import JobField, Kind
+from .quantity import Quantity, QuantityError
+
+__all__ = [
+    "ENV_NAME_PATTERN",
+    "IMAGE_MAX_LENGTH",
+    "NAME_MAX_LENGTH",
+    "NAME_PATTERN",
+    "RESERVED_ENV",
+    "RESERVED_ENV_PREFIX",
+    "RULES",
+    "Limits",
+    "SpecError",
+    "parse_duration",
+    "parse_field",
+    "validate_name",
+]
+
+NAME_MAX_LENGTH = 40
+# A DNS-1035 label: the job's headless Service carries the name, and Services need a letter
+# first on clusters without relaxed Service name validation.  Always matched whole (fullmatch),
+# so a trailing newline never passes.
+NAME_PATTERN = "[a-z]([-a-z0-9]*[a-z0-9])?"
+ENV_NAME_PATTERN = "[A-Za-z_][A-Za-z0-9_]*"
+DURATION_PATTERN = "(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?"
+IMAGE_MAX_LENGTH = 512
+_NAME_RE = re.compile(NAME_PATTERN)
+_ENV_NAME_RE = re.compile(ENV_NAME_PATTERN)
+_DURATION_RE = re.compile(DURATION_PATTERN)
+_WHOLE_RE = re.compile(r"\+?[0-9]+")
+
+#: Variables the launcher owns (DESIGN §5); letting users set them would break the Paddle contract.
+RESERVED_ENV = frozenset(
+    {
+        "TRAINING_ROLE",
+        "PADDLE_TRAINER_ID",
+        "PADDLE_TRAINERS_NUM",
+        "PADDLE_PSERVERS_IP_PORT_LIST",
+        "PADDLE_PORT",
+        "POD_IP",
+        "PADDLE_TRAINER_ENDPOINTS",
+        "PADDLE_CURRENT_ENDPOINT",
+        "PADDLE_JOB_NAME",
+        "TRAINERS",
+        "PSERVERS",
+        "ENTRY",
+        "TRAINER_PACKAGE",
+    }
+)
+RESERVED_ENV_PREFIX = "PADDLE_NBEXT_"
+
+
+class SpecError(ValueError):
+    """An invalid job field.  `field` names it (None for the body as a whole); `errors` maps
+    every invalid field to its message, so a form can show them all at once."""
+
+    def __init__(self, field: str | None, message: str, errors: Mapping[str, str] | None = None):
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+        self.errors: dict[str, str] = dict(errors) if errors else ({field: message} if field else {})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the server allows; comes from the server extension's traitlets config."""
+
+    max_pservers: int = 16
+    max_trainers: int = 64
+    max_gpu_per_replica: int = 8
+    max_gpu_per_job: int | None = None
+    max_cpu_per_replica: str | None = None
+    max_mem_per_replica: str | None = None
+    max_restarts: int = 10
+    max_timeout: int | None = None
+    allowed_images: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["allowed_images"] = list(self.allowed_images) if self.allowed_images is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Limits:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if values.get("allowed_images") is not None:
+            values["allowed_images"] = tuple(values["allowed_images"])
+        return cls(**values)
+
+    def bound(self, name: str | None) -> Any:
+        """The limit a table row names (None when the row names none or the server sets none)."""
+        return getattr(self, name) if name else None
+
+
+def validate_name(name: Any) -> str:
+    """Return the name if it is a DNS-1035 label of at most 40 characters, else raise."""
+    if not isinstance(name, str) or not name:
+        raise SpecError("job_name", "must be a non-empty string (or leave it out to get a generated name)")
+    if len(name) > NAME_MAX_LENGTH:
+        raise SpecError("job_name", f"'{name}' is {len(name)} characters long; at most {NAME_MAX_LENGTH} are allowed")
+    if not _NAME_RE.fullmatch(name):
+        raise SpecError(
+            "job_name",
+            f"'{name}' is not allowed: use lower-case letters, digits and '-', "
+            "starting with a letter and ending with a letter or digit (e.g. 'mnist-ps-1')",
+        )
+    return name
+
+
+def parse_duration(raw: Any, field_name: str = "timeout") -> int | None:
+    """Seconds from `600`, `"600"`, `"90s"`, `"30m"`, `"2h"`, `"1h30m"`, `"1d"`; None stays None."""
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, bool):
+        raise SpecError(field_name, "must be a number of seconds or a duration such as '30m' or '2h'")
+    text = raw.strip() if isinstance(raw, str) else ""
+    if isinstance(raw, int):
+        seconds = raw
+    elif isinstance(raw, float) and raw.is_integer():
+        seconds = int(raw)
+    elif text and text.isascii() and text.isdigit():
+        seconds = int(text)
+    elif text and (match := _DURATION_RE.fullmatch(text)):
+        days, hours, minutes, secs = (int(part) if part else 0 for part in match.groups())
+        seconds = ((days * 24 + hours) * 60 + minutes) * 60 + secs
+    else:
+        raise SpecError(field_name, f"'{raw}' is not a duration: use seconds (600) or units like '90s', '30m', '2h', '1h30m'")
+    if seconds <= 0:
+        raise SpecError(field_name, "must be positive (or leave it out for no limit)")
+    return seconds
+
+
+# ---- one parser per kind: (row, the merged request, limits) -> the field's value
+
+
+def _raw(row: JobField, data: Mapping[str, Any]) -> Any:
+    value = data.get(row.name)
+    return row.default_for(str(data.get("mode", Mode.PS))) if value is None else value
+
+
+def _text(row: JobField, data: Mapping[str, Any]) -> str | None:
+    raw = data.get(row.name)
+    if raw is None:
+        return row.default  # type: ignore[no-any-return]
+    if not isinstance(raw, str):
+        raise SpecError(row.name, f"must be a string, got {type(raw).__name__}")
+    return raw.strip()
+
+
+def _name(row: JobField, data: Mapping[str, Any], limits: Limits) -> str | None:
+    raw = data.get(row.name)
+    return None if raw in (None, "") else validate_name(raw)
+
+
+def _command(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:
+    value = _text(row, data)
+    if not value:
+        raise SpecError(row.name, f"is required: the {row.info.help}")
+    if "\x00" in value or "\n" in value:
+        raise SpecError(row.name, "must be a single-line command")
+    return value
+
+
+def _path(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:
+    value = _text(row, data) or ""
+    if "\x00" in value:
+        raise SpecError(row.name, "must be a path")
+    return value
+
+
+def _image(row: JobField, data: Mapping[str, Any], limits: Limits) -> str | None:
+    value = _text(row, data) or None
+    if value is not None and (any(c.isspace() for c in value) or len(value) > IMAGE_MAX_LENGTH):
+        raise SpecError(row.name, f"'{value}' is not an image reference (e.g. 'registry/paddle:3.0.0')")
+    allowed = limits.bound(row.info.limit)
+    if value is not None and allowed is not None and value not in allowed:
+        raise SpecError(row.name, f"'{value}' is not allowed on this server; allowed images: {', '.join(allowed) or 'none'}")
+    return value
+
+
+def choice_message(row: JobField, raw: Any) -> str:
+    """`'mpi' is not a mode: use 'ps' (parameter servers + trainers) or 'collective'`."""
+    options = [f"'{value}' ({meaning})" if meaning else f"'{value}'" for value, meaning in row.info.choices.items()]
+    listed = ", ".join(options[:-1]) + f" or {options[-1]}" if len(options) > 1 else options[0]
+    return f"{raw!r} is not a {row.info.label.lower()}: use {listed}"
+
+
+def _choice(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:
+    raw = _raw(row, data)
+    if not isinstance(raw, str) or raw not in row.info.choices:
+        raise SpecError(row.name, choice_message(row, raw))
+    return raw
+
+
+def _count(row: JobField, data: Mapping[str, Any], limits: Limits) -> int:
+    raw = _raw(row, data)
+    if isinstance(raw, bool) or not isinstance(raw, (int, str, float)):
+        raise SpecError(row.name, f"must be a whole number, got {raw!r}")
+    if isinstance(raw, float):
+        value = int(raw) if raw.is_integer() else None
+    elif isinstance(raw, str):
+        value = int(raw.strip()) if _WHOLE_RE.fullmatch(raw.strip()) else None
+    else:
+        value = raw
+    if value is None:
+        raise SpecError(row.name, f"must be a whole number, got {raw!r}")
+    lowest = row.info.minimum if row.info.minimum is not None else 0
+    if value < lowest:
+        raise SpecError(row.name, f"must be at least {lowest}, got {value}")
+    highest = limits.bound(row.info.limit)
+    if highest is not None and value > highest:
+        raise SpecError(row.name, f"must be at most {highest} on this server, got {value}")
+    return value
+
+
+def _quantity(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:
+    raw = data.get(row.name)
+    if raw is None or raw == "":
+        raw = row.default
+    try:
+        quantity = Quantity.parse(raw)
+    except QuantityError as error:
+        raise SpecError(row.name, str(error)) from None
+    if quantity.value <= 0:
+        raise SpecError(row.name, f"must be positive, got '{raw}'")
+    most = limits.bound(row.info.limit)
+    if most is not None and quantity > Quantity.parse(most):
+        raise SpecError(row.name, f"'{raw}' is more than this server allows per replica ({most})")
+    if row.kind == "cpu" and (quantity.value * 1000).denominator != 1:
+        raise SpecError(row.name, f"'{raw}' is finer than a millicore; use e.g. '500m' or '1.5'")
+    if row.kind == "memory" and quantity.value.denominator != 1:
+        raise SpecError(row.name, f"'{raw}' is not a whole number of bytes; use e.g. '512Mi' or '4Gi'")
+    return str(raw).strip() if isinstance(raw, str) else quantity.canonical()
+
+
+def _env(row: JobField, data: Mapping[str, Any], limits: Limits) -> dict[str, str]:
+    raw = data.get(row.name)
+    if raw is None:
+        return {}
+    if isinstance(raw, (list, tuple)):
+        pairs: dict[str, Any] = {}
+        for item in raw:
+            if not isinstance(item, str) or "=" not in item:
+                raise SpecError(row.name, f"{item!r} is not KEY=VALUE")
+            key, _, value = item.partition("=")
+            pairs[key] = value
+        raw = pairs
+    if not isinstance(raw, Mapping):
+        raise SpecError(row.name, "must be a mapping of NAME to value (or a list of 'NAME=value')")
+    env: dict[str, str] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or not _ENV_NAME_RE.fullmatch(key):
+            raise SpecError(row.name, f"{key!r} is not a valid variable name: letters, digits and '_', not starting with a digit")
+        if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIX):
+            raise SpecError(row.name, f"{key} is set by the launcher for each replica and cannot be overridden")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise SpecError(row.name, f"the value of {key} must be a string or number")
+        if isinstance(value, str) and "\x00" in value:
+            raise SpecError(row.name, f"the value of {key} must not contain a NUL character")
+        env[key] = str(value)
+    return env
+
+
+def _switch(row: JobField, data: Mapping[str, Any], limits: Limits) -> bool:
+    raw = _raw(row, data)
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.lower() in ("true", "false", "1", "0", "yes", "no"):
+        return raw.lower() in ("true", "1", "yes")
+    raise SpecError(row.name, f"must be true or false, got {raw!r}")
+
+
+def _duration(row: JobField, data: Mapping[str, Any], limits: Limits) -> int | None:
+    value = parse_duration(data.get(row.name), row.name)
+    most = limits.bound(row.info.limit)
+    if value is not None and most is not None and value > most:
+        raise SpecError(row.name, f"{value}s is longer than this server allows ({most}s)")
+    return value
+
+
+_PARSERS: dict[Kind, Callable[[JobField, Mapping[str, Any], Limits], Any]] = {
+    "name": _name,
+    "command": _command,
+    "path": _path,
+    "image": _image,
+    "choice": _choice,
+    "count": _count,
+    "cpu": _quantity,
+    "memory": _quantity,
+    "env": _env,
+    "switch": _switch,
+    "duration": _duration,
+}
+
+
+def parse_field(row: JobField, data: Mapping[str, Any], limits: Limits) -> Any:
+    """The field's value from the merged request (its default when left out), or SpecError."""
+    return _PARSERS[row.kind](row, data, limits)
+
+
+# ---- cross-field rules, named by table rows; run once every field parsed
+
+
+def _pservers_fit_mode(values: Mapping[str, Any], limits: Limits) -> None:
+    if values["mode"] == Mode.PS and values["pservers"] < 1:
+        raise SpecError("pservers", "ps mode needs at least 1 parameter server")
+    if values["mode"] == Mode.COLLECTIVE and values["pservers"] != 0:
+        raise SpecError("pservers", "collective mode has no parameter servers; set pservers to 0 or use mode 'ps'")
+
+
+def _gpus_per_job(values: Mapping[str, Any], limits: Limits) -> None:
+    trainers, gpus = values["trainers"], values["trainer_gpu"]
+    if limits.max_gpu_per_job is not None and trainers * gpus > limits.max_gpu_per_job:
+        raise SpecError(
+            "trainer_gpu",
+            f"{trainers} trainers x {gpus} GPU = {trainers * gpus} GPUs; this server allows {limits.max_gpu_per_job} per job",
+        )
+
+
+#: rule name -> check over the parsed values of the fields it reads (`reads`), given the limits.
+RULES: dict[str, tuple[tuple[str, ...], Callable[[Mapping[str, Any], Limits], None]]] = {
+    "pservers_fit_mode": (("mode", "pservers"), _pservers_fit_mode),
+    "gpus_per_job": (("trainers", "trainer_gpu"), _gpus_per_job),
+}
