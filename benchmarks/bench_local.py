@@ -56,7 +56,7 @@ def wait_ports(ports: list[int], timeout: float = 120) -> None:
 
 
 def run_bare(workdir: Path) -> float:
-    """Four processes, minimal env (paddle-facts), no paddle-nbext code involved."""
+    """Four processes, minimal env (docs/paddle-facts.md), no paddle-nbext code involved."""
     ports = [free_port(), free_port()]
     plist = ",".join(f"127.0.0.1:{p}" for p in ports)
     common = {**os.environ, "FLAGS_enable_pir_api": "0", "PADDLE_PSERVERS_IP_PORT_LIST": plist,

@@ -3,7 +3,7 @@
 Run by paddle-nbext's launcher, which sets the Paddle environment of each role: pservers serve
 the parameters, trainers learn y = X·w + b from batches generated here (no downloads) and print
 `step N loss X` lines whose loss visibly falls.  GEO (`a_sync` with `k_steps`) is the PS mode
-that trains with a plain executor loop on the Paddle 3.0 CPU wheel (see docs/paddle-facts).
+that trains with a plain executor loop on the Paddle 3.0 CPU wheel (see docs/paddle-facts.md).
 
 `--crash-trainer I --crash-step N --crash-code C` makes trainer I exit with code C at step N,
 and `--raise-trainer I --raise-step N` makes it raise a ValueError there, the way user code

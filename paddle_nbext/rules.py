@@ -48,7 +48,7 @@ _ENV_NAME_RE = re.compile(ENV_NAME_PATTERN)
 _DURATION_RE = re.compile(DURATION_PATTERN)
 _WHOLE_RE = re.compile(r"\+?[0-9]+")
 
-#: Variables the launcher owns (DESIGN §5); letting users set them would break the Paddle contract.
+#: Variables the launcher owns (docs/architecture.md, "Launcher"); letting users set them would break the Paddle contract.
 RESERVED_ENV = frozenset(
     {
         "TRAINING_ROLE",

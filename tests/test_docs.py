@@ -320,7 +320,8 @@ def test_admin_guide_object_listing_matches_the_manifests() -> None:
     from paddle_nbext.spec import JobSpec
     from paddle_nbext_server.backends.kubernetes import manifests
     from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
-    from paddle_nbext_server.backends.kubernetes.settings import RUNTIME_FILES, ManifestSettings
+    from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
+    from paddle_nbext_server.runtime_files import read_bundle
 
     text = ADMIN_GUIDE.read_text(encoding="utf-8")
     section = text.split("## A job's objects", 1)[1].split("\n## ", 1)[0]
@@ -330,12 +331,11 @@ def test_admin_guide_object_listing_matches_the_manifests() -> None:
     tokens = shlex.split(flags.group(1))
     fields = {tokens[i][2:].replace("-", "_"): tokens[i + 1] for i in range(0, len(tokens), 2)}
     spec = JobSpec.from_dict({"entry_point": "python train.py", **fields})
-    runtime_dir = ROOT / "server_ext" / "paddle_nbext_server" / "runtime"
     objects = manifests.build_plan(
         spec, "alice", ManifestSettings(namespace="jupyter-alice", default_image="paddlepaddle/paddle:3.0.0", home_path="/home/jovyan"),
         home=HomeVolume({"persistentVolumeClaim": {"claimName": "claim-alice"}}, "/home/jovyan"),
         workdir=f"/home/jovyan/.paddle-jobs/{spec.job_name}/package",
-        runtime={name: (runtime_dir / name).read_text() for name in RUNTIME_FILES},
+        runtime=read_bundle(),
     )  # fmt: skip
     kinds = {"ConfigMap": "configmap", "Service": "service", "Job": "job.batch"}
     expected = {f"{kinds[o['kind']]}/{o['metadata']['name']}": o for o in objects}
@@ -364,3 +364,23 @@ def test_admin_guide_object_listing_matches_the_manifests() -> None:
             str(resources["limits"].get("nvidia.com/gpu", "<none>")),
             pod.get("serviceAccountName", "<none>"),
         ], f"{name}: {cells}"
+
+
+def _tracked_sources() -> list[Path]:
+    listed = subprocess.run(["git", "ls-files", "*.py", "*.ts", "*.md", "*.sh", "*.json"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [ROOT / name for name in listed.stdout.split() if "gomod/" not in name and name != "CHANGELOG.md"]
+
+
+def test_every_document_the_code_cites_is_in_the_repo() -> None:
+    """Facts the code relies on live in docs/: a citation of a design card's section or of a fact
+    sheet that only exists outside the repository is a dead end for the next reader, and every
+    `docs/<name>.md` named anywhere must exist."""
+    outside = re.compile(r"\bDESIGN §\d|(?<![/\w])(?:paddle|k8s)-facts\b(?!\.md)|(?<![/\w])jupyter-build\.md")
+    cited = re.compile(r"\bdocs/([\w-]+\.md)")
+    problems = []
+    for path in _tracked_sources():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        rel = path.relative_to(ROOT)
+        problems += [f"{rel}: cites {m.group(0)!r}, which is not in the repo" for m in outside.finditer(text)]
+        problems += [f"{rel}: cites docs/{name}, which does not exist" for name in cited.findall(text) if not (ROOT / "docs" / name).is_file()]
+    assert not problems, "\n".join(problems)

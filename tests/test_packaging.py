@@ -1,4 +1,4 @@
-"""What `pip install` delivers, built as a user builds it (DESIGN §2): from a clean copy of the
+"""What `pip install` delivers, built as a user builds it (docs/architecture.md, "Packages and dependency direction"): from a clean copy of the
 tree (no node_modules, no prebuilt assets) the package build runs the panel's npm build, and the
 wheel carries the panel, its install.json and the file that enables the server extension.  The
 sdist carries the panel's sources and built assets, so a wheel built from it needs no Node; stale

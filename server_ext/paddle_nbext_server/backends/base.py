@@ -1,4 +1,4 @@
-"""The backend interface (DESIGN §4) and the errors every backend raises.
+"""The backend interface (docs/architecture.md, "Backends inside") and the errors every backend raises.
 
 All methods are coroutines and must never block the event loop: blocking work (files,
 processes, Kubernetes client calls) runs in a thread (`asyncio.to_thread`).  Every call names

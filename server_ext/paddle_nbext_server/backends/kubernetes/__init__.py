@@ -1,4 +1,4 @@
-"""The `kubernetes` backend (DESIGN §6): see `backend.KubernetesBackend`.
+"""The `kubernetes` backend (docs/admin-guide.md, "A job's objects"): see `backend.KubernetesBackend`.
 
 Modules: `settings` (deployment facts as a value), `manifests` (spec -> objects, pure),
 `home_volume` (which volume holds the user's home), `connection` (API config and namespace),
