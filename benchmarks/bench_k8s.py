@@ -513,7 +513,7 @@ class Bench:
 
     async def changes(self, hub: Any) -> dict[str, Any]:
         from paddle_nbext_server.events import UPDATED
-        from paddle_nbext_server.runtime import policy
+        from paddle_nbext.contract import Phase
         from support.controlplane.kubelet import pod_status
 
         if self.args.changes > self.args.jobs:
@@ -532,7 +532,7 @@ class Bench:
                 write = asyncio.ensure_future(asyncio.to_thread(self.write_status, f"{job}-trainer-0", pod))
                 while True:
                     event = await asyncio.wait_for(queue.get(), 30)
-                    if event.kind == UPDATED and event.name == job and (event.job or {}).get("phase") == policy.RUNNING:
+                    if event.kind == UPDATED and event.name == job and (event.job or {}).get("phase") == Phase.RUNNING:
                         delays.append(time.perf_counter() - started)
                         break
                 writes.append(await write)

@@ -12,19 +12,24 @@ import os
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from typing import Any, ClassVar, Literal, overload
 
 from . import display
 from .client import Client
+from .contract import Role, is_terminal
+from .spec import JobSpec
+from .status import JobStatus, SubmitPlan
 
-__all__ = ["Job", "JobList", "LogText", "PaddleJob", "connect", "dist_train", "get_client", "jobs", "submit", "ENTRY_SCRIPT_NAME"]
+__all__ = ["Job", "JobList", "LogText", "PaddleJob", "SubmitPlan", "connect", "dist_train", "get_client", "jobs", "submit", "ENTRY_SCRIPT_NAME"]
 
 #: The file the server writes `entry_script` to, inside the job's package snapshot.
 ENTRY_SCRIPT_NAME = "paddle_entry.py"
 ENTRY_SCRIPT_COMMAND = f"python {ENTRY_SCRIPT_NAME}"
-TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
+#: Phases only a `Job` handle shows, never the server: not asked yet, and deleted through it.
+UNKNOWN = "Unknown"
+DELETED = "Deleted"
 
 _default_client: Client | None = None
 
@@ -68,32 +73,35 @@ class LogText(str):
 
 
 class Job:
-    """Handle for one job on the server.  `last` is the status from the latest request."""
+    """Handle for one job on the server.  `last` is the status from the latest request (phase
+    `Unknown` until the server was asked, `Deleted` after `delete()`)."""
 
-    def __init__(self, name: str, client: Client | None = None, status: Mapping[str, Any] | None = None):
+    def __init__(self, name: str, client: Client | None = None, status: JobStatus | None = None):
         self.name = name
         self.client = get_client(client)
-        self.last: dict[str, Any] = dict(status) if status else {"name": name, "phase": "Unknown", "message": ""}
+        self.last: JobStatus = status if status is not None else JobStatus(
+            name=name, owner="", backend="", phase=UNKNOWN, message="", spec={}, created=""
+        )
 
     @property
     def phase(self) -> str:
-        return str(self.last.get("phase"))
+        return str(self.last.phase)
 
     @property
     def done(self) -> bool:
-        return self.phase in TERMINAL
+        return is_terminal(self.phase)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> JobStatus:
         """Fresh status from the server (see docs/architecture.md, "Job status")."""
         self.last = self.client.get_job(self.name)
         return self.last
 
-    def wait(self, timeout: float | None = None, poll: float = 1.0) -> "Job":
+    def wait(self, timeout: float | None = None, poll: float = 1.0) -> Job:
         """Block until the job ends (Succeeded, Failed or Cancelled); returns the job.
 
         Raises `TimeoutError` naming the current phase when `timeout` seconds pass first."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.status().get("phase") not in TERMINAL:
+        while not self.status().terminal:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {self.name} is still {self.phase} after {timeout:g} s")
             time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
@@ -101,7 +109,7 @@ class Job:
 
     def logs(
         self,
-        role: str = "trainer",
+        role: str = Role.TRAINER,
         index: int = 0,
         *,
         tail: int | None = None,
@@ -117,10 +125,10 @@ class Job:
             return None
         return LogText(self.client.logs(self.name, role=role, index=index, tail=tail, previous=previous))
 
-    def follow_logs(self, role: str = "trainer", index: int = 0, *, tail: int | None = None) -> Iterator[str]:
+    def follow_logs(self, role: str = Role.TRAINER, index: int = 0, *, tail: int | None = None) -> Iterator[str]:
         return self.client.follow_logs(self.name, role=role, index=index, tail=tail)
 
-    def cancel(self) -> "Job":
+    def cancel(self) -> Job:
         """Stop the job; its record and logs stay (use `delete()` to remove them)."""
         self.last = self.client.cancel(self.name)
         return self
@@ -128,7 +136,9 @@ class Job:
     def delete(self) -> None:
         """Remove the job, its processes or objects, its snapshot and its logs."""
         self.client.delete(self.name)
-        self.last = {**self.last, "phase": "Deleted", "message": "Deleted.", "replicas": [], "roles": {}}
+        # Nothing of the job is left to count: no replicas, and no spec whose replica counts a
+        # view would show as wanted.
+        self.last = replace(self.last, phase=DELETED, message="Deleted.", replicas=[], spec={})
 
     def widget(self, interval: float = 2.0) -> Any:
         """A live status view (ipywidgets), refreshed every `interval` seconds until the job ends."""
@@ -152,29 +162,50 @@ class Job:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any] | None:
         """In a notebook, a running job displays as a live status widget; elsewhere (terminal
         IPython, ended jobs) the text/HTML reprs are used and ipywidgets is never imported."""
-        if self.done or self.phase == "Deleted" or not _in_widget_frontend():
+        if self.done or self.phase == DELETED or not _in_widget_frontend():
             return None
-        bundle = self.widget()._repr_mimebundle_()
+        bundle: dict[str, Any] | None = self.widget()._repr_mimebundle_()
         if bundle:
             bundle["text/plain"] = display.status_text(self.last)
             bundle["text/html"] = display.status_html(self.last)
         return bundle
 
 
-class JobList(list):
+class JobList(list[Job]):
     """`jobs()` result: a list of `Job` that displays as a table."""
 
+    def statuses(self) -> Iterable[JobStatus]:
+        return (job.last for job in self)
+
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(display.jobs_text(job.last for job in self))
+        printer.text(display.jobs_text(self.statuses()))
 
     def _repr_html_(self) -> str:
-        return display.jobs_html(job.last for job in self)
+        return display.jobs_html(self.statuses())
 
 
 def jobs(client: Client | None = None) -> JobList:
     """The caller's jobs, newest first."""
     client = get_client(client)
-    return JobList(Job(status["name"], client, status) for status in client.list_jobs())
+    return JobList(Job(status.name, client, status) for status in client.list_jobs())
+
+
+@overload
+def submit(
+    entry_point: str | None = None, *, script: str | None = None, dry_run: Literal[False] = False, client: Client | None = None, **spec: Any
+) -> Job: ...
+
+
+@overload
+def submit(
+    entry_point: str | None = None, *, script: str | None = None, dry_run: Literal[True], client: Client | None = None, **spec: Any
+) -> SubmitPlan: ...
+
+
+@overload
+def submit(
+    entry_point: str | None = None, *, script: str | None = None, dry_run: bool, client: Client | None = None, **spec: Any
+) -> Job | SubmitPlan: ...
 
 
 def submit(
@@ -184,8 +215,8 @@ def submit(
     dry_run: bool = False,
     client: Client | None = None,
     **spec: Any,
-) -> Job | dict[str, Any]:
-    """Submit a job; returns its `Job` (or, with `dry_run=True`, the server's plan dict).
+) -> Job | SubmitPlan:
+    """Submit a job; returns its `Job` (or, with `dry_run=True`, the server's `SubmitPlan`).
 
     `spec` takes the job fields of docs/architecture.md (`job_name`, `trainers`, `trainer_cpu`, ...).
     `script` is Python source the server writes as `paddle_entry.py` into the package snapshot;
@@ -199,44 +230,50 @@ def submit(
         body["entry_point"] = ENTRY_SCRIPT_COMMAND
     body.setdefault("trainer_package", os.getcwd())
     body["trainer_package"] = os.path.abspath(os.path.expanduser(str(body["trainer_package"])))
-    result = client.submit(body, entry_script=script, dry_run=dry_run)
     if dry_run:
-        return result
-    return Job(result["name"], client, result)
+        return client.submit(body, entry_script=script, dry_run=True)
+    status = client.submit(body, entry_script=script)
+    return Job(status.name, client, status)
 
 
 # ---- the original design's names ------------------------------------------------------------
 
 
-@dataclass
 class PaddleJob:
-    """The original design's job description; field names are the job model's (DESIGN §3).
+    """The original design's job description; its fields are the job model's (the field table
+    `paddle_nbext.spec.JOB_FIELDS`): each is a keyword argument and an attribute, None (the
+    server's default) unless given.
 
     Only `job_name` and the resources are usually given; `entry_point` can come from
-    `dist_train(trainer=...)` instead.  Unset fields take the server's defaults."""
+    `dist_train(trainer=...)` instead."""
 
-    job_name: str | None = None
-    entry_point: str | None = None
-    trainer_package: str | None = None
-    image: str | None = None
-    pservers: int | None = None
-    trainers: int | None = None
-    pserver_cpu: str | None = None
-    pserver_mem: str | None = None
-    trainer_cpu: str | None = None
-    trainer_mem: str | None = None
-    trainer_gpu: int | None = None
-    mode: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    max_restarts: int | None = None
-    timeout: int | str | None = None
+    __signature__: ClassVar[inspect.Signature]
+
+    def __init__(self, **values: Any) -> None:
+        unknown = sorted(set(values) - set(JobSpec.FIELDS))
+        if unknown:
+            raise TypeError(f"PaddleJob() got unknown field(s) {', '.join(unknown)}; the job fields are: {', '.join(JobSpec.FIELDS)}")
+        for name in JobSpec.FIELDS:
+            setattr(self, name, values.get(name))
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"PaddleJob has no field {name!r}; the job fields are: {', '.join(JobSpec.FIELDS)}")
 
     def to_spec(self) -> dict[str, Any]:
-        """The set fields as a job-spec dict (None means: the server's default)."""
-        spec = {f.name: getattr(self, f.name) for f in fields(self)}
-        if not spec["env"]:
-            spec.pop("env")
-        return {k: v for k, v in spec.items() if v is not None}
+        """The set fields as a job-spec dict (None, and an empty env, mean: the server's default)."""
+        spec = {name: getattr(self, name) for name in JobSpec.FIELDS}
+        return {name: value for name, value in spec.items() if value is not None and not (name == "env" and not value)}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PaddleJob) and self.to_spec() == other.to_spec()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return f"PaddleJob({', '.join(f'{name}={value!r}' for name, value in self.to_spec().items())})"
+
+
+PaddleJob.__signature__ = inspect.Signature([inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in JobSpec.FIELDS])
 
 
 def _function_script(function: Callable[..., Any]) -> str:
@@ -269,7 +306,7 @@ def dist_train(
     *,
     wait: bool = False,
     client: Client | None = None,
-) -> Job | dict[str, Any]:
+) -> Job:
     """Run `trainer` as a distributed job described by `paddle_job` (the original design's call).
 
     `trainer` may be:
@@ -299,7 +336,7 @@ def dist_train(
         spec["entry_point"] = f"python {relative}"
     elif trainer is not None:
         raise TypeError(f"trainer must be a function, a script path or None, got {type(trainer).__name__}")
-    job = submit(script=script, client=client, **spec)
-    if wait and isinstance(job, Job):
+    job: Job = submit(script=script, dry_run=False, client=client, **spec)
+    if wait:
         job.wait()
     return job

@@ -18,7 +18,9 @@ from typing import Any
 
 from . import __version__, display
 from .client import Client, PaddleNbextError, dumps
+from .contract import Phase, Role
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
+from .status import JobStatus
 
 __all__ = ["main", "build_parser"]
 
@@ -76,7 +78,7 @@ def build_parser() -> Parser:
             sub.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 1)")
     logs = commands.add_parser("logs", help="print a replica's log", description="Print a replica's log.")
     logs.add_argument("name", metavar="NAME")
-    logs.add_argument("--role", choices=("trainer", "pserver"), default="trainer")
+    logs.add_argument("--role", choices=(Role.TRAINER.value, Role.PSERVER.value), default=Role.TRAINER.value)
     logs.add_argument("--index", type=int, default=0)
     logs.add_argument("--tail", type=int, default=None)
     logs.add_argument("--previous", action="store_true")
@@ -88,8 +90,8 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
     print(dumps(data) if args.output == "json" else text)
 
 
-def _phase_code(status: dict[str, Any]) -> int:
-    return EXIT_FAILED if status.get("phase") in ("Failed", "Cancelled") else EXIT_OK
+def _phase_code(status: JobStatus) -> int:
+    return EXIT_FAILED if status.phase in (Phase.FAILED, Phase.CANCELLED) else EXIT_OK
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -99,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
     client = Client(args.url, args.token)
     if args.command == "list":
         statuses = client.list_jobs()
-        _emit(args, {"jobs": statuses}, display.jobs_text(statuses))
+        _emit(args, {"jobs": [status.to_dict() for status in statuses]}, display.jobs_text(statuses))
         return EXIT_OK
     if args.command == "submit":
         script = None
@@ -113,20 +115,19 @@ def _run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--script: cannot read {args.script}: {error.strerror}") from None
         elif not spec.get("entry_point"):
             raise UsageError("submit: give --entry COMMAND or --script FILE")
-        result = submit(script=script, dry_run=args.dry_run, client=client, **spec)
         if args.dry_run:
-            print(dumps(result))
+            print(dumps(submit(script=script, dry_run=True, client=client, **spec).to_dict()))
             return EXIT_OK
-        job = result
+        job = submit(script=script, client=client, **spec)
         if args.follow:
             for chunk in job.follow_logs():
                 sys.stdout.write(chunk)
                 sys.stdout.flush()
         if args.wait or args.follow:
             job.wait()
-            _emit(args, job.last, display.status_text(job.last))
+            _emit(args, job.last.to_dict(), display.status_text(job.last))
             return _phase_code(job.last)
-        _emit(args, job.last, f"Submitted {job.name}: {job.phase}.")
+        _emit(args, job.last.to_dict(), f"Submitted {job.name}: {job.phase}.")
         return EXIT_OK
     if args.command in ("status", "wait"):
         job = Job(args.name, client)
@@ -134,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
             job.wait(timeout=args.timeout)
         else:
             job.status()
-        _emit(args, job.last, display.status_text(job.last))
+        _emit(args, job.last.to_dict(), display.status_text(job.last))
         return _phase_code(job.last)
     if args.command == "logs":
         if args.follow:
@@ -150,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.command == "cancel":
         status = client.cancel(args.name)
-        _emit(args, status, f"Cancelled {args.name}: {status.get('phase')}.")
+        _emit(args, status.to_dict(), f"Cancelled {args.name}: {status.phase}.")
         return EXIT_OK
     if args.command == "delete":
         client.delete(args.name)

@@ -14,8 +14,12 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+
+from .contract import Role
+from .status import JobStatus, SubmitPlan
 
 if TYPE_CHECKING:  # requests is imported on the first request, keeping `%load_ext` cheap
     import requests
@@ -27,6 +31,8 @@ __all__ = [
     "ServerNotFound",
     "ServerUnreachable",
     "ExtensionMissing",
+    "UnexpectedAnswer",
+    "ServerVersion",
     "discover",
     "API_PATH",
     "ENV_URL",
@@ -38,6 +44,7 @@ ENV_URL = "PADDLE_NBEXT_API_URL"
 ENV_TOKEN = "PADDLE_NBEXT_TOKEN"
 ENABLE_HINT = "jupyter server extension enable paddle_nbext_server"
 _TIMEOUT = 30.0
+T = TypeVar("T")
 
 
 class PaddleNbextError(Exception):
@@ -54,6 +61,22 @@ class ServerUnreachable(PaddleNbextError):
 
 class ExtensionMissing(PaddleNbextError):
     """The Jupyter server answers but the paddle-nbext API is not there (extension disabled)."""
+
+
+class UnexpectedAnswer(PaddleNbextError):
+    """The API answered 2xx with a body that is not what the endpoint returns."""
+
+
+@dataclass(frozen=True)
+class ServerVersion:
+    """`GET /version`: the server's package version and the API version it speaks."""
+
+    version: str
+    api: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServerVersion:
+        return cls(version=str(data.get("version", "")), api=str(data.get("api", "")))
 
 
 class ApiError(PaddleNbextError):
@@ -200,30 +223,52 @@ class Client:
                 f"enabled there (`{ENABLE_HINT}`)."
             ) from None
 
+    def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """The JSON object an endpoint answers (each of them answers one)."""
+        body = self._json(method, path, **kwargs)
+        if not isinstance(body, dict):
+            raise UnexpectedAnswer(f"{method} {self.url}{path} answered {type(body).__name__}, not a JSON object; is this a paddle-nbext server?")
+        return body
+
+    def _status(self, method: str, path: str, **kwargs: Any) -> JobStatus:
+        return _read(JobStatus.from_dict, self._object(method, path, **kwargs), f"{method} {self.url}{path}")
+
     # ---- endpoints
-    def version(self) -> dict[str, Any]:
-        return self._json("GET", "/version")
+    def version(self) -> ServerVersion:
+        return ServerVersion.from_dict(self._object("GET", "/version"))
 
     def config(self) -> dict[str, Any]:
         """Backend, defaults, limits and images: what forms are built from."""
-        return self._json("GET", "/config")
+        return self._object("GET", "/config")
 
-    def list_jobs(self) -> list[dict[str, Any]]:
-        return list(self._json("GET", "/jobs")["jobs"])
+    def list_jobs(self) -> list[JobStatus]:
+        where = f"GET {self.url}/jobs"
+        return [_read(JobStatus.from_dict, item, where) for item in self._object("GET", "/jobs").get("jobs") or []]
 
-    def get_job(self, name: str) -> dict[str, Any]:
-        return self._json("GET", f"/jobs/{_quote(name)}")
+    def get_job(self, name: str) -> JobStatus:
+        return self._status("GET", f"/jobs/{_quote(name)}")
 
-    def submit(self, spec: Mapping[str, Any], *, entry_script: str | None = None, dry_run: bool = False) -> dict[str, Any]:
-        """POST the spec; returns the job status (or, for a dry run, `{dry_run, job, plan}`)."""
+    @overload
+    def submit(self, spec: Mapping[str, Any], *, entry_script: str | None = None, dry_run: Literal[False] = False) -> JobStatus: ...
+
+    @overload
+    def submit(self, spec: Mapping[str, Any], *, entry_script: str | None = None, dry_run: Literal[True]) -> SubmitPlan: ...
+
+    @overload
+    def submit(self, spec: Mapping[str, Any], *, entry_script: str | None = None, dry_run: bool) -> JobStatus | SubmitPlan: ...
+
+    def submit(self, spec: Mapping[str, Any], *, entry_script: str | None = None, dry_run: bool = False) -> JobStatus | SubmitPlan:
+        """POST the spec; returns the new job's status (or, for a dry run, the plan: nothing is created)."""
         body = {k: v for k, v in spec.items() if v is not None}
         if entry_script is not None:
             body["entry_script"] = entry_script
-        params = {"dry_run": "true"} if dry_run else None
-        return self._json("POST", "/jobs", json=body, params=params)
+        if dry_run:
+            answer = self._object("POST", "/jobs", json=body, params={"dry_run": "true"})
+            return _read(SubmitPlan.from_dict, answer, f"POST {self.url}/jobs?dry_run=true")
+        return self._status("POST", "/jobs", json=body)
 
-    def cancel(self, name: str) -> dict[str, Any]:
-        return self._json("POST", f"/jobs/{_quote(name)}/cancel")
+    def cancel(self, name: str) -> JobStatus:
+        return self._status("POST", f"/jobs/{_quote(name)}/cancel")
 
     def delete(self, name: str) -> None:
         self._json("DELETE", f"/jobs/{_quote(name)}")
@@ -232,7 +277,7 @@ class Client:
         self,
         name: str,
         *,
-        role: str = "trainer",
+        role: str = Role.TRAINER,
         index: int = 0,
         tail: int | None = None,
         previous: bool = False,
@@ -241,7 +286,7 @@ class Client:
         return self._request("GET", f"/jobs/{_quote(name)}/logs", params=params).text
 
     def follow_logs(
-        self, name: str, *, role: str = "trainer", index: int = 0, tail: int | None = None
+        self, name: str, *, role: str = Role.TRAINER, index: int = 0, tail: int | None = None
     ) -> Iterator[str]:
         """Yield log text as it is written, until the replica ends (the server closes the stream)."""
         params = _log_params(role, index, tail, False, follow=True)
@@ -250,6 +295,14 @@ class Client:
             for chunk in response.iter_content(chunk_size=None, decode_unicode=True):
                 if chunk:
                     yield chunk if isinstance(chunk, str) else chunk.decode("utf-8", "replace")
+
+
+def _read(build: Callable[[Mapping[str, Any]], T], body: Mapping[str, Any], where: str) -> T:
+    """`build(body)`, or one sentence naming the answer when it lacks what identifies the object."""
+    try:
+        return build(body)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise UnexpectedAnswer(f"{where} answered a body this client cannot read ({type(error).__name__}: {error}); is the server a compatible paddle-nbext?") from None
 
 
 def _log_params(role: str, index: int, tail: int | None, previous: bool, *, follow: bool) -> dict[str, str]:

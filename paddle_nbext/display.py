@@ -1,39 +1,35 @@
 """Plain-text and HTML renderings of job statuses, shared by the reprs, the widgets and the CLI.
 
-Pure functions of the status dicts the REST API returns (docs/architecture.md, "Job status"), so
-every view of a job says the same thing and can be tested without a server.
+Pure functions of the typed job status the REST client returns (`paddle_nbext.status.JobStatus`,
+docs/architecture.md "Job status"), so every view of a job says the same thing and can be tested
+without a server.
 """
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Any
+
+from .contract import Phase, ReplicaPhase, parse_time
+from .status import JobStatus, ReplicaStatus
 
 __all__ = ["PHASE_COLOURS", "age", "replica_counts", "status_text", "status_html", "jobs_text", "jobs_html", "phase_badge"]
 
-PHASE_COLOURS = {
-    "Pending": "#b7791f",
-    "Running": "#2b6cb0",
-    "Succeeded": "#2f855a",
-    "Failed": "#c53030",
-    "Cancelled": "#718096",
-    "Stopped": "#718096",
+PHASE_COLOURS: dict[str, str] = {
+    Phase.PENDING: "#b7791f",
+    Phase.RUNNING: "#2b6cb0",
+    Phase.SUCCEEDED: "#2f855a",
+    Phase.FAILED: "#c53030",
+    Phase.CANCELLED: "#718096",
+    ReplicaPhase.STOPPED: "#718096",
 }
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+#: Which count of a role is shown, the first one that is not zero: what needs attention first.
+_SHOWN_COUNTS = ("failed", "running", "pending", "succeeded", "stopped")
 
 
 def age(created: str | None, now: datetime | None = None) -> str:
     """Compact age like kubectl's: `42s`, `5m`, `3h`, `2d`."""
-    start = _parse_time(created)
+    start = parse_time(created)
     if start is None:
         return "?"
     now = now or datetime.now(timezone.utc)
@@ -44,18 +40,22 @@ def age(created: str | None, now: datetime | None = None) -> str:
     return f"{seconds}s"
 
 
-def replica_counts(status: Mapping[str, Any]) -> str:
+def replica_counts(status: JobStatus) -> str:
     """`pserver 1/1 running, trainer 1/2 succeeded` — the busiest state per role."""
     parts = []
-    for role, counts in (status.get("roles") or {}).items():
-        desired = counts.get("desired", 0)
-        for state in ("failed", "running", "pending", "succeeded", "stopped"):
-            if counts.get(state):
-                parts.append(f"{role} {counts[state]}/{desired} {state}")
+    for role, counts in status.role_counts().items():
+        for state in _SHOWN_COUNTS:
+            count = getattr(counts, state)
+            if count:
+                parts.append(f"{role} {count}/{counts.desired} {state}")
                 break
         else:
-            parts.append(f"{role} 0/{desired}")
+            parts.append(f"{role} 0/{counts.desired}")
     return ", ".join(parts)
+
+
+def _replicas(status: JobStatus) -> list[ReplicaStatus]:
+    return sorted(status.replicas, key=lambda replica: (replica.role, replica.index))
 
 
 def phase_badge(phase: str) -> str:
@@ -66,31 +66,31 @@ def phase_badge(phase: str) -> str:
     )
 
 
-def status_text(status: Mapping[str, Any]) -> str:
+def status_text(status: JobStatus) -> str:
     """Multi-line text for terminals and `print(job)`."""
-    lines = [f"Job {status.get('name')}: {status.get('phase')} — {status.get('message') or ''}".rstrip(" —")]
+    lines = [f"Job {status.name}: {status.phase} — {status.message or ''}".rstrip(" —")]
     counts = replica_counts(status)
     if counts:
         lines.append(f"  replicas: {counts}")
-    for replica in status.get("replicas") or []:
-        reason = f" ({replica['reason']})" if replica.get("reason") else ""
-        restarts = f", {replica['restarts']} restarts" if replica.get("restarts") else ""
-        lines.append(f"  {replica.get('role')}-{replica.get('index')}: {replica.get('phase')}{reason}{restarts}")
+    for replica in _replicas(status):
+        reason = f" ({replica.reason})" if replica.reason else ""
+        restarts = f", {replica.restarts} restarts" if replica.restarts else ""
+        lines.append(f"  {replica.role}-{replica.index}: {replica.phase}{reason}{restarts}")
     return "\n".join(lines)
 
 
-def status_html(status: Mapping[str, Any]) -> str:
+def status_html(status: JobStatus) -> str:
     """A small card: name, phase badge, message, replica table (reasons in words)."""
-    name = html.escape(str(status.get("name")))
+    name = html.escape(str(status.name))
     rows = "".join(
         "<tr><td>{role}-{index}</td><td>{phase}</td><td>{reason}</td><td>{restarts}</td></tr>".format(
-            role=html.escape(str(r.get("role"))),
-            index=r.get("index"),
-            phase=phase_badge(str(r.get("phase"))),
-            reason=html.escape(str(r.get("reason") or "")),
-            restarts=r.get("restarts", 0),
+            role=html.escape(str(r.role)),
+            index=r.index,
+            phase=phase_badge(str(r.phase)),
+            reason=html.escape(str(r.reason or "")),
+            restarts=r.restarts,
         )
-        for r in status.get("replicas") or []
+        for r in _replicas(status)
     )
     table = (
         "<table class='paddle-replicas'><thead><tr><th>replica</th><th>phase</th><th>reason</th>"
@@ -99,28 +99,28 @@ def status_html(status: Mapping[str, Any]) -> str:
         else ""
     )
     return (
-        f"<div class='paddle-job'><b>{name}</b> {phase_badge(str(status.get('phase')))} "
-        f"<span class='paddle-message'>{html.escape(str(status.get('message') or ''))}</span>"
-        f"<div class='paddle-counts'>{html.escape(replica_counts(status))} · age {age(status.get('created'))}</div>"
+        f"<div class='paddle-job'><b>{name}</b> {phase_badge(str(status.phase))} "
+        f"<span class='paddle-message'>{html.escape(str(status.message or ''))}</span>"
+        f"<div class='paddle-counts'>{html.escape(replica_counts(status))} · age {age(status.created)}</div>"
         f"{table}</div>"
     )
 
 
-def jobs_text(statuses: Iterable[Mapping[str, Any]]) -> str:
-    statuses = list(statuses)
-    if not statuses:
+def jobs_text(statuses: Iterable[JobStatus]) -> str:
+    listed = list(statuses)
+    if not listed:
         return "No jobs."
     header = ("NAME", "PHASE", "REPLICAS", "AGE")
-    rows = [(str(s.get("name")), str(s.get("phase")), replica_counts(s), age(s.get("created"))) for s in statuses]
+    rows = [(str(s.name), str(s.phase), replica_counts(s), age(s.created)) for s in listed]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
     return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in [header, *rows])
 
 
-def jobs_html(statuses: Iterable[Mapping[str, Any]]) -> str:
+def jobs_html(statuses: Iterable[JobStatus]) -> str:
     rows = "".join(
-        f"<tr><td>{html.escape(str(s.get('name')))}</td><td>{phase_badge(str(s.get('phase')))}</td>"
-        f"<td>{html.escape(replica_counts(s))}</td><td>{age(s.get('created'))}</td>"
-        f"<td>{html.escape(str(s.get('message') or ''))}</td></tr>"
+        f"<tr><td>{html.escape(str(s.name))}</td><td>{phase_badge(str(s.phase))}</td>"
+        f"<td>{html.escape(replica_counts(s))}</td><td>{age(s.created)}</td>"
+        f"<td>{html.escape(str(s.message or ''))}</td></tr>"
         for s in statuses
     )
     if not rows:

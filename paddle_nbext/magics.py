@@ -14,6 +14,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 
 from . import api
 from .client import PaddleNbextError
+from .contract import Role
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
 
 __all__ = ["PaddleMagics", "load_ipython_extension"]
@@ -42,7 +43,7 @@ def _submit_parser() -> Parser:
 def _logs_parser() -> Parser:
     parser = Parser(prog="%paddle_logs", description="Show one replica's log.")
     parser.add_argument("name", metavar="NAME", help="job name")
-    parser.add_argument("--role", choices=("trainer", "pserver"), default="trainer", help="replica role [trainer]")
+    parser.add_argument("--role", choices=(Role.TRAINER.value, Role.PSERVER.value), default=Role.TRAINER.value, help="replica role [trainer]")
     parser.add_argument("--index", type=int, default=0, help="replica index [0]")
     parser.add_argument("--tail", type=int, default=None, help="only the last N lines")
     parser.add_argument("--previous", action="store_true", help="the log of the previous (restarted) attempt")
@@ -92,13 +93,12 @@ class PaddleMagics(Magics):
             body = cell if cell and cell.strip() else None
             if not spec.get("entry_point") and body is None:
                 raise UsageError("%%paddle_submit: nothing to run; write the training script in the cell body or give --entry COMMAND")
-            result = api.submit(script=body, dry_run=args.dry_run, **spec)
             if args.dry_run:
                 from .client import dumps
 
-                print(dumps(result))
+                print(dumps(api.submit(script=body, dry_run=True, **spec).to_dict()))
                 return None
-            job = result
+            job = api.submit(script=body, **spec)
             if args.follow:
                 job.logs(follow=True)
                 job.wait()
@@ -123,7 +123,7 @@ class PaddleMagics(Magics):
             if args.follow:
                 job.logs(args.role, args.index, tail=args.tail, follow=True)
                 return None
-            text = job.logs(args.role, args.index, tail=args.tail, previous=args.previous)
+            text = job.logs(args.role, args.index, tail=args.tail, previous=args.previous) or ""
             print(text if text else f"(no output yet from {args.role}-{args.index} of {args.name})", end="" if text.endswith("\n") else "\n")
             return None
 

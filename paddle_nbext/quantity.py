@@ -7,11 +7,15 @@ frequent slip that we normalise to `k` when writing manifests.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["Quantity", "QuantityError", "format_bytes", "format_cpu"]
+from .contract import format_bytes as contract_format_bytes
+from .contract import format_cores
+
+__all__ = ["QUANTITY_PATTERN", "Quantity", "QuantityError", "format_bytes", "format_cpu"]
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -27,9 +31,12 @@ _DECIMAL = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
+#: The grammar as a regular expression both Python and JavaScript read the same way (ASCII digits
+#: only: `\\d` would let other scripts' digits through in Python); the schemas serve it.
+QUANTITY_PATTERN = r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkKMGTPE])?"
 _PATTERN = re.compile(
-    r"^(?P<sign>[+-]?)(?P<number>\d+(?:\.\d*)?|\.\d+)"
-    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<decimal>[numkKMGTPE]?))$"
+    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<decimal>[numkKMGTPE]?))"
 )
 _MAX_EXPONENT = 30  # beyond this no real resource exists; refusing keeps Fractions small
 
@@ -45,7 +52,7 @@ class Quantity:
     value: Fraction
 
     @classmethod
-    def parse(cls, raw: str | int | float | Fraction | "Quantity") -> "Quantity":
+    def parse(cls, raw: str | float | Fraction | Quantity) -> Quantity:
         if isinstance(raw, Quantity):
             return raw
         if isinstance(raw, bool):
@@ -53,13 +60,13 @@ class Quantity:
         if isinstance(raw, (int, Fraction)):
             return cls(Fraction(raw))
         if isinstance(raw, float):
-            if raw != raw or raw in (float("inf"), float("-inf")):
+            if not math.isfinite(raw):
                 raise QuantityError("expected a finite number")
             return cls(Fraction(str(raw)))
         if not isinstance(raw, str):
             raise QuantityError(f"expected a quantity string such as '500m' or '4Gi', got {type(raw).__name__}")
         text = raw.strip()
-        match = _PATTERN.match(text)
+        match = _PATTERN.fullmatch(text)
         if not match:
             raise QuantityError(
                 f"'{raw}' is not a quantity: use a number with an optional suffix "
@@ -79,26 +86,26 @@ class Quantity:
         return cls(-value if match["sign"] == "-" else value)
 
     # Arithmetic stays exact: totals are sums of per-replica amounts times replica counts.
-    def __add__(self, other: "Quantity") -> "Quantity":
+    def __add__(self, other: Quantity) -> Quantity:
         return Quantity(self.value + Quantity.parse(other).value)
 
-    def __mul__(self, count: int) -> "Quantity":
+    def __mul__(self, count: int) -> Quantity:
         if not isinstance(count, int) or isinstance(count, bool):
             return NotImplemented
         return Quantity(self.value * count)
 
     __rmul__ = __mul__
 
-    def __lt__(self, other: "Quantity") -> bool:
+    def __lt__(self, other: Quantity) -> bool:
         return self.value < Quantity.parse(other).value
 
-    def __le__(self, other: "Quantity") -> bool:
+    def __le__(self, other: Quantity) -> bool:
         return self.value <= Quantity.parse(other).value
 
-    def __gt__(self, other: "Quantity") -> bool:
+    def __gt__(self, other: Quantity) -> bool:
         return self.value > Quantity.parse(other).value
 
-    def __ge__(self, other: "Quantity") -> bool:
+    def __ge__(self, other: Quantity) -> bool:
         return self.value >= Quantity.parse(other).value
 
     def canonical(self) -> str:
@@ -137,26 +144,11 @@ def _canonical(value: Fraction) -> str:
 
 
 def format_cpu(value: Fraction | Quantity) -> str:
-    """Cores for people: `8`, `1.5`, `250m`."""
-    amount = value.value if isinstance(value, Quantity) else Fraction(value)
-    if amount.denominator == 1:
-        return str(amount.numerator)
-    millis = amount * 1000
-    if amount < 1 and millis.denominator == 1:
-        return f"{millis.numerator}m"
-    decimal = amount.numerator / amount.denominator
-    return f"{decimal:.3f}".rstrip("0").rstrip(".")
+    """Cores for people: `8`, `1.5`, `250m` (`contract.format_cores`, the one definition)."""
+    return format_cores(float(value.value if isinstance(value, Quantity) else Fraction(value)))
 
 
 def format_bytes(value: Fraction | Quantity) -> str:
-    """Bytes for people: the largest binary unit with at most two decimals (`16Gi`, `1.5Gi`)."""
-    amount = value.value if isinstance(value, Quantity) else Fraction(value)
-    for suffix, factor in sorted(_BINARY.items(), key=lambda item: -item[1]):
-        if amount >= factor:
-            scaled = amount / factor
-            if scaled.denominator == 1:
-                return f"{scaled.numerator}{suffix}"
-            return f"{scaled.numerator / scaled.denominator:.2f}".rstrip("0").rstrip(".") + suffix
-    if amount.denominator == 1:
-        return str(amount.numerator)
-    return f"{amount.numerator / amount.denominator:.2f}"
+    """Bytes for people: the largest binary unit with at most two decimals (`16Gi`, `1.5Gi`;
+    `contract.format_bytes`, the one definition)."""
+    return contract_format_bytes(float(value.value if isinstance(value, Quantity) else Fraction(value)))

@@ -32,7 +32,7 @@ class ReplicaStatus:
     finished: str | None = None
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ReplicaStatus":
+    def from_dict(cls, data: Mapping[str, Any]) -> ReplicaStatus:
         """A replica of a REST body or a stored record; unknown keys are ignored."""
         return cls(**{key: value for key, value in data.items() if key in _REPLICA_FIELDS})
 
@@ -104,7 +104,7 @@ class JobStatus:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "JobStatus":
+    def from_dict(cls, data: Mapping[str, Any]) -> JobStatus:
         """A REST body (or a stored status record) read back; `roles` is derived, so it is not read."""
         return cls(
             name=data["name"],
@@ -138,5 +138,5 @@ class SubmitPlan:
         return {"dry_run": True, "job": self.job.to_dict(), "plan": self.plan}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SubmitPlan":
+    def from_dict(cls, data: Mapping[str, Any]) -> SubmitPlan:
         return cls(job=JobStatus.from_dict(data["job"]), plan=dict(data.get("plan") or {}))

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from paddle_nbext_server.runtime.cluster_master import RECORD_UID_LABEL, current_pods, decide_job, newest_pod, observe_replicas
+from paddle_nbext.contract import RECORD_UID_LABEL
+from paddle_nbext_server.runtime.cluster_master import (
+    current_pods,
+    decide_job,
+    newest_pod,
+    observe_replicas,
+)
 
 SECOND = "2026-11-29T17:00:00Z"
 

@@ -1,24 +1,23 @@
 """The Kubernetes objects of a job: schema-valid for every supported Kubernetes minor (1.30 to
 1.37, the test control plane's), and carrying the launcher's
-environment contract per role (docs/architecture.md), labels and ownership of DESIGN §6."""
+environment contract per role (docs/architecture.md), labels and ownership of docs/admin-guide.md ("A job's objects")."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import kubernetes_validate
 import pytest
-from paddle_nbext_server.backends.kubernetes import manifests
-from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
-from paddle_nbext_server.backends.kubernetes.settings import RUNTIME_FILES, ManifestSettings
 
 from paddle_nbext.spec import JobSpec
+from paddle_nbext_server.backends.kubernetes import manifests
+from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
+from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
+from paddle_nbext_server.runtime_files import NAMES, read_bundle
 
 # Every minor we support: 1.30 (podFailurePolicy and backoffLimitPerIndex are on by default
 # from there) up to the control plane the cluster suite runs (support.controlplane).
 K8S_VERSIONS = [f"1.{minor}.0" for minor in range(30, 38)]
-RUNTIME_DIR = Path(manifests.__file__).resolve().parents[2] / "runtime"
-RUNTIME = {name: (RUNTIME_DIR / name).read_text() for name in RUNTIME_FILES}
+RUNTIME = read_bundle()
 HOME = HomeVolume({"persistentVolumeClaim": {"claimName": "claim-alice"}}, "/home/jovyan")
 SETTINGS = ManifestSettings(
     namespace="team-a",
@@ -92,8 +91,9 @@ def test_record_holds_spec_and_runtime_files():
     spec, objects = plan()
     record = by_name(objects)[("ConfigMap", "mnist-ps")]
     assert json.loads(record["data"]["spec.json"]) == spec.to_dict()
-    assert set(record["data"]) == {"spec.json", *RUNTIME_FILES}
+    assert set(record["data"]) == {"spec.json", *NAMES}
     assert record["data"]["launcher.py"] == RUNTIME["launcher.py"]
+    assert record["data"]["contract.py"] == RUNTIME["contract.py"]  # the runtime imports it from beside itself
 
 
 def test_pserver_and_trainer_jobs():

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from paddle_nbext_server.runtime import launcher
 
 PSERVERS = "127.0.0.1:7001,127.0.0.1:7002"
@@ -272,3 +273,23 @@ def test_local_replicas_write_no_file_of_their_own(tmp_path) -> None:
     result = launch(env)
     assert (result.returncode, result.stdout) == (0, "local\n")
     assert not (tmp_path / "home").exists()
+
+
+# ------------------------------------------------------------------ the bundle in a job image
+
+
+def test_the_bundle_runs_where_paddle_nbext_is_not_installed(tmp_path) -> None:
+    """A job image has Python 3 and the bundle's files, nothing of paddle-nbext: the runtime then
+    imports the contract shipped beside it."""
+    from paddle_nbext_server.runtime_files import write_bundle
+
+    bundle = tmp_path / "runtime"
+    write_bundle(bundle)
+    bare = [sys.executable, "-S", "-s", "-E"]  # no site-packages: paddle_nbext cannot be imported
+    assert subprocess.run([*bare, "-c", "import paddle_nbext"], cwd=tmp_path, capture_output=True, check=False).returncode != 0
+    env = inputs(PADDLE_NBEXT_MODE="collective", PADDLE_NBEXT_WORKDIR=str(tmp_path), PADDLE_NBEXT_ENTRY="echo $TRAINING_ROLE > out.txt")
+    result = subprocess.run([*bare, str(bundle / "launcher.py")], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out.txt").read_text().strip() == "TRAINER"
+    master = subprocess.run([*bare, str(bundle / "cluster_master.py")], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60, check=False)
+    assert master.returncode == 2 and "PADDLE_NBEXT_JOB is not set" in master.stderr  # every import resolved

@@ -1,9 +1,14 @@
 """The lifecycle rules every runner applies (runtime/policy.py)."""
 from __future__ import annotations
 
-from paddle_nbext_server.runtime.policy import (
-    CANCELLED, FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Observed, decide, failure_line,
+from paddle_nbext.contract import Phase, ReplicaPhase
+from paddle_nbext_server.runtime.policy import Observed, decide, failure_line
+
+# Replica phases build the inputs; a job phase compares equal to the replica phase of that name.
+PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED = (
+    ReplicaPhase.PENDING, ReplicaPhase.RUNNING, ReplicaPhase.SUCCEEDED, ReplicaPhase.FAILED, ReplicaPhase.STOPPED,
 )  # fmt: skip
+CANCELLED = Phase.CANCELLED
 
 
 def job(trainers: list[str], pservers: list[str], **extra: Observed) -> list[Observed]:

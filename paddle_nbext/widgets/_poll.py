@@ -28,7 +28,7 @@ class Poller:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
-    def start(self) -> "Poller":
+    def start(self) -> Poller:
         self._thread.start()
         return self
 

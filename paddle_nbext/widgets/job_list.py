@@ -14,16 +14,16 @@ from typing import Any
 import ipywidgets as widgets
 
 from .. import display
-from ..client import Client, PaddleNbextError
 from ..api import get_client
+from ..client import Client, PaddleNbextError
+from ..contract import Role
+from ..status import JobStatus
 from ._poll import Poller, comm_alive, watch_comm_close
-
-_TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
 
 
 class _Row(widgets.HBox):
-    def __init__(self, owner: "JobListWidget", status: dict[str, Any]):
-        self.name = str(status["name"])
+    def __init__(self, owner: JobListWidget, status: JobStatus):
+        self.name = str(status.name)
         self.cells = [widgets.HTML(layout={"width": width}) for width in ("220px", "100px", "260px", "60px")]
         self.logs_button = widgets.Button(description="logs", icon="file-text", layout={"width": "80px"}, tooltip=f"show trainer-0 log of {self.name}")
         self.cancel_button = widgets.Button(description="cancel", icon="stop", layout={"width": "80px"}, button_style="warning")
@@ -32,21 +32,21 @@ class _Row(widgets.HBox):
         self.cancel_button.on_click(lambda _b: owner.cancel(self.name))
         self.delete_button.on_click(lambda _b: owner.delete(self.name))
         super().__init__(children=(*self.cells, self.logs_button, self.cancel_button, self.delete_button))
-        self.status: dict[str, Any] = {}
+        self.status = status
         self.update(status)
 
-    def update(self, status: dict[str, Any]) -> None:
+    def update(self, status: JobStatus) -> None:
         self.status = status
         values = (
             f"<code>{html.escape(self.name)}</code>",
-            display.phase_badge(str(status.get("phase"))),
+            display.phase_badge(str(status.phase)),
             html.escape(display.replica_counts(status)),
-            display.age(status.get("created")),
+            display.age(status.created),
         )
-        for cell, value in zip(self.cells, values):
+        for cell, value in zip(self.cells, values, strict=True):
             if cell.value != value:
                 cell.value = value
-        self.cancel_button.disabled = status.get("phase") in _TERMINAL
+        self.cancel_button.disabled = status.terminal
 
 
 class JobListWidget(widgets.VBox):
@@ -91,13 +91,13 @@ class JobListWidget(widgets.VBox):
         with self._rows_lock:
             self._apply(statuses)
 
-    def _apply(self, statuses: list[dict[str, Any]]) -> None:
-        listed = {status["name"] for status in statuses}
+    def _apply(self, statuses: list[JobStatus]) -> None:
+        listed = {status.name for status in statuses}
         self._deleted &= listed  # once the server no longer lists a name, forget it
-        statuses = [status for status in statuses if status["name"] not in self._deleted]
+        statuses = [status for status in statuses if status.name not in self._deleted]
         rows = []
         for status in statuses:
-            row = self.rows.get(status["name"])
+            row = self.rows.get(status.name)
             if row is None:
                 row = _Row(self, status)
             else:
@@ -109,14 +109,14 @@ class JobListWidget(widgets.VBox):
         if tuple(rows) != tuple(self.table.children):
             self.table.children = tuple(rows)
         self.refreshes += 1
-        running = sum(1 for s in statuses if s.get("phase") not in _TERMINAL)
+        running = sum(1 for s in statuses if not s.terminal)
         self.header.value = (
             f"<b>Paddle jobs</b> · {len(statuses)} job{'s' if len(statuses) != 1 else ''}, {running} active"
             f" · updated {time.strftime('%H:%M:%S')} (every {self.interval:g} s)"
         )
 
     # ---- buttons
-    def show_logs(self, name: str, role: str = "trainer", index: int = 0) -> str:
+    def show_logs(self, name: str, role: str = Role.TRAINER, index: int = 0) -> str:
         try:
             text = self.client.logs(name, role=role, index=index, tail=200)
         except PaddleNbextError as error:

@@ -2,22 +2,24 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
 from .. import display
 from ..client import ApiError, PaddleNbextError
+from ..contract import is_terminal
 from ._poll import Poller, comm_alive, watch_comm_close
 
-TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
+if TYPE_CHECKING:
+    from ..api import Job
 
 
 class JobStatusView(widgets.VBox):
     """Shows `job` and refreshes it every `interval` seconds (one request each) until the job ends,
     the view is closed, or the frontend goes away.  `phases` records every phase shown."""
 
-    def __init__(self, job: Any, interval: float = 2.0, **kwargs: Any):
+    def __init__(self, job: Job, interval: float = 2.0, **kwargs: Any):
         self.job = job
         self.html = widgets.HTML(value=display.status_html(job.last))
         self.error = widgets.HTML(value="")
@@ -26,7 +28,7 @@ class JobStatusView(widgets.VBox):
         self.phases: list[str] = [job.phase]
         self.poller = Poller(interval, self.refresh, lambda: comm_alive(self), name=f"paddle-status-{job.name}")
         watch_comm_close(self, self.poller)
-        if job.phase not in TERMINAL:
+        if not is_terminal(job.phase):
             self.poller.start()
 
     @property
@@ -48,9 +50,9 @@ class JobStatusView(widgets.VBox):
             return True
         self.error.value = ""
         self.html.value = display.status_html(status)
-        if status.get("phase") != self.phases[-1]:
-            self.phases.append(str(status.get("phase")))
-        return status.get("phase") not in TERMINAL
+        if status.phase != self.phases[-1]:
+            self.phases.append(str(status.phase))
+        return not status.terminal
 
     def close(self) -> None:
         self.poller.stop()

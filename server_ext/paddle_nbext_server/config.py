@@ -62,21 +62,22 @@ class PaddleNbext(LoggingConfigurable):
     @validate("max_pservers", "max_trainers", "max_gpu_per_replica", "max_restarts")
     def _non_negative(self, proposal: dict[str, Any]) -> int:
         name = proposal["trait"].name
+        value: int = proposal["value"]
         lowest = 1 if name in ("max_pservers", "max_trainers") else 0
-        if proposal["value"] < lowest:
-            raise _trait_error(name, f"must be at least {lowest}, got {proposal['value']}")
-        return proposal["value"]
+        if value < lowest:
+            raise _trait_error(name, f"must be at least {lowest}, got {value}")
+        return value
 
     @validate("max_gpu_per_job", "max_timeout")
     def _optional_positive(self, proposal: dict[str, Any]) -> int | None:
-        value = proposal["value"]
+        value: int | None = proposal["value"]
         if value is not None and value < 0:
             raise _trait_error(proposal["trait"].name, f"must be zero or more (or None for no limit), got {value}")
         return value
 
     @validate("max_cpu_per_replica", "max_mem_per_replica")
     def _quantity(self, proposal: dict[str, Any]) -> str | None:
-        value = proposal["value"]
+        value: str | None = proposal["value"]
         if value is None:
             return None
         try:
@@ -91,7 +92,8 @@ class PaddleNbext(LoggingConfigurable):
     def _ping(self, proposal: dict[str, Any]) -> float:
         if not proposal["value"] > 0:
             raise _trait_error("stream_ping_interval", f"must be a positive number of seconds, got {proposal['value']}")
-        return proposal["value"]
+        value: float = proposal["value"]
+        return value
 
     @validate("default_image")
     def _image(self, proposal: dict[str, Any]) -> str | None:

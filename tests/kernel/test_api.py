@@ -31,16 +31,37 @@ def test_dist_train_runs_a_function_or_a_script(kernel_env, workdir):
     job = dist_train(trainer=epoch_report, paddle_job=PaddleJob(job_name="api-func", mode="collective", pservers=0, trainers=2, trainer_cpu="500m"), wait=True)
     assert job.phase == "Succeeded", job.last
     assert "function trainer 1 of 2" in job.logs("trainer", 1)
-    assert job.last["spec"]["entry_point"] == "python paddle_entry.py"
+    assert job.last.spec["entry_point"] == "python paddle_entry.py"
     job.delete()
 
     (workdir / "tools").mkdir(exist_ok=True)
     (workdir / "tools" / "report.py").write_text("print('script trainer ran')\n")
     job = dist_train(trainer="tools/report.py", paddle_job=PaddleJob(job_name="api-script", mode="collective", pservers=0, trainers=1))
     assert job.wait(timeout=120).phase == "Succeeded"
-    assert job.last["spec"]["entry_point"] == "python tools/report.py"
+    assert job.last.spec["entry_point"] == "python tools/report.py"
     assert "script trainer ran" in job.logs()
     job.delete()
 
     with pytest.raises(FileNotFoundError, match="trainer: .*missing.py is not a file"):
         dist_train(trainer="missing.py", paddle_job=PaddleJob(job_name="api-missing"))
+
+
+def test_the_client_returns_typed_statuses_and_plans_that_render_the_rest_body(kernel_env, client):
+    import requests
+
+    from paddle_nbext import api
+    from paddle_nbext.status import JobStatus, SubmitPlan
+
+    plan = api.submit("python -c pass", job_name="api-typed", mode="collective", trainers=1, dry_run=True, client=client)
+    assert isinstance(plan, SubmitPlan) and plan.spec["job_name"] == "api-typed" and plan.plan
+    raw = requests.post(f"{client.url}/jobs", params={"dry_run": "true"}, json={**plan.spec}, timeout=60,
+                        headers={"Authorization": f"token {client.token}"}).json()  # fmt: skip
+    assert SubmitPlan.from_dict(raw).to_dict() == raw  # what the CLI and the magic print is the server's body
+    job = api.submit("python -c \"print('typed')\"", job_name="api-typed", mode="collective", trainers=1, client=client)
+    assert isinstance(job, api.Job) and isinstance(job.last, JobStatus)
+    assert job.wait(timeout=120).last.terminal and job.phase == "Succeeded"
+    assert [s.name for s in client.list_jobs()].count("api-typed") == 1
+    assert client.get_job("api-typed").to_dict() == requests.get(f"{client.url}/jobs/api-typed", timeout=60,
+                                                                 headers={"Authorization": f"token {client.token}"}).json()  # fmt: skip
+    job.delete()
+    assert str(job) == "Job api-typed: Deleted — Deleted."  # no replica counts of a job that is gone

@@ -22,11 +22,11 @@ def test_submit_a_ps_job_from_a_cell_then_logs_list_and_delete(shell, kernel_env
     job = shell.run_cell_magic("paddle_submit", "--job-name magic-ps --pservers 1 --trainers 2 --trainer-cpu 500m --wait", body)
     assert isinstance(job, Job), capsys.readouterr().err
     assert job.phase == "Succeeded", job.last
-    assert job.last["roles"]["trainer"]["succeeded"] == 2
+    assert job.last.role_counts()["trainer"].succeeded == 2
     assert "Job magic-ps: Succeeded" in str(job)
     # the cell body ran as the entry script inside the snapshot
-    assert job.last["spec"]["entry_point"] == "python paddle_entry.py"
-    assert job.last["spec"]["trainer_package"] == str(kernel_env.home / "project")
+    assert job.last.spec["entry_point"] == "python paddle_entry.py"
+    assert job.last.spec["trainer_package"] == str(kernel_env.home / "project")
     capsys.readouterr()
 
     shell.run_line_magic("paddle_logs", "magic-ps --role trainer --index 1")
@@ -48,7 +48,7 @@ def test_cancel_keeps_the_record_until_delete(shell, kernel_env, capsys):
     body = "import sys, time\nprint('sleeping', sys.argv[1], flush=True)\ntime.sleep(float(sys.argv[1]))\n"
     job = shell.run_cell_magic("paddle_submit", "--job-name magic-sleep --mode collective --trainers 1 --entry 'python paddle_entry.py 600'", body)
     assert job is not None, capsys.readouterr().err
-    wait_until(lambda: job.status()["phase"] == "Running", what="the sleeping job to run")
+    wait_until(lambda: job.status().phase == "Running", what="the sleeping job to run")
     wait_until(lambda: "sleeping 600" in job.logs(), what="the entry script's output")
     shell.run_line_magic("paddle_cancel", "magic-sleep")
     assert capsys.readouterr().out.strip().startswith("Cancelled magic-sleep")

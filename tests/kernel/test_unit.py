@@ -9,13 +9,13 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from support.jupyter_process import free_port
 
 from paddle_nbext import display
 from paddle_nbext.api import ENTRY_SCRIPT_COMMAND, PaddleJob, _function_script
 from paddle_nbext.client import Client, ExtensionMissing, ServerUnreachable
 from paddle_nbext.options import Parser, UsageError, add_job_flags, spec_from_args
-
-from support.jupyter_process import free_port
+from paddle_nbext.status import JobStatus
 
 
 def parse(*argv: str) -> dict:
@@ -54,11 +54,12 @@ def test_bad_flags_give_one_line_naming_the_flag(argv, expected):
 
 def test_status_text_and_html_show_phase_counts_and_reasons():
     created = (datetime.now(timezone.utc) - timedelta(minutes=3)).isoformat()
-    status = {
+    status = JobStatus.from_dict({
         "name": "job-a", "phase": "Failed", "message": "trainer-1 failed: Exit code 3", "created": created,
-        "roles": {"pserver": {"desired": 1, "stopped": 1}, "trainer": {"desired": 2, "succeeded": 1, "failed": 1}},
-        "replicas": [{"role": "trainer", "index": 1, "phase": "Failed", "reason": "Exit code 3", "restarts": 0}],
-    }  # fmt: skip
+        "spec": {"pservers": 1, "trainers": 2}, "a key of a newer server": True,
+        "replicas": [{"role": "trainer", "index": 1, "phase": "Failed", "reason": "Exit code 3", "restarts": 0, "node": "n1"},
+                     {"role": "trainer", "index": 0, "phase": "Succeeded"}, {"role": "pserver", "index": 0, "phase": "Stopped"}],
+    })  # fmt: skip
     text = display.status_text(status)
     assert text.splitlines()[0] == "Job job-a: Failed — trainer-1 failed: Exit code 3"
     assert "pserver 1/1 stopped, trainer 1/2 failed" in text
@@ -163,3 +164,22 @@ def test_cli_shows_the_installed_version(capsys):
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"paddle-nbext {version('paddle-nbext')}"
+
+
+def test_a_newer_servers_status_is_read_without_breaking():
+    status = JobStatus.from_dict({
+        "name": "job-b", "phase": "Running", "spec": {"trainers": 2}, "future": {"anything": 1},
+        "replicas": [{"role": "trainer", "index": 0, "phase": "Hibernating", "gpu_model": "x"}, {"role": "trainer", "index": 1, "phase": "Running"}],
+    })  # fmt: skip
+    assert (status.owner, status.created, status.message, status.finished) == ("", "", "", None)
+    assert display.replica_counts(status) == "trainer 1/2 running"
+    assert "trainer-0: Hibernating" in display.status_text(status)
+    with pytest.raises(KeyError):
+        JobStatus.from_dict({"phase": "Running"})  # a body without a name is no job status
+
+
+def test_an_unreadable_answer_is_one_sentence():
+    from paddle_nbext.client import UnexpectedAnswer, _read
+
+    with pytest.raises(UnexpectedAnswer, match="GET http://x/jobs/a answered a body this client cannot read"):
+        _read(JobStatus.from_dict, {"phase": "Running"}, "GET http://x/jobs/a")

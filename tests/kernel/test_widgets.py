@@ -77,7 +77,7 @@ def test_job_list_refreshes_acts_and_stops(client):
 
     row.cancel_button.click()
     wait_until(lambda: "paddle-phase-cancelled" in row.cells[1].value, what="the row to show Cancelled")
-    assert job.status()["phase"] == "Cancelled"
+    assert job.status().phase == "Cancelled"
     wait_until(lambda: row.cancel_button.disabled, what="the cancel button to disable for an ended job")
 
     row.delete_button.click()

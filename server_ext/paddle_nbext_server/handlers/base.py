@@ -19,7 +19,6 @@ from ..backends.base import Backend, BackendError, JobNotFound
 from ..identity import resolve_owner
 from ..state import STATE_KEY, ExtensionState
 
-
 AUTH_RESOURCE = "paddle"
 
 _HTTP_CODES = {
@@ -52,7 +51,8 @@ class PaddleAPIHandler(APIHandler):
 
     @property
     def state(self) -> ExtensionState:
-        return self.settings[STATE_KEY]
+        state: ExtensionState = self.settings[STATE_KEY]
+        return state
 
     @property
     def owner(self) -> str:

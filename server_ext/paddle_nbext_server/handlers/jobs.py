@@ -14,9 +14,9 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from paddle_nbext.spec import JobSpec, SpecError
+from paddle_nbext.status import JobStatus
 
 from ..backends.base import SubmitRequest
-from paddle_nbext.status import JobStatus
 from .base import PaddleAPIHandler
 
 

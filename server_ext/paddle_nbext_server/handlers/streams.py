@@ -16,12 +16,13 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
+from paddle_nbext.contract import ROLES, Role
+
 from ..events import DELETED, RESYNC, UPDATED, JobEvent
 from .base import PaddleAPIHandler, RequestError
 from .jobs import newest_first
 
 T = TypeVar("T")
-ROLES = ("pserver", "trainer")
 
 
 class _Stop(Exception):
@@ -142,7 +143,7 @@ class LogsHandler(StreamingHandler):
     @web.authenticated
     @authorized
     async def get(self, name: str) -> None:
-        role = self.get_query_argument("role", "trainer") or "trainer"
+        role = self.get_query_argument("role", Role.TRAINER.value) or Role.TRAINER.value
         if role not in ROLES:
             raise RequestError(f"role must be 'pserver' or 'trainer', got {role!r}", field="role")
         index = self.query_int("index", 0)

@@ -1,4 +1,4 @@
-"""The job master inside a Kubernetes cluster (DESIGN §6), standard library only.
+"""The job master inside a Kubernetes cluster (docs/admin-guide.md, "A job's objects"), standard library only.
 
 It runs as the single pod of the `<job>-master` Job, from the files of the job record ConfigMap,
 in the job's own base image.  Every few seconds it reads the job's pods and the record through
@@ -28,41 +28,30 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from typing import Any
 
-try:
+if __package__:  # imported from the installed package (the server, the local backend)
+    from paddle_nbext import contract
+else:  # a plain script: in a job's bundle, the contract shipped beside it (even where the image
+    # has some other paddle-nbext installed); run from a source tree, the installed one
+    try:
+        import contract  # type: ignore[import-not-found,no-redef]
+    except ImportError:
+        from paddle_nbext import contract
+if __package__:
     from . import policy
-except ImportError:  # run as a plain script from the record's files
-    import policy  # type: ignore[no-redef]
+else:  # run as a plain script from the record's files
+    import policy  # type: ignore[import-not-found,no-redef]
 
+ReplicaPhase, Role = contract.ReplicaPhase, contract.Role
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-JOB_LABEL = "paddle-nbext/job"
-ROLE_LABEL = "paddle-nbext/role"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
-ANNOTATION_STATUS = "paddle-nbext/status"  # JSON: the final status, written once the job ends
-ANNOTATION_CANCELLED = "paddle-nbext/cancelled"
-RECORD_UID_LABEL = "paddle-nbext/record-uid"  # the record a pod was submitted under (manifests.py)
-SPEC_KEY = "spec.json"
 CONTAINER = "main"
 # How a runner stops a role: the Job's deadline, counted from its start, is set to have passed.
 # The Job controller then stops the pods and marks the Job Failed (DeadlineExceeded), so every
 # Job of a job ends Complete or Failed and `ttlSecondsAfterFinished` applies (a suspended Job
 # never finishes); nobody needs the right to delete pods.
 STOP_PATCH = {"spec": {"activeDeadlineSeconds": 1}}
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 # --------------------------------------------------------------------------- pods -> replicas
@@ -74,7 +63,7 @@ class ReplicaView:
 
     role: str
     index: int
-    phase: str = policy.PENDING
+    phase: str = ReplicaPhase.PENDING
     reason: str | None = None
     exit_code: int | None = None
     restarts: int = 0
@@ -96,8 +85,8 @@ def pod_identity(pod: dict[str, Any]) -> tuple[str, int] | None:
     annotation (the hostname suffix as a last resort)."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
-    role = labels.get(ROLE_LABEL)
-    if role not in ("pserver", "trainer"):
+    role = labels.get(contract.ROLE_LABEL)
+    if role not in contract.ROLES:
         return None
     raw = labels.get(INDEX_KEY) or (meta.get("annotations") or {}).get(INDEX_KEY)
     if raw is None:
@@ -113,8 +102,8 @@ def _container_status(pod: dict[str, Any]) -> dict[str, Any]:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     for status in statuses:
         if status.get("name") == CONTAINER:
-            return status
-    return statuses[0] if statuses else {}
+            return dict(status)
+    return dict(statuses[0]) if statuses else {}
 
 
 def _with_message(reason: str, message: str | None) -> str:
@@ -122,10 +111,14 @@ def _with_message(reason: str, message: str | None) -> str:
     return f"{reason}: {message}" if message else reason
 
 
+# A pod's phase, as Kubernetes writes it (its own words, not the job's `contract.Phase`).
+POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_FAILED = "Pending", "Running", "Succeeded", "Failed"
+
+
 def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
     """The replica state that one pod shows, reasons in words."""
     status = pod.get("status") or {}
-    phase = status.get("phase") or "Pending"
+    phase = status.get("phase") or POD_PENDING
     container = _container_status(pod)
     state = container.get("state") or {}
     view = ReplicaView(role, index, pod=(pod.get("metadata") or {}).get("name"))
@@ -134,24 +127,24 @@ def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
     terminated = state.get("terminated") or (container.get("lastState") or {}).get("terminated") or {}
     waiting = state.get("waiting") or {}
     view.started = running.get("startedAt") or terminated.get("startedAt") or status.get("startTime")
-    if phase == "Pending":
-        view.phase = policy.PENDING
+    if phase == POD_PENDING:
+        view.phase = ReplicaPhase.PENDING
         view.started = None
         for condition in status.get("conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
                 view.reason = _with_message(condition.get("reason") or "Unschedulable", condition.get("message"))
         if view.reason is None and waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
             view.reason = _with_message(waiting["reason"], waiting.get("message"))
-    elif phase == "Running":
-        view.phase = policy.RUNNING
+    elif phase == POD_RUNNING:
+        view.phase = ReplicaPhase.RUNNING
         if waiting.get("reason"):  # e.g. CrashLoopBackOff between restarts
             view.reason = _with_message(waiting["reason"], waiting.get("message"))
-    elif phase == "Succeeded":
-        view.phase = policy.SUCCEEDED
+    elif phase == POD_SUCCEEDED:
+        view.phase = ReplicaPhase.SUCCEEDED
         view.exit_code = 0
         view.finished = terminated.get("finishedAt")
     else:  # Failed (or Unknown, which the API reports when the node is lost)
-        view.phase = policy.FAILED
+        view.phase = ReplicaPhase.FAILED
         code = terminated.get("exitCode")
         view.exit_code = int(code) if code is not None else None
         view.finished = terminated.get("finishedAt")
@@ -176,7 +169,7 @@ def _age_key(pod: dict[str, Any]) -> tuple[str, int, str, str]:
     status = pod.get("status") or {}
     phase = status.get("phase")
     deleting = bool(meta.get("deletionTimestamp"))
-    liveness = 0 if deleting or phase not in (None, "Pending", "Running") else (2 if phase == "Running" else 1)
+    liveness = 0 if deleting or phase not in (None, POD_PENDING, POD_RUNNING) else (2 if phase == POD_RUNNING else 1)
     finished = ((_container_status(pod).get("state") or {}).get("terminated") or {}).get("finishedAt") or ""
     return meta.get("creationTimestamp") or "", liveness, finished, meta.get("name") or ""
 
@@ -193,7 +186,7 @@ def current_pods(record: dict[str, Any], pods: list[dict[str, Any]]) -> list[dic
     uid = (record.get("metadata") or {}).get("uid")
     if not uid:
         return pods
-    return [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(RECORD_UID_LABEL, uid) == uid]
+    return [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(contract.RECORD_UID_LABEL, uid) == uid]
 
 
 def disrupted(pod: dict[str, Any]) -> bool:
@@ -211,7 +204,7 @@ def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -
         if identity is not None:
             by_identity.setdefault(identity, []).append(pod)
     views: list[ReplicaView] = []
-    for role, count in (("pserver", pservers), ("trainer", trainers)):
+    for role, count in zip(contract.ROLES, (pservers, trainers), strict=True):
         for index in range(count):
             candidates = by_identity.get((role, index), [])
             if not candidates:
@@ -219,7 +212,7 @@ def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -
                 continue
             newest = newest_pod(candidates)
             view = pod_view(newest, role, index)
-            if view.phase == policy.FAILED and disrupted(newest):
+            if view.phase == ReplicaPhase.FAILED and disrupted(newest):
                 # The Job controller ignores this failure (podFailurePolicy) and makes a new pod.
                 condition = next(c for c in (newest.get("status") or {}).get("conditions") or []
                                  if c.get("type") == "DisruptionTarget")
@@ -228,7 +221,7 @@ def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -
                     f"{condition.get('message') or 'the pod was disrupted'}; a new pod replaces it"))
             view.restarts += sum(
                 1 for p in candidates
-                if p is not newest and (p.get("status") or {}).get("phase") == "Failed" and not disrupted(p)
+                if p is not newest and (p.get("status") or {}).get("phase") == POD_FAILED and not disrupted(p)
             )
             views.append(view)
     return views
@@ -241,20 +234,21 @@ def final_replicas(views: list[ReplicaView], decision: policy.Decision) -> list[
     for view in views:
         data = view.public()
         if (view.role, view.index) in stopped:
-            data["phase"] = policy.STOPPED
-            data["finished"] = data["finished"] or now_iso()
+            data["phase"] = ReplicaPhase.STOPPED
+            data["finished"] = data["finished"] or contract.now_iso()
         out.append(data)
     return out
 
 
 def spec_of(record: dict[str, Any]) -> dict[str, Any]:
-    return json.loads((record.get("data") or {}).get(SPEC_KEY) or "{}")
+    spec: dict[str, Any] = json.loads((record.get("data") or {}).get(contract.SPEC_KEY) or "{}")
+    return spec
 
 
 def timed_out(record: dict[str, Any], spec: dict[str, Any], now: float | None = None) -> int | None:
     timeout = spec.get("timeout")
-    created = parse_time((record.get("metadata") or {}).get("creationTimestamp"))
-    if timeout and created is not None and (now or time.time()) - created > int(timeout):
+    created = contract.parse_time((record.get("metadata") or {}).get("creationTimestamp"))
+    if timeout and created is not None and (now or time.time()) - created.timestamp() > int(timeout):
         return int(timeout)
     return None
 
@@ -284,11 +278,11 @@ def decide_job(record: dict[str, Any], pods: list[dict[str, Any]], log_tail: str
         if view.pod is None and view.reason is None and note is not None:
             view.reason = note.reason
             if note.failed:
-                view.phase = policy.FAILED
-        elif view.pod is not None and view.phase == policy.PENDING and view.reason is None:
+                view.phase = ReplicaPhase.FAILED
+        elif view.pod is not None and view.phase == ReplicaPhase.PENDING and view.reason is None:
             view.reason = (pod_notes or {}).get(view.pod)
-    cancelled = ((record.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CANCELLED) == "true"
-    observed = [v.observed(log_tail if v.phase == policy.FAILED else "") for v in views]
+    cancelled = ((record.get("metadata") or {}).get("annotations") or {}).get(contract.CANCELLED_ANNOTATION) == "true"
+    observed = [v.observed(log_tail if v.phase == ReplicaPhase.FAILED else "") for v in views]
     decision = policy.decide(
         observed,
         max_restarts=int(spec.get("max_restarts") or 0),
@@ -305,7 +299,7 @@ def final_status(views: list[ReplicaView], decision: policy.Decision) -> dict[st
         "phase": decision.phase,
         "message": decision.message,
         "started": min(started) if started else None,
-        "finished": now_iso(),
+        "finished": contract.now_iso(),
         "replicas": final_replicas(views, decision),
     }
 
@@ -326,16 +320,15 @@ class Api:
         self.base = base.rstrip("/")
         self.token_file = token_file
         self.namespace = namespace
+        self.context: ssl.SSLContext | None = None
         if base.startswith("https"):
             self.context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
             if insecure:
                 self.context.check_hostname = False
                 self.context.verify_mode = ssl.CERT_NONE
-        else:
-            self.context = None
 
     @classmethod
-    def from_environment(cls) -> "Api":
+    def from_environment(cls) -> Api:
         env = os.environ
         base = env.get("PADDLE_NBEXT_KUBE_API")
         if not base:
@@ -381,26 +374,27 @@ class Api:
 
     def get_record(self, job: str) -> dict[str, Any] | None:
         try:
-            return self.request("GET", self.ns(f"configmaps/{job}"))
+            record: dict[str, Any] = self.request("GET", self.ns(f"configmaps/{job}"))
+            return record
         except ApiError as error:
             if error.status == 404:
                 return None
             raise
 
     def job_pods(self, job: str) -> list[dict[str, Any]]:
-        selector = urllib.parse.quote(f"{JOB_LABEL}={job}")
+        selector = urllib.parse.quote(f"{contract.JOB_LABEL}={job}")
         return self.request("GET", self.ns(f"pods?labelSelector={selector}")).get("items") or []
 
     def log_tail(self, pod: str, lines: int = 200) -> str:
         try:
-            return self.request("GET", self.ns(f"pods/{pod}/log?container={CONTAINER}&tailLines={lines}"), raw=True)
+            return str(self.request("GET", self.ns(f"pods/{pod}/log?container={CONTAINER}&tailLines={lines}"), raw=True))
         except (ApiError, OSError):
             return ""
 
     def record_final(self, job: str, status: dict[str, Any], resource_version: str | None = None) -> None:
         """Write the end once: with the resourceVersion of the record it was decided on, a record
         changed since (a cancel, the server's own end) refuses it with 409."""
-        meta: dict[str, Any] = {"annotations": {ANNOTATION_STATUS: json.dumps(status)}}
+        meta: dict[str, Any] = {"annotations": {contract.STATUS_ANNOTATION: json.dumps(status)}}
         if resource_version:
             meta["resourceVersion"] = resource_version
         self.request("PATCH", self.ns(f"configmaps/{job}"), {"metadata": meta}, "application/merge-patch+json")
@@ -415,10 +409,10 @@ class Api:
 
 
 def failed_trainer_pod(views: list[ReplicaView], decision: policy.Decision) -> str | None:
-    if decision.phase != policy.FAILED:
+    if decision.phase != contract.Phase.FAILED:
         return None
     for view in views:
-        if view.phase == policy.FAILED and view.pod:
+        if view.phase == ReplicaPhase.FAILED and view.pod:
             return view.pod
     return None
 
@@ -430,9 +424,9 @@ def reconcile_once(api: Api, job: str) -> bool:
         return True  # deleted: the garbage collector takes this pod's Job too
     annotations = (record.get("metadata") or {}).get("annotations") or {}
     pods = current_pods(record, api.job_pods(job))
-    if ANNOTATION_STATUS in annotations:
-        final = json.loads(annotations[ANNOTATION_STATUS])
-        stopped_roles = {r["role"] for r in final.get("replicas", []) if r.get("phase") == policy.STOPPED}
+    if contract.STATUS_ANNOTATION in annotations:
+        final = json.loads(annotations[contract.STATUS_ANNOTATION])
+        stopped_roles = {r["role"] for r in final.get("replicas", []) if r.get("phase") == ReplicaPhase.STOPPED}
         for role in sorted(stopped_roles):
             api.stop_role(job, role)
         return True

@@ -16,7 +16,8 @@ and exits with the entry point's exit code (128 + N for signal N, as a shell rep
 file is a copy, never a condition: if it cannot be written the training goes on, and the launcher
 says so once on stderr.
 
-Standard library only: this file is copied into job containers and run as a plain script.
+Standard library only: this file is copied into job containers and run as a plain script, with
+the shared contract (`paddle_nbext.contract`: roles and modes) beside it.
 """
 from __future__ import annotations
 
@@ -31,6 +32,17 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+
+if __package__:  # imported from the installed package (the server, the local backend)
+    from paddle_nbext import contract
+else:  # a plain script: in a job's bundle, the contract shipped beside it (even where the image
+    # has some other paddle-nbext installed); run from a source tree, the installed one
+    try:
+        import contract  # type: ignore[import-not-found,no-redef]
+    except ImportError:
+        from paddle_nbext import contract
+
+Mode, Role = contract.Mode, contract.Role
 
 #: Variables of the Paddle contract.  Inherited values are dropped first so a stale variable of
 #: the notebook's own environment can never leak into a replica of another role.
@@ -93,22 +105,22 @@ def build_env(base: Mapping[str, str]) -> dict[str, str]:
     contract for its role, index and mode.  Pure, so every role and mode is unit-testable."""
     mode = _require(base, "PADDLE_NBEXT_MODE")
     role = _require(base, "PADDLE_NBEXT_ROLE")
-    if mode not in ("ps", "collective"):
+    if mode not in tuple(Mode):
         raise LaunchError(f"PADDLE_NBEXT_MODE must be 'ps' or 'collective', got {mode!r}")
-    if role not in ("pserver", "trainer"):
+    if role not in contract.ROLES:
         raise LaunchError(f"PADDLE_NBEXT_ROLE must be 'pserver' or 'trainer', got {role!r}")
-    if mode == "collective" and role != "trainer":
+    if mode == Mode.COLLECTIVE and role != Role.TRAINER:
         raise LaunchError("collective mode has only trainers; PADDLE_NBEXT_ROLE must be 'trainer'")
     index = replica_index(base)
     entry = _require(base, "PADDLE_NBEXT_ENTRY")
     workdir = _require(base, "PADDLE_NBEXT_WORKDIR")
     pservers = _endpoints(base, "PADDLE_NBEXT_PSERVER_ENDPOINTS")
     trainers = _endpoints(base, "PADDLE_NBEXT_TRAINER_ENDPOINTS")
-    if mode == "ps" and not pservers:
+    if mode == Mode.PS and not pservers:
         raise LaunchError("PADDLE_NBEXT_PSERVER_ENDPOINTS is empty; ps mode needs every pserver's host:port")
     if not trainers:
         raise LaunchError("PADDLE_NBEXT_TRAINER_ENDPOINTS is empty; give every trainer's host:port")
-    own_list = pservers if role == "pserver" else trainers
+    own_list = pservers if role == Role.PSERVER else trainers
     if index >= len(own_list):
         raise LaunchError(f"{role} index {index} is out of range: only {len(own_list)} {role} endpoints are given")
     own_host, own_port = own_list[index]
@@ -126,10 +138,10 @@ def build_env(base: Mapping[str, str]) -> dict[str, str]:
         PADDLE_PORT=str(own_port),
     )
     env.setdefault("PYTHONUNBUFFERED", "1")  # logs must appear while the job runs, not at exit
-    if mode == "ps":
+    if mode == Mode.PS:
         env["PADDLE_PSERVERS_IP_PORT_LIST"] = _join(pservers)
-        env["FLAGS_enable_pir_api"] = "0"  # PS minimize() fails on PIR programs (paddle-facts)
-        if role == "pserver":
+        env["FLAGS_enable_pir_api"] = "0"  # PS minimize() fails on PIR programs (docs/paddle-facts.md)
+        if role == Role.PSERVER:
             env["TRAINING_ROLE"] = "PSERVER"
             env["PADDLE_PSERVER_ID"] = str(index)
         else:
@@ -140,7 +152,7 @@ def build_env(base: Mapping[str, str]) -> dict[str, str]:
         env["PADDLE_TRAINER_ID"] = str(index)
         env["PADDLE_CURRENT_ENDPOINT"] = f"{own_host}:{own_port}"
         if not env.get("CUDA_VISIBLE_DEVICES", "").strip():
-            # Without it init_parallel_env takes a legacy path that fails on CPU (paddle-facts).
+            # Without it init_parallel_env takes a legacy path that fails on CPU (docs/paddle-facts.md).
             env.setdefault("PADDLE_DISTRI_BACKEND", "gloo")
     cpu = base.get("PADDLE_NBEXT_CPU", "").strip()
     if cpu:
@@ -155,7 +167,7 @@ def build_env(base: Mapping[str, str]) -> dict[str, str]:
 
 def endpoints_to_wait_for(base: Mapping[str, str]) -> list[tuple[str, int]]:
     """Trainers in ps mode wait for every pserver; nobody else waits."""
-    if base.get("PADDLE_NBEXT_MODE") == "ps" and base.get("PADDLE_NBEXT_ROLE") == "trainer":
+    if base.get("PADDLE_NBEXT_MODE") == Mode.PS and base.get("PADDLE_NBEXT_ROLE") == Role.TRAINER:
         return _endpoints(base, "PADDLE_NBEXT_PSERVER_ENDPOINTS")
     return []
 
@@ -209,7 +221,7 @@ def wait_for(endpoints: list[tuple[str, int]], timeout: float) -> tuple[str, int
 LOG_DIR_VAR = "PADDLE_NBEXT_LOG_DIR"
 JOBS_DIR = ".paddle-jobs"
 LOGS_DIR = "logs"
-_ATTEMPT = re.compile(r"^(?P<role>[a-z]+)-(?P<index>[0-9]+)\.attempt-(?P<attempt>[0-9]+)\.log$")
+_ATTEMPT = re.compile(rf"^(?P<role>{'|'.join(contract.ROLES)})-(?P<index>[0-9]+)\.attempt-(?P<attempt>[0-9]+)\.log$")
 #: Seconds the tee keeps reading after the entry point exited: what it wrote last is in the pipe,
 #: but a process it left running in the background may hold the pipe open for ever.
 DRAIN_SECONDS = 2.0
@@ -346,7 +358,7 @@ def open_replica_log(env: Mapping[str, str]) -> ReplicaLog | None:
     turned off, no role or index yet) or it cannot be created; never raises."""
     directory = log_dir(env)
     role = env.get("PADDLE_NBEXT_ROLE", "").strip()
-    if directory is None or role not in ("pserver", "trainer"):
+    if directory is None or role not in contract.ROLES:
         return None
     try:
         index = replica_index(env)
@@ -462,8 +474,7 @@ def main() -> int:
         return run_teed(argv, env, log)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execvpe(argv[0], argv, env)
-    return 0  # not reached: exec replaced this process
+    os.execvpe(argv[0], argv, env)  # never returns: the shell replaces this process
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The job lifecycle policy, shared by the local master, the in-cluster master and the server's
-own reconciliation, so every backend ends jobs by the same rules (DESIGN §4, paddle-facts).
+own reconciliation, so every backend ends jobs by the same rules (docs/architecture.md "Lifecycle policy", docs/paddle-facts.md).
 
-Standard library only: this file is shipped into job containers.
+Standard library only: this file is shipped into job containers, with the shared contract
+(`paddle_nbext.contract`, phases and roles) beside it.
 
 Rules, in order:
 1. cancelled                         -> Cancelled, stop everything
@@ -15,12 +16,18 @@ Rules, in order:
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 
-PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, STOPPED = (
-    "Pending", "Running", "Succeeded", "Failed", "Cancelled", "Stopped",
-)  # fmt: skip
+if __package__:  # imported from the installed package (the server, the local backend)
+    from paddle_nbext import contract
+else:  # a plain script: in a job's bundle, the contract shipped beside it (even where the image
+    # has some other paddle-nbext installed); run from a source tree, the installed one
+    try:
+        import contract  # type: ignore[import-not-found,no-redef]
+    except ImportError:
+        from paddle_nbext import contract
+
+Phase, ReplicaPhase, Role = contract.Phase, contract.ReplicaPhase, contract.Role
 
 
 @dataclass
@@ -29,7 +36,7 @@ class Observed:
 
     role: str
     index: int
-    phase: str  # Pending | Running | Succeeded | Failed | Stopped
+    phase: str  # a `ReplicaPhase`
     exit_code: int | None = None
     restarts: int = 0
     reason: str | None = None
@@ -38,14 +45,14 @@ class Observed:
 
 @dataclass
 class Decision:
-    phase: str
+    phase: str  # a `Phase`
     message: str
     stop: list[tuple[str, int]] = field(default_factory=list)  # replicas to terminate
     restart: list[tuple[str, int]] = field(default_factory=list)  # failed replicas to start again
 
     @property
     def terminal(self) -> bool:
-        return self.phase in (SUCCEEDED, FAILED, CANCELLED)
+        return contract.is_terminal(self.phase)
 
 
 def describe_exit(exit_code: int | None) -> str:
@@ -102,47 +109,47 @@ def decide(
     `runner_restarts=False` is for Kubernetes, where the Job controller itself recreates failed
     trainer pods: a failed pod only fails the job once `restarts >= max_restarts`.
     """
-    running = [(r.role, r.index) for r in replicas if r.phase in (RUNNING, PENDING)]
-    trainers = [r for r in replicas if r.role == "trainer"]
-    pservers = [r for r in replicas if r.role == "pserver"]
+    running = [(r.role, r.index) for r in replicas if r.phase in (ReplicaPhase.RUNNING, ReplicaPhase.PENDING)]
+    trainers = [r for r in replicas if r.role == Role.TRAINER]
+    pservers = [r for r in replicas if r.role == Role.PSERVER]
 
     if cancelled:
-        return Decision(CANCELLED, "Cancelled by the user; logs are kept until the job is deleted.", stop=running)
+        return Decision(Phase.CANCELLED, "Cancelled by the user; logs are kept until the job is deleted.", stop=running)
     if timed_out_after is not None:
         return Decision(
-            FAILED, f"DeadlineExceeded: the job ran longer than its timeout of {timed_out_after}s.", stop=running
+            Phase.FAILED, f"DeadlineExceeded: the job ran longer than its timeout of {timed_out_after}s.", stop=running
         )
     for trainer in trainers:
-        if trainer.phase == FAILED and trainer.restarts >= max_restarts:
+        if trainer.phase == ReplicaPhase.FAILED and trainer.restarts >= max_restarts:
             how = trainer.reason or describe_exit(trainer.exit_code)
             after = f" after {trainer.restarts} restart{'s' if trainer.restarts != 1 else ''}" if max_restarts else ""
             tail = failure_line(trainer.log_tail)
             message = f"trainer {trainer.index} failed with {how}{after}" + (f": {tail}" if tail else ".")
-            return Decision(FAILED, message, stop=running)
-    all_trainers_done = bool(trainers) and all(t.phase == SUCCEEDED for t in trainers)
+            return Decision(Phase.FAILED, message, stop=running)
+    all_trainers_done = bool(trainers) and all(t.phase == ReplicaPhase.SUCCEEDED for t in trainers)
     if not all_trainers_done:
         for pserver in pservers:
-            if pserver.phase in (SUCCEEDED, FAILED):
+            if pserver.phase in (ReplicaPhase.SUCCEEDED, ReplicaPhase.FAILED):
                 how = pserver.reason or describe_exit(pserver.exit_code)
                 tail = failure_line(pserver.log_tail)
                 message = f"pserver {pserver.index} ended with {how} before the trainers finished" + (
                     f": {tail}" if tail else "."
                 )
-                return Decision(FAILED, message, stop=running)
+                return Decision(Phase.FAILED, message, stop=running)
     if all_trainers_done:
         count = len(trainers)
         return Decision(
-            SUCCEEDED,
+            Phase.SUCCEEDED,
             f"All {count} trainer{'s' if count != 1 else ''} finished successfully.",
-            stop=[(p.role, p.index) for p in pservers if p.phase in (RUNNING, PENDING)],
+            stop=[(p.role, p.index) for p in pservers if p.phase in (ReplicaPhase.RUNNING, ReplicaPhase.PENDING)],
         )
-    restart = [(t.role, t.index) for t in trainers if t.phase == FAILED] if runner_restarts else []
-    if any(r.phase == RUNNING for r in replicas):
-        done = sum(1 for t in trainers if t.phase == SUCCEEDED)
+    restart = [(t.role, t.index) for t in trainers if t.phase == ReplicaPhase.FAILED] if runner_restarts else []
+    if any(r.phase == ReplicaPhase.RUNNING for r in replicas):
+        done = sum(1 for t in trainers if t.phase == ReplicaPhase.SUCCEEDED)
         message = f"{done}/{len(trainers)} trainers finished." if done else "Training is running."
         if restart:
             message += f" Restarting {', '.join(f'{role} {index}' for role, index in restart)}."
-        return Decision(RUNNING, message, restart=restart)
-    waiting = [r for r in replicas if r.phase == PENDING and r.reason]
+        return Decision(Phase.RUNNING, message, restart=restart)
+    waiting = [r for r in replicas if r.phase == ReplicaPhase.PENDING and r.reason]
     message = f"{waiting[0].role} {waiting[0].index}: {waiting[0].reason}" if waiting else "Waiting for replicas to start."
-    return Decision(PENDING, message, restart=restart)
+    return Decision(Phase.PENDING, message, restart=restart)

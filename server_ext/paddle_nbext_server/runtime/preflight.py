@@ -23,10 +23,14 @@ import json
 import re
 import sys
 
-try:
+if __package__:  # imported from the installed package (the server, the local backend)
     from paddle_nbext import contract
-except ImportError:  # in a job image: the bundle puts contract.py beside this file
-    import contract  # type: ignore[no-redef]
+else:  # a plain script: in a job's bundle, the contract shipped beside it (even where the image
+    # has some other paddle-nbext installed); run from a source tree, the installed one
+    try:
+        import contract  # type: ignore[import-not-found,no-redef]
+    except ImportError:
+        from paddle_nbext import contract
 
 Mode = contract.Mode
 

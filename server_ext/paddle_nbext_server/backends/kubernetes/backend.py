@@ -1,4 +1,4 @@
-"""The `kubernetes` backend: a job is a set of objects in the user's namespace (DESIGN §6).
+"""The `kubernetes` backend: a job is a set of objects in the user's namespace (docs/admin-guide.md, "A job's objects").
 
 Writes go through the official client in threads (`asyncio.to_thread`); reads come from the
 watch-backed cache, so listing costs no API call.  While the server runs it applies the same
@@ -21,28 +21,31 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
 
+from paddle_nbext.contract import CANCELLED_ANNOTATION, JOB_LABEL, MANAGED_BY_LABEL, MANAGER, ROLES, STATUS_ANNOTATION, Phase, now_iso
 from paddle_nbext.spec import JobSpec, SpecError
+from paddle_nbext.status import JobStatus, ReplicaStatus
 
-from ... import package
+from ... import package, runtime_files
 from ...events import DELETED as EV_DELETED
 from ...events import UPDATED, JobEvent
 from ...runtime import cluster_master, policy
-from ...status import JobStatus, ReplicaStatus, now_iso
 from ..base import Backend, BackendUnavailable, InvalidRequest, InvalidState, JobExists, JobNotFound, SubmitRequest
 from . import home_volume as homes
 from . import logs as replica_logs
 from . import manifests
 from .cache import WatchCache, describe_failure
 from .connection import Connection, connect
-from .settings import RUNTIME_FILES, ManifestSettings
+from .settings import ManifestSettings
 from .status import final_of, job_status
 from .usernames import Scheme
 
-RUNTIME_DIR = Path(cluster_master.__file__).parent
-SELECTOR = f"{manifests.MANAGED_BY}={manifests.MANAGER}"
+SELECTOR = f"{MANAGED_BY_LABEL}={MANAGER}"
 HUB_SELECTOR = "app=jupyterhub,component=hub"  # Zero to JupyterHub's hub pod and ConfigMap
-JOB_OF_JOB = re.compile(r"^(.+)-(?:pserver|trainer)$")  # <job>-<role>
-JOB_OF_POD = re.compile(r"^(.+)-(?:pserver|trainer)-\d+-[a-z0-9]+$")  # <job>-<role>-<index>-<random>
+_ROLE = "|".join(ROLES)
+JOB_OF_JOB = re.compile(rf"^(.+)-(?:{_ROLE})$")  # <job>-<role>
+JOB_OF_POD = re.compile(rf"^(.+)-(?:{_ROLE})-\d+-[a-z0-9]+$")  # <job>-<role>-<index>-<random>
+#: A pod's phases that end it (Kubernetes' words, not the job's `Phase`).
+POD_ENDED = (cluster_master.POD_SUCCEEDED, cluster_master.POD_FAILED)
 WARNING_TEXT = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')  # RFC 7234: warn-code warn-agent "warn-text"
 JOBS_DIR = ".paddle-jobs"
 
@@ -316,15 +319,13 @@ class KubernetesBackend(Backend):
 
     # ================================================================== submit
 
-    def _runtime_files(self) -> dict[str, str]:
-        files = {}
-        for name in RUNTIME_FILES:
-            path = RUNTIME_DIR / name
-            try:
-                files[name] = path.read_text(encoding="utf-8")
-            except OSError as error:
-                raise BackendUnavailable(f"the job runtime file {path} is missing from this installation ({error})") from None
-        return files
+    @staticmethod
+    def _runtime_bundle() -> dict[str, str]:
+        """The files every pod of the job runs (the record ConfigMap holds them)."""
+        try:
+            return runtime_files.read_bundle()
+        except runtime_files.RuntimeFilesMissing as error:
+            raise BackendUnavailable(str(error)) from None
 
     def _container_path(self, local: Path, notebook_home: Path) -> str:
         """The path a job pod sees for a file in the notebook's home."""
@@ -344,7 +345,7 @@ class KubernetesBackend(Backend):
         job_dir = Path(request.home) / JOBS_DIR / spec.job_name
         workdir_local = job_dir / "package" if snapshot else source
         workdir = self._container_path(workdir_local, request.home)
-        runtime = await asyncio.to_thread(self._runtime_files)
+        runtime = await asyncio.to_thread(self._runtime_bundle)
         plan = manifests.build_plan(
             spec, owner, self._settings(connection.namespace), home=home, workdir=workdir, runtime=runtime
         )
@@ -379,7 +380,7 @@ class KubernetesBackend(Backend):
             if self._cache is not None and job in self._cache.stores["configmaps"]:
                 return []  # a live job of that name: the record's create answers 409 as usual
             return sorted(name for name, pod in self._pods_by_job.get(job, {}).items()
-                          if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+                          if (pod.get("status") or {}).get("phase") not in POD_ENDED)
         deadline = asyncio.get_running_loop().time() + self.resubmit_wait
         while still_running() and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.2)
@@ -393,7 +394,7 @@ class KubernetesBackend(Backend):
     def _preview_status(self, spec: JobSpec, owner: str) -> JobStatus:
         views = cluster_master.observe_replicas([], spec.pservers, spec.trainers)
         return JobStatus(
-            name=spec.job_name, owner=owner, backend=self.name, phase=policy.PENDING,
+            name=spec.job_name, owner=owner, backend=self.name, phase=Phase.PENDING,
             message="Waiting for replicas to start.", spec=spec.to_dict(), created=now_iso(),
             replicas=[ReplicaStatus(**v.public()) for v in views],
         )  # fmt: skip
@@ -443,7 +444,7 @@ class KubernetesBackend(Backend):
                 raise InvalidRequest(f"creating {kind} {name} failed: Kubernetes rejected it as invalid ({cause})") from None
             raise BackendUnavailable(f"creating {kind} {name} failed: {cause}") from None
         self._note_warnings(kind, name, response)
-        body = json.loads(response.data)
+        body: dict[str, Any] = json.loads(response.data)
         created.append(body)
         return body
 
@@ -490,15 +491,16 @@ class KubernetesBackend(Backend):
             if named:
                 self._mark(named.group(1))
             return
-        job = (meta.get("labels") or {}).get(manifests.JOB_LABEL)
+        job = (meta.get("labels") or {}).get(JOB_LABEL)
         if not job:
             return
         if kind == "pods":
             pods = self._pods_by_job.setdefault(job, {})
+            pod = str(meta.get("name") or "")
             if event_type == "DELETED":
-                pods.pop(meta.get("name"), None)
+                pods.pop(pod, None)
             else:
-                pods[meta.get("name")] = obj
+                pods[pod] = obj
         elif kind == "configmaps" and meta.get("name") != job:
             return
         self._mark(job)
@@ -513,7 +515,7 @@ class KubernetesBackend(Backend):
         jobs = self._cache.stores["jobs"]
         notes: dict[str, cluster_master.RoleNote] = {}
         current: dict[str, str] = {}
-        for role in ("pserver", "trainer"):
+        for role in map(str, ROLES):
             obj = jobs.get(f"{job}-{role}")
             if obj is None or not _owned_by(obj, uid):
                 continue
@@ -596,7 +598,7 @@ class KubernetesBackend(Backend):
             if await self._record_final(job, cluster_master.final_status(views, decision), record):
                 # The master's Job too: it has nothing left to do, and a master pod that never ran
                 # (an image it cannot pull) would otherwise keep its Job, and the TTL, waiting.
-                await self._stop_roles(job, sorted({role for role, _ in decision.stop} | {"master"}))
+                await self._stop_roles(job, sorted({role for role, _ in decision.stop} | {manifests.MASTER}))
         except (ApiException, BackendUnavailable) as error:
             self.log.warning("paddle-nbext: could not finish job %s yet: %s", job, error)
         finally:
@@ -613,9 +615,9 @@ class KubernetesBackend(Backend):
         record the end was decided on, so if anything wrote first (the master's "Succeeded", a
         cancel) the API refuses ours and the first end stays.  Returns whether ours was written."""
         connection = await self._conn()
-        annotations = {cluster_master.ANNOTATION_STATUS: json.dumps(final)}
+        annotations = {STATUS_ANNOTATION: json.dumps(final)}
         if cancelled:
-            annotations[cluster_master.ANNOTATION_CANCELLED] = "true"
+            annotations[CANCELLED_ANNOTATION] = "true"
         version = (record.get("metadata") or {}).get("resourceVersion")
         core = client.CoreV1Api(connection.api)
         try:
@@ -687,7 +689,7 @@ class KubernetesBackend(Backend):
     # ================================================================== logs
 
     def _pod_of(self, status: JobStatus, role: str, index: int) -> str:
-        desired = int(status.spec.get(f"{role}s") or 0) if role in ("pserver", "trainer") else 0
+        desired = int(status.spec.get(f"{role}s") or 0) if role in ROLES else 0
         if not 0 <= index < desired:
             raise InvalidState(f"job '{status.name}' has no {role} {index} (it has {desired} {role}s)", field="index")
         pods = [
@@ -696,7 +698,7 @@ class KubernetesBackend(Backend):
         ]  # fmt: skip
         if not pods:
             raise InvalidState(f"{role} {index} of job '{status.name}' has no pod (not started yet, or removed after the job ended)")
-        return cluster_master.newest_pod(pods)["metadata"]["name"]
+        return str(cluster_master.newest_pod(pods)["metadata"]["name"])
 
     def _log_source(self, status: JobStatus, role: str, index: int) -> tuple[str | None, list[dict[str, Any]]]:
         """The replica's newest pod (None once it has none, e.g. removed after the job ended) and
@@ -743,7 +745,7 @@ class KubernetesBackend(Backend):
             if text is None:
                 raise
             return text
-        return response.data.decode("utf-8", errors="replace")
+        return str(response.data.decode("utf-8", errors="replace"))
 
     async def read_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False) -> str:
 
@@ -840,10 +842,10 @@ class KubernetesBackend(Backend):
         record = self._cache.stores["configmaps"][name]
         pods = list(self._pods_by_job.get(name, {}).values())
         cancelled = json.loads(json.dumps(record))
-        cancelled.setdefault("metadata", {}).setdefault("annotations", {})[cluster_master.ANNOTATION_CANCELLED] = "true"
+        cancelled.setdefault("metadata", {}).setdefault("annotations", {})[CANCELLED_ANNOTATION] = "true"
         views, decision = cluster_master.decide_job(cancelled, pods, "", self._role_notes(name, record), self._pod_notes(name))
         if await self._record_final(name, cluster_master.final_status(views, decision), record, cancelled=True):
-            await self._stop_roles(name, ["master", "pserver", "trainer"])
+            await self._stop_roles(name, [manifests.MASTER, *ROLES])
         self._flush_now(name)  # ended first some other way: that end is what the job shows
         return self._statuses[name]
 
@@ -853,7 +855,7 @@ class KubernetesBackend(Backend):
 
     async def _delete_parts(self, name: str, connection: Any) -> None:
         batch, core = client.BatchV1Api(connection.api), client.CoreV1Api(connection.api)
-        parts: list[tuple[str, Any]] = [(f"{name}-{role}", batch.delete_namespaced_job) for role in ("trainer", "pserver", "master")]
+        parts: list[tuple[str, Any]] = [(f"{name}-{role}", batch.delete_namespaced_job) for role in (*reversed(ROLES), manifests.MASTER)]
         parts.append((name, core.delete_namespaced_service))
         for part, delete in parts:
             try:

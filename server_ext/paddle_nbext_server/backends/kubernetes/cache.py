@@ -144,6 +144,10 @@ class WatchCache:
             self._errors[kind] = message
         self.error = next(iter(self._errors.values()), None)
 
+    def _forget_warning(self, kind: str) -> None:
+        """`kind` can be read again."""
+        self.warnings.pop(kind, None)
+
     def _run(self, kind: _Kind) -> None:
         while not self._stop.is_set():
             try:
@@ -177,7 +181,7 @@ class WatchCache:
         kind.synced = True
         self._post(self._replace, kind.name, body.get("items") or [])
         self._post(self._set_error, kind.name, None)
-        self._post(self.warnings.pop, kind.name, None)
+        self._post(self._forget_warning, kind.name)
 
     def _watch(self, kind: _Kind) -> None:
         response = kind.list_call(

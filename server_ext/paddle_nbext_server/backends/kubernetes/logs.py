@@ -40,8 +40,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from paddle_nbext.contract import ROLES, ReplicaPhase, Role
+from paddle_nbext.status import JobStatus
+
 from ...runtime import cluster_master, launcher
-from ...status import FAILED, STOPPED, SUCCEEDED, JobStatus
 from .manifests import CONTAINER
 
 #: `_request_timeout` of a follow request, (connect, read) seconds, for the connection and the
@@ -62,7 +64,7 @@ RESUME_SEARCH = 1 << 20
 #: TCP keepalive of a follow stream's socket: a connection that died without a word (a lost API
 #: server host, a NAT that forgot it) ends after about two minutes instead of holding its thread.
 KEEPALIVE = {"TCP_KEEPIDLE": 60, "TCP_KEEPINTVL": 15, "TCP_KEEPCNT": 4}
-_POD_NAME = re.compile(r"^(?P<job>.+)-(?P<role>pserver|trainer)-(?P<index>[0-9]+)-[a-z0-9]+$")
+_POD_NAME = re.compile(rf"^(?P<job>.+)-(?P<role>{'|'.join(ROLES)})-(?P<index>[0-9]+)-[a-z0-9]+$")
 
 
 # ---------------------------------------------------------------------------------------- files
@@ -81,7 +83,7 @@ def attempt_files(directory: Path, role: str, index: int) -> list[Path]:
 def started(pod: dict[str, Any]) -> bool:
     """Whether the pod's container has run, so its launcher has made a file."""
     status = pod.get("status") or {}
-    if status.get("phase") in ("Running", "Succeeded"):
+    if status.get("phase") in (cluster_master.POD_RUNNING, cluster_master.POD_SUCCEEDED):
         return True
     for container in status.get("containerStatuses") or []:
         if container.get("name") != CONTAINER:
@@ -215,10 +217,11 @@ def replica_ended(status: JobStatus | None, role: str, index: int) -> bool:
     be retried."""
     if status is None or status.terminal:
         return True
-    retries = int(status.spec.get("max_restarts") or 0) if role == "trainer" else 0
+    retries = int(status.spec.get("max_restarts") or 0) if role == Role.TRAINER else 0
     for replica in status.replicas:
         if replica.role == role and replica.index == index:
-            return replica.phase in (SUCCEEDED, STOPPED) or (replica.phase == FAILED and replica.restarts >= retries)
+            ended = replica.phase in (ReplicaPhase.SUCCEEDED, ReplicaPhase.STOPPED)
+            return ended or (replica.phase == ReplicaPhase.FAILED and replica.restarts >= retries)
     return False
 
 

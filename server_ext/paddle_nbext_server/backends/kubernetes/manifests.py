@@ -1,7 +1,7 @@
-"""Pure functions: a job spec -> the exact Kubernetes objects of that job (DESIGN §6).
+"""Pure functions: a job spec -> the exact Kubernetes objects of that job (docs/admin-guide.md, "A job's objects").
 
 Objects, in creation order (the record first, so every other object can point at it):
-  ConfigMap `<job>`           the job record: spec.json + the runtime files the pods run
+  ConfigMap `<job>`           the job record: spec.json + the runtime bundle the pods run
   Service `<job>`             headless, publishNotReadyAddresses: stable DNS for every replica
   Job `<job>-master`          one pod (restartPolicy OnFailure, so Kubernetes restarts it) that
                               runs cluster_master.py and ends the job cleanly without the server
@@ -21,24 +21,29 @@ import math
 import re
 from typing import Any
 
+from paddle_nbext.contract import (
+    JOB_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGER,
+    OWNER_ANNOTATION,
+    OWNER_LABEL,
+    RECORD_UID_LABEL,
+    ROLE_LABEL,
+    ROLES,
+    SPEC_KEY,
+    Mode,
+    Role,
+)  # fmt: skip
 from paddle_nbext.quantity import Quantity
 from paddle_nbext.spec import JobSpec
 
+from ... import runtime_files
 from .home_volume import HomeVolume
-from .settings import RUNTIME_FILES, RUNTIME_MOUNT, ManifestSettings
+from .settings import RUNTIME_MOUNT, ManifestSettings
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "paddle-nbext"
-JOB_LABEL = "paddle-nbext/job"
-OWNER_LABEL = "paddle-nbext/owner"
-ROLE_LABEL = "paddle-nbext/role"
-OWNER_ANNOTATION = "paddle-nbext/owner"  # the exact user name (a label value cannot hold every name)
-# On every pod: the uid of the record it was submitted under.  A resubmit reuses the job's name,
-# and pods of the deleted job linger while they terminate; the uid tells them apart, for the
-# server and for the stdlib master alike (which may read neither Jobs nor their uids).
-RECORD_UID_LABEL = "paddle-nbext/record-uid"
-SPEC_KEY = "spec.json"
 CONTAINER = "main"
+#: The role label of the master's Job (and its account): a part of every job, not a replica `Role`.
+MASTER = "master"
 UID_PLACEHOLDER = "<uid of the record ConfigMap, filled in at creation>"
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -56,7 +61,7 @@ def owner_label(owner: str) -> str:
 def labels(job: str, owner: str, role: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     return {
         **(extra or {}),
-        MANAGED_BY: MANAGER,
+        MANAGED_BY_LABEL: MANAGER,
         JOB_LABEL: job,
         OWNER_LABEL: owner_label(owner),
         ROLE_LABEL: role,
@@ -94,20 +99,20 @@ def _metadata(name: str, job: str, owner: str, role: str, settings: ManifestSett
 
 def record(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: dict[str, str]) -> dict[str, Any]:
     """The job record: the spec (what `GET /jobs/{name}` shows even after the pods are gone)
-    and the runtime files every pod mounts."""
+    and the runtime bundle (`runtime_files.read_bundle()`) every pod mounts."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(spec.job_name, spec.job_name, owner, "record", settings, owned=False),
-        "data": {SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True), **{name: runtime[name] for name in RUNTIME_FILES}},
+        "data": {SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True), **{name: runtime[name] for name in runtime_files.NAMES}},
     }
 
 
 def service(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[str, Any]:
     ports = []
     if spec.pservers:
-        ports.append({"name": "pserver", "port": settings.pserver_port, "targetPort": settings.pserver_port})
-    ports.append({"name": "trainer", "port": settings.trainer_port, "targetPort": settings.trainer_port})
+        ports.append({"name": Role.PSERVER.value, "port": settings.pserver_port, "targetPort": settings.pserver_port})
+    ports.append({"name": Role.TRAINER.value, "port": settings.trainer_port, "targetPort": settings.trainer_port})
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -115,7 +120,7 @@ def service(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[str, 
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,  # peers must resolve before they are "ready"
-            "selector": {JOB_LABEL: spec.job_name, MANAGED_BY: MANAGER},
+            "selector": {JOB_LABEL: spec.job_name, MANAGED_BY_LABEL: MANAGER},
             "ports": ports,
         },
     }
@@ -133,11 +138,11 @@ def role_env(spec: JobSpec, role: str, settings: ManifestSettings, workdir: str)
         "PADDLE_NBEXT_JOB": job,
         "PADDLE_NBEXT_MODE": spec.mode,
         "PADDLE_NBEXT_ROLE": role,
-        "PADDLE_NBEXT_PSERVER_ENDPOINTS": endpoints(job, "pserver", spec.pservers, settings.pserver_port),
-        "PADDLE_NBEXT_TRAINER_ENDPOINTS": endpoints(job, "trainer", spec.trainers, settings.trainer_port),
+        "PADDLE_NBEXT_PSERVER_ENDPOINTS": endpoints(job, Role.PSERVER, spec.pservers, settings.pserver_port),
+        "PADDLE_NBEXT_TRAINER_ENDPOINTS": endpoints(job, Role.TRAINER, spec.trainers, settings.trainer_port),
         "PADDLE_NBEXT_ENTRY": spec.entry_point,
         "PADDLE_NBEXT_WORKDIR": workdir,
-        "PADDLE_NBEXT_CPU": _threads(spec.pserver_cpu if role == "pserver" else spec.trainer_cpu),
+        "PADDLE_NBEXT_CPU": _threads(spec.pserver_cpu if role == Role.PSERVER else spec.trainer_cpu),
         "HOME": settings.home_path,
     }
     user = [{"name": key, "value": value} for key, value in sorted(spec.env.items()) if key not in values]
@@ -145,11 +150,11 @@ def role_env(spec: JobSpec, role: str, settings: ManifestSettings, workdir: str)
 
 
 def _resources(spec: JobSpec, role: str, settings: ManifestSettings) -> dict[str, Any]:
-    cpu = Quantity.parse(spec.pserver_cpu if role == "pserver" else spec.trainer_cpu).canonical()
-    memory = Quantity.parse(spec.pserver_mem if role == "pserver" else spec.trainer_mem).canonical()
+    cpu = Quantity.parse(spec.pserver_cpu if role == Role.PSERVER else spec.trainer_cpu).canonical()
+    memory = Quantity.parse(spec.pserver_mem if role == Role.PSERVER else spec.trainer_mem).canonical()
     requests: dict[str, str] = {"cpu": cpu, "memory": memory}
     limits: dict[str, str] = {"memory": memory}  # request = limit: no surprise OOM kills under pressure
-    if role == "trainer" and spec.trainer_gpu:
+    if role == Role.TRAINER and spec.trainer_gpu:
         requests[settings.gpu_resource_name] = str(spec.trainer_gpu)
         limits[settings.gpu_resource_name] = str(spec.trainer_gpu)
     return {"requests": requests, "limits": limits}
@@ -161,13 +166,13 @@ SHM_VOLUME = "dshm"
 def _needs_shm(spec: JobSpec, role: str, settings: ManifestSettings) -> bool:
     """Collective trainers and GPU replicas share tensors through /dev/shm, which a container
     gets at 64 MiB unless a memory-backed volume is mounted there."""
-    return bool(settings.shm_size) and role == "trainer" and (spec.mode == "collective" or spec.trainer_gpu > 0)
+    return bool(settings.shm_size) and role == Role.TRAINER and (spec.mode == Mode.COLLECTIVE or spec.trainer_gpu > 0)
 
 
 def _volumes(job: str, home: HomeVolume, shm_size: str | None = None) -> list[dict[str, Any]]:
     volumes = [
         home.volume(),
-        {"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in RUNTIME_FILES]}},
+        {"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in runtime_files.NAMES]}},
     ]
     if shm_size:
         volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}})
@@ -219,8 +224,8 @@ def _job(name: str, spec: JobSpec, owner: str, role: str, settings: ManifestSett
 
 
 def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, home: HomeVolume, workdir: str) -> dict[str, Any]:
-    count = spec.pservers if role == "pserver" else spec.trainers
-    port = settings.pserver_port if role == "pserver" else settings.trainer_port
+    count = spec.pservers if role == Role.PSERVER else spec.trainers
+    port = settings.pserver_port if role == Role.PSERVER else settings.trainer_port
     container = {
         "name": CONTAINER,
         "image": spec.image or settings.default_image,
@@ -246,7 +251,7 @@ def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings
         # replaces the pod without using the retry budget (max_restarts).
         "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
     }  # fmt: skip
-    if role == "trainer":
+    if role == Role.TRAINER:
         job_spec["backoffLimitPerIndex"] = spec.max_restarts
         job_spec["backoffLimit"] = spec.max_restarts * count
     else:
@@ -276,22 +281,25 @@ def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[st
     pod_spec = {
         "restartPolicy": "OnFailure",  # Kubernetes restarts the master; it re-derives all from the API
         "containers": [container],
-        "volumes": [{"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in RUNTIME_FILES]}}],
+        "volumes": [{"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in runtime_files.NAMES]}}],
         **extras,
     }
-    return _job(f"{job}-master", spec, owner, "master", settings, pod_spec, {"completions": 1, "parallelism": 1, "backoffLimit": 1000})
+    return _job(f"{job}-{MASTER}", spec, owner, MASTER, settings, pod_spec, {"completions": 1, "parallelism": 1, "backoffLimit": 1000})
 
 
 def master_rbac(spec: JobSpec, owner: str, settings: ManifestSettings) -> list[dict[str, Any]]:
     """A per-job ServiceAccount + Role + RoleBinding, limited to this job's objects."""
     job = spec.job_name
     name = f"{job}-master"
-    meta = lambda: _metadata(name, job, owner, "master", settings, owned=True)  # noqa: E731
+
+    def meta() -> dict[str, Any]:
+        return _metadata(name, job, owner, MASTER, settings, owned=True)
+
     rules = [
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [job], "verbs": ["get", "patch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [f"{job}-pserver", f"{job}-trainer"], "verbs": ["patch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [f"{job}-{role}" for role in ROLES], "verbs": ["patch"]},
     ]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()},
@@ -321,15 +329,15 @@ def build_plan(
         objects += master_rbac(spec, owner, settings)
     objects.append(master_job(spec, owner, settings))
     if spec.pservers:
-        objects.append(replica_job(spec, owner, "pserver", settings, home, workdir))
-    objects.append(replica_job(spec, owner, "trainer", settings, home, workdir))
+        objects.append(replica_job(spec, owner, Role.PSERVER.value, settings, home, workdir))
+    objects.append(replica_job(spec, owner, Role.TRAINER.value, settings, home, workdir))
     return objects
 
 
 def set_owner_uid(manifest: dict[str, Any], uid: str) -> dict[str, Any]:
     """A copy of `manifest` whose ownerReference points at the created record, and whose pods
     (for a Job) carry the record's uid."""
-    copy = json.loads(json.dumps(manifest))
+    copy: dict[str, Any] = json.loads(json.dumps(manifest))
     for reference in copy["metadata"].get("ownerReferences", []):
         reference["uid"] = uid
     if copy.get("kind") == "Job":

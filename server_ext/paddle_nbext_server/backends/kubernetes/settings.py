@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-RUNTIME_FILES = ("launcher.py", "policy.py", "cluster_master.py")
 RUNTIME_MOUNT = "/opt/paddle-nbext"
 PSERVER_PORT = 6174
 TRAINER_PORT = 6175

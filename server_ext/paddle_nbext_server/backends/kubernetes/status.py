@@ -10,32 +10,35 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...runtime import cluster_master, policy
+from paddle_nbext.contract import OWNER_ANNOTATION, SPEC_KEY, STATUS_ANNOTATION, Phase
 from paddle_nbext.status import JobStatus, ReplicaStatus
-from .manifests import OWNER_ANNOTATION, SPEC_KEY
+
+from ...runtime import cluster_master, policy
 
 BACKEND_NAME = "kubernetes"
 
 
 def record_owner(record: dict[str, Any]) -> str:
-    return ((record.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION, "")
+    return str(((record.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION, ""))
 
 
 def record_spec(record: dict[str, Any]) -> dict[str, Any]:
     try:
-        return json.loads((record.get("data") or {}).get(SPEC_KEY) or "{}")
+        spec = json.loads((record.get("data") or {}).get(SPEC_KEY) or "{}")
     except ValueError:
         return {}
+    return spec if isinstance(spec, dict) else {}
 
 
 def final_of(record: dict[str, Any]) -> dict[str, Any] | None:
-    raw = ((record.get("metadata") or {}).get("annotations") or {}).get(cluster_master.ANNOTATION_STATUS)
+    raw = ((record.get("metadata") or {}).get("annotations") or {}).get(STATUS_ANNOTATION)
     if not raw:
         return None
     try:
-        return json.loads(raw)
+        final = json.loads(raw)
     except ValueError:
         return None
+    return final if isinstance(final, dict) else None
 
 
 def job_status(record: dict[str, Any], pods: list[dict[str, Any]],
@@ -56,11 +59,11 @@ def job_status(record: dict[str, Any], pods: list[dict[str, Any]],
     if final is not None:
         status = JobStatus(
             **base,
-            phase=final.get("phase", policy.FAILED),
+            phase=final.get("phase", Phase.FAILED),
             message=final.get("message", ""),
             started=final.get("started"),
             finished=final.get("finished"),
-            replicas=[ReplicaStatus(**r) for r in final.get("replicas", [])],
+            replicas=[ReplicaStatus.from_dict(r) for r in final.get("replicas", [])],
         )
         return status, None, []
     views, decision = cluster_master.decide_job(record, pods, role_notes=role_notes, pod_notes=pod_notes)
