@@ -145,9 +145,7 @@ def run_npm(args: list[str], env: dict[str, str]) -> None:
         raise PlatformError(NEEDS_NODE)
     result = subprocess.run([npm, *args], cwd=LAB_SOURCE, env=env, check=False)
     if result.returncode != 0:
-        raise ExecError(
-            f"paddle-nbext: `npm {' '.join(args)}` in labextension/ exited with {result.returncode} (output above)"
-        )
+        raise ExecError(f"paddle-nbext: `npm {' '.join(args)}` in labextension/ exited with {result.returncode} (output above)")
 
 
 def build_panel() -> None:
@@ -160,8 +158,7 @@ def build_panel() -> None:
     run_npm(["run", "build:prod"], env)
     if built_entry() is None:
         raise ExecError(
-            "paddle-nbext: `npm run build:prod` wrote no paddle_nbext/labextension/package.json "
-            "loading a static/remoteEntry.*.js"
+            "paddle-nbext: `npm run build:prod` wrote no paddle_nbext/labextension/package.json loading a static/remoteEntry.*.js"
         )
     STAMP.write_text(json.dumps(current_stamp(), indent=2) + "\n", encoding="utf-8")
 

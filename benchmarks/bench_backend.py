@@ -5,6 +5,7 @@ would measure the machine, not the panel.  Everything else stays real: the serve
 its REST routes and `/events` stream, the event hub, JupyterLab and Chromium.  `install()` swaps
 this class in for the `local` backend before the server starts (see `tests/browser/lab_server.py`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,9 +16,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from paddle_nbext.spec import JobSpec
+from paddle_nbext.status import JobStatus, ReplicaStatus
 from paddle_nbext_server.backends.base import Backend, JobNotFound, SubmitRequest
 from paddle_nbext_server.events import DELETED, UPDATED, JobEvent
-from paddle_nbext.status import JobStatus, ReplicaStatus
 
 JOBS = int(os.environ.get("PADDLE_BENCH_JOBS", "1000"))
 LOG_LINES = int(os.environ.get("PADDLE_BENCH_LOG_LINES", "10000"))
@@ -30,7 +31,9 @@ def _iso(moment: datetime) -> str:
 
 def _job(owner: str, number: int, now: datetime) -> JobStatus:
     phase = PHASES[number % len(PHASES)]
-    spec = JobSpec.from_dict({"job_name": f"bench-{number:04d}", "entry_point": "python ps_train.py", "pservers": 1, "trainers": 2}).to_dict()
+    spec = JobSpec.from_dict(
+        {"job_name": f"bench-{number:04d}", "entry_point": "python ps_train.py", "pservers": 1, "trainers": 2}
+    ).to_dict()
     replica_phase = {"Cancelled": "Stopped"}.get(phase, phase)
     replicas = [
         ReplicaStatus(role, index, replica_phase, None, 0 if phase == "Succeeded" else None, 0, _iso(now), None)
@@ -38,7 +41,9 @@ def _job(owner: str, number: int, now: datetime) -> JobStatus:
         for index in range(count)
     ]
     created = now - timedelta(minutes=number)
-    return JobStatus(f"bench-{number:04d}", owner, "bench", phase, f"{phase} (benchmark job)", spec, _iso(created), _iso(created), None, replicas)
+    return JobStatus(
+        f"bench-{number:04d}", owner, "bench", phase, f"{phase} (benchmark job)", spec, _iso(created), _iso(created), None, replicas
+    )
 
 
 def _log_line(number: int) -> str:

@@ -26,6 +26,7 @@ log and KWOK nodes); refuses to run when PADDLE_NBEXT_TEST_KUBECONFIG names anot
 
     .venv/bin/python benchmarks/bench_k8s.py [--jobs 1000] [--rounds 5] [--changes 40]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,10 +83,14 @@ GOALS = {"submit_ratio": 0.5, "writes_per_submit": 6, "list_p50_ms": 20.0, "list
 # without this extra Role `kubectl apply` is refused (403) under the notebook's ServiceAccount.
 KUBECTL_APPLY_GETS = {"get configmaps", "get services", "get jobs"}
 KUBECTL_APPLY_ROLE: dict[str, Any] = {
-    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "bench-kubectl-apply"},
-    "rules": [{"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["get"]},
-              {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]}],
-}  # fmt: skip
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "Role",
+    "metadata": {"name": "bench-kubectl-apply"},
+    "rules": [
+        {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["get"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+    ],
+}
 
 
 # ------------------------------------------------------------------------------------------ machine load
@@ -154,7 +159,8 @@ class LoadWindow:
 def load_text(load: dict[str, Any]) -> str:
     during = load["cpu_busy_percent_during"]
     busy = f"CPU busy {load['cpu_busy_percent_before']}% in the {load['background_seconds']:.0f} s before" + (
-        f", {during}% during" if during is not None else "")
+        f", {during}% during" if during is not None else ""
+    )
     return f"load {load['loadavg_before'][0]} → {load['loadavg_after'][0]}; {busy}; {load['nproc']} CPUs"
 
 
@@ -217,8 +223,13 @@ def classify(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 def summary(seconds: list[float]) -> dict[str, Any]:
     ms = [s * 1000 for s in seconds]
-    return {"n": len(ms), "min_ms": round(min(ms), 3), "median_ms": round(statistics.median(ms), 3),
-            "max_ms": round(max(ms), 3), "samples_ms": [round(v, 3) for v in ms]}
+    return {
+        "n": len(ms),
+        "min_ms": round(min(ms), 3),
+        "median_ms": round(statistics.median(ms), 3),
+        "max_ms": round(max(ms), 3),
+        "samples_ms": [round(v, 3) for v in ms],
+    }
 
 
 def read_body(response: Any) -> bytes:
@@ -267,8 +278,7 @@ class Bench:
         self.work = work
         self.kubectl = str((find_binaries() or {}).get("kubectl", ""))
         if not self.kubectl:
-            raise RuntimeError("no kubectl among the control plane's binaries; "
-                               "run `bash scripts/controlplane.sh build`")
+            raise RuntimeError("no kubectl among the control plane's binaries; run `bash scripts/controlplane.sh build`")
         self.kubectl_cache = work / "kubectl-cache"
         self.admin = cluster.api_client()
         # Any: the client takes plain dicts for bodies (as the backend sends them), which its type hints do not say
@@ -286,17 +296,19 @@ class Bench:
         every pod of the run to be bound by the scheduler (they go when the control plane stops)."""
         from support.controlplane import DEFAULT_NODES, kwok
 
-        role = next(d for d in yaml.safe_load_all((ROOT / "deploy/rbac/notebook-role.yaml").read_text())
-                    if d and d["kind"] == "Role")
+        role = next(d for d in yaml.safe_load_all((ROOT / "deploy/rbac/notebook-role.yaml").read_text()) if d and d["kind"] == "Role")
         self.namespace = self.cluster.new_namespace()
         self.kubeconfig = self.cluster.kubeconfig_for(self.namespace, SERVICE_ACCOUNT, role)
         rbac: Any = client.RbacAuthorizationV1Api(self.admin)
         rbac.create_namespaced_role(self.namespace, KUBECTL_APPLY_ROLE)
-        rbac.create_namespaced_role_binding(self.namespace, {
-            "metadata": {"name": KUBECTL_APPLY_ROLE["metadata"]["name"]},
-            "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": self.namespace}],
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                        "name": KUBECTL_APPLY_ROLE["metadata"]["name"]}})  # fmt: skip
+        rbac.create_namespaced_role_binding(
+            self.namespace,
+            {
+                "metadata": {"name": KUBECTL_APPLY_ROLE["metadata"]["name"]},
+                "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": self.namespace}],
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": KUBECTL_APPLY_ROLE["metadata"]["name"]},
+            },
+        )
         self.core.create_namespaced_service_account(self.namespace, {"metadata": {"name": MASTER_SERVICE_ACCOUNT}})
         self.audit = Audit(self.plane, f"system:serviceaccount:{self.namespace}:{SERVICE_ACCOUNT}")
         self.cluster.home_claim(self.namespace, HOME_CLAIM)
@@ -308,11 +320,18 @@ class Bench:
             if time.monotonic() > deadline:
                 raise RuntimeError("the ServiceAccount controller made no `default` account in the namespace")
             time.sleep(0.1)
-        self.core.create_namespaced_pod(self.namespace, {
-            "metadata": {"name": NOTEBOOK_POD},
-            "spec": {"containers": [{"name": "notebook", "image": "jupyter",
-                                     "volumeMounts": [{"name": "home", "mountPath": str(self.home)}]}],
-                     "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": HOME_CLAIM}}]}})  # fmt: skip
+        self.core.create_namespaced_pod(
+            self.namespace,
+            {
+                "metadata": {"name": NOTEBOOK_POD},
+                "spec": {
+                    "containers": [
+                        {"name": "notebook", "image": "jupyter", "volumeMounts": [{"name": "home", "mountPath": str(self.home)}]}
+                    ],
+                    "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": HOME_CLAIM}}],
+                },
+            },
+        )
         pods = self.args.jobs + 3 * self.args.rounds * 5 + 1  # fill pods, 5 pods per submitted job, notebook
         extra = max(0, math.ceil(pods / PODS_PER_NODE) + 1 - len(DEFAULT_NODES))
         for index in range(extra):
@@ -321,8 +340,11 @@ class Bench:
             self.nodes.append(node["metadata"]["name"])
         deadline = time.monotonic() + 60
         while True:
-            ready = {n.metadata.name for n in self.core.list_node().items
-                     if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])}
+            ready = {
+                n.metadata.name
+                for n in self.core.list_node().items
+                if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+            }
             if ready >= set(self.nodes):
                 break
             if time.monotonic() > deadline:
@@ -332,8 +354,9 @@ class Bench:
     def spec(self, name: str) -> Any:
         from paddle_nbext.spec import JobSpec
 
-        return JobSpec.from_dict({"job_name": name, "entry_point": "python train.py", "trainer_package": "code",
-                                  "pservers": 2, "trainers": 2})  # fmt: skip
+        return JobSpec.from_dict(
+            {"job_name": name, "entry_point": "python train.py", "trainer_package": "code", "pservers": 2, "trainers": 2}
+        )
 
     def request(self, name: str) -> Any:
         from paddle_nbext_server.backends.base import SubmitRequest
@@ -396,59 +419,71 @@ class Bench:
         return {
             "rounds": self.args.rounds,
             "job": "ps mode, 2 pservers + 2 trainers: record ConfigMap, headless Service, master/pserver/trainer Jobs",
-            "order": "per round: backend submit, kubectl apply -f, kubectl create -f; "
-                     f"{SETTLE_SECONDS} s pause after each (untimed)",
+            "order": f"per round: backend submit, kubectl apply -f, kubectl create -f; {SETTLE_SECONDS} s pause after each (untimed)",
             **figures,
-            "ratio_median_backend_to_kubectl_apply": round(figures["backend"]["median_ms"]
-                                                           / figures["kubectl_apply"]["median_ms"], 3),
-            "ratio_median_backend_to_kubectl_create": round(figures["backend"]["median_ms"]
-                                                            / figures["kubectl_create"]["median_ms"], 3),
+            "ratio_median_backend_to_kubectl_apply": round(figures["backend"]["median_ms"] / figures["kubectl_apply"]["median_ms"], 3),
+            "ratio_median_backend_to_kubectl_create": round(figures["backend"]["median_ms"] / figures["kubectl_create"]["median_ms"], 3),
             "goal_ratio_max": GOALS["submit_ratio"],
             "requests": {
                 "backend_first": backend_requests[0],
                 "backend_later_writes_max": max((r["writes"] for r in backend_requests[1:]), default=None),
                 "backend_later_reads_max": max((r["reads"] for r in backend_requests[1:]), default=None),
                 "backend_writes_max": max(r["writes"] for r in backend_requests),
-                "backend_used_kubectl_apply_gets": sorted({name for r in backend_requests for name in r["by_request"]
-                                                           if name in KUBECTL_APPLY_GETS}),
+                "backend_used_kubectl_apply_gets": sorted(
+                    {name for r in backend_requests for name in r["by_request"] if name in KUBECTL_APPLY_GETS}
+                ),
                 "backend_per_round": backend_requests,
                 "kubectl_apply_per_round": requests["kubectl_apply"],
                 "kubectl_create_per_round": requests["kubectl_create"],
                 "goal": "<= 6 writes per submit; reads only in the first (notebook pod and home claim, hub check)",
             },
             "load": load.close(),
-        }  # fmt: skip
+        }
 
     # --- 2. list of 1,000 jobs ----------------------------------------------------------------
     def fill(self) -> None:
         """`--jobs` job records, each with one trainer pod, through the admin client: what the
         backend's watch cache selects (managed-by label) and reads (job/owner/role labels, the
         completion index label, the owner annotation, spec.json in the record)."""
-        from paddle_nbext_server.backends.kubernetes import manifests as m
-
         from paddle_nbext.spec import JobSpec
+        from paddle_nbext_server.backends.kubernetes import manifests as m
 
         def one(index: int) -> None:
             name = f"many-{index:04d}"
-            spec = JobSpec.from_dict({"job_name": name, "entry_point": "python train.py", "mode": "collective",
-                                      "pservers": 0, "trainers": 1})  # fmt: skip
+            spec = JobSpec.from_dict(
+                {"job_name": name, "entry_point": "python train.py", "mode": "collective", "pservers": 0, "trainers": 1}
+            )
             base = {"name": name, "annotations": {m.OWNER_ANNOTATION: OWNER}}
-            read_body(self.core.create_namespaced_config_map(self.namespace, {
-                "metadata": {**base, "labels": m.labels(name, OWNER, "record")},
-                "data": {m.SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True)}}, _preload_content=False))  # fmt: skip
-            read_body(self.core.create_namespaced_pod(self.namespace, {
-                "metadata": {**base, "name": f"{name}-trainer-0",
-                             "labels": {**m.labels(name, OWNER, "trainer"), INDEX_KEY: "0"}},
-                "spec": {"containers": [{"name": m.CONTAINER, "image": "paddle"}],
-                         "automountServiceAccountToken": False, "enableServiceLinks": False}},
-                _preload_content=False))  # fmt: skip
+            read_body(
+                self.core.create_namespaced_config_map(
+                    self.namespace,
+                    {
+                        "metadata": {**base, "labels": m.labels(name, OWNER, "record")},
+                        "data": {m.SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True)},
+                    },
+                    _preload_content=False,
+                )
+            )
+            read_body(
+                self.core.create_namespaced_pod(
+                    self.namespace,
+                    {
+                        "metadata": {**base, "name": f"{name}-trainer-0", "labels": {**m.labels(name, OWNER, "trainer"), INDEX_KEY: "0"}},
+                        "spec": {
+                            "containers": [{"name": m.CONTAINER, "image": "paddle"}],
+                            "automountServiceAccountToken": False,
+                            "enableServiceLinks": False,
+                        },
+                    },
+                    _preload_content=False,
+                )
+            )
 
         with ThreadPoolExecutor(4) as pool:  # the admin client's connection pool holds 4
             list(pool.map(one, range(self.args.jobs)))
 
     def fill_pods_bound(self) -> tuple[int, int]:
-        response = self.core.list_namespaced_pod(self.namespace, label_selector="paddle-nbext/role=trainer",
-                                                 _preload_content=False)  # fmt: skip
+        response = self.core.list_namespaced_pod(self.namespace, label_selector="paddle-nbext/role=trainer", _preload_content=False)
         pods = [p for p in json.loads(response.data)["items"] if p["metadata"]["name"].startswith("many-")]
         return sum(1 for p in pods if (p.get("spec") or {}).get("nodeName")), len(pods)
 
@@ -492,15 +527,20 @@ class Bench:
         used = classify(self.audit.since(seen))
         timing = summary(samples)
         return {
-            "jobs": len(jobs), "calls": LIST_CALLS, **timing, "p50_ms": timing["median_ms"],
+            "jobs": len(jobs),
+            "calls": LIST_CALLS,
+            **timing,
+            "p50_ms": timing["median_ms"],
             "p90_ms": round(statistics.quantiles(samples, n=10)[-1] * 1000, 3),
             "goal_p50_ms": GOALS["list_p50_ms"],
             "api_requests_during_lists": used["total"],
-            "api_requests_by_request": used["by_request"], "goal_api_requests": GOALS["list_requests"],
-            "fill_seconds": round(filled, 1), "fill_to_steady_seconds": round(ready, 1),
+            "api_requests_by_request": used["by_request"],
+            "goal_api_requests": GOALS["list_requests"],
+            "fill_seconds": round(filled, 1),
+            "fill_to_steady_seconds": round(ready, 1),
             "pods": f"all {self.args.jobs} fill pods bound by kube-scheduler to KWOK nodes, none Pending unscheduled",
             "load": figures,
-        }  # fmt: skip
+        }
 
     # --- 3. pod status change -> event ------------------------------------------------------
     def read_pod(self, name: str) -> dict[str, Any]:
@@ -512,9 +552,10 @@ class Bench:
         return time.perf_counter() - started
 
     async def changes(self, hub: Any) -> dict[str, Any]:
-        from paddle_nbext_server.events import UPDATED
-        from paddle_nbext.contract import Phase
         from support.controlplane.kubelet import pod_status
+
+        from paddle_nbext.contract import Phase
+        from paddle_nbext_server.events import UPDATED
 
         if self.args.changes > self.args.jobs:
             raise RuntimeError("--changes must not exceed --jobs (each change is to another fill job's pod)")
@@ -539,13 +580,15 @@ class Bench:
                 await asyncio.sleep(CHANGE_GAP_SECONDS)
         figures = summary(delays)
         return {
-            **figures, "p50_ms": figures["median_ms"], "goal_p50_ms": GOALS["event_p50_ms"],
+            **figures,
+            "p50_ms": figures["median_ms"],
+            "goal_p50_ms": GOALS["event_p50_ms"],
             "status_write_round_trip_p50_ms": round(statistics.median(writes) * 1000, 2),
             "how": "admin client replaces pods/status (kubelet.pod_status: Pending -> Running) of a bound fill pod; "
-                   "timed from sending the write to the backend's UPDATED event with phase Running at a hub "
-                   f"subscriber; {CHANGE_GAP_SECONDS} s between changes",
+            "timed from sending the write to the backend's UPDATED event with phase Running at a hub "
+            f"subscriber; {CHANGE_GAP_SECONDS} s between changes",
             "load": load.close(),
-        }  # fmt: skip
+        }
 
     # --- the run --------------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
@@ -553,13 +596,22 @@ class Bench:
         from paddle_nbext_server.events import EventHub
 
         hub = EventHub(queue_size=100_000)
-        backend = KubernetesBackend(events=hub, kubeconfig=self.kubeconfig, namespace=self.namespace,
-                                    home_volume="auto", pod_name=NOTEBOOK_POD, home_path=str(self.home),
-                                    sync_timeout=60)  # fmt: skip
+        backend = KubernetesBackend(
+            events=hub,
+            kubeconfig=self.kubeconfig,
+            namespace=self.namespace,
+            home_volume="auto",
+            pod_name=NOTEBOOK_POD,
+            home_path=str(self.home),
+            sync_timeout=60,
+        )
         await backend.start()
         try:
-            return {"submit": await self.submits(backend), "list_jobs": await self.lists(backend, hub),
-                    "pod_change_to_event": await self.changes(hub)}  # fmt: skip
+            return {
+                "submit": await self.submits(backend),
+                "list_jobs": await self.lists(backend, hub),
+                "pod_change_to_event": await self.changes(hub),
+            }
         finally:
             await backend.stop()
 
@@ -585,67 +637,115 @@ def markdown(result: dict[str, Any]) -> str:
     rows = [
         (f"submit 2+2 job, backend, median ms of {submit['rounds']}", spread(submit["backend"]), "", "", sload),
         ("`kubectl apply -f` same manifests, median ms", spread(submit["kubectl_apply"]), "", "", sload),
-        ("ratio of medians backend / kubectl apply", submit["ratio_median_backend_to_kubectl_apply"], "≤ 0.5",
-         met(submit["ratio_median_backend_to_kubectl_apply"] <= GOALS["submit_ratio"]), sload),
-        ("`kubectl create -f` same manifests, median ms (reference)",
-         f"{spread(submit['kubectl_create'])}; backend / create {submit['ratio_median_backend_to_kubectl_create']}",
-         "", "", sload),
-        ("API writes per submit (max of all rounds)", requests["backend_writes_max"], "≤ 6",
-         met(requests["backend_writes_max"] <= GOALS["writes_per_submit"]), sload),
-        ("API reads, first submit", first["reads"],
-         "4: notebook pod + its home claim (home_volume=auto), hub check (list pods, list configmaps)",
-         met(first["reads"] == 4 and first["by_request"].get("get pods") == 1
-             and first["by_request"].get("get persistentvolumeclaims") == 1), sload),
+        (
+            "ratio of medians backend / kubectl apply",
+            submit["ratio_median_backend_to_kubectl_apply"],
+            "≤ 0.5",
+            met(submit["ratio_median_backend_to_kubectl_apply"] <= GOALS["submit_ratio"]),
+            sload,
+        ),
+        (
+            "`kubectl create -f` same manifests, median ms (reference)",
+            f"{spread(submit['kubectl_create'])}; backend / create {submit['ratio_median_backend_to_kubectl_create']}",
+            "",
+            "",
+            sload,
+        ),
+        (
+            "API writes per submit (max of all rounds)",
+            requests["backend_writes_max"],
+            "≤ 6",
+            met(requests["backend_writes_max"] <= GOALS["writes_per_submit"]),
+            sload,
+        ),
+        (
+            "API reads, first submit",
+            first["reads"],
+            "4: notebook pod + its home claim (home_volume=auto), hub check (list pods, list configmaps)",
+            met(
+                first["reads"] == 4
+                and first["by_request"].get("get pods") == 1
+                and first["by_request"].get("get persistentvolumeclaims") == 1
+            ),
+            sload,
+        ),
         ("API reads per later submit (max)", later_reads, "0", met(later_reads in (0, None)), sload),
-        ("kubectl apply: requests per apply (writes / reads / discovery+OpenAPI)",
-         (f"{apply_requests['writes']} / {apply_requests['reads']} ({apply_requests['forbidden']} refused, "
-          f"{apply_requests['not_found']} not found) / {apply_requests['non_resource']}"), "", "", sload),
-        (f"`list_jobs` with {listing['jobs']} jobs, p50 ms ({listing['calls']} calls)", listing["p50_ms"], "< 20",
-         met(listing["p50_ms"] < GOALS["list_p50_ms"]), lload),
-        (f"API requests during those {listing['calls']} lists", listing["api_requests_during_lists"], "0",
-         met(listing["api_requests_during_lists"] == GOALS["list_requests"]), lload),
-        (f"pod status change → backend event, p50 ms ({change['n']} changes)", change["p50_ms"], "< 100",
-         met(change["p50_ms"] < GOALS["event_p50_ms"]), cload),
-    ]  # fmt: skip
+        (
+            "kubectl apply: requests per apply (writes / reads / discovery+OpenAPI)",
+            (
+                f"{apply_requests['writes']} / {apply_requests['reads']} ({apply_requests['forbidden']} refused, "
+                f"{apply_requests['not_found']} not found) / {apply_requests['non_resource']}"
+            ),
+            "",
+            "",
+            sload,
+        ),
+        (
+            f"`list_jobs` with {listing['jobs']} jobs, p50 ms ({listing['calls']} calls)",
+            listing["p50_ms"],
+            "< 20",
+            met(listing["p50_ms"] < GOALS["list_p50_ms"]),
+            lload,
+        ),
+        (
+            f"API requests during those {listing['calls']} lists",
+            listing["api_requests_during_lists"],
+            "0",
+            met(listing["api_requests_during_lists"] == GOALS["list_requests"]),
+            lload,
+        ),
+        (
+            f"pod status change → backend event, p50 ms ({change['n']} changes)",
+            change["p50_ms"],
+            "< 100",
+            met(change["p50_ms"] < GOALS["event_p50_ms"]),
+            cload,
+        ),
+    ]
     plane = result["control_plane"]
     used = requests["backend_used_kubectl_apply_gets"]
     used_gets = f"the backend used {', '.join(used)} of them" if used else "the audit log shows the backend used none"
     lines = [
-        "# Kubernetes backend benchmark", "",
-        f"Run {result['started']} on {result['machine']}. Command: `{result['command']}`.", "",
+        "# Kubernetes backend benchmark",
+        "",
+        f"Run {result['started']} on {result['machine']}. Command: `{result['command']}`.",
+        "",
         "| measure | value | goal | met | machine load (1-min load average before → after; CPU busy share) |",
         "|---|---|---|---|---|",
         *[f"| {' | '.join(str(c) for c in row)} |" for row in rows],
         "",
-        (f"Real control plane from `tests/support/controlplane` on 127.0.0.1: kube-apiserver, kube-controller-manager "
-        f"and kube-scheduler {plane['kubernetes']}, etcd {plane['etcd']}, KWOK {plane['kwok']} playing the kubelets of "
-        f"{plane['nodes']} fake nodes ({PODS_PER_NODE} pods each), TLS, ServiceAccount tokens, Node+RBAC, default "
-        f"admission, audit log (started in {plane['startup_seconds']} s). The backend runs under the shipped Role "
-        f"with a TokenRequest token for ServiceAccount `{SERVICE_ACCOUNT}`; requests are counted from the API "
-        f"server's audit log for that user (the backend's and kubectl's told apart by user agent). kubectl "
-        f"{plane['kubernetes']} is built from the same pinned sources and applies, under the same ServiceAccount, "
-        f"the manifests of the backend's dry run for a fresh job name, with their ownerReferences removed (a single "
-        f"apply cannot know the record's uid that the backend fills in after creating the record; with the "
-        f"placeholder the garbage collector would delete the objects). Client-side `kubectl apply` reads each "
-        f"object first, and the shipped Role grants no `get` on ConfigMaps, Services or Jobs, so for kubectl the "
-        f"same ServiceAccount is also bound to a Role `bench-kubectl-apply` with just those gets ({used_gets}); "
-        f"`kubectl create -f` needs only the shipped Role. kubectl's "
-        f"discovery and OpenAPI caches are warm (one untimed server-side dry run first); the backend had listed and "
-        f"was watching, and its first submit reads the notebook pod and its home claim and checks once that no "
-        f"JupyterHub shares the namespace. The {listing['jobs']} listed jobs are "
-        f"{result['args']['jobs']} records with one trainer pod each, written by the admin client (every pod bound by "
-        f"kube-scheduler to a KWOK node before timing), plus the jobs submitted above. Other kube-apiserver processes "
-        f"(another test run's control plane) on the machine during the run: {result['other_kube_apiservers']} at "
-        f"most."),
+        (
+            f"Real control plane from `tests/support/controlplane` on 127.0.0.1: kube-apiserver, kube-controller-manager "
+            f"and kube-scheduler {plane['kubernetes']}, etcd {plane['etcd']}, KWOK {plane['kwok']} playing the kubelets of "
+            f"{plane['nodes']} fake nodes ({PODS_PER_NODE} pods each), TLS, ServiceAccount tokens, Node+RBAC, default "
+            f"admission, audit log (started in {plane['startup_seconds']} s). The backend runs under the shipped Role "
+            f"with a TokenRequest token for ServiceAccount `{SERVICE_ACCOUNT}`; requests are counted from the API "
+            f"server's audit log for that user (the backend's and kubectl's told apart by user agent). kubectl "
+            f"{plane['kubernetes']} is built from the same pinned sources and applies, under the same ServiceAccount, "
+            f"the manifests of the backend's dry run for a fresh job name, with their ownerReferences removed (a single "
+            f"apply cannot know the record's uid that the backend fills in after creating the record; with the "
+            f"placeholder the garbage collector would delete the objects). Client-side `kubectl apply` reads each "
+            f"object first, and the shipped Role grants no `get` on ConfigMaps, Services or Jobs, so for kubectl the "
+            f"same ServiceAccount is also bound to a Role `bench-kubectl-apply` with just those gets ({used_gets}); "
+            f"`kubectl create -f` needs only the shipped Role. kubectl's "
+            f"discovery and OpenAPI caches are warm (one untimed server-side dry run first); the backend had listed and "
+            f"was watching, and its first submit reads the notebook pod and its home claim and checks once that no "
+            f"JupyterHub shares the namespace. The {listing['jobs']} listed jobs are "
+            f"{result['args']['jobs']} records with one trainer pod each, written by the admin client (every pod bound by "
+            f"kube-scheduler to a KWOK node before timing), plus the jobs submitted above. Other kube-apiserver processes "
+            f"(another test run's control plane) on the machine during the run: {result['other_kube_apiservers']} at "
+            f"most."
+        ),
         "",
-        (f"First submit requests: {first['by_request']}. kubectl apply requests (last round): "
-         f"{apply_requests['by_request']}."),
+        (f"First submit requests: {first['by_request']}. kubectl apply requests (last round): {apply_requests['by_request']}."),
         "",
-        (f"Submit samples in ms, round by round: backend {submit['backend']['samples_ms']}; kubectl apply "
-         f"{submit['kubectl_apply']['samples_ms']}; kubectl create {submit['kubectl_create']['samples_ms']}. The "
-         f"backend's first submit also reads the notebook pod and opens its first write connection."),
+        (
+            f"Submit samples in ms, round by round: backend {submit['backend']['samples_ms']}; kubectl apply "
+            f"{submit['kubectl_apply']['samples_ms']}; kubectl create {submit['kubectl_create']['samples_ms']}. The "
+            f"backend's first submit also reads the notebook pod and opens its first write connection."
+        ),
         "",
-    ]  # fmt: skip
+    ]
     return "\n".join(lines)
 
 
@@ -663,8 +763,11 @@ def main() -> int:
     if args.rounds < 1 or args.jobs < 1 or args.changes < 1:
         parser.error("--jobs, --rounds and --changes must be at least 1")
     if os.environ.get(KUBECONFIG_ENV):
-        print(f"bench_k8s: needs the suite's own control plane (its API server audit log and KWOK nodes), not the "
-              f"cluster {KUBECONFIG_ENV} names; unset {KUBECONFIG_ENV} and run again", file=sys.stderr)
+        print(
+            f"bench_k8s: needs the suite's own control plane (its API server audit log and KWOK nodes), not the "
+            f"cluster {KUBECONFIG_ENV} names; unset {KUBECONFIG_ENV} and run again",
+            file=sys.stderr,
+        )
         return 2
     signal.signal(signal.SIGTERM, _terminate)
     from support.controlplane import ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION
@@ -692,17 +795,23 @@ def main() -> int:
                 cluster.cleanup()
             substrate.close()
     loads = [result[k]["load"] for k in ("submit", "list_jobs", "pod_change_to_event")]
-    result.update({
-        "started": started,
-        "command": f"python benchmarks/bench_k8s.py --jobs {args.jobs} --rounds {args.rounds} --changes {args.changes}",
-        "args": vars(args),
-        "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, {platform.system()}, "
-                   f"Python {platform.python_version()}",
-        "other_kube_apiservers": max(load["other_kube_apiservers"] for load in loads),
-        "control_plane": {"kubernetes": KUBERNETES_VERSION, "etcd": ETCD_VERSION, "kwok": KWOK_VERSION,
-                          "kubectl": KUBERNETES_VERSION, "nodes": nodes,
-                          "startup_seconds": round(startup or 0.0, 1)},
-    })  # fmt: skip
+    result.update(
+        {
+            "started": started,
+            "command": f"python benchmarks/bench_k8s.py --jobs {args.jobs} --rounds {args.rounds} --changes {args.changes}",
+            "args": vars(args),
+            "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, {platform.system()}, Python {platform.python_version()}",
+            "other_kube_apiservers": max(load["other_kube_apiservers"] for load in loads),
+            "control_plane": {
+                "kubernetes": KUBERNETES_VERSION,
+                "etcd": ETCD_VERSION,
+                "kwok": KWOK_VERSION,
+                "kubectl": KUBERNETES_VERSION,
+                "nodes": nodes,
+                "startup_seconds": round(startup or 0.0, 1),
+            },
+        }
+    )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "k8s.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "k8s.md").write_text(markdown(result))

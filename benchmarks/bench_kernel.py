@@ -11,6 +11,7 @@
 
 Writes benchmarks/results/kernel.json and kernel.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,7 +56,7 @@ def measure_import(runs: int) -> dict[str, Any]:
         samples.append(json.loads(out.stdout.strip().splitlines()[-1]))
     imports = [s["import_ms"] for s in samples]
     loads = [s["load_ext_ms"] for s in samples]
-    totals = [a + b for a, b in zip(imports, loads)]
+    totals = [a + b for a, b in zip(imports, loads, strict=True)]
     heavy = sorted({m for s in samples for m in s["heavy_modules"]})
     return {
         "runs": runs,
@@ -73,21 +74,39 @@ def measure_import(runs: int) -> dict[str, Any]:
 class _Server:
     """A real Jupyter server with the extension, in a temporary home, on loopback."""
 
-    def __enter__(self) -> "_Server":
+    def __enter__(self) -> _Server:
         self.tmp = tempfile.TemporaryDirectory(prefix="paddle-bench-")
         self.home = Path(self.tmp.name)
         port = free_port()
         self.token = secrets.token_hex(16)
         self.api = f"http://127.0.0.1:{port}/paddle/api/v1"
-        env = {**os.environ, "HOME": str(self.home), "JUPYTER_RUNTIME_DIR": str(self.home / ".runtime"), "JUPYTER_CONFIG_DIR": str(self.home / ".jupyter")}
+        env = {
+            **os.environ,
+            "HOME": str(self.home),
+            "JUPYTER_RUNTIME_DIR": str(self.home / ".runtime"),
+            "JUPYTER_CONFIG_DIR": str(self.home / ".jupyter"),
+        }
         env.pop("PADDLE_NBEXT_API_URL", None)
         env.pop("PADDLE_NBEXT_TOKEN", None)
         self.jupyter = JupyterProcess(
-            [str(Path(sys.executable).with_name("jupyter")), "server", "--allow-root", "--no-browser", "--ip=127.0.0.1",
-             f"--port={port}", f"--ServerApp.token={self.token}", f"--ServerApp.root_dir={self.home}",
-             "--ServerApp.port_retries=0", "--ServerApp.jpserver_extensions={'paddle_nbext_server': True}"],
-            url=f"http://127.0.0.1:{port}/", token=self.token, log_path=self.home / "server.log", env=env, cwd=self.home,
-        )  # fmt: skip
+            [
+                str(Path(sys.executable).with_name("jupyter")),
+                "server",
+                "--allow-root",
+                "--no-browser",
+                "--ip=127.0.0.1",
+                f"--port={port}",
+                f"--ServerApp.token={self.token}",
+                f"--ServerApp.root_dir={self.home}",
+                "--ServerApp.port_retries=0",
+                "--ServerApp.jpserver_extensions={'paddle_nbext_server': True}",
+            ],
+            url=f"http://127.0.0.1:{port}/",
+            token=self.token,
+            log_path=self.home / "server.log",
+            env=env,
+            cwd=self.home,
+        )
         try:
             self.jupyter.start()
         except BaseException:
@@ -129,8 +148,15 @@ def measure_widgets(intervals: int, interval: float) -> dict[str, Any]:
         package = server.home / "bench"
         package.mkdir()
         submitter = Client(server.api, server.token)
-        job = api.submit("python -c \"import time; time.sleep(600)\"", job_name="bench-sleep", mode="collective",
-                         trainers=1, trainer_cpu="100m", trainer_package=str(package), client=submitter)  # fmt: skip
+        job = api.submit(
+            'python -c "import time; time.sleep(600)"',
+            job_name="bench-sleep",
+            mode="collective",
+            trainers=1,
+            trainer_cpu="100m",
+            trainer_package=str(package),
+            client=submitter,
+        )
         results = {}
         for label, build in (
             ("job_list", lambda c: JobListWidget(c, interval=interval)),

@@ -12,6 +12,7 @@ point.  Writes benchmarks/results/local.json and local.md.
 
     .venv/bin/python benchmarks/bench_local.py [--rounds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,6 @@ import asyncio
 import json
 import os
 import platform
-import resource
 import shutil
 import signal
 import socket
@@ -51,7 +51,7 @@ def wait_ports(ports: list[int], timeout: float = 120) -> None:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"pserver port {port} never opened")
+                    raise RuntimeError(f"pserver port {port} never opened") from None
                 time.sleep(0.05)
 
 
@@ -59,20 +59,37 @@ def run_bare(workdir: Path) -> float:
     """Four processes, minimal env (docs/paddle-facts.md), no paddle-nbext code involved."""
     ports = [free_port(), free_port()]
     plist = ",".join(f"127.0.0.1:{p}" for p in ports)
-    common = {**os.environ, "FLAGS_enable_pir_api": "0", "PADDLE_PSERVERS_IP_PORT_LIST": plist,
-              "PADDLE_TRAINERS_NUM": "2", "POD_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
+    common = {
+        **os.environ,
+        "FLAGS_enable_pir_api": "0",
+        "PADDLE_PSERVERS_IP_PORT_LIST": plist,
+        "PADDLE_TRAINERS_NUM": "2",
+        "POD_IP": "127.0.0.1",
+        "PYTHONUNBUFFERED": "1",
+    }
     start = time.monotonic()
     logs = open(workdir / "bare.log", "ab")
     servers = [
-        subprocess.Popen([PYTHON, str(EXAMPLE)], cwd=workdir, stdout=logs, stderr=subprocess.STDOUT, start_new_session=True,
-                         env={**common, "TRAINING_ROLE": "PSERVER", "PADDLE_PORT": str(port)})
+        subprocess.Popen(
+            [PYTHON, str(EXAMPLE)],
+            cwd=workdir,
+            stdout=logs,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**common, "TRAINING_ROLE": "PSERVER", "PADDLE_PORT": str(port)},
+        )
         for port in ports
     ]
     try:
         wait_ports(ports)
         trainers = [
-            subprocess.Popen([PYTHON, str(EXAMPLE)], cwd=workdir, stdout=logs, stderr=subprocess.STDOUT,
-                             env={**common, "TRAINING_ROLE": "TRAINER", "PADDLE_TRAINER_ID": str(i), "PADDLE_PORT": str(free_port())})
+            subprocess.Popen(
+                [PYTHON, str(EXAMPLE)],
+                cwd=workdir,
+                stdout=logs,
+                stderr=subprocess.STDOUT,
+                env={**common, "TRAINING_ROLE": "TRAINER", "PADDLE_TRAINER_ID": str(i), "PADDLE_PORT": str(free_port())},
+            )
             for i in range(2)
         ]
         codes = [t.wait(timeout=300) for t in trainers]
@@ -107,7 +124,10 @@ def run_launch(workdir: Path) -> float:
     start = time.monotonic()
     launch = subprocess.Popen(
         [PYTHON, "-m", "paddle.distributed.launch", "--server_num=2", "--trainer_num=2", "--log_dir", str(log_dir), str(EXAMPLE)],
-        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "FLAGS_enable_pir_api": "0"},
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "FLAGS_enable_pir_api": "0"},
         start_new_session=True,
     )
     try:
@@ -154,8 +174,17 @@ def run_local(home: Path, name: str) -> tuple[float, int]:
 
     async def scenario() -> tuple[float, int]:
         backend = LocalBackend(events=EventHub(), jobs_dir=str(home / ".paddle-jobs"))
-        spec = JobSpec.from_dict({"job_name": name, "entry_point": "python ps_train.py", "trainer_package": "code",
-                                  "pservers": 2, "trainers": 2, "pserver_cpu": "500m", "trainer_cpu": "500m"})
+        spec = JobSpec.from_dict(
+            {
+                "job_name": name,
+                "entry_point": "python ps_train.py",
+                "trainer_package": "code",
+                "pservers": 2,
+                "trainers": 2,
+                "pserver_cpu": "500m",
+                "trainer_cpu": "500m",
+            }
+        )
         peak = [0]
         start = time.monotonic()
         await backend.submit(SubmitRequest(spec=spec, owner="bench", home=home))
@@ -176,11 +205,20 @@ def run_local(home: Path, name: str) -> tuple[float, int]:
 
 def launcher_peak_rss(workdir: Path) -> int:
     """Peak RSS of the launcher process before it execs (exec keeps the max-RSS record)."""
-    env = {**os.environ, "PADDLE_NBEXT_JOB": "bench", "PADDLE_NBEXT_MODE": "collective", "PADDLE_NBEXT_ROLE": "trainer",
-           "PADDLE_NBEXT_INDEX": "0", "PADDLE_NBEXT_TRAINER_ENDPOINTS": "127.0.0.1:1", "PADDLE_NBEXT_ENTRY": "true",
-           "PADDLE_NBEXT_WORKDIR": str(workdir)}
-    code = ("import resource, subprocess, sys; subprocess.run([sys.executable, sys.argv[1]], check=True); "
-            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    env = {
+        **os.environ,
+        "PADDLE_NBEXT_JOB": "bench",
+        "PADDLE_NBEXT_MODE": "collective",
+        "PADDLE_NBEXT_ROLE": "trainer",
+        "PADDLE_NBEXT_INDEX": "0",
+        "PADDLE_NBEXT_TRAINER_ENDPOINTS": "127.0.0.1:1",
+        "PADDLE_NBEXT_ENTRY": "true",
+        "PADDLE_NBEXT_WORKDIR": str(workdir),
+    }
+    code = (
+        "import resource, subprocess, sys; subprocess.run([sys.executable, sys.argv[1]], check=True); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
     launcher = ROOT / "server_ext" / "paddle_nbext_server" / "runtime" / "launcher.py"
     out = subprocess.run([PYTHON, "-c", code, str(launcher)], env=env, capture_output=True, text=True, check=True)
     return int(out.stdout.strip()) * 1024
@@ -199,7 +237,7 @@ def main() -> int:
     order = ["local", "launch", "bare"]
     try:
         for round_number in range(args.rounds):
-            for variant in order[round_number % 3:] + order[: round_number % 3]:  # rotate so no variant always goes first
+            for variant in order[round_number % 3 :] + order[: round_number % 3]:  # rotate so no variant always goes first
                 if variant == "local":
                     elapsed, peak = run_local(home, f"bench-{round_number}")
                     master_peaks.append(peak)
@@ -225,9 +263,9 @@ def main() -> int:
         "master_peak_rss_mib": max(master_peaks) / mib,
         "launcher_peak_rss_mib": launcher_peak / mib,
         "note_launch": "paddle.distributed.launch never exits for this PS job (pservers block forever); its time is measured "
-                       "until both trainers logged 'done', after which the benchmark kills it. local and bare include stopping the pservers.",
+        "until both trainers logged 'done', after which the benchmark kills it. local and bare include stopping the pservers.",
         "note": "The launcher execs the entry point, so its memory is transient (gone once the replica runs); "
-                "the master stays for the job's lifetime.",
+        "the master stays for the job's lifetime.",
         "goals": {"ratio_local_vs_launch": "<= 0.9", "ratio_local_vs_bare": "<= 1.1", "extra_rss_mib": "<= 30"},
     }
     RESULTS.mkdir(exist_ok=True)

@@ -14,6 +14,7 @@ measures, in headless Chromium:
 Figures go to `benchmarks/results/panel.json` and `panel.md`.  Needs the built extension
 (`cd labextension && npm ci && npm run build:prod`).
 """
+
 from __future__ import annotations
 
 import json
@@ -255,7 +256,13 @@ def write(results: dict[str, Any]) -> None:
     lines.append(
         f"| event arrival → DOM update | {event['median_ms']} ms | {event['p95_ms']} ms | {event['max_ms']} ms | {event['runs']} | < 100 ms |"
     )
-    lines += ["", "Log viewer, 10,000 lines:", "", "| how | all lines in DOM (median) | longest task | longest frame |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "Log viewer, 10,000 lines:",
+        "",
+        "| how | all lines in DOM (median) | longest task | longest frame |",
+        "|---|---|---|---|",
+    ]
     for mode, figures in results["log_viewer_10000_lines"].items():
         lines.append(
             f"| {mode.replace('_', ' ')} | {figures['all_lines_in_dom_ms']['median_ms']} ms | {figures['longest_task_ms']} ms | {figures['longest_frame_ms']} ms |"

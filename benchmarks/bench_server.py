@@ -9,6 +9,7 @@ Starts a real `jupyter server` (default settings, local backend) in a temporary 
 
 Figures go to benchmarks/results/server.json and server.md (goals from issue 3 beside them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,13 +72,32 @@ class Server:
         (config_dir / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
         shutil.copy(ENABLE_FILE, config_dir / "jupyter_server_config.d" / ENABLE_FILE.name)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "PADDLE_NBEXT_"))}
-        env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(config_dir), JUPYTER_DATA_DIR=str(home / ".jdata"),
-                   JUPYTER_RUNTIME_DIR=str(home / ".jruntime"), JUPYTER_PLATFORM_DIRS="1")  # fmt: skip
+        env.update(
+            HOME=str(home),
+            JUPYTER_CONFIG_DIR=str(config_dir),
+            JUPYTER_DATA_DIR=str(home / ".jdata"),
+            JUPYTER_RUNTIME_DIR=str(home / ".jruntime"),
+            JUPYTER_PLATFORM_DIRS="1",
+        )
         self.jupyter = JupyterProcess(
-            [sys.executable, "-m", "jupyter_server", "--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0",
-             "--no-browser", "--allow-root", f"--ServerApp.root_dir={home}", f"--IdentityProvider.token={TOKEN}"],
-            url=self.base, token=TOKEN, log_path=home / "jupyter.log", env=env, stop_grace=60,
-        ).start()  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "jupyter_server",
+                "--ip=127.0.0.1",
+                f"--port={self.port}",
+                "--port-retries=0",
+                "--no-browser",
+                "--allow-root",
+                f"--ServerApp.root_dir={home}",
+                f"--IdentityProvider.token={TOKEN}",
+            ],
+            url=self.base,
+            token=TOKEN,
+            log_path=home / "jupyter.log",
+            env=env,
+            stop_grace=60,
+        ).start()
 
     def stop(self) -> None:
         self.jupyter.stop()
@@ -91,14 +111,30 @@ def seed_jobs(home: Path, count: int, owner: str) -> None:
         name = f"seed-{i:04d}"
         created = datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() + i * 60
         stamp = datetime.fromtimestamp(created, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        spec = {"job_name": name, "entry_point": "python ps_train.py", "trainer_package": str(home), "image": None,
-                "mode": "ps", "pservers": 1, "trainers": 2, "pserver_cpu": "1", "pserver_mem": "1Gi", "trainer_cpu": "1",
-                "trainer_mem": "1Gi", "trainer_gpu": 0, "env": {}, "snapshot": True, "max_restarts": 0, "timeout": None}  # fmt: skip
+        spec = {
+            "job_name": name,
+            "entry_point": "python ps_train.py",
+            "trainer_package": str(home),
+            "image": None,
+            "mode": "ps",
+            "pservers": 1,
+            "trainers": 2,
+            "pserver_cpu": "1",
+            "pserver_mem": "1Gi",
+            "trainer_cpu": "1",
+            "trainer_mem": "1Gi",
+            "trainer_gpu": 0,
+            "env": {},
+            "snapshot": True,
+            "max_restarts": 0,
+            "timeout": None,
+        }
         replicas = [
-            ReplicaStatus(role, index, "Stopped" if role == "pserver" else "Succeeded", None,
-                          None if role == "pserver" else 0, 0, stamp, stamp)
+            ReplicaStatus(
+                role, index, "Stopped" if role == "pserver" else "Succeeded", None, None if role == "pserver" else 0, 0, stamp, stamp
+            )
             for role, index in (("pserver", 0), ("trainer", 0), ("trainer", 1))
-        ]  # fmt: skip
+        ]
         status = JobStatus(name, owner, "local", "Succeeded", "All 2 trainers succeeded.", spec, stamp, stamp, stamp, replicas)
         job_dir = root / name
         (job_dir / "logs").mkdir(parents=True)
@@ -135,7 +171,12 @@ async def measure_event_delay(server: Server, jobs: int) -> list[float]:
     try:
         for i in range(jobs):
             name = f"tick-{i:03d}"
-            body = {"job_name": name, "mode": "collective", "entry_point": "python -c \"import time; time.sleep(0.3)\"", "trainer_cpu": "100m"}
+            body = {
+                "job_name": name,
+                "mode": "collective",
+                "entry_point": 'python -c "import time; time.sleep(0.3)"',
+                "trainer_cpu": "100m",
+            }
             response = await asyncio.to_thread(requests.post, f"{server.api}/jobs", json=body, headers=server.headers, timeout=60)
             response.raise_for_status()
             seen: set[str] = set()
@@ -151,7 +192,13 @@ async def measure_event_delay(server: Server, jobs: int) -> list[float]:
                 if data["name"] != name or data["phase"] in seen:
                     continue
                 seen.add(data["phase"])
-                stamp = data["started"] if data["phase"] == "Running" else data["finished"] if data["phase"] in ("Succeeded", "Failed") else None
+                stamp = (
+                    data["started"]
+                    if data["phase"] == "Running"
+                    else data["finished"]
+                    if data["phase"] in ("Succeeded", "Failed")
+                    else None
+                )
                 if stamp:
                     delays.append((arrived - parse_iso(stamp)) * 1000)
             await asyncio.to_thread(requests.delete, f"{server.api}/jobs/{name}", headers=server.headers, timeout=60)
@@ -173,9 +220,7 @@ def timed_gets(url: str, headers: dict[str, str], count: int) -> list[float]:
 
 
 async def measure_status_under_streams(server: Server, follows: int, events: int, samples: int) -> list[float]:
-    (server.home / "ticker.py").write_text(
-        "import time\nfor i in range(100000):\n    print('tick', i, flush=True)\n    time.sleep(0.2)\n"
-    )
+    (server.home / "ticker.py").write_text("import time\nfor i in range(100000):\n    print('tick', i, flush=True)\n    time.sleep(0.2)\n")
     body = {"job_name": "ticker", "mode": "collective", "entry_point": "python ticker.py", "trainer_cpu": "100m"}
     requests.post(f"{server.api}/jobs", json=body, headers=server.headers, timeout=60).raise_for_status()
     streams = []
@@ -240,13 +285,30 @@ def write_results(results: dict[str, Any]) -> None:
         "|---|---|---|---|---|---|",
     ]
     rows = [
-        ("`GET /jobs` with 1,000 jobs", results["jobs_list"], f"p50 < {GOALS['jobs_list_p50_ms']:.0f} ms", results["goals_met"]["jobs_list_p50"]),
-        ("status change → event at client", results["event_delay"], f"p50 < {GOALS['event_delay_p50_ms']:.0f} ms", results["goals_met"]["event_delay_p50"]),
-        ("`GET /api/status` with 50 log + 50 event streams", results["status_with_streams"], f"p99 < {GOALS['status_p99_ms_with_streams']:.0f} ms", results["goals_met"]["status_p99"]),
+        (
+            "`GET /jobs` with 1,000 jobs",
+            results["jobs_list"],
+            f"p50 < {GOALS['jobs_list_p50_ms']:.0f} ms",
+            results["goals_met"]["jobs_list_p50"],
+        ),
+        (
+            "status change → event at client",
+            results["event_delay"],
+            f"p50 < {GOALS['event_delay_p50_ms']:.0f} ms",
+            results["goals_met"]["event_delay_p50"],
+        ),
+        (
+            "`GET /api/status` with 50 log + 50 event streams",
+            results["status_with_streams"],
+            f"p99 < {GOALS['status_p99_ms_with_streams']:.0f} ms",
+            results["goals_met"]["status_p99"],
+        ),
         ("`GET /api/status` idle (reference)", results["status_idle"], "", ""),
     ]
     for label, figures, goal, met in rows:
-        lines.append(f"| {label} | {figures['p50_ms']} | {figures['p99_ms']} | {figures['n']} | {goal} | {'' if met == '' else ('yes' if met else 'NO')} |")
+        lines.append(
+            f"| {label} | {figures['p50_ms']} | {figures['p99_ms']} | {figures['n']} | {goal} | {'' if met == '' else ('yes' if met else 'NO')} |"
+        )
     breakdown = results["jobs_list_breakdown"]
     lines += [
         "",

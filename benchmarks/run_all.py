@@ -7,6 +7,7 @@ them in a fixed order (cheap first) and joins the Markdown reports into `results
 Benchmarks are never part of the test suite: their goals are about speed on a given machine,
 and the test suite asserts only behaviour.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -5,6 +5,7 @@ own batches; gradients are averaged across trainers by DataParallel.  Prints `st
 lines whose loss visibly falls.  The launcher sets the collective environment
 (`PADDLE_TRAINER_ENDPOINTS`, `PADDLE_CURRENT_ENDPOINT`, `PADDLE_DISTRI_BACKEND=gloo`, ...).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,7 @@ def main() -> int:
     dist.init_parallel_env()
     rank, world = dist.get_rank(), dist.get_world_size()
     paddle.seed(0)  # same initial weights on every rank
-    model = paddle.DataParallel(
-        paddle.nn.Sequential(paddle.nn.Linear(FEATURES, 16), paddle.nn.Tanh(), paddle.nn.Linear(16, 1))
-    )
+    model = paddle.DataParallel(paddle.nn.Sequential(paddle.nn.Linear(FEATURES, 16), paddle.nn.Tanh(), paddle.nn.Linear(16, 1)))
     optimizer = paddle.optimizer.SGD(learning_rate=args.lr, parameters=model.parameters())
     truth = np.random.default_rng(0).normal(size=(FEATURES, 1)).astype("float32")
     rng = np.random.default_rng(1000 + rank)

@@ -10,6 +10,7 @@ and `--raise-trainer I --raise-step N` makes it raise a ValueError there, the wa
 fails (Paddle then prints its own shutdown lines after the traceback): how the tests (and
 curious users) see what a failing trainer looks like.
 """
+
 from __future__ import annotations
 
 import argparse

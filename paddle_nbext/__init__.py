@@ -8,6 +8,7 @@
 Imports are lazy (PEP 562 `__getattr__`): `import paddle_nbext` loads neither requests, ipywidgets
 nor IPython's magic machinery, and never the server side, so it stays cheap in every kernel.
 """
+
 from __future__ import annotations
 
 from importlib import import_module

@@ -5,6 +5,7 @@ A `Job` is a name plus the last status the server sent; every method that needs 
 the server (there is no hidden polling here — the live view in notebooks is the status widget,
 created only when a job is displayed in a kernel that has a frontend).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -22,7 +23,19 @@ from .contract import Role, is_terminal
 from .spec import JobSpec
 from .status import JobStatus, SubmitPlan
 
-__all__ = ["Job", "JobList", "LogText", "PaddleJob", "SubmitPlan", "connect", "dist_train", "get_client", "jobs", "submit", "ENTRY_SCRIPT_NAME"]
+__all__ = [
+    "Job",
+    "JobList",
+    "LogText",
+    "PaddleJob",
+    "SubmitPlan",
+    "connect",
+    "dist_train",
+    "get_client",
+    "jobs",
+    "submit",
+    "ENTRY_SCRIPT_NAME",
+]
 
 #: The file the server writes `entry_script` to, inside the job's package snapshot.
 ENTRY_SCRIPT_NAME = "paddle_entry.py"
@@ -79,8 +92,8 @@ class Job:
     def __init__(self, name: str, client: Client | None = None, status: JobStatus | None = None):
         self.name = name
         self.client = get_client(client)
-        self.last: JobStatus = status if status is not None else JobStatus(
-            name=name, owner="", backend="", phase=UNKNOWN, message="", spec={}, created=""
+        self.last: JobStatus = (
+            status if status is not None else JobStatus(name=name, owner="", backend="", phase=UNKNOWN, message="", spec={}, created="")
         )
 
     @property
@@ -273,7 +286,9 @@ class PaddleJob:
         return f"PaddleJob({', '.join(f'{name}={value!r}' for name, value in self.to_spec().items())})"
 
 
-PaddleJob.__signature__ = inspect.Signature([inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in JobSpec.FIELDS])
+PaddleJob.__signature__ = inspect.Signature(
+    [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in JobSpec.FIELDS]
+)
 
 
 def _function_script(function: Callable[..., Any]) -> str:

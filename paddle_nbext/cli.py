@@ -9,6 +9,7 @@ Exit codes: 0 ok; 1 the job failed (or was cancelled) or the API refused/was unr
 The server comes from `--url`/`--token`, else `PADDLE_NBEXT_API_URL`/`PADDLE_NBEXT_TOKEN`, else the
 running Jupyter server whose root dir contains the current directory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,9 @@ class _ShowVersion(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
+    ) -> None:
         raise HelpShown(f"paddle-nbext {__version__}\n")
 
 

@@ -9,6 +9,7 @@ Discovery (docs/architecture.md, "Kernel discovery"): an explicit URL/token, els
 `PADDLE_NBEXT_API_URL` + `PADDLE_NBEXT_TOKEN` variables the server extension sets for kernels,
 else the running-server list, choosing the server whose root dir contains the current directory.
 """
+
 from __future__ import annotations
 
 import json
@@ -177,8 +178,7 @@ class Client:
             response = self._session.request(method, url, timeout=kwargs.pop("timeout", self.timeout), stream=stream, **kwargs)
         except requests.ConnectionError as error:
             raise ServerUnreachable(
-                f"Cannot reach the Jupyter server at {self.url} ({_short_cause(error)}); is it running? "
-                f"Check the URL ({ENV_URL} or --url)."
+                f"Cannot reach the Jupyter server at {self.url} ({_short_cause(error)}); is it running? Check the URL ({ENV_URL} or --url)."
             ) from None
         except requests.Timeout:
             raise ServerUnreachable(f"The Jupyter server at {self.url} did not answer within {self.timeout:g} s.") from None
@@ -206,10 +206,13 @@ class Client:
             raise ApiError(
                 403,
                 "forbidden",
-                f"The Jupyter server at {self.url} refused the credentials (403): set {ENV_TOKEN} "
-                "(or --token) to the server's token.",
+                f"The Jupyter server at {self.url} refused the credentials (403): set {ENV_TOKEN} (or --token) to the server's token.",
             )
-        raise ApiError(response.status_code, "http_error", f"The server answered {response.status_code} {response.reason} for {response.request.method} {response.url}.")
+        raise ApiError(
+            response.status_code,
+            "http_error",
+            f"The server answered {response.status_code} {response.reason} for {response.request.method} {response.url}.",
+        )
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self._request(method, path, **kwargs)
@@ -219,15 +222,16 @@ class Client:
             return response.json()
         except ValueError:
             raise ExtensionMissing(
-                f"{self.url}{path} did not return JSON; the paddle-nbext server extension is probably not "
-                f"enabled there (`{ENABLE_HINT}`)."
+                f"{self.url}{path} did not return JSON; the paddle-nbext server extension is probably not enabled there (`{ENABLE_HINT}`)."
             ) from None
 
     def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """The JSON object an endpoint answers (each of them answers one)."""
         body = self._json(method, path, **kwargs)
         if not isinstance(body, dict):
-            raise UnexpectedAnswer(f"{method} {self.url}{path} answered {type(body).__name__}, not a JSON object; is this a paddle-nbext server?")
+            raise UnexpectedAnswer(
+                f"{method} {self.url}{path} answered {type(body).__name__}, not a JSON object; is this a paddle-nbext server?"
+            )
         return body
 
     def _status(self, method: str, path: str, **kwargs: Any) -> JobStatus:
@@ -285,9 +289,7 @@ class Client:
         params = _log_params(role, index, tail, previous, follow=False)
         return self._request("GET", f"/jobs/{_quote(name)}/logs", params=params).text
 
-    def follow_logs(
-        self, name: str, *, role: str = Role.TRAINER, index: int = 0, tail: int | None = None
-    ) -> Iterator[str]:
+    def follow_logs(self, name: str, *, role: str = Role.TRAINER, index: int = 0, tail: int | None = None) -> Iterator[str]:
         """Yield log text as it is written, until the replica ends (the server closes the stream)."""
         params = _log_params(role, index, tail, False, follow=True)
         response = self._request("GET", f"/jobs/{_quote(name)}/logs", params=params, stream=True, timeout=(self.timeout, None))
@@ -302,7 +304,9 @@ def _read(build: Callable[[Mapping[str, Any]], T], body: Mapping[str, Any], wher
     try:
         return build(body)
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise UnexpectedAnswer(f"{where} answered a body this client cannot read ({type(error).__name__}: {error}); is the server a compatible paddle-nbext?") from None
+        raise UnexpectedAnswer(
+            f"{where} answered a body this client cannot read ({type(error).__name__}: {error}); is the server a compatible paddle-nbext?"
+        ) from None
 
 
 def _log_params(role: str, index: int, tail: int | None, previous: bool, *, follow: bool) -> dict[str, str]:

@@ -4,6 +4,7 @@ Pure functions of the typed job status the REST client returns (`paddle_nbext.st
 docs/architecture.md "Job status"), so every view of a job says the same thing and can be tested
 without a server.
 """
+
 from __future__ import annotations
 
 import html

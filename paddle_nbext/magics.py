@@ -4,6 +4,7 @@ Users mistype flags all the time, so every error — bad flag, invalid field, se
 server not found — is printed as ONE line on stderr (naming the flag and what is allowed) and the
 magic returns None; no traceback ever reaches the notebook.  `--help` prints the usage.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -43,7 +44,9 @@ def _submit_parser() -> Parser:
 def _logs_parser() -> Parser:
     parser = Parser(prog="%paddle_logs", description="Show one replica's log.")
     parser.add_argument("name", metavar="NAME", help="job name")
-    parser.add_argument("--role", choices=(Role.TRAINER.value, Role.PSERVER.value), default=Role.TRAINER.value, help="replica role [trainer]")
+    parser.add_argument(
+        "--role", choices=(Role.TRAINER.value, Role.PSERVER.value), default=Role.TRAINER.value, help="replica role [trainer]"
+    )
     parser.add_argument("--index", type=int, default=0, help="replica index [0]")
     parser.add_argument("--tail", type=int, default=None, help="only the last N lines")
     parser.add_argument("--previous", action="store_true", help="the log of the previous (restarted) attempt")
@@ -124,7 +127,9 @@ class PaddleMagics(Magics):
                 job.logs(args.role, args.index, tail=args.tail, follow=True)
                 return None
             text = job.logs(args.role, args.index, tail=args.tail, previous=args.previous) or ""
-            print(text if text else f"(no output yet from {args.role}-{args.index} of {args.name})", end="" if text.endswith("\n") else "\n")
+            print(
+                text if text else f"(no output yet from {args.role}-{args.index} of {args.name})", end="" if text.endswith("\n") else "\n"
+            )
             return None
 
         return self._run(_logs_parser(), line, action)

@@ -5,6 +5,7 @@ the CLI and their error messages always agree (`--trainer-mem` ↔ `trainer_mem`
 exits the process: argparse's exits are turned into `UsageError` (one line) or `HelpShown` (the
 help text), which callers print.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -121,4 +122,3 @@ def describe_error(error: Exception) -> str:
     if isinstance(error, ApiError) and error.field:
         return f"{flag_for(error.field)} ({error.field}): {error.message}"
     return str(error)
-

@@ -5,6 +5,7 @@ exact, so quantities are held as `fractions.Fraction` of the base unit (cores or
 as floats.  The grammar is the one kube-apiserver accepts, plus an upper-case `K` for kilo, a
 frequent slip that we normalise to `k` when writing manifests.
 """
+
 from __future__ import annotations
 
 import math

@@ -78,77 +78,242 @@ class JobSpec:
     """A validated, fully defaulted job description (field names from the original `PaddleJob`)."""
 
     # ---- Code
-    job_name: str = field(metadata=spec_field(FieldInfo(
-        kind="name", label="Job name", group="Code", flag="--job-name", metavar="NAME",
-        help="DNS label: lower-case letters, digits and '-', at most 40 characters; generated when empty",
-        placeholder="generated when empty",
-    )))  # fmt: skip
-    entry_point: str = field(metadata=spec_field(FieldInfo(
-        kind="command", label="Entry point", group="Code", flag="--entry", metavar="COMMAND",
-        help="command to run in the package dir, e.g. 'python train.py --epochs 3'",
-        placeholder="python train.py --epochs 3", required=True,
-    )))  # fmt: skip
-    trainer_package: str = field(default="", metadata=spec_field(FieldInfo(
-        kind="path", label="Package directory", group="Code", flag="--package", metavar="DIR",
-        help="directory with the code, inside your home; the current directory when left out of a notebook or the CLI",
-        placeholder="a directory in your home, e.g. work/mnist",
-    )))  # fmt: skip
-    image: str | None = field(default=None, metadata=spec_field(FieldInfo(
-        kind="image", label="Image", group="Code", flag="--image", metavar="IMAGE",
-        help="container image of every replica (Kubernetes backend); empty: the server default", placeholder="server default",
-        backends=("kubernetes",), limit="allowed_images",
-    )))  # fmt: skip
+    job_name: str = field(
+        metadata=spec_field(
+            FieldInfo(
+                kind="name",
+                label="Job name",
+                group="Code",
+                flag="--job-name",
+                metavar="NAME",
+                help="DNS label: lower-case letters, digits and '-', at most 40 characters; generated when empty",
+                placeholder="generated when empty",
+            )
+        )
+    )
+    entry_point: str = field(
+        metadata=spec_field(
+            FieldInfo(
+                kind="command",
+                label="Entry point",
+                group="Code",
+                flag="--entry",
+                metavar="COMMAND",
+                help="command to run in the package dir, e.g. 'python train.py --epochs 3'",
+                placeholder="python train.py --epochs 3",
+                required=True,
+            )
+        )
+    )
+    trainer_package: str = field(
+        default="",
+        metadata=spec_field(
+            FieldInfo(
+                kind="path",
+                label="Package directory",
+                group="Code",
+                flag="--package",
+                metavar="DIR",
+                help="directory with the code, inside your home; the current directory when left out of a notebook or the CLI",
+                placeholder="a directory in your home, e.g. work/mnist",
+            )
+        ),
+    )
+    image: str | None = field(
+        default=None,
+        metadata=spec_field(
+            FieldInfo(
+                kind="image",
+                label="Image",
+                group="Code",
+                flag="--image",
+                metavar="IMAGE",
+                help="container image of every replica (Kubernetes backend); empty: the server default",
+                placeholder="server default",
+                backends=("kubernetes",),
+                limit="allowed_images",
+            )
+        ),
+    )
     # ---- Replicas
-    mode: str = field(default=Mode.PS.value, metadata=spec_field(FieldInfo(
-        kind="choice", label="Mode", group="Replicas", flag="--mode", metavar="ps|collective",
-        help="parameter servers + trainers, or collective (trainers only)", choices=_MODE_CHOICES,
-    )))  # fmt: skip
-    pservers: int = field(default=1, metadata=spec_field(FieldInfo(
-        kind="count", label="Parameter servers", group="Replicas", flag="--pservers", metavar="N",
-        help="parameter-server replicas", modes=_PS_ONLY, minimum=0, limit="max_pservers", rule="pservers_fit_mode",
-    )))  # fmt: skip
-    trainers: int = field(default=1, metadata=spec_field(FieldInfo(
-        kind="count", label="Trainers", group="Replicas", flag="--trainers", metavar="N",
-        help="trainer replicas", minimum=1, limit="max_trainers",
-    )))  # fmt: skip
+    mode: str = field(
+        default=Mode.PS.value,
+        metadata=spec_field(
+            FieldInfo(
+                kind="choice",
+                label="Mode",
+                group="Replicas",
+                flag="--mode",
+                metavar="ps|collective",
+                help="parameter servers + trainers, or collective (trainers only)",
+                choices=_MODE_CHOICES,
+            )
+        ),
+    )
+    pservers: int = field(
+        default=1,
+        metadata=spec_field(
+            FieldInfo(
+                kind="count",
+                label="Parameter servers",
+                group="Replicas",
+                flag="--pservers",
+                metavar="N",
+                help="parameter-server replicas",
+                modes=_PS_ONLY,
+                minimum=0,
+                limit="max_pservers",
+                rule="pservers_fit_mode",
+            )
+        ),
+    )
+    trainers: int = field(
+        default=1,
+        metadata=spec_field(
+            FieldInfo(
+                kind="count",
+                label="Trainers",
+                group="Replicas",
+                flag="--trainers",
+                metavar="N",
+                help="trainer replicas",
+                minimum=1,
+                limit="max_trainers",
+            )
+        ),
+    )
     # ---- Resources (per replica)
-    pserver_cpu: str = field(default="1", metadata=spec_field(FieldInfo(
-        kind="cpu", label="CPU per pserver", group="Resources", flag="--pserver-cpu", metavar="CPU",
-        help="CPU per pserver, e.g. 500m, 2", modes=_PS_ONLY, limit="max_cpu_per_replica",
-    )))  # fmt: skip
-    pserver_mem: str = field(default="1Gi", metadata=spec_field(FieldInfo(
-        kind="memory", label="Memory per pserver", group="Resources", flag="--pserver-mem", metavar="MEM",
-        help="memory per pserver, e.g. 512Mi, 4Gi", modes=_PS_ONLY, limit="max_mem_per_replica",
-    )))  # fmt: skip
-    trainer_cpu: str = field(default="1", metadata=spec_field(FieldInfo(
-        kind="cpu", label="CPU per trainer", group="Resources", flag="--trainer-cpu", metavar="CPU",
-        help="CPU per trainer, e.g. 500m, 2", limit="max_cpu_per_replica",
-    )))  # fmt: skip
-    trainer_mem: str = field(default="1Gi", metadata=spec_field(FieldInfo(
-        kind="memory", label="Memory per trainer", group="Resources", flag="--trainer-mem", metavar="MEM",
-        help="memory per trainer, e.g. 512Mi, 4Gi", limit="max_mem_per_replica",
-    )))  # fmt: skip
-    trainer_gpu: int = field(default=0, metadata=spec_field(FieldInfo(
-        kind="count", label="GPUs per trainer", group="Resources", flag="--trainer-gpu", metavar="N",
-        help="GPUs per trainer", minimum=0, limit="max_gpu_per_replica", rule="gpus_per_job",
-    )))  # fmt: skip
+    pserver_cpu: str = field(
+        default="1",
+        metadata=spec_field(
+            FieldInfo(
+                kind="cpu",
+                label="CPU per pserver",
+                group="Resources",
+                flag="--pserver-cpu",
+                metavar="CPU",
+                help="CPU per pserver, e.g. 500m, 2",
+                modes=_PS_ONLY,
+                limit="max_cpu_per_replica",
+            )
+        ),
+    )
+    pserver_mem: str = field(
+        default="1Gi",
+        metadata=spec_field(
+            FieldInfo(
+                kind="memory",
+                label="Memory per pserver",
+                group="Resources",
+                flag="--pserver-mem",
+                metavar="MEM",
+                help="memory per pserver, e.g. 512Mi, 4Gi",
+                modes=_PS_ONLY,
+                limit="max_mem_per_replica",
+            )
+        ),
+    )
+    trainer_cpu: str = field(
+        default="1",
+        metadata=spec_field(
+            FieldInfo(
+                kind="cpu",
+                label="CPU per trainer",
+                group="Resources",
+                flag="--trainer-cpu",
+                metavar="CPU",
+                help="CPU per trainer, e.g. 500m, 2",
+                limit="max_cpu_per_replica",
+            )
+        ),
+    )
+    trainer_mem: str = field(
+        default="1Gi",
+        metadata=spec_field(
+            FieldInfo(
+                kind="memory",
+                label="Memory per trainer",
+                group="Resources",
+                flag="--trainer-mem",
+                metavar="MEM",
+                help="memory per trainer, e.g. 512Mi, 4Gi",
+                limit="max_mem_per_replica",
+            )
+        ),
+    )
+    trainer_gpu: int = field(
+        default=0,
+        metadata=spec_field(
+            FieldInfo(
+                kind="count",
+                label="GPUs per trainer",
+                group="Resources",
+                flag="--trainer-gpu",
+                metavar="N",
+                help="GPUs per trainer",
+                minimum=0,
+                limit="max_gpu_per_replica",
+                rule="gpus_per_job",
+            )
+        ),
+    )
     # ---- Run
-    env: dict[str, str] = field(default_factory=dict, metadata=spec_field(FieldInfo(
-        kind="env", label="Environment", group="Run", flag="--env", metavar="K=V",
-        help="environment variables for every replica, NAME=value", placeholder="NAME=value, one per line",
-    )))  # fmt: skip
-    snapshot: bool = field(default=True, metadata=spec_field(FieldInfo(
-        kind="switch", label="Snapshot the package at submit", group="Run", flag="--no-snapshot",
-        help="copy the package into the job's own dir at submit",
-    )))  # fmt: skip
-    max_restarts: int = field(default=0, metadata=spec_field(FieldInfo(
-        kind="count", label="Restarts per replica", group="Run", flag="--max-restarts", metavar="N",
-        help="restarts allowed per replica", minimum=0, limit="max_restarts",
-    )))  # fmt: skip
-    timeout: int | None = field(default=None, metadata=spec_field(FieldInfo(
-        kind="duration", label="Time limit", group="Run", flag="--timeout", metavar="DURATION",
-        help="wall-clock limit, e.g. 600, 30m, 2h", placeholder="none (e.g. 30m, 2h)", limit="max_timeout",
-    )))  # fmt: skip
+    env: dict[str, str] = field(
+        default_factory=dict,
+        metadata=spec_field(
+            FieldInfo(
+                kind="env",
+                label="Environment",
+                group="Run",
+                flag="--env",
+                metavar="K=V",
+                help="environment variables for every replica, NAME=value",
+                placeholder="NAME=value, one per line",
+            )
+        ),
+    )
+    snapshot: bool = field(
+        default=True,
+        metadata=spec_field(
+            FieldInfo(
+                kind="switch",
+                label="Snapshot the package at submit",
+                group="Run",
+                flag="--no-snapshot",
+                help="copy the package into the job's own dir at submit",
+            )
+        ),
+    )
+    max_restarts: int = field(
+        default=0,
+        metadata=spec_field(
+            FieldInfo(
+                kind="count",
+                label="Restarts per replica",
+                group="Run",
+                flag="--max-restarts",
+                metavar="N",
+                help="restarts allowed per replica",
+                minimum=0,
+                limit="max_restarts",
+            )
+        ),
+    )
+    timeout: int | None = field(
+        default=None,
+        metadata=spec_field(
+            FieldInfo(
+                kind="duration",
+                label="Time limit",
+                group="Run",
+                flag="--timeout",
+                metavar="DURATION",
+                help="wall-clock limit, e.g. 600, 30m, 2h",
+                placeholder="none (e.g. 30m, 2h)",
+                limit="max_timeout",
+            )
+        ),
+    )
 
     #: The field names in table order (set from the table below the class).
     FIELDS: ClassVar[tuple[str, ...]]
@@ -237,9 +402,13 @@ class JobSpec:
         """One line for people, e.g. "2 pservers × 1 CPU + 4 trainers × 2 CPU = 10 CPU, 18Gi"."""
         parts = []
         if self.pservers:
-            parts.append(f"{self.pservers} pserver{'s' if self.pservers != 1 else ''} × {format_cpu(Quantity.parse(self.pserver_cpu).value)} CPU")
+            parts.append(
+                f"{self.pservers} pserver{'s' if self.pservers != 1 else ''} × {format_cpu(Quantity.parse(self.pserver_cpu).value)} CPU"
+            )
         gpu = f" + {self.trainer_gpu} GPU" if self.trainer_gpu else ""
-        parts.append(f"{self.trainers} trainer{'s' if self.trainers != 1 else ''} × {format_cpu(Quantity.parse(self.trainer_cpu).value)} CPU{gpu}")
+        parts.append(
+            f"{self.trainers} trainer{'s' if self.trainers != 1 else ''} × {format_cpu(Quantity.parse(self.trainer_cpu).value)} CPU{gpu}"
+        )
         totals = self.totals()
         total = f"{format_cpu(totals['cpu'])} CPU, {format_bytes(totals['memory'])}"
         if totals["gpu"]:

@@ -9,6 +9,7 @@ Reading is tolerant on purpose: a kernel may talk to a newer server, so keys thi
 not know are ignored and optional keys it misses take their defaults; only what identifies a job
 (`name`, `phase`) or a replica (`role`, `index`) is required.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -1,5 +1,6 @@
 """Puts `tests/` on sys.path so every suite can `import support` (shared helpers such as the
 real Jupyter server process) however pytest was pointed at the tests."""
+
 from __future__ import annotations
 
 import sys

@@ -10,6 +10,7 @@ land on the demo notebook and serve the extension's API.
 It installs JupyterLab and Paddle and builds the panel, so it is the slowest test (minutes);
 the pip and npm caches of the real HOME are reused to keep downloads out of the second run.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,17 +32,36 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 DEMO_URL = "/lab/tree/examples/demo.ipynb"
 
 # Variables that would point the new venv's Jupyter at this machine's own setup.
-_LEAKY = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
-          "JUPYTER_PATH", "JUPYTER_RUNTIME_DIR", "JUPYTER_CONFIG_PATH", "JUPYTERLAB_DIR",
-          "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR", "JUPYTER_PREFER_ENV_PATH", "PIP_USER")  # fmt: skip
+_LEAKY = (
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "CONDA_PREFIX",
+    "JUPYTER_CONFIG_DIR",
+    "JUPYTER_DATA_DIR",
+    "JUPYTER_PATH",
+    "JUPYTER_RUNTIME_DIR",
+    "JUPYTER_CONFIG_PATH",
+    "JUPYTERLAB_DIR",
+    "JUPYTERLAB_SETTINGS_DIR",
+    "JUPYTERLAB_WORKSPACES_DIR",
+    "JUPYTER_PREFER_ENV_PATH",
+    "PIP_USER",
+)
 
 
 def _checkout_copy(dest: Path) -> None:
     """Copy what a fresh clone holds (tracked + new, not ignored, still present) to `dest`."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, check=True, capture_output=True,
-    ).stdout.decode().split("\0")  # fmt: skip
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         source = ROOT / rel
         if source.is_file():
@@ -127,10 +147,20 @@ def _lab_landing(venv: Path, env: dict[str, str], root: Path) -> tuple[str, dict
     redirects to and what `/paddle/api/v1/version` answers.  The server is always stopped."""
     port = free_port()
     token = secrets.token_hex(16)
-    command = [str(venv / "bin" / "jupyter"), "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}"]  # fmt: skip
+    command = [
+        str(venv / "bin" / "jupyter"),
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+    ]
     base = f"http://127.0.0.1:{port}/"
-    with JupyterProcess(command, url=base, token=token, log_path=root.parent / "jupyter-lab.log", env=env, cwd=root, name="jupyter lab") as lab:
+    with JupyterProcess(
+        command, url=base, token=token, log_path=root.parent / "jupyter-lab.log", env=env, cwd=root, name="jupyter lab"
+    ) as lab:
         landing = requests.get(base, headers=lab.headers, allow_redirects=False, timeout=10)
         assert landing.status_code in (301, 302), landing.status_code
         version = requests.get(f"{base}paddle/api/v1/version", headers=lab.headers, timeout=10)

@@ -1,5 +1,6 @@
 """Which pod stands for a replica when several exist (restarts, a brief duplicate): the server
 and the in-cluster master both read pods through `cluster_master`, so this decides what users see."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -63,8 +64,9 @@ def test_pods_of_an_earlier_job_of_the_same_name_do_not_count() -> None:
 
 def test_an_evicted_newest_pod_waits_for_its_replacement_and_is_no_restart() -> None:
     evicted = pod("job-trainer-0-aaaaa", "Failed", exit_code=143)
-    evicted["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
-                                        "message": "Eviction API: evicting"}]
+    evicted["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"}
+    ]
     (view,) = observe_replicas([evicted], pservers=0, trainers=1)
     assert view.phase == "Pending" and view.restarts == 0
     assert view.reason == "EvictionByEvictionAPI: Eviction API: evicting; a new pod replaces it"

@@ -4,6 +4,7 @@ A phase list, a terminal set, a Kubernetes label key or a time format written a 
 the parts drifted apart before (a phase spelled two ways is a job the panel never sees end), so
 this reads every module of both packages and refuses second definitions.
 """
+
 from __future__ import annotations
 
 import ast

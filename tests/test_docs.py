@@ -10,6 +10,7 @@ Parses README.md and docs/*.md and compares what they mention against the real t
 The guides must also cover the whole surface: every magic flag and CLI command in the user
 guide, every configurable trait of the three paddle-nbext classes in the admin guide.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -161,7 +162,7 @@ def _split_commands(line: str) -> list[list[str]]:
     for match in re.finditer(rf"(?<![\w/.-]){re.escape(CLI)}(?![\w\[/:=@.-])", line):
         if not COMMAND_START.search(line[: match.start()]):
             continue
-        rest = re.split(r"\s(?:\||&&|;|#)\s|[`)]\s*$|\s#", line[match.end():])[0]
+        rest = re.split(r"\s(?:\||&&|;|#)\s|[`)]\s*$|\s#", line[match.end() :])[0]
         try:
             tokens = shlex.split(rest)
         except ValueError:
@@ -196,7 +197,7 @@ def cli_problems(snippets: list[Snippet]) -> list[str]:
                 for name in names:
                     if name not in surface.commands:
                         problems.append(f"{snippet.where}: `{CLI} {name}` is not a command (commands: {', '.join(surface.commands)})")
-                for token in tokens[index + 1:]:
+                for token in tokens[index + 1 :]:
                     for flag in OPTION.findall(token.split("=")[0]) if token.startswith("-") else []:
                         for name in names:
                             valid = surface.commands.get(name, set()) | surface.global_flags
@@ -219,7 +220,7 @@ def magic_problems(snippets: list[Snippet]) -> list[str]:
                     problems.append(f"{snippet.where}: `{key}` is not a magic (magics: {', '.join(sorted(magics))})")
                     continue
                 flags, _ = magics[key]
-                rest = re.split(r"(?<!\S)(?:%|#)|`", line[match.end():])[0]
+                rest = re.split(r"(?<!\S)(?:%|#)|`", line[match.end() :])[0]
                 try:
                     tokens = shlex.split(rest)
                 except ValueError:
@@ -302,15 +303,23 @@ def test_every_command_magic_and_config_name_in_the_docs_exists(path: Path) -> N
 def test_guides_cover_the_whole_surface() -> None:
     """The user guide names every magic flag and CLI command; the admin guide every trait."""
     user = USER_GUIDE.read_text(encoding="utf-8")
-    missing = [f"{magic} {flag}" for magic, (flags, _) in magic_surface().items() for flag in sorted(flags)
-               if flag not in ("-h", "--help") and flag not in user]  # fmt: skip
+    missing = [
+        f"{magic} {flag}"
+        for magic, (flags, _) in magic_surface().items()
+        for flag in sorted(flags)
+        if flag not in ("-h", "--help") and flag not in user
+    ]
     missing += [f"{magic}" for magic in magic_surface() if magic not in user]
     missing += [f"{CLI} {name}" for name in cli_surface().commands if f"{CLI} {name}" not in user]
     assert not missing, "docs/user-guide.md does not mention: " + ", ".join(missing)
     admin = ADMIN_GUIDE.read_text(encoding="utf-8")
     classes = config_classes()
-    undocumented = [f"c.{cls}.{trait}" for cls in OWN_CLASSES for trait in sorted(classes[cls])
-                    if f"c.{cls}.{trait}" not in admin and trait not in ("log",)]  # fmt: skip
+    undocumented = [
+        f"c.{cls}.{trait}"
+        for cls in OWN_CLASSES
+        for trait in sorted(classes[cls])
+        if f"c.{cls}.{trait}" not in admin and trait not in ("log",)
+    ]
     assert not undocumented, "docs/admin-guide.md does not document: " + ", ".join(undocumented)
 
 
@@ -332,11 +341,13 @@ def test_admin_guide_object_listing_matches_the_manifests() -> None:
     fields = {tokens[i][2:].replace("-", "_"): tokens[i + 1] for i in range(0, len(tokens), 2)}
     spec = JobSpec.from_dict({"entry_point": "python train.py", **fields})
     objects = manifests.build_plan(
-        spec, "alice", ManifestSettings(namespace="jupyter-alice", default_image="paddlepaddle/paddle:3.0.0", home_path="/home/jovyan"),
+        spec,
+        "alice",
+        ManifestSettings(namespace="jupyter-alice", default_image="paddlepaddle/paddle:3.0.0", home_path="/home/jovyan"),
         home=HomeVolume({"persistentVolumeClaim": {"claimName": "claim-alice"}}, "/home/jovyan"),
         workdir=f"/home/jovyan/.paddle-jobs/{spec.job_name}/package",
         runtime=read_bundle(),
-    )  # fmt: skip
+    )
     kinds = {"ConfigMap": "configmap", "Service": "service", "Job": "job.batch"}
     expected = {f"{kinds[o['kind']]}/{o['metadata']['name']}": o for o in objects}
     listed = dict(re.findall(r"^((?:configmap|service|job\.batch)/\S+)\s+(.*)$", listing, flags=re.M))
@@ -367,7 +378,9 @@ def test_admin_guide_object_listing_matches_the_manifests() -> None:
 
 
 def _tracked_sources() -> list[Path]:
-    listed = subprocess.run(["git", "ls-files", "*.py", "*.ts", "*.md", "*.sh", "*.json"], cwd=ROOT, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "*.py", "*.ts", "*.md", "*.sh", "*.json"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return [ROOT / name for name in listed.stdout.split() if "gomod/" not in name and name != "CHANGELOG.md"]
 
 
@@ -382,5 +395,7 @@ def test_every_document_the_code_cites_is_in_the_repo() -> None:
         text = path.read_text(encoding="utf-8", errors="replace")
         rel = path.relative_to(ROOT)
         problems += [f"{rel}: cites {m.group(0)!r}, which is not in the repo" for m in outside.finditer(text)]
-        problems += [f"{rel}: cites docs/{name}, which does not exist" for name in cited.findall(text) if not (ROOT / "docs" / name).is_file()]
+        problems += [
+            f"{rel}: cites docs/{name}, which does not exist" for name in cited.findall(text) if not (ROOT / "docs" / name).is_file()
+        ]
     assert not problems, "\n".join(problems)

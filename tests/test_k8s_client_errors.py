@@ -7,6 +7,7 @@ import asyncio
 import pytest
 import urllib3
 from kubernetes import client
+
 from paddle_nbext_server.backends.base import BackendUnavailable
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend
 from paddle_nbext_server.events import EventHub

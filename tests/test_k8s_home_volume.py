@@ -1,10 +1,12 @@
 """Which volume job pods mount as the user's home, from sample notebook pod specs (as the API
 returns them) and from the pvc / cephfs settings."""
+
 from __future__ import annotations
 
 import re
 
 import pytest
+
 from paddle_nbext_server.backends.kubernetes import home_volume as homes
 from paddle_nbext_server.backends.kubernetes import usernames
 
@@ -17,13 +19,14 @@ def notebook_pod(volume: dict, mount_path: str = "/home/jovyan", sub_path: str |
         "metadata": {"name": "jupyter-alice"},
         "spec": {
             "containers": [
-                {"name": "notebook", "volumeMounts": [
-                    {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}, mount]},
+                {
+                    "name": "notebook",
+                    "volumeMounts": [{"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}, mount],
+                },
             ],
-            "volumes": [{"name": "home", **volume},
-                        {"name": "kube-api-access", "projected": {"sources": []}}],
+            "volumes": [{"name": "home", **volume}, {"name": "kube-api-access", "projected": {"sources": []}}],
         },
-    }  # fmt: skip
+    }
 
 
 def test_auto_copies_a_pvc_home():
@@ -63,10 +66,17 @@ def test_pvc_template():
 
 
 def test_cephfs_source_takes_a_secret_by_name_never_a_key():
-    home = homes.from_cephfs({"monitors": ["m1:6789", "m2:6789"], "path": "/volumes/{username}", "user": "jhub",
-                              "secret_ref": "ceph-secret"}, "alice", "/home/jovyan")
-    assert home.volume()["cephfs"] == {"monitors": ["m1:6789", "m2:6789"], "path": "/volumes/alice", "user": "jhub",
-                                       "secretRef": {"name": "ceph-secret"}}
+    home = homes.from_cephfs(
+        {"monitors": ["m1:6789", "m2:6789"], "path": "/volumes/{username}", "user": "jhub", "secret_ref": "ceph-secret"},
+        "alice",
+        "/home/jovyan",
+    )
+    assert home.volume()["cephfs"] == {
+        "monitors": ["m1:6789", "m2:6789"],
+        "path": "/volumes/alice",
+        "user": "jhub",
+        "secretRef": {"name": "ceph-secret"},
+    }
     with pytest.raises(homes.HomeVolumeError, match="never the key"):
         homes.from_cephfs({"monitors": ["m1:6789"], "key": "AQB..."}, "alice", "/home/jovyan")
     with pytest.raises(homes.HomeVolumeError, match="monitors"):
@@ -98,11 +108,10 @@ USERNAME_TABLE = [
     ("张伟", "x---a3a0bafd", "-e5-bc-a0-e4-bc-9f"),  # nothing readable is left: "x"
     ("a" * 48, "a" * 48, "a" * 48),  # the longest name kept as it is
     ("a" * 49, "a" * 37 + "---8f9bec6a", "a" * 49),
-    (LONG_EMAIL, "firstname-middlename-lastname-departm---9d468c9b",
-     "firstname-2emiddlename-2elastname-40department-2eexample-2eorg"),
+    (LONG_EMAIL, "firstname-middlename-lastname-departm---9d468c9b", "firstname-2emiddlename-2elastname-40department-2eexample-2eorg"),
     # KubeSpawner cuts to 35 before adding "x-", which can leave a "-" before the "---"
     ("2" * 34 + ".bob", "x-" + "2" * 34 + "----739cf28d", "2" * 34 + "-2ebob"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("name", "safe", "escaped"), USERNAME_TABLE, ids=[repr(row[0])[:24] for row in USERNAME_TABLE])
@@ -112,9 +121,7 @@ def test_username_schemes_match_kubespawner(name: str, safe: str, escaped: str) 
     assert usernames.expand("{username}", name, "safe") == safe
     assert usernames.expand("{username}", name, "escape") == escaped
     # whatever the scheme, the explicit forms are there too
-    assert usernames.expand("{safe_username}|{escaped_username}|{unescaped_username}", name, "escape") == (
-        f"{safe}|{escaped}|{name}"
-    )
+    assert usernames.expand("{safe_username}|{escaped_username}|{unescaped_username}", name, "escape") == (f"{safe}|{escaped}|{name}")
 
 
 @pytest.mark.parametrize(("name", "safe", "_"), USERNAME_TABLE, ids=[repr(row[0])[:24] for row in USERNAME_TABLE])
@@ -154,9 +161,7 @@ def test_pvc_and_cephfs_templates_use_the_scheme() -> None:
     assert home.source == {"persistentVolumeClaim": {"claimName": "claim--41lice"}}
     ceph = {"monitors": ["m1:6789"], "path": "/volumes/jupyter/{username}"}
     assert homes.from_cephfs(ceph, "José", "/home/jovyan").source["cephfs"]["path"] == "/volumes/jupyter/jos---24c2ab65"
-    assert homes.from_cephfs(ceph, "José", "/home/jovyan", scheme="escape").source["cephfs"]["path"] == (
-        "/volumes/jupyter/-4aos-c3-a9"
-    )
+    assert homes.from_cephfs(ceph, "José", "/home/jovyan", scheme="escape").source["cephfs"]["path"] == ("/volumes/jupyter/-4aos-c3-a9")
     with pytest.raises(homes.HomeVolumeError, match=r"home_pvc_template.*\{user_server\}"):
         homes.from_pvc_template("claim-{userid}", "alice", "/home/jovyan")
     with pytest.raises(homes.HomeVolumeError, match=r"cephfs\['path'\]"):
@@ -165,9 +170,23 @@ def test_pvc_and_cephfs_templates_use_the_scheme() -> None:
 
 def test_job_pods_run_as_the_notebook_container_user_with_the_pods_groups():
     """KubeSpawner: uid on the container, fsGroup on the pod; the container wins over the pod."""
-    pod = {"spec": {"securityContext": {"runAsUser": 0, "fsGroup": 100, "supplementalGroups": [100, 2000], "seccompProfile": {}},
-                    "containers": [{"name": "sidecar", "securityContext": {"runAsUser": 7}},
-                                   {"name": "notebook", "securityContext": {"runAsUser": 1000, "runAsGroup": 100, "privileged": False},
-                                    "volumeMounts": [{"name": "home", "mountPath": "/home/jovyan"}]}]}}
-    assert homes.identity_of(pod, "/home/jovyan") == {"runAsUser": 1000, "runAsGroup": 100, "fsGroup": 100, "supplementalGroups": [100, 2000]}
+    pod = {
+        "spec": {
+            "securityContext": {"runAsUser": 0, "fsGroup": 100, "supplementalGroups": [100, 2000], "seccompProfile": {}},
+            "containers": [
+                {"name": "sidecar", "securityContext": {"runAsUser": 7}},
+                {
+                    "name": "notebook",
+                    "securityContext": {"runAsUser": 1000, "runAsGroup": 100, "privileged": False},
+                    "volumeMounts": [{"name": "home", "mountPath": "/home/jovyan"}],
+                },
+            ],
+        }
+    }
+    assert homes.identity_of(pod, "/home/jovyan") == {
+        "runAsUser": 1000,
+        "runAsGroup": 100,
+        "fsGroup": 100,
+        "supplementalGroups": [100, 2000],
+    }
     assert homes.identity_of({"spec": {"containers": [{"name": "n"}]}}, "/home/jovyan") == {}

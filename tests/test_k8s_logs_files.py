@@ -1,5 +1,6 @@
 """Which attempt file stands for which pod, and reading them: the pure half of
 `backends/kubernetes/logs.py`, on real files (the cluster half is tests/cluster/test_k8s_logs.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,10 +15,13 @@ def pod(name: str, created: str, phase: str, *, started: bool = True) -> dict[st
     if started:
         state = {"running": {"startedAt": created}} if phase == "Running" else {"terminated": {"startedAt": created}}
     return {
-        "metadata": {"name": name, "creationTimestamp": created,
-                     "labels": {"paddle-nbext/role": "trainer", "batch.kubernetes.io/job-completion-index": "0"}},
+        "metadata": {
+            "name": name,
+            "creationTimestamp": created,
+            "labels": {"paddle-nbext/role": "trainer", "batch.kubernetes.io/job-completion-index": "0"},
+        },
         "status": {"phase": phase, "containerStatuses": [{"name": "main", "state": state}]},
-    }  # fmt: skip
+    }
 
 
 def attempts(tmp_path: Path, count: int) -> list[Path]:

@@ -1,6 +1,7 @@
 """The Kubernetes objects of a job: schema-valid for every supported Kubernetes minor (1.30 to
 1.37, the test control plane's), and carrying the launcher's
 environment contract per role (docs/architecture.md), labels and ownership of docs/admin-guide.md ("A job's objects")."""
+
 from __future__ import annotations
 
 import json
@@ -35,12 +36,22 @@ SETTINGS = ManifestSettings(
 
 
 def plan(settings: ManifestSettings = SETTINGS, **fields):
-    data = {"job_name": "mnist-ps", "entry_point": "python train.py --epochs 3", "pservers": 2, "trainers": 3,
-            "trainer_gpu": 1, "trainer_mem": "1.5Gi", "pserver_cpu": "500m", "max_restarts": 2, "env": {"LR": "0.1"}}
+    data = {
+        "job_name": "mnist-ps",
+        "entry_point": "python train.py --epochs 3",
+        "pservers": 2,
+        "trainers": 3,
+        "trainer_gpu": 1,
+        "trainer_mem": "1.5Gi",
+        "pserver_cpu": "500m",
+        "max_restarts": 2,
+        "env": {"LR": "0.1"},
+    }
     data.update(fields)
     spec = JobSpec.from_dict(data)
-    objects = manifests.build_plan(spec, "alice@example.org", settings, home=HOME,
-                                   workdir="/home/jovyan/.paddle-jobs/mnist-ps/package", runtime=RUNTIME)
+    objects = manifests.build_plan(
+        spec, "alice@example.org", settings, home=HOME, workdir="/home/jovyan/.paddle-jobs/mnist-ps/package", runtime=RUNTIME
+    )
     return spec, objects
 
 
@@ -67,8 +78,13 @@ def test_every_object_is_valid_for_every_supported_kubernetes(mode, shared_maste
 def test_objects_names_labels_and_ownership():
     _, objects = plan()
     names = [(o["kind"], o["metadata"]["name"]) for o in objects]
-    assert names == [("ConfigMap", "mnist-ps"), ("Service", "mnist-ps"), ("Job", "mnist-ps-master"),
-                     ("Job", "mnist-ps-pserver"), ("Job", "mnist-ps-trainer")]
+    assert names == [
+        ("ConfigMap", "mnist-ps"),
+        ("Service", "mnist-ps"),
+        ("Job", "mnist-ps-master"),
+        ("Job", "mnist-ps-pserver"),
+        ("Job", "mnist-ps-trainer"),
+    ]
     for obj in objects:
         labels = obj["metadata"]["labels"]
         assert labels["app.kubernetes.io/managed-by"] == "paddle-nbext"
@@ -198,4 +214,6 @@ def test_shm_pull_policy_and_owner_references():
         for reference in obj["metadata"].get("ownerReferences", []):
             assert "blockOwnerDeletion" not in reference  # needs finalizers rights on OpenShift; never needed here
     jobs = [o for o in gpu if o["kind"] == "Job" and o["metadata"]["name"] != "mnist-ps-master"]
-    assert all(j["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}] for j in jobs)
+    assert all(
+        j["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}] for j in jobs
+    )

@@ -1,4 +1,5 @@
 """The launcher's Paddle environment contract per role and mode, and its bounded pserver wait."""
+
 from __future__ import annotations
 
 import os
@@ -62,9 +63,7 @@ def test_design_variables_are_set_for_every_role() -> None:
 
 
 def test_collective_trainer_gets_endpoints_and_gloo() -> None:
-    env = launcher.build_env(
-        inputs(PADDLE_NBEXT_MODE="collective", PADDLE_NBEXT_INDEX="0", PADDLE_NBEXT_PSERVER_ENDPOINTS="")
-    )
+    env = launcher.build_env(inputs(PADDLE_NBEXT_MODE="collective", PADDLE_NBEXT_INDEX="0", PADDLE_NBEXT_PSERVER_ENDPOINTS=""))
     assert env["PADDLE_TRAINER_ID"] == "0"
     assert env["PADDLE_TRAINERS_NUM"] == "2"
     assert env["PADDLE_TRAINER_ENDPOINTS"] == TRAINERS
@@ -134,9 +133,7 @@ def test_trainer_gives_up_naming_the_unreachable_pserver(tmp_path) -> None:
             PADDLE_NBEXT_ENTRY="touch entry-ran",
             PADDLE_NBEXT_WAIT_TIMEOUT="1",
         )
-        result = subprocess.run(
-            [sys.executable, launcher.__file__], env=env, capture_output=True, text=True, timeout=60
-        )
+        result = subprocess.run([sys.executable, launcher.__file__], env=env, capture_output=True, text=True, timeout=60)
     finally:
         listening.close()
     assert result.returncode == launcher.WAIT_EXIT_CODE
@@ -241,8 +238,9 @@ def test_a_failing_file_is_reported_once_and_dropped(capfd) -> None:
 
 def test_the_launchers_own_failure_is_in_the_attempt_file(tmp_path) -> None:
     dead = _closed_port()
-    env = kubernetes_inputs(tmp_path, "echo never", PADDLE_NBEXT_MODE="ps",
-                            PADDLE_NBEXT_PSERVER_ENDPOINTS=f"127.0.0.1:{dead}", PADDLE_NBEXT_WAIT_TIMEOUT="0.5")
+    env = kubernetes_inputs(
+        tmp_path, "echo never", PADDLE_NBEXT_MODE="ps", PADDLE_NBEXT_PSERVER_ENDPOINTS=f"127.0.0.1:{dead}", PADDLE_NBEXT_WAIT_TIMEOUT="0.5"
+    )
     result = launch(env)
     assert result.returncode == launcher.WAIT_EXIT_CODE
     text = logs_of(tmp_path)["trainer-1.attempt-0.log"]
@@ -252,8 +250,9 @@ def test_the_launchers_own_failure_is_in_the_attempt_file(tmp_path) -> None:
 
 def test_sigterm_reaches_the_entry_point_through_the_tee(tmp_path) -> None:
     entry = "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done"
-    process = subprocess.Popen([sys.executable, launcher.__file__], env=kubernetes_inputs(tmp_path, entry),
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, launcher.__file__], env=kubernetes_inputs(tmp_path, entry), stdout=subprocess.PIPE, text=True
+    )
     assert process.stdout is not None
     assert process.stdout.readline() == "ready\n"
     process.send_signal(signal.SIGTERM)  # what the kubelet sends PID 1 when the pod is deleted
@@ -291,5 +290,7 @@ def test_the_bundle_runs_where_paddle_nbext_is_not_installed(tmp_path) -> None:
     result = subprocess.run([*bare, str(bundle / "launcher.py")], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out.txt").read_text().strip() == "TRAINER"
-    master = subprocess.run([*bare, str(bundle / "cluster_master.py")], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60, check=False)
+    master = subprocess.run(
+        [*bare, str(bundle / "cluster_master.py")], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60, check=False
+    )
     assert master.returncode == 2 and "PADDLE_NBEXT_JOB is not set" in master.stderr  # every import resolved

@@ -2,6 +2,7 @@
 the release before versioning still read (users upgrade mid-job), files of a newer release are
 refused with words the listing shows as the job's message, and damaged files behave as before
 (a damaged status reads as Pending, a damaged job.json is no job)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from paddle_nbext.status import JobStatus, ReplicaStatus
 from paddle_nbext_server.backends.base import InvalidState, JobNotFound
 from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.backends.local.records import (
@@ -22,31 +25,68 @@ from paddle_nbext_server.backends.local.records import (
     ReplicaPlan,
     ResourceRequest,
     StatusRecord,
-)  # fmt: skip
+)
 from paddle_nbext_server.events import EventHub
-
-from paddle_nbext.status import JobStatus, ReplicaStatus
 
 OWNER = "alice"
 NEWER = "written by a newer paddle-nbext (record version 2); upgrade the server"
 SPEC = {"job_name": "old", "mode": "collective", "trainers": 1, "entry_point": "true", "max_restarts": 0}
 
 #: Files exactly as the release before versioned records wrote them (no `version` anywhere).
-OLD_JOB: dict[str, Any] = {"spec": SPEC, "owner": OWNER, "created": "2026-01-01T10:00:00.000Z", "created_epoch": 1767261600.0, "package": "/home/a/code"}
+OLD_JOB: dict[str, Any] = {
+    "spec": SPEC,
+    "owner": OWNER,
+    "created": "2026-01-01T10:00:00.000Z",
+    "created_epoch": 1767261600.0,
+    "package": "/home/a/code",
+}
 OLD_PLAN: dict[str, Any] = {
-    "job": "old", "mode": "collective", "entry_point": "true", "workdir": "/home/a/code", "job_dir": "/jobs/old",
-    "env": {"A": "1"}, "python": "/usr/bin/python3", "launcher": "/site/paddle_nbext_server/runtime/launcher.py",
-    "max_restarts": 0, "timeout": None, "wait_timeout": 300.0, "grace_period": 5.0, "poll_interval": 0.1,
-    "capacity": {"cpu": 8.0, "memory": 1 << 34, "gpus": []}, "request": {"cpu": 1.0, "memory": 1 << 30, "gpus": 0},
-    "replicas": [{"role": "trainer", "index": 0, "endpoint": "127.0.0.1:4100", "cpu": 1.0, "memory": 1 << 30, "memory_text": "1Gi", "gpus": 0}],
-}  # fmt: skip
+    "job": "old",
+    "mode": "collective",
+    "entry_point": "true",
+    "workdir": "/home/a/code",
+    "job_dir": "/jobs/old",
+    "env": {"A": "1"},
+    "python": "/usr/bin/python3",
+    "launcher": "/site/paddle_nbext_server/runtime/launcher.py",
+    "max_restarts": 0,
+    "timeout": None,
+    "wait_timeout": 300.0,
+    "grace_period": 5.0,
+    "poll_interval": 0.1,
+    "capacity": {"cpu": 8.0, "memory": 1 << 34, "gpus": []},
+    "request": {"cpu": 1.0, "memory": 1 << 30, "gpus": 0},
+    "replicas": [
+        {"role": "trainer", "index": 0, "endpoint": "127.0.0.1:4100", "cpu": 1.0, "memory": 1 << 30, "memory_text": "1Gi", "gpus": 0}
+    ],
+}
 OLD_STATUS: dict[str, Any] = {
-    "name": "old", "owner": OWNER, "backend": "local", "phase": "Running", "message": "Training is running.",
-    "spec": SPEC, "created": "2026-01-01T10:00:00.000Z", "started": "2026-01-01T10:00:01.000Z", "finished": None,
-    "replicas": [{"role": "trainer", "index": 0, "phase": "Running", "reason": None, "exit_code": None, "restarts": 0,
-                  "started": "2026-01-01T10:00:01.000Z", "finished": None}],
-    "master_pid": 999999999, "processes": {}, "admitted": {"cpu": 1.0, "memory": 1 << 30, "gpus": []}, "pids": [],
-}  # fmt: skip
+    "name": "old",
+    "owner": OWNER,
+    "backend": "local",
+    "phase": "Running",
+    "message": "Training is running.",
+    "spec": SPEC,
+    "created": "2026-01-01T10:00:00.000Z",
+    "started": "2026-01-01T10:00:01.000Z",
+    "finished": None,
+    "replicas": [
+        {
+            "role": "trainer",
+            "index": 0,
+            "phase": "Running",
+            "reason": None,
+            "exit_code": None,
+            "restarts": 0,
+            "started": "2026-01-01T10:00:01.000Z",
+            "finished": None,
+        }
+    ],
+    "master_pid": 999999999,
+    "processes": {},
+    "admitted": {"cpu": 1.0, "memory": 1 << 30, "gpus": []},
+    "pids": [],
+}
 
 
 def write_job_dir(root: Path, name: str, **files: dict[str, Any] | str) -> Path:
@@ -70,18 +110,40 @@ def listed(root: Path) -> dict[str, JobStatus]:
 def test_every_record_round_trips() -> None:
     job = JobRecord(owner=OWNER, spec=SPEC, created="2026-01-01T10:00:00.000Z", created_epoch=12.5, package="/p")
     plan = Plan(
-        job="j", mode="ps", entry_point="python t.py", workdir="/w", job_dir="/jobs/j", python="/py",
-        launcher="/jobs/j/runtime/launcher.py", capacity=Capacity(cpu=4.0, memory=1 << 33, gpus=[0, 1]),
+        job="j",
+        mode="ps",
+        entry_point="python t.py",
+        workdir="/w",
+        job_dir="/jobs/j",
+        python="/py",
+        launcher="/jobs/j/runtime/launcher.py",
+        capacity=Capacity(cpu=4.0, memory=1 << 33, gpus=[0, 1]),
         request=ResourceRequest(cpu=1.5, memory=1 << 31, gpus=1),
-        replicas=[ReplicaPlan("pserver", 0, "127.0.0.1:4000", 0.5, 1 << 30, "1Gi", 0),
-                  ReplicaPlan("trainer", 0, "127.0.0.1:4001", 1.0, 1 << 30, "1Gi", 1)],
-        env={"X": "y"}, max_restarts=2, timeout=60,
-    )  # fmt: skip
+        replicas=[
+            ReplicaPlan("pserver", 0, "127.0.0.1:4000", 0.5, 1 << 30, "1Gi", 0),
+            ReplicaPlan("trainer", 0, "127.0.0.1:4001", 1.0, 1 << 30, "1Gi", 1),
+        ],
+        env={"X": "y"},
+        max_restarts=2,
+        timeout=60,
+    )
     status = StatusRecord(
-        JobStatus("j", OWNER, "local", "Running", "Training is running.", SPEC, "2026-01-01T10:00:00.000Z",
-                  started="2026-01-01T10:00:01.000Z", replicas=[ReplicaStatus("trainer", 0, "Failed", "Exit code 3", 3, 1)]),
-        master_pid=42, processes={"trainer-0": 43}, admitted=Admitted(1.5, 1 << 31, [1]), pids=[43, 44],
-    )  # fmt: skip
+        JobStatus(
+            "j",
+            OWNER,
+            "local",
+            "Running",
+            "Training is running.",
+            SPEC,
+            "2026-01-01T10:00:00.000Z",
+            started="2026-01-01T10:00:01.000Z",
+            replicas=[ReplicaStatus("trainer", 0, "Failed", "Exit code 3", 3, 1)],
+        ),
+        master_pid=42,
+        processes={"trainer-0": 43},
+        admitted=Admitted(1.5, 1 << 31, [1]),
+        pids=[43, 44],
+    )
     assert JobRecord.from_json(job.to_json()) == job
     assert Plan.from_json(plan.to_json()) == plan
     assert StatusRecord.from_json(status.to_json()) == status
@@ -114,10 +176,15 @@ def test_a_newer_record_is_refused_in_words(kind: type[JobRecord | Plan | Status
 
 @pytest.mark.parametrize(
     "text",
-    ['{"name": "old", "owner": "al', "[]", json.dumps({**OLD_STATUS, "phase": 3}), json.dumps({**OLD_STATUS, "version": "x"}),
-     json.dumps({k: v for k, v in OLD_STATUS.items() if k != "created"}),
-     json.dumps({**OLD_STATUS, "replicas": [{"role": "trainer"}]})],
-)  # fmt: skip
+    [
+        '{"name": "old", "owner": "al',
+        "[]",
+        json.dumps({**OLD_STATUS, "phase": 3}),
+        json.dumps({**OLD_STATUS, "version": "x"}),
+        json.dumps({k: v for k, v in OLD_STATUS.items() if k != "created"}),
+        json.dumps({**OLD_STATUS, "replicas": [{"role": "trainer"}]}),
+    ],
+)
 def test_a_damaged_status_is_a_value_error(text: str) -> None:
     with pytest.raises(ValueError):
         StatusRecord.from_json(text)

@@ -1,4 +1,5 @@
 """The lifecycle rules every runner applies (runtime/policy.py)."""
+
 from __future__ import annotations
 
 from paddle_nbext.contract import Phase, ReplicaPhase
@@ -6,8 +7,12 @@ from paddle_nbext_server.runtime.policy import Observed, decide, failure_line
 
 # Replica phases build the inputs; a job phase compares equal to the replica phase of that name.
 PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED = (
-    ReplicaPhase.PENDING, ReplicaPhase.RUNNING, ReplicaPhase.SUCCEEDED, ReplicaPhase.FAILED, ReplicaPhase.STOPPED,
-)  # fmt: skip
+    ReplicaPhase.PENDING,
+    ReplicaPhase.RUNNING,
+    ReplicaPhase.SUCCEEDED,
+    ReplicaPhase.FAILED,
+    ReplicaPhase.STOPPED,
+)
 CANCELLED = Phase.CANCELLED
 
 
@@ -73,16 +78,20 @@ def test_nothing_started_is_pending() -> None:
 
 
 def test_the_failure_line_is_the_exception_not_paddles_shutdown_noise() -> None:
-    log = ("step 19 loss 0.1\nTraceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
-           "    raise ValueError(\"bad batch\")\nValueError: bad batch\n"
-           "I1201 06:29:17.266114   569 server.cpp:1167] Server[paddle::distributed::DownpourPsClientService] is going to quit\n")
+    log = (
+        'step 19 loss 0.1\nTraceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
+        '    raise ValueError("bad batch")\nValueError: bad batch\n'
+        "I1201 06:29:17.266114   569 server.cpp:1167] Server[paddle::distributed::DownpourPsClientService] is going to quit\n"
+    )
     assert failure_line(log) == "ValueError: bad batch"
-    segfault = ("step 3\n--------------------------------------\nC++ Traceback (most recent call last):\n"
-                "--------------------------------------\n0   paddle::framework::Executor::Run()\n"
-                "----------------------\nError Message Summary:\n----------------------\n"
-                "FatalError: `Segmentation fault` is detected by the operating system.\n"
-                "  [TimeInfo: *** Aborted at 1764570000 (unix time) ***]\n"
-                "  [SignalInfo: *** SIGSEGV (@0x0) received by PID 12 (TID 0x7f) from PID 0 ***]\n")
+    segfault = (
+        "step 3\n--------------------------------------\nC++ Traceback (most recent call last):\n"
+        "--------------------------------------\n0   paddle::framework::Executor::Run()\n"
+        "----------------------\nError Message Summary:\n----------------------\n"
+        "FatalError: `Segmentation fault` is detected by the operating system.\n"
+        "  [TimeInfo: *** Aborted at 1764570000 (unix time) ***]\n"
+        "  [SignalInfo: *** SIGSEGV (@0x0) received by PID 12 (TID 0x7f) from PID 0 ***]\n"
+    )
     assert failure_line(segfault) == "FatalError: `Segmentation fault` is detected by the operating system."
     assert failure_line("I1201 06:29:17.266114 569 server.cpp:1167] quit\nW1201 06:29:17.3 569 x.cc:1] gloo\n") == ""
     assert failure_line("loading\nsimulated crash at step 20\n") == "simulated crash at step 20"

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from paddle_nbext_server import runtime_files
 
 
@@ -74,7 +75,9 @@ def test_no_paddle_says_how_to_install_it(tmp_path: Path) -> None:
     assert "PaddlePaddle is not installed" in problems["ps"] and "pip install" in problems["ps"]
 
 
-@pytest.mark.parametrize(("version", "modes"), [("2.6.2", ("ps", "collective")), ("3.0.0rc1", ("ps", "collective")), ("3.1.0", ("collective",))])
+@pytest.mark.parametrize(
+    ("version", "modes"), [("2.6.2", ("ps", "collective")), ("3.0.0rc1", ("ps", "collective")), ("3.1.0", ("collective",))]
+)
 def test_supported_modes_by_release(version: str, modes: tuple[str, ...]) -> None:
     from paddle_nbext_server.runtime import preflight
 

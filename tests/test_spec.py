@@ -1,4 +1,5 @@
 """The one job model: quantities, names, defaults, per-field errors and the JSON round trip."""
+
 from __future__ import annotations
 
 import json
@@ -215,8 +216,14 @@ def test_check_reports_every_bad_field_at_once() -> None:
 
 
 def test_server_limits_and_defaults_apply() -> None:
-    limits = Limits(max_trainers=4, max_gpu_per_replica=2, max_gpu_per_job=4, allowed_images=("paddle:3.0.0",),
-                    max_mem_per_replica="8Gi", max_timeout=3600)  # fmt: skip
+    limits = Limits(
+        max_trainers=4,
+        max_gpu_per_replica=2,
+        max_gpu_per_job=4,
+        allowed_images=("paddle:3.0.0",),
+        max_mem_per_replica="8Gi",
+        max_timeout=3600,
+    )
     base = {"entry_point": "python t.py"}
     for change, field in [
         ({"trainers": 5}, "trainers"),
@@ -236,14 +243,24 @@ def test_server_limits_and_defaults_apply() -> None:
 
 def test_totals_and_summary_are_exact() -> None:
     spec = JobSpec.from_dict(
-        {"entry_point": "x", "trainers": 4, "trainer_cpu": "2", "trainer_mem": "4Gi", "pservers": 2,
-         "pserver_cpu": "500m", "pserver_mem": "1Gi", "trainer_gpu": 1}  # fmt: skip
+        {
+            "entry_point": "x",
+            "trainers": 4,
+            "trainer_cpu": "2",
+            "trainer_mem": "4Gi",
+            "pservers": 2,
+            "pserver_cpu": "500m",
+            "pserver_mem": "1Gi",
+            "trainer_gpu": 1,
+        }
     )
     assert spec.totals() == {"cpu": Fraction(9), "memory": 18 * 2**30, "gpu": 4}
     assert spec.summary() == "2 pservers × 500m CPU + 4 trainers × 2 CPU + 1 GPU = 9 CPU, 18Gi, 4 GPU"
 
 
-@pytest.mark.parametrize(("raw", "seconds"), [(600, 600), ("600", 600), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("1d", 86400), (None, None)])
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [(600, 600), ("600", 600), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("1d", 86400), (None, None)]
+)
 def test_durations(raw: object, seconds: int | None) -> None:
     assert parse_duration(raw) == seconds
 

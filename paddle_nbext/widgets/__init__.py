@@ -3,6 +3,7 @@
 Importing this package imports ipywidgets; `paddle_nbext` itself only does so when `form` or
 `job_list` is first used.
 """
+
 from __future__ import annotations
 
 from typing import Any

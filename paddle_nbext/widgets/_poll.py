@@ -12,6 +12,7 @@ request, so a widget never makes more than one request per refresh interval.  It
 asked (widget closed), when `alive()` turns false (the frontend closed the widget's comm), or
 when a tick returns False (e.g. the job ended).
 """
+
 from __future__ import annotations
 
 import threading

@@ -58,7 +58,11 @@ class JobForm(widgets.VBox):
                 sections.append(self._row(row))
         self.header = widgets.HTML(
             value=f"<b>New Paddle job</b> · backend <code>{html.escape(str(backend.get('name', '?')))}</code>"
-            + ("" if backend.get("ok", True) else f" <span style='color:#c53030'>{html.escape(str(backend.get('error') or 'unavailable'))}</span>")
+            + (
+                ""
+                if backend.get("ok", True)
+                else f" <span style='color:#c53030'>{html.escape(str(backend.get('error') or 'unavailable'))}</span>"
+            )
         )
         self.totals = widgets.HTML(value="")
         self.totals.add_class("paddle-totals")

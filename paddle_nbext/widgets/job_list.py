@@ -4,6 +4,7 @@ One `GET /jobs` per refresh interval (see `_poll` for why a thread does it); row
 job name so an unchanged job does not re-render.  Buttons act at once and update their row; the
 next refresh confirms.  Polling stops when the widget is closed or the frontend closes its comm.
 """
+
 from __future__ import annotations
 
 import html
@@ -25,7 +26,9 @@ class _Row(widgets.HBox):
     def __init__(self, owner: JobListWidget, status: JobStatus):
         self.name = str(status.name)
         self.cells = [widgets.HTML(layout={"width": width}) for width in ("220px", "100px", "260px", "60px")]
-        self.logs_button = widgets.Button(description="logs", icon="file-text", layout={"width": "80px"}, tooltip=f"show trainer-0 log of {self.name}")
+        self.logs_button = widgets.Button(
+            description="logs", icon="file-text", layout={"width": "80px"}, tooltip=f"show trainer-0 log of {self.name}"
+        )
         self.cancel_button = widgets.Button(description="cancel", icon="stop", layout={"width": "80px"}, button_style="warning")
         self.delete_button = widgets.Button(description="delete", icon="trash", layout={"width": "80px"}, button_style="danger")
         self.logs_button.on_click(lambda _b: owner.show_logs(self.name))

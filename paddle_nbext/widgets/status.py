@@ -1,4 +1,5 @@
 """Live status view of one job: phase badge, message, replica table, refreshed until it ends."""
+
 from __future__ import annotations
 
 import html

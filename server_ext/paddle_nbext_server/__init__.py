@@ -3,6 +3,7 @@
 
 Enabled on install by `jupyter-config/jupyter_server_config.d/paddle_nbext_server.json`.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -5,6 +5,7 @@ Nothing here may break JupyterLab: a bad `c.PaddleNbext` value or a backend that
 built or started leaves the extension loaded, every job route answering 503 with the cause, and
 `GET /config` reporting `backend.ok = false` with the same message.
 """
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ The values are checked when the extension loads.  A bad value raises `TraitError
 names the trait (`PaddleNbext.max_trainers ...`); the extension catches it, keeps JupyterLab
 working, and reports the message through `GET /config` and every job route (503).
 """
+
 from __future__ import annotations
 
 import os
@@ -41,22 +42,29 @@ class PaddleNbext(LoggingConfigurable):
     max_gpu_per_replica = Int(8, config=True, help="Most GPUs one trainer may ask for.")
     max_gpu_per_job = Int(None, allow_none=True, config=True, help="Most GPUs one job may use in total (None: no limit).")
     max_cpu_per_replica = Unicode(None, allow_none=True, config=True, help="Largest CPU quantity per replica, e.g. '8' (None: no limit).")
-    max_mem_per_replica = Unicode(None, allow_none=True, config=True, help="Largest memory quantity per replica, e.g. '32Gi' (None: no limit).")
+    max_mem_per_replica = Unicode(
+        None, allow_none=True, config=True, help="Largest memory quantity per replica, e.g. '32Gi' (None: no limit)."
+    )
     max_restarts = Int(10, config=True, help="Largest per-replica retry budget a job may ask for.")
     max_timeout = Int(None, allow_none=True, config=True, help="Longest wall-clock limit in seconds (None: no limit).")
     allowed_images = List(
-        Unicode(), default_value=None, allow_none=True, config=True,
+        Unicode(),
+        default_value=None,
+        allow_none=True,
+        config=True,
         help="Images jobs may use (None: any image).",
-    )  # fmt: skip
+    )
     default_image = Unicode(None, allow_none=True, config=True, help="Image used when a job names none (Kubernetes).")
     home_dir = Unicode(
-        "", config=True,
+        "",
+        config=True,
         help="The users' home directory; trainer packages must live under it [the server's $HOME].",
-    )  # fmt: skip
+    )
     stream_ping_interval = Float(
-        15.0, config=True,
+        15.0,
+        config=True,
         help="Seconds between keep-alive comments on open event streams (proxies close idle connections).",
-    )  # fmt: skip
+    )
 
     # ---- validation: every message names the trait and what is allowed
     @validate("max_pservers", "max_trainers", "max_gpu_per_replica", "max_restarts")

@@ -4,6 +4,7 @@ Each subscriber gets its own bounded queue; a slow client never blocks the backe
 clients.  When a subscriber's queue is full its oldest event is dropped and it is told to
 resynchronise (`resync`), so no client silently keeps a stale view.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -6,6 +6,7 @@ servers the owner is the operating-system account the server runs as, so the bro
 and the CLI all see the same jobs.  Any other provider (JupyterHub's, a site's own) names real
 users, and its `username` is used as is.
 """
+
 from __future__ import annotations
 
 import getpass

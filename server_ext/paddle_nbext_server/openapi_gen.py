@@ -140,7 +140,10 @@ def contract_files() -> dict[Path, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND.removeprefix("python -m "), description="Write openapi.json (and the vectors' job schemas) from openapi_base.json and the job field table.")
+    parser = argparse.ArgumentParser(
+        prog=COMMAND.removeprefix("python -m "),
+        description="Write openapi.json (and the vectors' job schemas) from openapi_base.json and the job field table.",
+    )
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 if a generated file differs from what would be written")
     args = parser.parse_args(argv)
     stale = []

@@ -5,6 +5,7 @@ replicas mount, and the local backend must not read other people's files).  With
 the directory is copied into the job's own dir, so editing the notebook's files while a job runs
 changes nothing in that job.
 """
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@
 Its own module so that the app (which creates it) and the handlers (which read it) both import
 it and neither imports the other.
 """
+
 from __future__ import annotations
 
 import asyncio

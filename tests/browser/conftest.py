@@ -2,6 +2,7 @@
 (shared by the module), and a headless Chromium page per test.
 
 Kept apart from pytest-jupyter's fixtures: Playwright's sync API runs its own event loop."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

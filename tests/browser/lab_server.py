@@ -5,6 +5,7 @@ trainer package), Jupyter config/data/runtime dirs and JupyterLab settings (news
 checks off, so no pop-up covers the panel).  The built labextension is found through
 JUPYTER_PATH, so the tests do not depend on `jupyter labextension develop` having been run.
 """
+
 from __future__ import annotations
 
 import json
@@ -122,17 +123,20 @@ def start_lab(
         *(extra_args or []),
     ]
     if backend_module:
-        code = (
-            f"import {Path(backend_module).stem} as b; b.install(); "
-            "from jupyterlab.labapp import main; import sys; sys.exit(main())"
-        )
+        code = f"import {Path(backend_module).stem} as b; b.install(); from jupyterlab.labapp import main; import sys; sys.exit(main())"
         command = [sys.executable, "-c", code, *args]
     else:
         command = [sys.executable, "-m", "jupyterlab", *args]
     jupyter = JupyterProcess(
-        command, url=f"http://127.0.0.1:{port}/", token=token, log_path=root / "jupyter.log",
-        env=env, cwd=home, name="JupyterLab", stop_grace=15,
-    )  # fmt: skip
+        command,
+        url=f"http://127.0.0.1:{port}/",
+        token=token,
+        log_path=root / "jupyter.log",
+        env=env,
+        cwd=home,
+        name="JupyterLab",
+        stop_grace=15,
+    )
     return LabServer(jupyter.url, token, home, jupyter.start())
 
 

@@ -4,6 +4,7 @@ One PS job (1 pserver + 2 trainers, `python ps_train.py`) is submitted from the 
 and watched to Succeeded; its trainer log shows the loss lines; a second job is cancelled and
 deleted; an invalid value blocks submit with the spec's message.  Notebook 7 lists jobs too,
 including one submitted through the REST API while the panel is open."""
+
 from __future__ import annotations
 
 import re
@@ -74,9 +75,7 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     page.screenshot(path=str(screenshots / "form-invalid.png"))
     fill_form(page, trainer_cpu="1", trainer_mem="1Gi", pserver_cpu="1", pserver_mem="1Gi")
     expect(panel.locator('[data-testid="paddle-error-trainer_cpu"]')).to_have_text("")
-    expect(panel.locator('[data-testid="paddle-form-totals"]')).to_have_text(
-        "Total: 1 pserver × 1 CPU + 2 trainers × 1 CPU = 3 CPU, 3Gi"
-    )
+    expect(panel.locator('[data-testid="paddle-form-totals"]')).to_have_text("Total: 1 pserver × 1 CPU + 2 trainers × 1 CPU = 3 CPU, 3Gi")
     page.screenshot(path=str(screenshots / "form-new-job.png"))
     submit.click()
 
@@ -92,7 +91,9 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     # The end of the job is announced with a JupyterLab notification.
     expect(page.get_by_text("Paddle job browser-ps succeeded").first).to_be_visible()
     expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="trainer-1"]')).to_contain_text("Succeeded")
-    expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="pserver-0"]')).to_contain_text("Stopped by the job runner once the trainers finished")
+    expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="pserver-0"]')).to_contain_text(
+        "Stopped by the job runner once the trainers finished"
+    )
     page.screenshot(path=str(screenshots / "job-succeeded.png"))
 
     # A trainer's log shows the loss lines.
@@ -166,7 +167,11 @@ def test_notebook7_panel_lists_jobs_live(page: Page, lab: LabServer, screenshots
     expect(panel.locator('[data-testid="paddle-job-row"][data-job="browser-ps"]')).to_have_attribute("data-phase", "Succeeded")
 
     # A job submitted through the API (as the magic does) appears without a reload.
-    response = lab.api("POST", "jobs", json={"job_name": "api-job", "entry_point": "python ps_train.py --steps 1000000", "trainer_package": "ps_pkg", "trainers": 1})
+    response = lab.api(
+        "POST",
+        "jobs",
+        json={"job_name": "api-job", "entry_point": "python ps_train.py --steps 1000000", "trainer_package": "ps_pkg", "trainers": 1},
+    )
     assert response.status_code == 201, response.text
     row = panel.locator('[data-testid="paddle-job-row"][data-job="api-job"]')
     expect(row).to_have_count(1, timeout=30_000)

@@ -1,5 +1,6 @@
 """The panel says what is wrong, in words, when it cannot work: the server extension is not
 enabled (Jupyter answers 404 under paddle/api/v1), or the job backend is unreachable (503)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

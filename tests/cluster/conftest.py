@@ -71,15 +71,20 @@ WAIT_SECONDS = 60.0
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 
 
-def _write_kubeconfig(path: Path, cluster: dict[str, Any], token: str | None, namespace: str | None,
-                      user: dict[str, Any] | None = None) -> str:
+def _write_kubeconfig(
+    path: Path, cluster: dict[str, Any], token: str | None, namespace: str | None, user: dict[str, Any] | None = None
+) -> str:
     context: dict[str, Any] = {"cluster": "cluster", "user": "user"}
     if namespace:
         context["namespace"] = namespace
-    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "ctx",
-           "clusters": [{"name": "cluster", "cluster": cluster}],
-           "users": [{"name": "user", "user": user if user is not None else {"token": token}}],
-           "contexts": [{"name": "ctx", "context": context}]}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "ctx",
+        "clusters": [{"name": "cluster", "cluster": cluster}],
+        "users": [{"name": "user", "user": user if user is not None else {"token": token}}],
+        "contexts": [{"name": "ctx", "context": context}],
+    }
     path.write_text(yaml.safe_dump(doc))
     return str(path)
 
@@ -94,8 +99,10 @@ class ClusterSubstrate:
         self.plane: ControlPlane | None = None
         if other:
             if not Path(other).is_file():
-                raise pytest.UsageError(f"{KUBECONFIG_ENV}={other}: no such kubeconfig file; unset it to use the "
-                                        "suite's own control plane or point it at a readable kubeconfig")
+                raise pytest.UsageError(
+                    f"{KUBECONFIG_ENV}={other}: no such kubeconfig file; unset it to use the "
+                    "suite's own control plane or point it at a readable kubeconfig"
+                )
             self.admin_path = other
         else:
             try:
@@ -106,8 +113,7 @@ class ClusterSubstrate:
         doc = yaml.safe_load(Path(self.admin_path).read_text())
         current = doc.get("current-context")
         context = next(c["context"] for c in doc["contexts"] if c["name"] == current)
-        self.cluster_entry = copy.deepcopy(next(c["cluster"] for c in doc["clusters"]
-                                                if c["name"] == context["cluster"]))
+        self.cluster_entry = copy.deepcopy(next(c["cluster"] for c in doc["clusters"] if c["name"] == context["cluster"]))
 
     def close(self) -> None:
         if self.plane is not None:
@@ -148,8 +154,9 @@ class Cluster:
         return kubernetes.client.CoreV1Api(self._admin)
 
     def new_namespace(self, labels: dict[str, str] | None = None) -> str:
-        ns = self._core().create_namespace({"metadata": {"generateName": "pnb-test-",
-                                                         "labels": {"paddle-nbext/test": "true", **(labels or {})}}})
+        ns = self._core().create_namespace(
+            {"metadata": {"generateName": "pnb-test-", "labels": {"paddle-nbext/test": "true", **(labels or {})}}}
+        )
         name: str = ns.metadata.name
         self._namespaces.append(name)
         return name
@@ -166,13 +173,15 @@ class Cluster:
             manifest.setdefault("apiVersion", "rbac.authorization.k8s.io/v1")
             manifest.setdefault("kind", "Role")
             rbac.create_namespaced_role(namespace, manifest)
-            rbac.create_namespaced_role_binding(namespace, {
-                "metadata": {"name": manifest["metadata"]["name"]},
-                "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                            "name": manifest["metadata"]["name"]}})
-        token = core.create_namespaced_service_account_token(
-            service_account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+            rbac.create_namespaced_role_binding(
+                namespace,
+                {
+                    "metadata": {"name": manifest["metadata"]["name"]},
+                    "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": manifest["metadata"]["name"]},
+                },
+            )
+        token = core.create_namespaced_service_account_token(service_account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
         return self.kubeconfig_with_token(token, namespace)
 
     def kubeconfig_with_token(self, token: str, namespace: str) -> str:
@@ -183,17 +192,32 @@ class Cluster:
 
     def home_claim(self, namespace: str, claim: str) -> None:
         core = self._core()
-        volume = core.create_persistent_volume({"metadata": {"generateName": "pnb-home-", "labels": {"paddle-nbext/test": "true"}},
-                                                "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany"],
-                                                         "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-                                                         "claimRef": {"namespace": namespace, "name": claim},
-                                                         "csi": {"driver": "cephfs.csi.ceph.com",
-                                                                 "volumeHandle": f"home-{namespace}-{claim}"}}})
+        volume = core.create_persistent_volume(
+            {
+                "metadata": {"generateName": "pnb-home-", "labels": {"paddle-nbext/test": "true"}},
+                "spec": {
+                    "capacity": {"storage": "10Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": "",
+                    "claimRef": {"namespace": namespace, "name": claim},
+                    "csi": {"driver": "cephfs.csi.ceph.com", "volumeHandle": f"home-{namespace}-{claim}"},
+                },
+            }
+        )
         self._volumes.append(volume.metadata.name)
-        core.create_namespaced_persistent_volume_claim(namespace, {
-            "metadata": {"name": claim},
-            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume.metadata.name,
-                     "resources": {"requests": {"storage": "10Gi"}}}})
+        core.create_namespaced_persistent_volume_claim(
+            namespace,
+            {
+                "metadata": {"name": claim},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "",
+                    "volumeName": volume.metadata.name,
+                    "resources": {"requests": {"storage": "10Gi"}},
+                },
+            },
+        )
         deadline = time.monotonic() + WAIT_SECONDS
         while core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase != "Bound":
             if time.monotonic() > deadline:
@@ -208,43 +232,72 @@ class Cluster:
             missing = []
             for job in batch.list_namespaced_job(namespace).items:
                 spec, status = job.spec, job.status
-                done = any(c.type in ("Complete", "Failed") and c.status == "True"
-                           for c in (status.conditions or []))
+                done = any(c.type in ("Complete", "Failed") and c.status == "True" for c in (status.conditions or []))
                 if spec.completion_mode != "Indexed" or spec.suspend or done:
                     continue
                 want = min(spec.parallelism or 0, (spec.completions or 0) - (status.succeeded or 0))
-                pods = self._core().list_namespaced_pod(
-                    namespace, label_selector=f"batch.kubernetes.io/controller-uid={job.metadata.uid}").items
-                placed = [p for p in pods if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp
-                          and INDEX_KEY in (p.metadata.annotations or {}) and _placed(p)]
+                pods = (
+                    self._core()
+                    .list_namespaced_pod(namespace, label_selector=f"batch.kubernetes.io/controller-uid={job.metadata.uid}")
+                    .items
+                )
+                placed = [
+                    p
+                    for p in pods
+                    if p.status.phase in ("Pending", "Running")
+                    and not p.metadata.deletion_timestamp
+                    and INDEX_KEY in (p.metadata.annotations or {})
+                    and _placed(p)
+                ]
                 if len(placed) < want:
                     missing.append(job.metadata.name)
             if not missing:
                 return
             if time.monotonic() > deadline:
-                raise AssertionError(f"kube-controller-manager and kube-scheduler did not create and place the pods "
-                                     f"of {missing} within {WAIT_SECONDS:.0f}s (see the control plane's logs in "
-                                     f"{self._sub.workdir})")
+                raise AssertionError(
+                    f"kube-controller-manager and kube-scheduler did not create and place the pods "
+                    f"of {missing} within {WAIT_SECONDS:.0f}s (see the control plane's logs in "
+                    f"{self._sub.workdir})"
+                )
             time.sleep(0.1)
 
     # --- the kubelet's reports ------------------------------------------------------------------
-    def set_pod_status(self, namespace: str, pod: str, phase: str, *, exit_code: int | None = None,
-                       reason: str | None = None, message: str | None = None, waiting_reason: str | None = None,
-                       restart_count: int = 0, log: str | None = None) -> None:
+    def set_pod_status(
+        self,
+        namespace: str,
+        pod: str,
+        phase: str,
+        *,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        message: str | None = None,
+        waiting_reason: str | None = None,
+        restart_count: int = 0,
+        log: str | None = None,
+    ) -> None:
         core = self._core()
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
             current = core.api_client.sanitize_for_serialization(core.read_namespaced_pod(pod, namespace))
             if not (current.get("spec") or {}).get("nodeName"):
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"pod {pod} was never bound to a node, so no kubelet reports its status: "
-                                         f"{(current.get('status') or {}).get('conditions')}")
+                    raise AssertionError(
+                        f"pod {pod} was never bound to a node, so no kubelet reports its status: "
+                        f"{(current.get('status') or {}).get('conditions')}"
+                    )
                 time.sleep(0.1)
                 continue
             if log is not None:
                 self._write_log(namespace, current, log, restart_count)
-            current["status"] = pod_status(current, phase, exit_code=exit_code, reason=reason, message=message,
-                                           waiting_reason=waiting_reason, restart_count=restart_count)
+            current["status"] = pod_status(
+                current,
+                phase,
+                exit_code=exit_code,
+                reason=reason,
+                message=message,
+                waiting_reason=waiting_reason,
+                restart_count=restart_count,
+            )
             try:
                 core.replace_namespaced_pod_status(pod, namespace, current)
                 return
@@ -290,18 +343,25 @@ class Cluster:
         """An Event about ``pod`` as its kubelet records one (e.g. FailedMount)."""
         core = self._core()
         obj = core.read_namespaced_pod(pod, namespace)
-        core.create_namespaced_event(namespace, {
-            "metadata": {"generateName": f"{pod}.", "namespace": namespace},
-            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod, "namespace": namespace,
-                               "uid": obj.metadata.uid},
-            "reason": reason, "message": message, "type": "Warning", "count": 1,
-            "source": {"component": "kubelet", "host": obj.spec.node_name or ""},
-            "firstTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "lastTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat()})
+        core.create_namespaced_event(
+            namespace,
+            {
+                "metadata": {"generateName": f"{pod}.", "namespace": namespace},
+                "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod, "namespace": namespace, "uid": obj.metadata.uid},
+                "reason": reason,
+                "message": message,
+                "type": "Warning",
+                "count": 1,
+                "source": {"component": "kubelet", "host": obj.spec.node_name or ""},
+                "firstTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                "lastTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            },
+        )
 
     def evict(self, namespace: str, pod: str) -> None:
-        self._core().create_namespaced_pod_eviction(pod, namespace, {
-            "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}})
+        self._core().create_namespaced_pod_eviction(
+            pod, namespace, {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+        )
 
     # --- faults -----------------------------------------------------------------------------------
     def api_down(self) -> contextlib.AbstractContextManager[None]:

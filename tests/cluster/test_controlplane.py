@@ -30,17 +30,27 @@ def status_of(exc: ApiException) -> dict[str, Any]:
 
 
 def indexed_job(name: str, completions: int, **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name},
-            "spec": {"completionMode": "Indexed", "completions": completions, "parallelism": completions,
-                     "backoffLimit": 1, **spec,
-                     "template": {"metadata": {"labels": {"job": name}},
-                                  "spec": {"restartPolicy": "Never", "subdomain": "svc",
-                                           "containers": [{"name": "main", "image": "paddle:3.0.0"}]}}}}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": completions,
+            "parallelism": completions,
+            "backoffLimit": 1,
+            **spec,
+            "template": {
+                "metadata": {"labels": {"job": name}},
+                "spec": {"restartPolicy": "Never", "subdomain": "svc", "containers": [{"name": "main", "image": "paddle:3.0.0"}]},
+            },
+        },
+    }
 
 
 def live_pods(v1: client.CoreV1Api, ns: str, selector: str) -> list[Any]:
-    return sorted((p for p in v1.list_namespaced_pod(ns, label_selector=selector).items
-                   if not p.metadata.deletion_timestamp), key=lambda p: p.metadata.name)
+    return sorted(
+        (p for p in v1.list_namespaced_pod(ns, label_selector=selector).items if not p.metadata.deletion_timestamp),
+        key=lambda p: p.metadata.name,
+    )
 
 
 # --------------------------------------------------------------------------- the command itself
@@ -57,21 +67,23 @@ def test_start_and_stop_leave_no_process_and_free_every_port(tmp_path: Path) -> 
         assert nodes["kwok-gpu-0"].status.allocatable["nvidia.com/gpu"] == "8"
         assert all(c.status == "True" for n in nodes.values() for c in n.status.conditions if c.type == "Ready")
         assert json.loads((plane.state_dir / "state.json").read_text())["server"] == plane.server
-        ports = [plane.ports.etcd, plane.ports.apiserver, plane.ports.controller_manager, plane.ports.scheduler,
-                 plane.ports.kwok]
+        ports = [plane.ports.etcd, plane.ports.apiserver, plane.ports.controller_manager, plane.ports.scheduler, plane.ports.kwok]
         assert all(port_open(p) for p in ports)
     finally:
         plane.stop()
     assert not [p for p in ports if port_open(p)]
-    assert not [name for name, pid in pids.items() if pid and Path(f"/proc/{pid}").exists()
-                and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]]
+    assert not [
+        name
+        for name, pid in pids.items()
+        if pid and Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    ]
 
 
 def test_a_component_that_cannot_start_is_named_with_its_log_and_nothing_is_left(tmp_path: Path) -> None:
     binaries = find_binaries()
     assert binaries is not None, "the control plane is not built: bash scripts/controlplane.sh build"
     broken = tmp_path / "kube-apiserver"
-    broken.write_text("#!/bin/sh\necho 'E1201 run.go:72] \"command failed\" err=\"no such flag\"' >&2\nexit 1\n")
+    broken.write_text('#!/bin/sh\necho \'E1201 run.go:72] "command failed" err="no such flag"\' >&2\nexit 1\n')
     broken.chmod(broken.stat().st_mode | stat.S_IXUSR)
     plane = ControlPlane(tmp_path / "plane", binaries={**binaries, "kube-apiserver": broken})
     with pytest.raises(ControlPlaneError) as error:
@@ -119,8 +131,10 @@ def test_job_controller_scheduler_and_kubelet_reports(cluster: Any) -> None:
     cluster.set_pod_status(ns, pods[1].metadata.name, "Failed", exit_code=137, reason="OOMKilled")
     terminated = v1.read_namespaced_pod(pods[1].metadata.name, ns).status.container_statuses[0].state.terminated
     assert (terminated.exit_code, terminated.reason) == (137, "OOMKilled")
-    replacement = eventually(lambda: [p for p in live_pods(v1, ns, "batch.kubernetes.io/job-completion-index=1")
-                                      if p.metadata.name != pods[1].metadata.name], "a replacement pod")[0]
+    replacement = eventually(
+        lambda: [p for p in live_pods(v1, ns, "batch.kubernetes.io/job-completion-index=1") if p.metadata.name != pods[1].metadata.name],
+        "a replacement pod",
+    )[0]
     cluster.set_pod_status(ns, pods[0].metadata.name, "Succeeded")
     cluster.set_pod_status(ns, replacement.metadata.name, "Succeeded")
     done = eventually(lambda: _complete(batch.read_namespaced_job_status("trainer", ns)), "the Job to complete")
@@ -139,8 +153,7 @@ def test_container_logs_tail_and_previous_through_the_api_server(cluster: Any) -
     cluster.plane  # noqa: B018 - KWOK of the suite's own control plane serves the files
     ns = cluster.new_namespace()
     v1 = client.CoreV1Api(cluster.api_client())
-    v1.create_namespaced_pod(ns, {"metadata": {"name": "p"},
-                                  "spec": {"containers": [{"name": "main", "image": "paddle:3.0.0"}]}})
+    v1.create_namespaced_pod(ns, {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "main", "image": "paddle:3.0.0"}]}})
     cluster.set_pod_status(ns, "p", "Running", log="first run\n")
     cluster.set_pod_status(ns, "p", "Running", restart_count=1, log="one\ntwo\n")
     assert v1.read_namespaced_pod_log("p", ns, previous=True) == "first run\n"
@@ -151,9 +164,13 @@ def test_deleted_pods_stop_on_sigterm_or_linger_for_their_grace_period(cluster: 
     ns = cluster.new_namespace()
     v1 = client.CoreV1Api(cluster.api_client())
     for name, marks in (("quick", {}), ("stubborn", {IGNORES_SIGTERM: "true"})):
-        v1.create_namespaced_pod(ns, {"metadata": {"name": name, "annotations": marks},
-                                      "spec": {"terminationGracePeriodSeconds": 30,
-                                               "containers": [{"name": "main", "image": "paddle:3.0.0"}]}})
+        v1.create_namespaced_pod(
+            ns,
+            {
+                "metadata": {"name": name, "annotations": marks},
+                "spec": {"terminationGracePeriodSeconds": 30, "containers": [{"name": "main", "image": "paddle:3.0.0"}]},
+            },
+        )
         cluster.set_pod_status(ns, name, "Running")
     v1.delete_namespaced_pod("quick", ns)
     v1.delete_namespaced_pod("stubborn", ns)
@@ -165,8 +182,13 @@ def test_deleted_pods_stop_on_sigterm_or_linger_for_their_grace_period(cluster: 
 def test_an_eviction_marks_the_pod_as_disrupted(cluster: Any) -> None:
     ns = cluster.new_namespace()
     v1 = client.CoreV1Api(cluster.api_client())
-    v1.create_namespaced_pod(ns, {"metadata": {"name": "p", "annotations": {IGNORES_SIGTERM: "true"}},
-                                  "spec": {"containers": [{"name": "main", "image": "paddle:3.0.0"}]}})
+    v1.create_namespaced_pod(
+        ns,
+        {
+            "metadata": {"name": "p", "annotations": {IGNORES_SIGTERM: "true"}},
+            "spec": {"containers": [{"name": "main", "image": "paddle:3.0.0"}]},
+        },
+    )
     cluster.set_pod_status(ns, "p", "Running")
     cluster.evict(ns, "p")
     conditions = {c.type: c for c in v1.read_namespaced_pod("p", ns).status.conditions}
@@ -185,13 +207,13 @@ def test_service_account_tokens_and_rbac(cluster: Any) -> None:
         reader.create_namespaced_config_map(ns, {"metadata": {"name": "new"}})
     assert exc.value.status == 403 and status_of(exc.value)["message"] == (
         f'configmaps is forbidden: User "system:serviceaccount:{ns}:reader" cannot create resource "configmaps" '
-        f'in API group "" in the namespace "{ns}"')
+        f'in API group "" in the namespace "{ns}"'
+    )
     with pytest.raises(ApiException) as exc:
         reader.read_namespaced_config_map("theirs", other)
     assert exc.value.status == 403
     admin.delete_namespaced_service_account("reader", ns)
-    eventually(lambda: _status(lambda: reader.list_namespaced_config_map(ns)) == 401,
-               "the token to stop working with its ServiceAccount")
+    eventually(lambda: _status(lambda: reader.list_namespaced_config_map(ns)) == 401, "the token to stop working with its ServiceAccount")
 
 
 def _status(call: Callable[[], Any]) -> int:
@@ -220,8 +242,7 @@ def test_expired_watch_history_answers_410(cluster: Any) -> None:
     v1.create_namespaced_config_map(ns, {"metadata": {"name": "later"}})
     cluster.expire_watch_history()
     try:
-        stream = v1.list_namespaced_config_map(ns, watch=True, resource_version=old, timeout_seconds=5,
-                                               _preload_content=False)
+        stream = v1.list_namespaced_config_map(ns, watch=True, resource_version=old, timeout_seconds=5, _preload_content=False)
         first = json.loads(stream.read().decode().splitlines()[0])
         assert first["type"] == "ERROR" and first["object"]["code"] == 410
     except ApiException as exc:
@@ -241,9 +262,26 @@ def test_the_suite_without_a_control_plane_errors_and_never_passes(tmp_path: Pat
     repo = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k != "PADDLE_NBEXT_TEST_KUBECONFIG"}
     env["PADDLE_NBEXT_CONTROLPLANE_CACHE"] = str(tmp_path / "empty-cache")
-    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header",
-                             "tests/cluster/test_k8s_backend.py", "-k", "unschedulable"],
-                            cwd=repo, env=env, capture_output=True, text=True, timeout=240, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--no-header",
+            "tests/cluster/test_k8s_backend.py",
+            "-k",
+            "unschedulable",
+        ],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert result.returncode == 1, result.stdout[-2000:]
     assert "1 error" in result.stdout and "passed" not in result.stdout and "skipped" not in result.stdout
     assert "no control plane" in result.stdout and "bash scripts/controlplane.sh build" in result.stdout

@@ -6,6 +6,7 @@ states, never for durations.
 The backend always runs under the shipped Role (deploy/rbac/notebook-role.yaml), the master
 under deploy/rbac/master-role.yaml, each with a token minted for its service account.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,11 +25,11 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from paddle_nbext.spec import JobSpec
 from paddle_nbext_server.backends.base import BackendUnavailable, InvalidState, JobExists, JobNotFound, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend
 from paddle_nbext_server.events import DELETED, UPDATED, EventHub
-
-from paddle_nbext.spec import JobSpec
 
 pytestmark = pytest.mark.cluster
 
@@ -99,8 +100,9 @@ def backend_for(kubeconfig: str, namespace: str, home: Path, events: EventHub | 
 
 
 @contextlib.asynccontextmanager
-async def running(kubeconfig: str, namespace: str, home: Path, events: EventHub | None = None,
-                  **traits: Any) -> AsyncIterator[KubernetesBackend]:
+async def running(
+    kubeconfig: str, namespace: str, home: Path, events: EventHub | None = None, **traits: Any
+) -> AsyncIterator[KubernetesBackend]:
     """`backend_for(...)`, started for the block and stopped after it, whatever happens."""
     backend = backend_for(kubeconfig, namespace, home, events, **traits)
     await backend.start()
@@ -133,6 +135,7 @@ def objects_of(api: client.ApiClient, namespace: str, job: str) -> set[tuple[str
 
 def pod_of(api: client.ApiClient, namespace: str, job: str, role: str, index: int) -> str:
     pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={job},paddle-nbext/role={role}").items
+
     def newest_first(p: Any) -> tuple[Any, bool]:
         return p.metadata.creation_timestamp, p.status.phase in (None, "Pending", "Running")
 
@@ -164,12 +167,24 @@ def run(coro: Awaitable[Any]) -> Any:
 def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp_path):
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     # the notebook's own pod, whose home volume `auto` copies into the job pods
-    client.CoreV1Api(admin).create_namespaced_pod(namespace, {
-        "metadata": {"name": "jupyter-alice"},
-        "spec": {"containers": [{"name": "notebook", "image": "jupyter", "volumeMounts": [{"name": "home", "mountPath": str(home)}],
-                                 "securityContext": {"runAsUser": 1000, "allowPrivilegeEscalation": False}}],
-                 "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}],
-                 "securityContext": {"fsGroup": 100}}})  # as KubeSpawner sets them: uid on the container, fsGroup on the pod  # fmt: skip
+    client.CoreV1Api(admin).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "jupyter-alice"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "notebook",
+                        "image": "jupyter",
+                        "volumeMounts": [{"name": "home", "mountPath": str(home)}],
+                        "securityContext": {"runAsUser": 1000, "allowPrivilegeEscalation": False},
+                    }
+                ],
+                "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}],
+                "securityContext": {"fsGroup": 100},
+            },
+        },
+    )  # as KubeSpawner sets them: uid on the container, fsGroup on the pod
     hub = EventHub()
 
     async def scenario() -> None:
@@ -177,7 +192,13 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
             async with hub.subscribe() as events:
                 dry = await backend.submit(SubmitRequest(spec("dry", pservers=2, trainers=2), "alice", home), dry_run=True)
                 kinds = [(m["kind"], m["metadata"]["name"]) for m in dry["plan"]["manifests"]]
-                assert kinds == [("ConfigMap", "dry"), ("Service", "dry"), ("Job", "dry-master"), ("Job", "dry-pserver"), ("Job", "dry-trainer")]
+                assert kinds == [
+                    ("ConfigMap", "dry"),
+                    ("Service", "dry"),
+                    ("Job", "dry-master"),
+                    ("Job", "dry-pserver"),
+                    ("Job", "dry-trainer"),
+                ]
                 trainer_pod = dry["plan"]["manifests"][-1]["spec"]["template"]["spec"]
                 assert {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}} in trainer_pod["volumes"]
                 assert trainer_pod["securityContext"] == {"runAsUser": 1000, "fsGroup": 100}
@@ -186,8 +207,16 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 created = await backend.submit(SubmitRequest(spec("mnist", pservers=1, trainers=2), "alice", home))
                 assert created["name"] == "mnist" and created["phase"] == "Pending"
                 assert (home / ".paddle-jobs" / "mnist" / "package" / "train.py").is_file()
-                expected = {("ConfigMap", "mnist"), ("Service", "mnist"), ("Job", "mnist-master"), ("Job", "mnist-pserver"), ("Job", "mnist-trainer")}
-                assert objects_of(admin, namespace, "mnist") - {o for o in objects_of(admin, namespace, "mnist") if o[0] == "Pod"} == expected
+                expected = {
+                    ("ConfigMap", "mnist"),
+                    ("Service", "mnist"),
+                    ("Job", "mnist-master"),
+                    ("Job", "mnist-pserver"),
+                    ("Job", "mnist-trainer"),
+                }
+                assert (
+                    objects_of(admin, namespace, "mnist") - {o for o in objects_of(admin, namespace, "mnist") if o[0] == "Pod"} == expected
+                )
                 record = client.CoreV1Api(admin).read_namespaced_config_map("mnist", namespace)
                 for job in client.BatchV1Api(admin).list_namespaced_job(namespace, label_selector="paddle-nbext/job=mnist").items:
                     assert [(o.kind, o.name, o.uid) for o in job.metadata.owner_references] == [("ConfigMap", "mnist", record.metadata.uid)]
@@ -196,12 +225,28 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                     await backend.submit(SubmitRequest(spec("mnist"), "alice", home))
 
                 cluster.await_job_pods(namespace)
-                cluster.set_pod_status(namespace, pod_of(admin, namespace, "mnist", "trainer", 1), "Pending", waiting_reason="ImagePullBackOff", message="Back-off pulling image \"paddle:nope\"")
-                await eventually(lambda: _where(backend, "mnist", lambda s: replica(s, "trainer", 1).reason == 'ImagePullBackOff: Back-off pulling image "paddle:nope"'), "ImagePullBackOff reason")
+                cluster.set_pod_status(
+                    namespace,
+                    pod_of(admin, namespace, "mnist", "trainer", 1),
+                    "Pending",
+                    waiting_reason="ImagePullBackOff",
+                    message='Back-off pulling image "paddle:nope"',
+                )
+                await eventually(
+                    lambda: _where(
+                        backend,
+                        "mnist",
+                        lambda s: replica(s, "trainer", 1).reason == 'ImagePullBackOff: Back-off pulling image "paddle:nope"',
+                    ),
+                    "ImagePullBackOff reason",
+                )
 
                 for role, index in (("pserver", 0), ("trainer", 0), ("trainer", 1)):
                     cluster.set_pod_status(namespace, pod_of(admin, namespace, "mnist", role, index), "Running")
-                await eventually(lambda: _where(backend, "mnist", lambda s: s.phase == "Running" and s.to_dict()["roles"]["trainer"]["running"] == 2), "Running")
+                await eventually(
+                    lambda: _where(backend, "mnist", lambda s: s.phase == "Running" and s.to_dict()["roles"]["trainer"]["running"] == 2),
+                    "Running",
+                )
                 with pytest.raises(InvalidState, match="no trainer 7"):
                     await backend.read_logs("mnist", "alice", "trainer", 7)
 
@@ -214,7 +259,9 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 assert final.message == "All 2 trainers finished successfully."
                 record = client.CoreV1Api(admin).read_namespaced_config_map("mnist", namespace)
                 assert json.loads(record.metadata.annotations["paddle-nbext/status"])["phase"] == "Succeeded"
-                await eventually(lambda: _async(lambda: ended(admin, namespace, "mnist-pserver")), "the pserver Job to end (DeadlineExceeded)")
+                await eventually(
+                    lambda: _async(lambda: ended(admin, namespace, "mnist-pserver")), "the pserver Job to end (DeadlineExceeded)"
+                )
 
                 seen = []
                 while not events.empty():
@@ -230,7 +277,9 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 with pytest.raises(JobNotFound):
                     await backend.get_job("mnist", "alice")
                 assert any(e.kind == DELETED and e.name == "mnist" for e in [await events.get() for _ in range(events.qsize())])
-                await eventually(lambda: _async(lambda: objects_of(admin, namespace, "mnist") == set()), "the cascade to remove every object")
+                await eventually(
+                    lambda: _async(lambda: objects_of(admin, namespace, "mnist") == set()), "the cascade to remove every object"
+                )
                 assert not (home / ".paddle-jobs" / "mnist").exists()
 
     run(scenario())
@@ -298,8 +347,14 @@ def master_env(cluster: Any, namespace: str, tmp_path: Path, job: str) -> dict[s
     entry, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
     token = tmp_path / f"{job}-token"
     token.write_text(user["token"])
-    env = {**os.environ, "PADDLE_NBEXT_JOB": job, "PADDLE_NBEXT_NAMESPACE": namespace, "PADDLE_NBEXT_KUBE_API": entry["server"],
-           "PADDLE_NBEXT_KUBE_TOKEN_FILE": str(token), "PADDLE_NBEXT_MASTER_INTERVAL": "0.2"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PADDLE_NBEXT_JOB": job,
+        "PADDLE_NBEXT_NAMESPACE": namespace,
+        "PADDLE_NBEXT_KUBE_API": entry["server"],
+        "PADDLE_NBEXT_KUBE_TOKEN_FILE": str(token),
+        "PADDLE_NBEXT_MASTER_INTERVAL": "0.2",
+    }
     env.pop("KUBERNETES_SERVICE_HOST", None)
     if entry.get("certificate-authority-data"):
         ca = tmp_path / f"{job}-ca.crt"
@@ -341,10 +396,15 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
     final = json.loads(core.read_namespaced_config_map("mastered", namespace).metadata.annotations["paddle-nbext/status"])
     assert final["phase"] == "Succeeded"
     assert {(r["role"], r["phase"]) for r in final["replicas"]} == {("pserver", "Stopped"), ("trainer", "Succeeded")}
+
     def pservers_gone() -> bool:
-        live = [p for p in core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=mastered,paddle-nbext/role=pserver").items
-                if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp]
+        live = [
+            p
+            for p in core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=mastered,paddle-nbext/role=pserver").items
+            if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp
+        ]
         return ended(admin, namespace, "mastered-pserver") and not live
+
     run(eventually(lambda: _async(pservers_gone), "the Job controller to end the pserver Job and stop its pods"))
 
     async def server_view() -> None:
@@ -436,7 +496,10 @@ def test_an_unschedulable_replica_says_what_the_scheduler_said(cluster, tmp_path
             await backend.submit(SubmitRequest(spec("huge", mode="collective", pservers=0, trainers=1, trainer_cpu="64"), "alice", home))
             cluster.await_job_pods(namespace)
             # (the scheduler may first report the home volume its informer has not seen yet)
-            status = await eventually(lambda: _where(backend, "huge", lambda s: "Insufficient cpu" in (replica(s, "trainer", 0).reason or "")), "the scheduler's reason")
+            status = await eventually(
+                lambda: _where(backend, "huge", lambda s: "Insufficient cpu" in (replica(s, "trainer", 0).reason or "")),
+                "the scheduler's reason",
+            )
             assert replica(status, "trainer", 0).reason.startswith("Unschedulable: 0/3 nodes are available: 3 Insufficient cpu")
             assert status.phase == "Pending"
 
@@ -482,7 +545,10 @@ def test_gpu_trainers_land_on_the_gpu_node_and_its_capacity_is_accounted(cluster
                 assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
             await backend.submit(SubmitRequest(spec("more", mode="collective", pservers=0, trainers=1, trainer_gpu=1), "alice", home))
             cluster.await_job_pods(namespace)
-            status = await eventually(lambda: _where(backend, "more", lambda s: "Insufficient nvidia.com/gpu" in (replica(s, "trainer", 0).reason or "")), "the scheduler's GPU reason")
+            status = await eventually(
+                lambda: _where(backend, "more", lambda s: "Insufficient nvidia.com/gpu" in (replica(s, "trainer", 0).reason or "")),
+                "the scheduler's GPU reason",
+            )
             assert status.phase == "Pending"
 
     run(scenario())

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
 from support.waiting import eventually
 from test_k8s_backend import NOTEBOOK_ROLE, home_dir, objects_of, run, running, spec, workspace
+
+from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
 
 pytestmark = pytest.mark.cluster
 
@@ -27,10 +28,13 @@ def hub_namespace(cluster: Any) -> str:
     """A namespace as Zero to JupyterHub leaves it: the `hub` ConfigMap, Secret and ServiceAccount."""
     namespace = cluster.new_namespace()
     core = client.CoreV1Api(cluster.api_client())
-    core.create_namespaced_config_map(namespace, {"metadata": {"name": "hub", "labels": HUB_LABELS},
-                                                  "data": {"jupyterhub_config.py": "c.JupyterHub.log_level = 'INFO'\n"}})
-    core.create_namespaced_secret(namespace, {"metadata": {"name": "hub", "labels": HUB_LABELS},
-                                              "stringData": {"hub.config.CryptKeeper.keys": "secret"}})
+    core.create_namespaced_config_map(
+        namespace,
+        {"metadata": {"name": "hub", "labels": HUB_LABELS}, "data": {"jupyterhub_config.py": "c.JupyterHub.log_level = 'INFO'\n"}},
+    )
+    core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "hub", "labels": HUB_LABELS}, "stringData": {"hub.config.CryptKeeper.keys": "secret"}}
+    )
     core.create_namespaced_service_account(namespace, {"metadata": {"name": "hub", "labels": HUB_LABELS}})
     return namespace
 
@@ -43,12 +47,15 @@ def notebook_token_across(cluster: Any, hub_ns: str, jobs_ns: str) -> str:
     core.create_namespaced_service_account(hub_ns, {"metadata": {"name": "paddle-notebook"}})
     role = {**NOTEBOOK_ROLE, "metadata": {"name": "paddle-nbext", "namespace": jobs_ns}}
     rbac.create_namespaced_role(jobs_ns, role)
-    rbac.create_namespaced_role_binding(jobs_ns, {
-        "metadata": {"name": "paddle-nbext"},
-        "subjects": [{"kind": "ServiceAccount", "name": "paddle-notebook", "namespace": hub_ns}],
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "paddle-nbext"}})
-    token = core.create_namespaced_service_account_token("paddle-notebook", hub_ns,
-                                                         {"spec": {"expirationSeconds": 3600}}).status.token
+    rbac.create_namespaced_role_binding(
+        jobs_ns,
+        {
+            "metadata": {"name": "paddle-nbext"},
+            "subjects": [{"kind": "ServiceAccount", "name": "paddle-notebook", "namespace": hub_ns}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "paddle-nbext"},
+        },
+    )
+    token = core.create_namespaced_service_account_token("paddle-notebook", hub_ns, {"spec": {"expirationSeconds": 3600}}).status.token
     return cluster.kubeconfig_with_token(token, jobs_ns)
 
 
@@ -98,19 +105,33 @@ def test_the_shared_jobs_namespace_keeps_the_hub_out_of_the_notebooks_reach(clus
     core, batch = client.CoreV1Api(notebook), client.BatchV1Api(notebook)
     assert _status(lambda: core.patch_namespaced_config_map("hub", hub_ns, {"data": {"jupyterhub_config.py": "x"}})) == 403
     assert _status(lambda: core.read_namespaced_secret("hub", hub_ns)) == 403
-    as_hub = {"metadata": {"name": "as-hub"}, "spec": {"serviceAccountName": "hub",
-                                                       "containers": [{"name": "c", "image": "paddle:3.0.0"}]}}
+    as_hub = {"metadata": {"name": "as-hub"}, "spec": {"serviceAccountName": "hub", "containers": [{"name": "c", "image": "paddle:3.0.0"}]}}
     assert _status(lambda: core.create_namespaced_pod(hub_ns, as_hub)) == 403
     assert _status(lambda: core.create_namespaced_pod(jobs_ns, as_hub)) == 403  # no pod create anywhere
-    hub_job = {"metadata": {"name": "as-hub"}, "spec": {"template": {"spec": {
-        "restartPolicy": "Never", "serviceAccountName": "hub", "containers": [{"name": "c", "image": "paddle:3.0.0"}]}}}}
+    hub_job = {
+        "metadata": {"name": "as-hub"},
+        "spec": {
+            "template": {
+                "spec": {"restartPolicy": "Never", "serviceAccountName": "hub", "containers": [{"name": "c", "image": "paddle:3.0.0"}]}
+            }
+        },
+    }
     assert _status(lambda: batch.create_namespaced_job(hub_ns, hub_job)) == 403
     # In the jobs namespace a Job may name only the ServiceAccounts that live there, and the
     # hub's is not one: the ServiceAccount admission plugin refuses every pod of it.
     created = batch.create_namespaced_job(jobs_ns, hub_job)
-    refusal = eventually(lambda: [e.message for e in client.CoreV1Api(admin).list_namespaced_event(
-        jobs_ns, field_selector=f"involvedObject.uid={created.metadata.uid},reason=FailedCreate").items],
-        "the Job controller's FailedCreate event")
+    refusal = eventually(
+        lambda: [
+            e.message
+            for e in client.CoreV1Api(admin)
+            .list_namespaced_event(jobs_ns, field_selector=f"involvedObject.uid={created.metadata.uid},reason=FailedCreate")
+            .items
+        ],
+        "the Job controller's FailedCreate event",
+    )
     assert 'serviceaccount "hub" not found' in refusal[0]
-    assert not client.CoreV1Api(admin).list_namespaced_pod(jobs_ns, label_selector=f"batch.kubernetes.io/controller-uid={created.metadata.uid}").items
-
+    assert (
+        not client.CoreV1Api(admin)
+        .list_namespaced_pod(jobs_ns, label_selector=f"batch.kubernetes.io/controller-uid={created.metadata.uid}")
+        .items
+    )

@@ -17,9 +17,6 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from paddle_nbext_server.backends.base import InvalidState, SubmitRequest
-from paddle_nbext_server.backends.kubernetes import logs as replica_logs
-from paddle_nbext_server.runtime import launcher
 from support.controlplane.kubelet import cri_log
 from test_k8s_backend import (
     WAIT,
@@ -34,6 +31,10 @@ from test_k8s_backend import (
     spec,
     workspace,
 )
+
+from paddle_nbext_server.backends.base import InvalidState, SubmitRequest
+from paddle_nbext_server.backends.kubernetes import logs as replica_logs
+from paddle_nbext_server.runtime import launcher
 
 pytestmark = pytest.mark.cluster
 
@@ -90,16 +91,11 @@ def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is
             ]
 
             # (1) while the pod lives: the API's log
-            assert (
-                await backend.read_logs("keep", "alice", "trainer", 0)
-                == "trainer 0 step 1 (api)\ntrainer 0 step 2 (api)\n"
-            )
+            assert await backend.read_logs("keep", "alice", "trainer", 0) == "trainer 0 step 1 (api)\ntrainer 0 step 2 (api)\n"
             assert await backend.read_logs("keep", "alice", "pserver", 0, tail=1) == "pserver 0 step 2 (api)\n"
 
             # The job succeeds; the pservers are stopped and their pods removed: the file remains.
-            cluster.set_pod_status(
-                namespace, pods["trainer"], "Succeeded", log="trainer 0 step 1 (api)\ntrainer 0 step 2 (api)\n"
-            )
+            cluster.set_pod_status(namespace, pods["trainer"], "Succeeded", log="trainer 0 step 1 (api)\ntrainer 0 step 2 (api)\n")
             await eventually(lambda: _where(backend, "keep", lambda s: s.phase == "Succeeded"), "Succeeded")
             await eventually(
                 lambda: _async(lambda: pod_gone(admin, namespace, pods["pserver"])),
@@ -107,24 +103,16 @@ def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is
             )
 
             async def pserver_log_from_file() -> bool:
-                return (
-                    await backend.read_logs("keep", "alice", "pserver", 0)
-                    == "pserver 0 step 1 (file)\npserver 0 step 2 (file)\n"
-                )
+                return await backend.read_logs("keep", "alice", "pserver", 0) == "pserver 0 step 1 (file)\npserver 0 step 2 (file)\n"
 
             await eventually(pserver_log_from_file, "the pserver's log from its file")
 
             # (2) an admin deletes the trainer's pod (KWOK ends and removes it): the file answers
             client.CoreV1Api(admin).delete_namespaced_pod(pods["trainer"], namespace)
-            await eventually(
-                lambda: _async(lambda: pod_gone(admin, namespace, pods["trainer"])), "the trainer pod to be removed"
-            )
+            await eventually(lambda: _async(lambda: pod_gone(admin, namespace, pods["trainer"])), "the trainer pod to be removed")
 
             async def trainer_log_from_file() -> bool:
-                return (
-                    await backend.read_logs("keep", "alice", "trainer", 0)
-                    == "trainer 0 step 1 (file)\ntrainer 0 step 2 (file)\n"
-                )
+                return await backend.read_logs("keep", "alice", "trainer", 0) == "trainer 0 step 1 (file)\ntrainer 0 step 2 (file)\n"
 
             await eventually(trainer_log_from_file, "the trainer's log from its file")
             assert await backend.read_logs("keep", "alice", "trainer", 0, tail=1) == "trainer 0 step 2 (file)\n"
@@ -132,9 +120,7 @@ def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is
             assert await backend.read_pod_log(pods["trainer"], tail=1, previous=False) == "trainer 0 step 2 (file)\n"
             # following a replica whose pods are gone: the file, then the end (the job is over)
             async with contextlib.aclosing(backend.follow_logs("keep", "alice", "trainer", 0)) as stream:
-                assert (
-                    "".join([chunk async for chunk in stream]) == "trainer 0 step 1 (file)\ntrainer 0 step 2 (file)\n"
-                )
+                assert "".join([chunk async for chunk in stream]) == "trainer 0 step 1 (file)\ntrainer 0 step 2 (file)\n"
             with pytest.raises(InvalidState, match="no previous log for trainer 0"):
                 await backend.read_logs("keep", "alice", "trainer", 0, previous=True)
 
@@ -151,34 +137,24 @@ def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster, tmp_path):
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home) as backend:
             # max_restarts=1: the Job controller replaces the failed pod once, with a NEW pod
-            await backend.submit(
-                SubmitRequest(spec("retry", mode="collective", pservers=0, trainers=1, max_restarts=1), "alice", home)
-            )
+            await backend.submit(SubmitRequest(spec("retry", mode="collective", pservers=0, trainers=1, max_restarts=1), "alice", home))
             cluster.await_job_pods(namespace)
             first = pod_of(admin, namespace, "retry", "trainer", 0)
             start_attempt(admin, namespace, first, "attempt 0 step 1\nValueError: attempt 0 broke\n").close()
             cluster.set_pod_status(namespace, first, "Failed", exit_code=3, log="attempt 0 (api)\n")
-            await eventually(
-                lambda: _async(lambda: pod_of(admin, namespace, "retry", "trainer", 0) != first), "a replacement pod"
-            )
+            await eventually(lambda: _async(lambda: pod_of(admin, namespace, "retry", "trainer", 0) != first), "a replacement pod")
             second = pod_of(admin, namespace, "retry", "trainer", 0)
-            await eventually(
-                lambda: _where(backend, "retry", lambda s: replica(s, "trainer", 0).restarts == 1), "restart count"
-            )
+            await eventually(lambda: _where(backend, "retry", lambda s: replica(s, "trainer", 0).restarts == 1), "restart count")
 
             # The replacement has not started: the attempt before it is attempt 0.
             assert await backend.read_logs("retry", "alice", "trainer", 0, previous=True) == (
                 "attempt 0 step 1\nValueError: attempt 0 broke\n"
             )
-            assert await backend.read_logs("retry", "alice", "trainer", 0, previous=True, tail=1) == (
-                "ValueError: attempt 0 broke\n"
-            )
+            assert await backend.read_logs("retry", "alice", "trainer", 0, previous=True, tail=1) == ("ValueError: attempt 0 broke\n")
 
             start_attempt(admin, namespace, second, "attempt 1 step 1 (file)\n").close()
             cluster.set_pod_status(namespace, second, "Running", log="attempt 1 step 1 (api)\n")
-            await eventually(
-                lambda: _where(backend, "retry", lambda s: replica(s, "trainer", 0).phase == "Running"), "Running again"
-            )
+            await eventually(lambda: _where(backend, "retry", lambda s: replica(s, "trainer", 0).phase == "Running"), "Running again")
             assert sorted(p.name for p in (home / ".paddle-jobs" / "retry" / "logs").iterdir()) == [
                 "trainer-0.attempt-0.log",
                 "trainer-0.attempt-1.log",
@@ -189,10 +165,7 @@ def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster, tmp_path):
             )
             assert await backend.read_logs("retry", "alice", "trainer", 0) == "attempt 1 step 1 (api)\n"
             # a pod by name: each attempt's own file when the API cannot answer for it
-            assert (
-                await backend.read_pod_log(second, tail=None, previous=True)
-                == "attempt 0 step 1\nValueError: attempt 0 broke\n"
-            )
+            assert await backend.read_pod_log(second, tail=None, previous=True) == "attempt 0 step 1\nValueError: attempt 0 broke\n"
 
     run(scenario())
 
@@ -277,9 +250,7 @@ def test_a_follow_whose_api_stream_breaks_goes_on_in_the_pods_file(cluster, tmp_
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home) as backend:
-            await backend.submit(
-                SubmitRequest(spec("steady", mode="collective", pservers=0, trainers=1), "alice", home)
-            )
+            await backend.submit(SubmitRequest(spec("steady", mode="collective", pservers=0, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             pod = pod_of(admin, namespace, "steady", "trainer", 0)
             log = start_attempt(admin, namespace, pod, "step 1\n")  # as in life, the file has what the pod's log has
@@ -302,9 +273,7 @@ def test_a_replica_whose_pods_are_gone_and_left_no_file_says_so(cluster, tmp_pat
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home) as backend:
-            await backend.submit(
-                SubmitRequest(spec("nofile", mode="collective", pservers=0, trainers=1), "alice", home)
-            )
+            await backend.submit(SubmitRequest(spec("nofile", mode="collective", pservers=0, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             pod = pod_of(admin, namespace, "nofile", "trainer", 0)
             cluster.set_pod_status(namespace, pod, "Succeeded")

@@ -19,15 +19,6 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from paddle_nbext_server.backends.base import (
-    BackendUnavailable,
-    InvalidRequest,
-    InvalidState,
-    JobExists,
-    JobNotFound,
-    SubmitRequest,
-)
-from paddle_nbext_server.runtime import cluster_master
 from support.controlplane import IGNORES_SIGTERM
 from test_k8s_backend import (
     MASTER,
@@ -48,6 +39,15 @@ from test_k8s_backend import (
 )
 
 from paddle_nbext.spec import SpecError
+from paddle_nbext_server.backends.base import (
+    BackendUnavailable,
+    InvalidRequest,
+    InvalidState,
+    JobExists,
+    JobNotFound,
+    SubmitRequest,
+)
+from paddle_nbext_server.runtime import cluster_master
 
 pytestmark = pytest.mark.cluster
 
@@ -86,8 +86,11 @@ def test_an_evicted_trainer_is_replaced_without_using_the_retry_budget(cluster: 
             cluster.set_pod_status(namespace, first, "Running")
             await eventually(lambda: _where(backend, "moved", lambda s: s.phase == "Running"), "Running")
             cluster.evict(namespace, first)
-            await eventually(lambda: _async(lambda: pod_of(admin, namespace, "moved", "trainer", 0) != first),
-                             "a replacement pod for the evicted trainer", timeout=20)
+            await eventually(
+                lambda: _async(lambda: pod_of(admin, namespace, "moved", "trainer", 0) != first),
+                "a replacement pod for the evicted trainer",
+                timeout=20,
+            )
             status = await backend.get_job("moved", "alice")
             assert status.phase in ("Pending", "Running"), status.message
 
@@ -96,14 +99,16 @@ def test_an_evicted_trainer_is_replaced_without_using_the_retry_budget(cluster: 
 
 def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
-    client.CoreV1Api(admin).create_namespaced_resource_quota(namespace, {
-        "metadata": {"name": "team"}, "spec": {"hard": {"pods": "2"}}})
+    client.CoreV1Api(admin).create_namespaced_resource_quota(namespace, {"metadata": {"name": "team"}, "spec": {"hard": {"pods": "2"}}})
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("squeezed", pservers=1, trainers=2), "alice", home))
-            status = await eventually(lambda: _where(backend, "squeezed", lambda s: "exceeded quota" in s.message),
-                                      "the quota refusal in the job's message", timeout=20)
+            status = await eventually(
+                lambda: _where(backend, "squeezed", lambda s: "exceeded quota" in s.message),
+                "the quota refusal in the job's message",
+                timeout=20,
+            )
             assert status.phase == "Pending"
             refused = [r for r in status.replicas if (r.reason or "").startswith("FailedCreate: ")]
             assert refused and all("exceeded quota: team" in r.reason for r in refused), status.replicas
@@ -129,8 +134,7 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tm
             assert client.CoreV1Api(admin).read_namespaced_pod(old, namespace).metadata.deletion_timestamp
             # the old pod is killed at last (its grace period cut short, as `kubectl delete --force` does)
             client.CoreV1Api(admin).delete_namespaced_pod(old, namespace, grace_period_seconds=0)
-            created = await backend.submit(SubmitRequest(spec("again", mode="collective", pservers=0, trainers=1),
-                                                         "alice", home))
+            created = await backend.submit(SubmitRequest(spec("again", mode="collective", pservers=0, trainers=1), "alice", home))
             assert created["phase"] == "Pending"
             cluster.await_job_pods(namespace)
             fresh = pod_of(admin, namespace, "again", "trainer", 0)
@@ -159,18 +163,36 @@ def test_a_service_the_api_server_refuses_mid_submit_is_a_4xx_and_nothing_is_lef
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     registration = client.AdmissionregistrationV1Api(admin)
     policy = f"pnb-service-names-{namespace}"
-    registration.create_validating_admission_policy({
-        "metadata": {"name": policy},
-        "spec": {"failurePolicy": "Fail",
-                 "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                                         "resources": ["services"]}]},
-                 "validations": [{"expression": "!object.metadata.name.startsWith('legacy-')", "reason": "Invalid",
-                                  "message": "Service names starting with legacy- are reserved"}]}})
-    registration.create_validating_admission_policy_binding({
-        "metadata": {"name": policy},
-        "spec": {"policyName": policy, "validationActions": ["Deny"],
-                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}}})
+    registration.create_validating_admission_policy(
+        {
+            "metadata": {"name": policy},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["services"]}]
+                },
+                "validations": [
+                    {
+                        "expression": "!object.metadata.name.startsWith('legacy-')",
+                        "reason": "Invalid",
+                        "message": "Service names starting with legacy- are reserved",
+                    }
+                ],
+            },
+        }
+    )
+    registration.create_validating_admission_policy_binding(
+        {
+            "metadata": {"name": policy},
+            "spec": {
+                "policyName": policy,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+            },
+        }
+    )
     try:
+
         async def scenario() -> None:
             async with running(kubeconfig, namespace, home) as backend:
                 await eventually(lambda: _async(lambda: _refused(admin, namespace)), "the policy to be in force")
@@ -190,8 +212,9 @@ def test_a_service_the_api_server_refuses_mid_submit_is_a_4xx_and_nothing_is_lef
 def _refused(admin: client.ApiClient, namespace: str) -> bool:
     """The policy is enforced once a dry-run create of a `legacy-` Service is refused."""
     try:
-        client.CoreV1Api(admin).create_namespaced_service(namespace, {"metadata": {"name": "legacy-probe"},
-                                                                      "spec": {"clusterIP": "None"}}, dry_run="All")
+        client.CoreV1Api(admin).create_namespaced_service(
+            namespace, {"metadata": {"name": "legacy-probe"}, "spec": {"clusterIP": "None"}}, dry_run="All"
+        )
     except client.ApiException as error:
         return error.status == 422
     return False
@@ -208,9 +231,10 @@ def test_ttl_after_finished_removes_the_jobs_and_the_record_keeps_the_outcome(cl
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "brief", "pserver", 0), "Running")
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "brief", "trainer", 0), "Succeeded")
             await eventually(lambda: _where(backend, "brief", lambda s: s.phase == "Succeeded"), "Succeeded")
-            await eventually(lambda: _async(lambda: not batch.list_namespaced_job(
-                namespace, label_selector="paddle-nbext/job=brief").items),
-                "the TTL controller to delete every Job of the job (trainers, pservers, master)")
+            await eventually(
+                lambda: _async(lambda: not batch.list_namespaced_job(namespace, label_selector="paddle-nbext/job=brief").items),
+                "the TTL controller to delete every Job of the job (trainers, pservers, master)",
+            )
             status = await backend.get_job("brief", "alice")
             assert status.phase == "Succeeded" and status.message == "All 1 trainer finished successfully."
 
@@ -253,7 +277,6 @@ def test_a_per_job_master_role_granting_more_than_the_notebook_holds_is_refused(
     assert not (home / ".paddle-jobs" / "escalated").exists()
 
 
-
 def test_a_role_deployed_before_events_were_read_still_works_without_their_reasons(cluster: Any, tmp_path: Path) -> None:
     older = {"rules": [r for r in NOTEBOOK_ROLE["rules"] if "events" not in r["resources"]]}
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, older)
@@ -291,8 +314,9 @@ def test_the_master_evicted_mid_job_exits_non_zero_so_kubernetes_runs_it_again(c
     assert "paddle-nbext/status" not in (record.metadata.annotations or {})
 
 
-def test_no_token_reaches_the_objects_the_responses_the_logs_or_the_replicas(cluster: Any, tmp_path: Path,
-                                                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_no_token_reaches_the_objects_the_responses_the_logs_or_the_replicas(
+    cluster: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     token = yaml.safe_load(Path(kubeconfig).read_text())["users"][0]["user"]["token"]
     seen: list[str] = []
@@ -307,8 +331,12 @@ def test_no_token_reaches_the_objects_the_responses_the_logs_or_the_replicas(clu
     with caplog.at_level("DEBUG"):
         run(scenario())
     core, batch = client.CoreV1Api(admin), client.BatchV1Api(admin)
-    for listed in (core.list_namespaced_config_map(namespace), batch.list_namespaced_job(namespace),
-                   core.list_namespaced_pod(namespace), core.list_namespaced_service(namespace)):
+    for listed in (
+        core.list_namespaced_config_map(namespace),
+        batch.list_namespaced_job(namespace),
+        core.list_namespaced_pod(namespace),
+        core.list_namespaced_service(namespace),
+    ):
         seen.append(json.dumps(admin.sanitize_for_serialization(listed)))
     seen.append(caplog.text)
     assert all(token not in text for text in seen)
@@ -336,8 +364,9 @@ def test_a_late_succeeded_never_overwrites_cancelled(cluster: Any, tmp_path: Pat
             assert (await backend.cancel("raced", "alice")).phase == "Cancelled"
             late = {"phase": "Succeeded", "message": "All 1 trainer finished successfully.", "replicas": []}
             assert await backend._record_final("raced", late, before) is False  # the server's own late end
-            api = cluster_master.Api(env["PADDLE_NBEXT_KUBE_API"], env["PADDLE_NBEXT_KUBE_TOKEN_FILE"],
-                                     env.get("PADDLE_NBEXT_KUBE_CA_FILE"), False, namespace)
+            api = cluster_master.Api(
+                env["PADDLE_NBEXT_KUBE_API"], env["PADDLE_NBEXT_KUBE_TOKEN_FILE"], env.get("PADDLE_NBEXT_KUBE_CA_FILE"), False, namespace
+            )
             with pytest.raises(cluster_master.ApiError) as refused:  # the master's late end
                 api.record_final("raced", late, before["metadata"]["resourceVersion"])
             assert refused.value.status == 409
@@ -353,14 +382,24 @@ def test_a_read_write_once_home_pins_the_job_to_the_notebooks_node(cluster: Any,
     node can mount it, so the job's pods are scheduled there."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     core = client.CoreV1Api(admin)
-    core.create_namespaced_persistent_volume_claim(namespace, {
-        "metadata": {"name": "claim-rwo"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}}})
-    core.create_namespaced_pod(namespace, {
-        "metadata": {"name": "jupyter-alice"},
-        "spec": {"nodeName": "kwok-cpu-1",
-                 "containers": [{"name": "notebook", "image": "jupyter", "volumeMounts": [{"name": "home", "mountPath": str(home)}]}],
-                 "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-rwo"}}]}})
+    core.create_namespaced_persistent_volume_claim(
+        namespace,
+        {
+            "metadata": {"name": "claim-rwo"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    )
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "jupyter-alice"},
+            "spec": {
+                "nodeName": "kwok-cpu-1",
+                "containers": [{"name": "notebook", "image": "jupyter", "volumeMounts": [{"name": "home", "mountPath": str(home)}]}],
+                "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-rwo"}}],
+            },
+        },
+    )
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home, home_volume="auto", pod_name="jupyter-alice") as backend:
@@ -398,10 +437,17 @@ def test_a_home_the_kubelet_cannot_mount_is_the_replicas_reason(cluster: Any, tm
             cluster.await_job_pods(namespace)
             pod = pod_of(admin, namespace, "unmounted", "trainer", 0)
             cluster.set_pod_status(namespace, pod, "Pending")
-            cluster.report_pod_event(namespace, pod, "FailedMount",
-                                     'MountVolume.MountDevice failed for volume "home": rpc error: code = Internal desc = '
-                                     "an error (exit status 32) occurred while running mount")
-            status = await eventually(lambda: _where(backend, "unmounted", lambda s: (replica(s, "trainer", 0).reason or "").startswith("FailedMount: ")), "FailedMount")
+            cluster.report_pod_event(
+                namespace,
+                pod,
+                "FailedMount",
+                'MountVolume.MountDevice failed for volume "home": rpc error: code = Internal desc = '
+                "an error (exit status 32) occurred while running mount",
+            )
+            status = await eventually(
+                lambda: _where(backend, "unmounted", lambda s: (replica(s, "trainer", 0).reason or "").startswith("FailedMount: ")),
+                "FailedMount",
+            )
             assert 'volume "home"' in replica(status, "trainer", 0).reason and status.phase == "Pending"
 
     run(scenario())
@@ -427,6 +473,7 @@ def test_a_failed_job_whose_pods_are_gone_fails_the_replica(cluster: Any, tmp_pa
         conditions = batch.read_namespaced_job_status("lost-trainer", namespace).status.conditions or []
         pods = core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=lost,paddle-nbext/role=trainer").items
         return any(c.type == "Failed" and c.status == "True" for c in conditions) and not pods
+
     run(eventually(lambda: _async(failed_and_gone), "the Job to fail and its pod to be removed"))
 
     async def later() -> None:

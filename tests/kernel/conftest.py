@@ -1,6 +1,7 @@
 """Fixtures for the kernel-side suite: ONE real Jupyter server (subprocess, loopback, token auth,
 the paddle-nbext extension with the local backend) for the whole session, a home dir for it, and
 the environment a kernel started by that server would have (`PADDLE_NBEXT_API_URL`/`_TOKEN`)."""
+
 from __future__ import annotations
 
 import os
@@ -48,11 +49,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     for key in ("PADDLE_NBEXT_API_URL", "PADDLE_NBEXT_TOKEN"):
         env.pop(key, None)
     command = [
-        str(JUPYTER), "server", "--allow-root", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-        f"--ServerApp.token={token}", f"--ServerApp.root_dir={home}", "--ServerApp.port_retries=0",
+        str(JUPYTER),
+        "server",
+        "--allow-root",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--ServerApp.token={token}",
+        f"--ServerApp.root_dir={home}",
+        "--ServerApp.port_retries=0",
         # explicit, so the suite does not depend on the install having placed the enable file
         "--ServerApp.jpserver_extensions={'paddle_nbext_server': True}",
-    ]  # fmt: skip
+    ]
     jupyter = JupyterProcess(command, url=f"http://127.0.0.1:{port}/", token=token, log_path=log_path, env=env, cwd=home)
     live = LiveServer(jupyter.url, token, home, log_path)
     jupyter.start()

@@ -1,4 +1,5 @@
 """A small parameter-server (GEO) training program: the cell body the kernel tests submit."""
+
 import os
 
 os.environ.setdefault("FLAGS_enable_pir_api", "0")

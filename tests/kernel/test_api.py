@@ -1,5 +1,6 @@
 """The Python API against the live server: discovery through the running-server list, and the
 original design's `PaddleJob` + `dist_train` with a function and with a script path."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,7 +29,11 @@ def epoch_report():
 def test_dist_train_runs_a_function_or_a_script(kernel_env, workdir):
     from paddle_nbext import PaddleJob, dist_train
 
-    job = dist_train(trainer=epoch_report, paddle_job=PaddleJob(job_name="api-func", mode="collective", pservers=0, trainers=2, trainer_cpu="500m"), wait=True)
+    job = dist_train(
+        trainer=epoch_report,
+        paddle_job=PaddleJob(job_name="api-func", mode="collective", pservers=0, trainers=2, trainer_cpu="500m"),
+        wait=True,
+    )
     assert job.phase == "Succeeded", job.last
     assert "function trainer 1 of 2" in job.logs("trainer", 1)
     assert job.last.spec["entry_point"] == "python paddle_entry.py"
@@ -54,14 +59,17 @@ def test_the_client_returns_typed_statuses_and_plans_that_render_the_rest_body(k
 
     plan = api.submit("python -c pass", job_name="api-typed", mode="collective", trainers=1, dry_run=True, client=client)
     assert isinstance(plan, SubmitPlan) and plan.spec["job_name"] == "api-typed" and plan.plan
-    raw = requests.post(f"{client.url}/jobs", params={"dry_run": "true"}, json={**plan.spec}, timeout=60,
-                        headers={"Authorization": f"token {client.token}"}).json()  # fmt: skip
+    raw = requests.post(
+        f"{client.url}/jobs", params={"dry_run": "true"}, json={**plan.spec}, timeout=60, headers={"Authorization": f"token {client.token}"}
+    ).json()
     assert SubmitPlan.from_dict(raw).to_dict() == raw  # what the CLI and the magic print is the server's body
     job = api.submit("python -c \"print('typed')\"", job_name="api-typed", mode="collective", trainers=1, client=client)
     assert isinstance(job, api.Job) and isinstance(job.last, JobStatus)
     assert job.wait(timeout=120).last.terminal and job.phase == "Succeeded"
     assert [s.name for s in client.list_jobs()].count("api-typed") == 1
-    assert client.get_job("api-typed").to_dict() == requests.get(f"{client.url}/jobs/api-typed", timeout=60,
-                                                                 headers={"Authorization": f"token {client.token}"}).json()  # fmt: skip
+    assert (
+        client.get_job("api-typed").to_dict()
+        == requests.get(f"{client.url}/jobs/api-typed", timeout=60, headers={"Authorization": f"token {client.token}"}).json()
+    )
     job.delete()
     assert str(job) == "Job api-typed: Deleted — Deleted."  # no replica counts of a job that is gone

@@ -1,5 +1,6 @@
 """`paddle-nbext` as users run it: the installed console script, in a subprocess, against the
 live server; exit codes 0 (ok), 1 (job failed / API error), 2 (usage)."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,22 @@ def run(server, workdir):
 def test_submit_wait_status_logs_list_delete(run, workdir):
     script = workdir / "cli_entry.py"
     script.write_text("import os\nprint('cli trainer', os.environ['PADDLE_TRAINER_ID'])\n")
-    done = run("submit", "--job-name", "cli-ok", "--mode", "collective", "--trainers", "2", "--trainer-cpu", "500m",
-               "--script", str(script), "--wait", "--output", "json")  # fmt: skip
+    done = run(
+        "submit",
+        "--job-name",
+        "cli-ok",
+        "--mode",
+        "collective",
+        "--trainers",
+        "2",
+        "--trainer-cpu",
+        "500m",
+        "--script",
+        str(script),
+        "--wait",
+        "--output",
+        "json",
+    )
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
     assert status["name"] == "cli-ok" and status["phase"] == "Succeeded"
@@ -43,8 +58,18 @@ def test_submit_wait_status_logs_list_delete(run, workdir):
 
 
 def test_a_failed_job_exits_1_and_follow_streams_the_log(run):
-    failed = run("submit", "--job-name", "cli-fail", "--mode", "collective", "--trainers", "1",
-                 "--entry", "python -c \"print('about to fail', flush=True); raise SystemExit(3)\"", "--follow")  # fmt: skip
+    failed = run(
+        "submit",
+        "--job-name",
+        "cli-fail",
+        "--mode",
+        "collective",
+        "--trainers",
+        "1",
+        "--entry",
+        "python -c \"print('about to fail', flush=True); raise SystemExit(3)\"",
+        "--follow",
+    )
     assert failed.returncode == 1, failed.stderr
     assert "about to fail" in failed.stdout
     assert "Job cli-fail: Failed" in failed.stdout and "Exit code 3" in failed.stdout

@@ -1,4 +1,5 @@
 """The demo notebook executed top to bottom by nbclient in a real kernel against the live server."""
+
 from __future__ import annotations
 
 import shutil
@@ -23,7 +24,9 @@ def test_demo_notebook_runs_and_the_jobs_succeed(kernel_env):
     notebook = nbformat.read(EXAMPLES / "demo.ipynb", as_version=4)
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(project)}}).execute()
 
-    outputs = {index: "".join(_text(o) for o in cell.get("outputs", [])) for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"}
+    outputs = {
+        index: "".join(_text(o) for o in cell.get("outputs", [])) for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"
+    }
     sources = {index: notebook.cells[index].source for index in outputs}
     errors = [o for cell in notebook.cells for o in cell.get("outputs", []) if o.get("output_type") == "error" or o.get("name") == "stderr"]
     assert not errors, errors
@@ -40,7 +43,9 @@ def test_demo_notebook_runs_and_the_jobs_succeed(kernel_env):
     assert "step 199 loss" in output_of('log = job.logs("trainer", 0)')
     assert "Job demo-cell: Succeeded" in output_of("%%paddle_submit")
     assert "trainer 1 of 2 at" in output_of('pn.Job("demo-cell")')
-    assert "application/vnd.jupyter.widget-view+json" in str(next(c.outputs for c in notebook.cells if c.source.startswith("form = pn.form()")))
+    assert "application/vnd.jupyter.widget-view+json" in str(
+        next(c.outputs for c in notebook.cells if c.source.startswith("form = pn.form()"))
+    )
     assert "must be at least 1, got 0 | Submit disabled: True" in output_of('form.inputs["trainers"].value = 0')
     assert "4 trainers × 2 CPU = 9 CPU, 5Gi" in output_of('form.inputs["trainers"].value = 0')
     assert "no errors | Submit disabled: False" in output_of('form.inputs["trainers"].value = 0')

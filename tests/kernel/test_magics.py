@@ -1,5 +1,6 @@
 """The magics through a real IPython InteractiveShell against the live server (real HTTP, real
 Paddle processes through the local backend)."""
+
 from __future__ import annotations
 
 import pytest
@@ -46,7 +47,9 @@ def test_submit_a_ps_job_from_a_cell_then_logs_list_and_delete(shell, kernel_env
 def test_cancel_keeps_the_record_until_delete(shell, kernel_env, capsys):
     # --entry with a body: the body is still written as paddle_entry.py, so arguments reach it
     body = "import sys, time\nprint('sleeping', sys.argv[1], flush=True)\ntime.sleep(float(sys.argv[1]))\n"
-    job = shell.run_cell_magic("paddle_submit", "--job-name magic-sleep --mode collective --trainers 1 --entry 'python paddle_entry.py 600'", body)
+    job = shell.run_cell_magic(
+        "paddle_submit", "--job-name magic-sleep --mode collective --trainers 1 --entry 'python paddle_entry.py 600'", body
+    )
     assert job is not None, capsys.readouterr().err
     wait_until(lambda: job.status().phase == "Running", what="the sleeping job to run")
     wait_until(lambda: "sleeping 600" in job.logs(), what="the entry script's output")

@@ -1,5 +1,6 @@
 """Kernel-side logic that needs no Jupyter server: flags, rendering, dist_train, laziness, and the
 client's error messages against real (loopback) HTTP endpoints that are not paddle-nbext."""
+
 from __future__ import annotations
 
 import http.server
@@ -25,12 +26,33 @@ def parse(*argv: str) -> dict:
 
 
 def test_flags_map_to_job_fields_and_only_given_fields_are_sent():
-    spec = parse("--job-name", "mnist-1", "--trainers", "4", "--trainer-cpu", "2", "--trainer-mem", "4Gi",
-                 "--env", "EPOCHS=3", "--env", "LR=0.1", "--package", "/home/u/p", "--timeout", "30m")  # fmt: skip
+    spec = parse(
+        "--job-name",
+        "mnist-1",
+        "--trainers",
+        "4",
+        "--trainer-cpu",
+        "2",
+        "--trainer-mem",
+        "4Gi",
+        "--env",
+        "EPOCHS=3",
+        "--env",
+        "LR=0.1",
+        "--package",
+        "/home/u/p",
+        "--timeout",
+        "30m",
+    )
     assert spec == {
-        "job_name": "mnist-1", "trainers": 4, "trainer_cpu": "2", "trainer_mem": "4Gi",
-        "env": {"EPOCHS": "3", "LR": "0.1"}, "trainer_package": "/home/u/p", "timeout": "30m",
-    }  # fmt: skip
+        "job_name": "mnist-1",
+        "trainers": 4,
+        "trainer_cpu": "2",
+        "trainer_mem": "4Gi",
+        "env": {"EPOCHS": "3", "LR": "0.1"},
+        "trainer_package": "/home/u/p",
+        "timeout": "30m",
+    }
 
 
 @pytest.mark.parametrize(
@@ -54,12 +76,21 @@ def test_bad_flags_give_one_line_naming_the_flag(argv, expected):
 
 def test_status_text_and_html_show_phase_counts_and_reasons():
     created = (datetime.now(timezone.utc) - timedelta(minutes=3)).isoformat()
-    status = JobStatus.from_dict({
-        "name": "job-a", "phase": "Failed", "message": "trainer-1 failed: Exit code 3", "created": created,
-        "spec": {"pservers": 1, "trainers": 2}, "a key of a newer server": True,
-        "replicas": [{"role": "trainer", "index": 1, "phase": "Failed", "reason": "Exit code 3", "restarts": 0, "node": "n1"},
-                     {"role": "trainer", "index": 0, "phase": "Succeeded"}, {"role": "pserver", "index": 0, "phase": "Stopped"}],
-    })  # fmt: skip
+    status = JobStatus.from_dict(
+        {
+            "name": "job-a",
+            "phase": "Failed",
+            "message": "trainer-1 failed: Exit code 3",
+            "created": created,
+            "spec": {"pservers": 1, "trainers": 2},
+            "a key of a newer server": True,
+            "replicas": [
+                {"role": "trainer", "index": 1, "phase": "Failed", "reason": "Exit code 3", "restarts": 0, "node": "n1"},
+                {"role": "trainer", "index": 0, "phase": "Succeeded"},
+                {"role": "pserver", "index": 0, "phase": "Stopped"},
+            ],
+        }
+    )
     text = display.status_text(status)
     assert text.splitlines()[0] == "Job job-a: Failed — trainer-1 failed: Exit code 3"
     assert "pserver 1/1 stopped, trainer 1/2 failed" in text
@@ -112,8 +143,12 @@ def test_import_is_lazy_and_never_loads_the_server_side():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-    labext = subprocess.run([sys.executable, "-c", "import paddle_nbext; print(paddle_nbext._jupyter_labextension_paths())"],
-                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    labext = subprocess.run(
+        [sys.executable, "-c", "import paddle_nbext; print(paddle_nbext._jupyter_labextension_paths())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert labext.strip() == "[{'src': 'labextension', 'dest': 'paddle-nbext-labextension'}]"
 
 
@@ -150,8 +185,12 @@ def test_client_explains_a_missing_extension_and_an_unreachable_server():
 
 def test_cli_usage_errors_exit_2_before_any_request(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "PADDLE_NBEXT_API_URL": f"http://127.0.0.1:{free_port()}/paddle/api/v1"}
-    result = subprocess.run([sys.executable, "-m", "paddle_nbext.cli", "submit", "--entry", "python x.py", "--trainer-cpu", "lots"],
-                            capture_output=True, text=True, env=env)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "paddle_nbext.cli", "submit", "--entry", "python x.py", "--trainer-cpu", "lots"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().startswith("paddle-nbext: --trainer-cpu: 'lots' is not a quantity")
     assert result.stdout == ""
@@ -167,10 +206,18 @@ def test_cli_shows_the_installed_version(capsys):
 
 
 def test_a_newer_servers_status_is_read_without_breaking():
-    status = JobStatus.from_dict({
-        "name": "job-b", "phase": "Running", "spec": {"trainers": 2}, "future": {"anything": 1},
-        "replicas": [{"role": "trainer", "index": 0, "phase": "Hibernating", "gpu_model": "x"}, {"role": "trainer", "index": 1, "phase": "Running"}],
-    })  # fmt: skip
+    status = JobStatus.from_dict(
+        {
+            "name": "job-b",
+            "phase": "Running",
+            "spec": {"trainers": 2},
+            "future": {"anything": 1},
+            "replicas": [
+                {"role": "trainer", "index": 0, "phase": "Hibernating", "gpu_model": "x"},
+                {"role": "trainer", "index": 1, "phase": "Running"},
+            ],
+        }
+    )
     assert (status.owner, status.created, status.message, status.finished) == ("", "", "", None)
     assert display.replica_counts(status) == "trainer 1/2 running"
     assert "trainer-0: Hibernating" in display.status_text(status)

@@ -1,5 +1,6 @@
 """Widget model state against the live server: the form validates inline and becomes a status
 view that moves through the phases; the job list refreshes, acts, and stops polling."""
+
 from __future__ import annotations
 
 import time
@@ -67,8 +68,13 @@ def test_job_list_refreshes_acts_and_stops(client):
     from paddle_nbext.widgets.job_list import JobListWidget
 
     table = JobListWidget(client, interval=0.3)
-    job = api.submit("python -c \"import time; print('listed', flush=True); time.sleep(600)\"", job_name="list-sleep",
-                     mode="collective", trainers=1, client=client)  # fmt: skip
+    job = api.submit(
+        "python -c \"import time; print('listed', flush=True); time.sleep(600)\"",
+        job_name="list-sleep",
+        mode="collective",
+        trainers=1,
+        client=client,
+    )
     row = wait_until(lambda: table.rows.get("list-sleep"), what="the new job to appear in the list")
     wait_until(lambda: "paddle-phase-running" in row.cells[1].value, what="the row to show Running")
     assert "trainer 1/1 running" in row.cells[2].value
@@ -106,8 +112,9 @@ def test_job_list_stops_when_the_frontend_closes_the_comm(client):
 def test_status_view_follows_a_job_to_the_end(client):
     from paddle_nbext import api
 
-    job = api.submit("python -c \"import time; time.sleep(2); raise SystemExit(3)\"", job_name="view-fail",
-                     mode="collective", trainers=1, client=client)  # fmt: skip
+    job = api.submit(
+        'python -c "import time; time.sleep(2); raise SystemExit(3)"', job_name="view-fail", mode="collective", trainers=1, client=client
+    )
     view = job.widget(interval=0.2)
     wait_until(lambda: view.phase in ("Failed", "Succeeded"), what="the job to end")
     assert view.phases[-1] == "Failed"

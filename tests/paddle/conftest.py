@@ -1,10 +1,10 @@
 """Fixtures for the local-backend end-to-end tests (helpers live in local_jobs.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
 from local_jobs import make_home
 
 

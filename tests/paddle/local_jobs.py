@@ -1,5 +1,6 @@
 """Shared helpers for the local-backend end-to-end tests: a throw-away home with the examples in
 it, backends pointed at that home, and waiting for jobs through the async API."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,13 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from paddle_nbext.spec import JobSpec
+from paddle_nbext.status import JobStatus
 from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.backends.local.processes import ProcessTable, pid_alive
 from paddle_nbext_server.events import EventHub
-
-from paddle_nbext.spec import JobSpec
-from paddle_nbext.status import JobStatus
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 OWNER = "alice"
@@ -89,5 +89,3 @@ def losses(log: str) -> list[float]:
         if len(parts) == 4 and parts[0] == "step" and parts[2] == "loss":
             values.append(float(parts[3]))
     return values
-
-

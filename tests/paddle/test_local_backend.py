@@ -1,5 +1,6 @@
 """The local backend with small shell/Python jobs (no Paddle): admission, memory limit, timeout,
 restarts, a killed master, refused packages and dry runs.  Real masters and launchers run."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,6 +21,7 @@ from local_jobs import (
     wait_terminal,
     wait_until,
 )
+
 from paddle_nbext_server.backends.base import InvalidRequest, JobExists, JobNotFound
 from paddle_nbext_server.backends.local.records import Plan, read_record
 
@@ -143,7 +145,9 @@ def test_job_bigger_than_the_machine_is_refused(home) -> None:
 def test_dry_run_plans_every_process_and_creates_nothing(home) -> None:
     backend = backend_for(home)
     result = asyncio.run(
-        backend.submit(request(home, job_name="preview", entry_point="python ps_train.py", pservers=2, trainers=2, trainer_cpu="500m"), dry_run=True)
+        backend.submit(
+            request(home, job_name="preview", entry_point="python ps_train.py", pservers=2, trainers=2, trainer_cpu="500m"), dry_run=True
+        )
     )
     assert result["dry_run"] is True and result["job"]["phase"] == "Pending"
     processes = result["plan"]["processes"]

@@ -2,6 +2,7 @@
 
 No GPU is needed: each trainer prints the devices it was given, and the test reads that from the
 replica logs, which is exactly what a Paddle process would see."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,6 +1,7 @@
 """Real Paddle jobs through the local backend: parameter-server and collective training end to
 end, a crashing trainer, a killed pserver, cancel, and a backend recreated mid-run (as after a
 Jupyter restart).  Each job costs seconds on a busy machine, so one run serves several checks."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,11 +10,18 @@ import signal
 from typing import Any
 
 import pytest
-
 from local_jobs import (
-    OWNER, backend_for, job_record, leftover_processes, losses, make_home, request, wait_for_log,
-    wait_terminal, wait_until,
-)  # fmt: skip
+    OWNER,
+    backend_for,
+    job_record,
+    leftover_processes,
+    losses,
+    make_home,
+    request,
+    wait_for_log,
+    wait_terminal,
+    wait_until,
+)
 
 pytestmark = pytest.mark.paddle
 
@@ -139,7 +147,9 @@ def test_a_trainer_that_raises_fails_the_job_with_the_exceptions_own_words(home)
     assert "Traceback (most recent call last):" in log
     after = log.split("ValueError: bad batch", 1)[1].strip().splitlines()[1:]
     assert after, log[-2000:]  # Paddle's own lines follow the traceback
-    assert status.message.startswith("trainer 1 failed with exit code 1: ValueError: bad batch at step 20: x has NaN values"), status.message
+    assert status.message.startswith("trainer 1 failed with exit code 1: ValueError: bad batch at step 20: x has NaN values"), (
+        status.message
+    )
     assert leftover_processes(home, "raises") == []
 
 

@@ -1,5 +1,6 @@
 """Fixtures for the server-extension suite: a real Jupyter server (pytest-jupyter) with the
 extension, the real local backend in a temporary home, and two users told apart by token."""
+
 from __future__ import annotations
 
 import json
@@ -10,12 +11,12 @@ from typing import Any
 
 import pytest
 from jupyter_server.auth.identity import IdentityProvider, User
-from tornado.httpclient import HTTPClientError
-from traitlets.config import Config
 
 # pytest-jupyter's fixtures and async-test hooks, for this directory only (`pytest_plugins` is
 # only allowed in the top-level conftest).
 from pytest_jupyter.jupyter_server import *  # noqa: E402,F401,F403
+from tornado.httpclient import HTTPClientError
+from traitlets.config import Config
 
 ALICE_TOKEN, BOB_TOKEN = "alice-secret-token", "bob-secret-token"
 API = "paddle/api/v1"
@@ -65,7 +66,10 @@ def jp_server_config(jp_home_dir: Path, paddle_config: dict[str, Any], local_con
             "IdentityProvider": {"token": ALICE_TOKEN},
             "PaddleNbext": paddle_config,
             "LocalBackend": {
-                "jobs_dir": str(jp_home_dir / ".paddle-jobs"), "poll_interval": 0.05, "grace_period": 2.0, **local_config,
+                "jobs_dir": str(jp_home_dir / ".paddle-jobs"),
+                "poll_interval": 0.05,
+                "grace_period": 2.0,
+                **local_config,
             },
         }
     )
@@ -89,8 +93,17 @@ def api(jp_fetch: Fetch) -> Fetch:
 
     Errors come back as values, not exceptions, so tests assert on status and error body."""
 
-    async def call(method: str, path: str, *, user: str = "alice", body: Any = None, raw: bytes | None = None,
-                   params: dict[str, Any] | None = None, token: str | None = "default", **kwargs: Any) -> tuple[int, Any]:
+    async def call(
+        method: str,
+        path: str,
+        *,
+        user: str = "alice",
+        body: Any = None,
+        raw: bytes | None = None,
+        params: dict[str, Any] | None = None,
+        token: str | None = "default",
+        **kwargs: Any,
+    ) -> tuple[int, Any]:
         headers = {"Authorization": ""}  # jp_fetch would add the server token otherwise
         if token == "default":
             headers["Authorization"] = f"token {ALICE_TOKEN if user == 'alice' else BOB_TOKEN}"
@@ -101,8 +114,16 @@ def api(jp_fetch: Fetch) -> Fetch:
         if method in ("POST", "PUT", "PATCH") and raw is None:
             raw = b""
         try:
-            response = await jp_fetch(*API.split("/"), *[p for p in path.split("/") if p], method=method, body=raw,
-                                      params=params or {}, headers=headers, allow_nonstandard_methods=True, **kwargs)
+            response = await jp_fetch(
+                *API.split("/"),
+                *[p for p in path.split("/") if p],
+                method=method,
+                body=raw,
+                params=params or {},
+                headers=headers,
+                allow_nonstandard_methods=True,
+                **kwargs,
+            )
         except HTTPClientError as error:
             response = error.response
             assert response is not None, error
@@ -177,8 +198,14 @@ def open_stream(jp_fetch: Fetch) -> Callable[..., Stream]:
         stream = Stream()
         token = ALICE_TOKEN if user == "alice" else BOB_TOKEN
         stream.task = asyncio.ensure_future(
-            jp_fetch(*API.split("/"), *path.split("/"), params=params or {}, headers={"Authorization": f"token {token}"},
-                     streaming_callback=stream.feed, request_timeout=600)
+            jp_fetch(
+                *API.split("/"),
+                *path.split("/"),
+                params=params or {},
+                headers={"Authorization": f"token {token}"},
+                streaming_callback=stream.feed,
+                request_timeout=600,
+            )
         )
         streams.append(stream)
         return stream

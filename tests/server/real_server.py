@@ -1,5 +1,6 @@
 """A real `jupyter server` process for tests that need one outside pytest's event loop (server
 restarts, the stock identity provider, the shipped enable-file)."""
+
 from __future__ import annotations
 
 import os
@@ -52,14 +53,27 @@ class RealServer:
 def start_server(home: Path, *, token: str = "test-token", base_url: str = "/jh/", extra: list[str] | None = None) -> RealServer:
     port = free_port()
     command = [
-        sys.executable, "-m", "jupyter_server",
-        "--ip=127.0.0.1", f"--port={port}", "--port-retries=0", "--no-browser", "--allow-root",
-        f"--ServerApp.base_url={base_url}", f"--ServerApp.root_dir={home}", f"--IdentityProvider.token={token}",
-        "--LocalBackend.poll_interval=0.05", "--LocalBackend.grace_period=2",
+        sys.executable,
+        "-m",
+        "jupyter_server",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--port-retries=0",
+        "--no-browser",
+        "--allow-root",
+        f"--ServerApp.base_url={base_url}",
+        f"--ServerApp.root_dir={home}",
+        f"--IdentityProvider.token={token}",
+        "--LocalBackend.poll_interval=0.05",
+        "--LocalBackend.grace_period=2",
         *(extra or []),
-    ]  # fmt: skip
+    ]
     jupyter = JupyterProcess(
-        command, url=f"http://127.0.0.1:{port}{base_url}", token=token, log_path=home / f"jupyter-{port}.log",
-        env=server_env(home), stop_grace=60,
-    )  # fmt: skip
+        command,
+        url=f"http://127.0.0.1:{port}{base_url}",
+        token=token,
+        log_path=home / f"jupyter-{port}.log",
+        env=server_env(home),
+        stop_grace=60,
+    )
     return RealServer(jupyter.url, token, jupyter.log_path, jupyter.start())

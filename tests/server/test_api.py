@@ -1,5 +1,6 @@
 """Every REST route and its error paths, against a real Jupyter server with the extension and
 the real local backend (jobs here are short shell commands, not Paddle)."""
+
 from __future__ import annotations
 
 import json
@@ -189,7 +190,6 @@ async def test_job_lifecycle_owner_isolation_and_name_conflicts(api, package):
     assert status == 204
     assert_error(await api("GET", "jobs/sleeper"), 404)
     assert (await api("GET", "jobs"))[1]["jobs"] == []
-
 
 
 @pytest.mark.parametrize(

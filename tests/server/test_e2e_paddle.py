@@ -1,6 +1,7 @@
 """End to end over HTTP with the local backend: a real Paddle parameter-server job (1 pserver +
 2 trainers) followed through `/events` to Succeeded, its trainer log read and the job deleted;
 and a failing job whose events carry the reason."""
+
 from __future__ import annotations
 
 import re

@@ -4,6 +4,7 @@ error body, and status codes, content types and bodies match the document.
 
 `/events` never ends, so it is left to `test_streams.py`.  Job submissions are forced to
 `dry_run=true`: fuzzed entry points must never be run as commands."""
+
 from __future__ import annotations
 
 import asyncio
@@ -42,8 +43,14 @@ def exercise(base_url: str, document: Path = DOCUMENT) -> list[str]:
             continue
         for mode, count in EXAMPLES.items():
 
-            @settings(max_examples=count, deadline=None, database=None, derandomize=True,
-                      phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))  # fmt: skip
+            @settings(
+                max_examples=count,
+                deadline=None,
+                database=None,
+                derandomize=True,
+                phases=[Phase.explicit, Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
             @given(case=operation.as_strategy(generation_mode=mode))
             def check(case: Any) -> None:
                 if (case.method.upper(), case.path) == ("POST", "/jobs"):
@@ -58,7 +65,7 @@ def exercise(base_url: str, document: Path = DOCUMENT) -> list[str]:
                         body = response.json()
                         assert set(body) >= {"error", "message", "field"} and body["message"], body
                 except BaseException as error:  # collect, so one run reports every broken route
-                    failures.append(f"{case.method} {case.path} {mode.value}: {response.status_code} {response.text[:300]} -> {error}")
+                    failures.append(f"{case.method} {case.path} {mode.value}: {response.status_code} {response.text[:300]} -> {error}")  # noqa: B023 - check() runs within this iteration
                     raise
 
             try:

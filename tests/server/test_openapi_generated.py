@@ -14,7 +14,9 @@ from paddle_nbext_server import openapi_gen
 
 
 def test_committed_contract_files_are_what_the_generator_writes() -> None:
-    stale = [str(path) for path, text in openapi_gen.contract_files().items() if not path.exists() or path.read_text(encoding="utf-8") != text]
+    stale = [
+        str(path) for path, text in openapi_gen.contract_files().items() if not path.exists() or path.read_text(encoding="utf-8") != text
+    ]
     assert stale == [], f"{', '.join(stale)} differ from the field table; regenerate with: .venv/bin/{openapi_gen.COMMAND}"
 
 

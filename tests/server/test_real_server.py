@@ -2,6 +2,7 @@
 `jupyter server extension list` says OK; with the stock token identity provider the browser
 (cookie + XSRF) and the kernel (token) are the same owner, the server's OS account; and jobs
 submitted before a server restart are listed with the right status after it."""
+
 from __future__ import annotations
 
 import getpass
@@ -29,8 +30,11 @@ def wait_phase(server: RealServer, name: str, phase: str) -> dict:
 def test_extension_is_enabled_and_validates(tmp_path: Path) -> None:
     result = subprocess.run(
         [str(Path(sys.executable).with_name("jupyter")), "server", "extension", "list"],
-        env=server_env(tmp_path), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env=server_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
     assert "paddle_nbext_server enabled" in output, output
     assert re.search(r"paddle_nbext_server \S+ OK", output), output

@@ -1,5 +1,6 @@
 """The event stream and log following: content, per-user filtering, and that both end cleanly
 when the client hangs up and when the server shuts down (no stream, queue or task left)."""
+
 from __future__ import annotations
 
 import asyncio

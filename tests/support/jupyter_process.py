@@ -10,6 +10,7 @@ The process runs in a new session (its own process group) so that `stop()` can e
 and whatever it started in that group; detached job runners, which start their own sessions on
 purpose, are not touched and must be deleted through the API by the caller first.
 """
+
 from __future__ import annotations
 
 import os
@@ -118,7 +119,9 @@ class JupyterProcess:
             except requests.RequestException:
                 pass
             if time.monotonic() > deadline:
-                raise JupyterStartError(f"{self.name} did not answer {self.url}api/status within {self.start_timeout:.0f} s:\n{self.log_tail()}")
+                raise JupyterStartError(
+                    f"{self.name} did not answer {self.url}api/status within {self.start_timeout:.0f} s:\n{self.log_tail()}"
+                )
             time.sleep(_POLL_INTERVAL)
 
     def stop(self) -> None:
@@ -139,9 +142,7 @@ class JupyterProcess:
     def __enter__(self) -> JupyterProcess:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None) -> None:
         self.stop()
 
 

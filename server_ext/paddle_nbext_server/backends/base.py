@@ -5,6 +5,7 @@ processes, Kubernetes client calls) runs in a thread (`asyncio.to_thread`).  Eve
 the requesting `owner`; a job of another owner behaves exactly like a missing job
 (`JobNotFound`), so names never leak between users.
 """
+
 from __future__ import annotations
 
 import abc
@@ -17,9 +18,9 @@ from traitlets import MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
 from paddle_nbext.spec import JobSpec
+from paddle_nbext.status import JobStatus
 
 from ..events import EventHub
-from paddle_nbext.status import JobStatus
 
 
 class BackendError(Exception):
@@ -114,14 +115,10 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     async def get_job(self, name: str, owner: str) -> JobStatus: ...
 
     @abc.abstractmethod
-    async def read_logs(
-        self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False
-    ) -> str: ...
+    async def read_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False) -> str: ...
 
     @abc.abstractmethod
-    def follow_logs(
-        self, name: str, owner: str, role: str, index: int, *, tail: int | None = None
-    ) -> AsyncIterator[str]:
+    def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
         """Yield log text as it is written; end when the replica has ended and all is sent."""
 
     @abc.abstractmethod

@@ -1,4 +1,5 @@
 """The REST routes of paddle-nbext, all under `{base_url}paddle/api/v1` (docs/architecture.md)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -5,6 +5,7 @@ without it the answer is 403 with the JSON error body.  Handlers raise `BackendE
 `SpecError`s or `HTTPError`s; `write_error` turns all of them into
 `{"error": code, "message": sentence, "field": name-or-null}` with the right status.
 """
+
 from __future__ import annotations
 
 import json

@@ -3,6 +3,7 @@
 The spec is validated here against the server's limits and defaults (the server is
 authoritative), then handed to the backend with the caller as owner.
 """
+
 from __future__ import annotations
 
 import asyncio

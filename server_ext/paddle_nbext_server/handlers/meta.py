@@ -1,4 +1,5 @@
 """`/config`, `/version`, `/openapi.json`, and JSON 404s for unknown API paths."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ Both are plain coroutines on the server's event loop: no thread per client.  Eac
 three things at once — the next item, the client going away, the server shutting down — so a
 closed browser tab or a stopping server ends the stream at once instead of holding it open.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -16,6 +16,7 @@ token, CA and namespace).  For tests and unusual setups: `PADDLE_NBEXT_KUBE_API`
 `PADDLE_NBEXT_KUBE_TOKEN_FILE`, `PADDLE_NBEXT_KUBE_CA_FILE`, `PADDLE_NBEXT_KUBE_INSECURE=1`
 (skip TLS verification), `PADDLE_NBEXT_NAMESPACE`.
 """
+
 from __future__ import annotations
 
 import json
@@ -191,8 +192,7 @@ def current_pods(record: dict[str, Any], pods: list[dict[str, Any]]) -> list[dic
 
 def disrupted(pod: dict[str, Any]) -> bool:
     """Evicted, drained or preempted (the `DisruptionTarget` condition): not the replica's failure."""
-    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -> list[ReplicaView]:
@@ -214,14 +214,17 @@ def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -
             view = pod_view(newest, role, index)
             if view.phase == ReplicaPhase.FAILED and disrupted(newest):
                 # The Job controller ignores this failure (podFailurePolicy) and makes a new pod.
-                condition = next(c for c in (newest.get("status") or {}).get("conditions") or []
-                                 if c.get("type") == "DisruptionTarget")
-                view = ReplicaView(role, index, reason=_with_message(
-                    condition.get("reason") or "DisruptionTarget",
-                    f"{condition.get('message') or 'the pod was disrupted'}; a new pod replaces it"))
+                condition = next(c for c in (newest.get("status") or {}).get("conditions") or [] if c.get("type") == "DisruptionTarget")
+                view = ReplicaView(
+                    role,
+                    index,
+                    reason=_with_message(
+                        condition.get("reason") or "DisruptionTarget",
+                        f"{condition.get('message') or 'the pod was disrupted'}; a new pod replaces it",
+                    ),
+                )
             view.restarts += sum(
-                1 for p in candidates
-                if p is not newest and (p.get("status") or {}).get("phase") == POD_FAILED and not disrupted(p)
+                1 for p in candidates if p is not newest and (p.get("status") or {}).get("phase") == POD_FAILED and not disrupted(p)
             )
             views.append(view)
     return views
@@ -262,9 +265,13 @@ class RoleNote:
     failed: bool = False
 
 
-def decide_job(record: dict[str, Any], pods: list[dict[str, Any]], log_tail: str = "",
-               role_notes: dict[str, RoleNote] | None = None, pod_notes: dict[str, str] | None = None,
-               ) -> tuple[list[ReplicaView], policy.Decision]:
+def decide_job(
+    record: dict[str, Any],
+    pods: list[dict[str, Any]],
+    log_tail: str = "",
+    role_notes: dict[str, RoleNote] | None = None,
+    pod_notes: dict[str, str] | None = None,
+) -> tuple[list[ReplicaView], policy.Decision]:
     """Replica views and the policy's decision for a running (not yet recorded) job.
 
     `role_notes` explain replicas without a pod from their Job: the Job controller could not

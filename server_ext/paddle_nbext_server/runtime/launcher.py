@@ -19,6 +19,7 @@ says so once on stderr.
 Standard library only: this file is copied into job containers and run as a plain script, with
 the shared contract (`paddle_nbext.contract`: roles and modes) beside it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -367,8 +368,11 @@ def open_replica_log(env: Mapping[str, str]) -> ReplicaLog | None:
     try:
         return open_attempt_log(directory, role, index)
     except OSError as error:
-        _say(f"paddle-nbext launcher: cannot create a log file in {directory} ({error.strerror or error}); "
-             "the output is only in the pod's log, which goes with the pod", None)  # fmt: skip
+        _say(
+            f"paddle-nbext launcher: cannot create a log file in {directory} ({error.strerror or error}); "
+            "the output is only in the pod's log, which goes with the pod",
+            None,
+        )
         return None
 
 

@@ -13,6 +13,7 @@ Rules, in order:
 6. a trainer failed with retries left -> restart it, job keeps its phase
 7. otherwise Running if any replica runs, else Pending (with the pending reason)
 """
+
 from __future__ import annotations
 
 import re
@@ -86,14 +87,11 @@ def failure_line(text: str) -> str:
     lines = [line.rstrip() for line in text.splitlines()]
     start = max((i for i, line in enumerate(lines) if line.strip() == _TRACEBACK), default=None)
     if start is not None:
-        for line in lines[start + 1:]:
+        for line in lines[start + 1 :]:
             if line.strip() and not line.startswith((" ", "\t")) and not _GLOG.match(line):
                 return line.strip()[:300]
-    meaningful = [line.strip() for line in lines if line.strip() and not _GLOG.match(line.strip())
-                  and not _NOISE.match(line.strip())]
+    meaningful = [line.strip() for line in lines if line.strip() and not _GLOG.match(line.strip()) and not _NOISE.match(line.strip())]
     return meaningful[-1][:300] if meaningful else ""
-
-
 
 
 def decide(
@@ -116,9 +114,7 @@ def decide(
     if cancelled:
         return Decision(Phase.CANCELLED, "Cancelled by the user; logs are kept until the job is deleted.", stop=running)
     if timed_out_after is not None:
-        return Decision(
-            Phase.FAILED, f"DeadlineExceeded: the job ran longer than its timeout of {timed_out_after}s.", stop=running
-        )
+        return Decision(Phase.FAILED, f"DeadlineExceeded: the job ran longer than its timeout of {timed_out_after}s.", stop=running)
     for trainer in trainers:
         if trainer.phase == ReplicaPhase.FAILED and trainer.restarts >= max_restarts:
             how = trainer.reason or describe_exit(trainer.exit_code)
@@ -132,9 +128,7 @@ def decide(
             if pserver.phase in (ReplicaPhase.SUCCEEDED, ReplicaPhase.FAILED):
                 how = pserver.reason or describe_exit(pserver.exit_code)
                 tail = failure_line(pserver.log_tail)
-                message = f"pserver {pserver.index} ended with {how} before the trainers finished" + (
-                    f": {tail}" if tail else "."
-                )
+                message = f"pserver {pserver.index} ended with {how} before the trainers finished" + (f": {tail}" if tail else ".")
                 return Decision(Phase.FAILED, message, stop=running)
     if all_trainers_done:
         count = len(trainers)

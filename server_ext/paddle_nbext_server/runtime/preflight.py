@@ -90,10 +90,7 @@ def problem(mode: str) -> str | None:
         )
     protobuf = installed("protobuf")
     if release(version)[:2] == (3, 0) and protobuf and release(protobuf)[:1] >= (PROTOBUF_BREAKS_PADDLE_3_0,):
-        return (
-            f"{distribution} {version} does not work with protobuf {protobuf} (it needs protobuf<7): "
-            f'install "protobuf<7" beside it.'
-        )
+        return f'{distribution} {version} does not work with protobuf {protobuf} (it needs protobuf<7): install "protobuf<7" beside it.'
     return None
 
 

@@ -13,5 +13,15 @@ from .cluster import DEFAULT_NODES, ControlPlane, port_open
 from .errors import ControlPlaneError
 from .kwok import IGNORES_SIGTERM
 
-__all__ = ["DEFAULT_NODES", "ETCD_VERSION", "IGNORES_SIGTERM", "KUBERNETES_VERSION", "KWOK_VERSION", "ControlPlane",
-           "ControlPlaneError", "build", "find_binaries", "port_open"]
+__all__ = [
+    "DEFAULT_NODES",
+    "ETCD_VERSION",
+    "IGNORES_SIGTERM",
+    "KUBERNETES_VERSION",
+    "KWOK_VERSION",
+    "ControlPlane",
+    "ControlPlaneError",
+    "build",
+    "find_binaries",
+    "port_open",
+]

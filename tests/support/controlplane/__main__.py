@@ -26,11 +26,14 @@ from .processes import pid_alive
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="controlplane", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="controlplane", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("build", "up", "down", "status"))
-    parser.add_argument("--state-dir", type=Path, default=cache_dir() / "run",
-                        help="where `up` keeps certificates, data, logs and kubeconfigs [%(default)s]")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=cache_dir() / "run",
+        help="where `up` keeps certificates, data, logs and kubeconfigs [%(default)s]",
+    )
     args = parser.parse_args(argv)
     state_dir: Path = args.state_dir.resolve()
     try:
@@ -40,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"controlplane: binaries ready in {time.monotonic() - started:.1f} s")
         elif args.command == "up":
             if _running(state_dir):
-                raise ControlPlaneError(f"a control plane is already running in {state_dir}; "
-                                        "`controlplane down` stops it")
+                raise ControlPlaneError(f"a control plane is already running in {state_dir}; `controlplane down` stops it")
             build()
             plane = ControlPlane(state_dir).start()
             print(f"controlplane: up in {plane.startup_seconds:.1f} s at {plane.server}")
@@ -63,8 +65,7 @@ def _running(state_dir: Path) -> bool:
     if not path.is_file():
         return False
     state = json.loads(path.read_text())
-    return any(pid_alive(pid) for pid in state["pids"].values() if pid) or any(
-        port_open(port) for port in state["ports"].values())
+    return any(pid_alive(pid) for pid in state["pids"].values() if pid) or any(port_open(port) for port in state["ports"].values())
 
 
 if __name__ == "__main__":

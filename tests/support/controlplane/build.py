@@ -59,8 +59,13 @@ def _k8s_ldflags() -> str:
     """The version stamps Kubernetes' own build sets (otherwise the binaries call themselves
     v0.0.0-master and kubectl warns about skew)."""
     major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
-    stamps = {"gitVersion": KUBERNETES_VERSION, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean",
-              "buildDate": "1970-01-01T00:00:00Z"}
+    stamps = {
+        "gitVersion": KUBERNETES_VERSION,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+    }
     flags = ["-s", "-w"]
     for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         flags += [f"-X {package}.{key}={value}" for key, value in stamps.items()]
@@ -69,11 +74,17 @@ def _k8s_ldflags() -> str:
 
 COMPONENTS: tuple[Component, ...] = (
     Component("etcd", ETCD_VERSION, ((".", "etcd"),), "-s -w"),
-    Component("kubernetes", KUBERNETES_VERSION, tuple(
-        (f"k8s.io/kubernetes/cmd/{name}", name)
-        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")), _k8s_ldflags()),
-    Component("kwok", KWOK_VERSION, (("sigs.k8s.io/kwok/cmd/kwok", "kwok"),),
-              f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={KWOK_VERSION}"),
+    Component(
+        "kubernetes",
+        KUBERNETES_VERSION,
+        tuple(
+            (f"k8s.io/kubernetes/cmd/{name}", name) for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+        ),
+        _k8s_ldflags(),
+    ),
+    Component(
+        "kwok", KWOK_VERSION, (("sigs.k8s.io/kwok/cmd/kwok", "kwok"),), f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={KWOK_VERSION}"
+    ),
 )
 
 BINARIES = tuple(binary for component in COMPONENTS for _, binary in component.packages)
@@ -86,11 +97,9 @@ def cache_dir() -> Path:
 @functools.cache
 def _go() -> str:
     """The Go command: on PATH, or where Go's own installer and Debian put it."""
-    go = shutil.which("go") or next((g for g in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if os.access(g, os.X_OK)),
-                                    None)
+    go = shutil.which("go") or next((g for g in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if os.access(g, os.X_OK)), None)
     if go is None:
-        raise ControlPlaneError("building the control plane needs Go (the `go` command is not on PATH); "
-                                "install Go 1.26 or newer")
+        raise ControlPlaneError("building the control plane needs Go (the `go` command is not on PATH); install Go 1.26 or newer")
     return go
 
 
@@ -125,8 +134,7 @@ def build(*, log: bool = True) -> dict[str, Path]:
     for component in COMPONENTS:
         if _built(component):
             if log:
-                print(f"controlplane: {component.module} {component.version} is built ({binary_dir(component)})",
-                      file=sys.stderr)
+                print(f"controlplane: {component.module} {component.version} is built ({binary_dir(component)})", file=sys.stderr)
             continue
         _build(component, log=log)
     found = find_binaries()
@@ -142,20 +150,38 @@ def _build(component: Component, *, log: bool) -> None:
     log_path = cache_dir() / f"build-{component.module}.log"
     started = time.monotonic()
     if log:
-        print(f"controlplane: building {component.module} {component.version} "
-              f"({', '.join(b for _, b in component.packages)}); log: {log_path}", file=sys.stderr)
+        print(
+            f"controlplane: building {component.module} {component.version} "
+            f"({', '.join(b for _, b in component.packages)}); log: {log_path}",
+            file=sys.stderr,
+        )
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
     with log_path.open("w") as out:
         # Listing every package in one `go build -o DIR` shares the compile of their common code.
         result = subprocess.run(
-            [_go(), "build", "-trimpath", "-ldflags", component.ldflags, "-o", str(staging) + os.sep,
-             *[package for package, _ in component.packages]],
-            cwd=component.directory, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+            [
+                _go(),
+                "build",
+                "-trimpath",
+                "-ldflags",
+                component.ldflags,
+                "-o",
+                str(staging) + os.sep,
+                *[package for package, _ in component.packages],
+            ],
+            cwd=component.directory,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         tail = log_path.read_text(errors="replace").strip().splitlines()[-15:]
-        raise ControlPlaneError(f"building {component.module} {component.version} failed (go build exit code "
-                                f"{result.returncode}); full log: {log_path}\n" + "\n".join(tail))
+        raise ControlPlaneError(
+            f"building {component.module} {component.version} failed (go build exit code "
+            f"{result.returncode}); full log: {log_path}\n" + "\n".join(tail)
+        )
     for package, binary in component.packages:
         # `go build -o DIR` names each binary after its package path's last element ("." is our
         # module, whose path ends in the component's name).

@@ -74,13 +74,16 @@ class Ports:
 class ControlPlane:
     """Start with ``start()`` (or ``with``), stop with ``stop()``; everything lives in ``state_dir``."""
 
-    def __init__(self, state_dir: Path, *, binaries: dict[str, Path] | None = None,
-                 nodes: tuple[dict[str, Any], ...] = DEFAULT_NODES) -> None:
+    def __init__(
+        self, state_dir: Path, *, binaries: dict[str, Path] | None = None, nodes: tuple[dict[str, Any], ...] = DEFAULT_NODES
+    ) -> None:
         self.state_dir = state_dir.resolve()
         found = binaries if binaries is not None else find_binaries()
         if found is None:
-            raise ControlPlaneError("no control plane: its binaries are not built for the pinned versions; run "
-                                    "`bash scripts/controlplane.sh build` (builds once into the cache, see README)")
+            raise ControlPlaneError(
+                "no control plane: its binaries are not built for the pinned versions; run "
+                "`bash scripts/controlplane.sh build` (builds once into the cache, see README)"
+            )
         missing = [name for name in BINARIES if name != "kubectl" and name not in found]
         if missing:
             raise ControlPlaneError(f"no control plane: missing binaries {missing}")
@@ -132,12 +135,22 @@ class ControlPlane:
     def _kubeconfig(self, client: str) -> Path:
         cert, key = self.pki.client(client)
         path = self.state_dir / f"{client}.kubeconfig"
-        doc = {"apiVersion": "v1", "kind": "Config", "current-context": client,
-               "clusters": [{"name": "controlplane", "cluster": {
-                   "server": self.server,
-                   "certificate-authority-data": base64.b64encode(self.pki.ca_cert.read_bytes()).decode()}}],
-               "users": [{"name": client, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-               "contexts": [{"name": client, "context": {"cluster": "controlplane", "user": client}}]}
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": client,
+            "clusters": [
+                {
+                    "name": "controlplane",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": base64.b64encode(self.pki.ca_cert.read_bytes()).decode(),
+                    },
+                }
+            ],
+            "users": [{"name": client, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+            "contexts": [{"name": client, "context": {"cluster": "controlplane", "user": client}}],
+        }
         path.write_text(yaml.safe_dump(doc))
         path.chmod(0o600)
         return path
@@ -151,8 +164,9 @@ class ControlPlane:
     def api(self, method: str, path: str, body: Any = None, *, timeout: float = 10.0) -> Any:
         """One admin request to the API server (JSON in, JSON out); for bootstrapping and probes."""
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.server + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        request = urllib.request.Request(
+            self.server + path, data=data, method=method, headers={"Content-Type": "application/json", "Accept": "application/json"}
+        )
         with urllib.request.urlopen(request, context=self._admin_ssl(), timeout=timeout) as response:
             text = response.read().decode()
         return json.loads(text) if text.startswith(("{", "[")) else text
@@ -199,24 +213,41 @@ class ControlPlane:
     # --- components -----------------------------------------------------------------------------
     def _start_etcd(self) -> None:
         peer = f"http://127.0.0.1:{self.ports.etcd_peer}"
-        etcd = self._run("etcd", [
-            str(self.binaries["etcd"]), "--name=controlplane", f"--data-dir={self.state_dir / 'etcd'}",
-            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
-            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=controlplane={peer}", "--unsafe-no-fsync", "--log-level=warn"])
+        etcd = self._run(
+            "etcd",
+            [
+                str(self.binaries["etcd"]),
+                "--name=controlplane",
+                f"--data-dir={self.state_dir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=controlplane={peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
 
         def healthy() -> bool:
             with urllib.request.urlopen(self.etcd_url + "/health", timeout=2) as response:
                 return bool(json.loads(response.read()).get("health") == "true")
+
         etcd.wait_ready(healthy, START_TIMEOUT, "healthy")
 
     def _audit_policy(self) -> Path:
         path = self.state_dir / "audit-policy.yaml"
-        policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"], "rules": [
-            {"level": "None", "users": [pki.CLIENTS[c][0] for c in ("controller-manager", "scheduler", "kwok")]},
-            {"level": "None", "userGroups": ["system:serviceaccounts:kube-system", "system:nodes"]},
-            {"level": "None", "nonResourceURLs": ["/healthz*", "/readyz*", "/livez*", "/version", "/metrics"]},
-            {"level": "Metadata"}]}
+        policy = {
+            "apiVersion": "audit.k8s.io/v1",
+            "kind": "Policy",
+            "omitStages": ["RequestReceived"],
+            "rules": [
+                {"level": "None", "users": [pki.CLIENTS[c][0] for c in ("controller-manager", "scheduler", "kwok")]},
+                {"level": "None", "userGroups": ["system:serviceaccounts:kube-system", "system:nodes"]},
+                {"level": "None", "nonResourceURLs": ["/healthz*", "/readyz*", "/livez*", "/version", "/metrics"]},
+                {"level": "Metadata"},
+            ],
+        }
         path.write_text(yaml.safe_dump(policy))
         return path
 
@@ -225,9 +256,12 @@ class ControlPlane:
         return [
             str(self.binaries["kube-apiserver"]),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.ports.apiserver}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.ports.apiserver}",
             f"--cert-dir={self.state_dir / 'apiserver'}",
-            f"--tls-cert-file={self.pki.apiserver_cert}", f"--tls-private-key-file={self.pki.apiserver_key}",
+            f"--tls-cert-file={self.pki.apiserver_cert}",
+            f"--tls-private-key-file={self.pki.apiserver_key}",
             f"--client-ca-file={self.pki.ca_cert}",
             f"--service-account-issuer={ISSUER}",
             f"--service-account-key-file={self.pki.service_account_pub}",
@@ -235,17 +269,21 @@ class ControlPlane:
             "--authorization-mode=Node,RBAC",
             # Added to the defaults, which already hold ResourceQuota, LimitRanger, ServiceAccount
             # and PodSecurity; listed so that a reader sees them.
-            ("--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,ResourceQuota,PodSecurity,"
-             "NodeRestriction"),
+            ("--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,ResourceQuota,PodSecurity,NodeRestriction"),
             f"--service-cluster-ip-range={SERVICE_RANGE}",
-            f"--kubelet-client-certificate={kubelet_cert}", f"--kubelet-client-key={kubelet_key}",
-            f"--kubelet-certificate-authority={self.pki.ca_cert}", "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={kubelet_cert}",
+            f"--kubelet-client-key={kubelet_key}",
+            f"--kubelet-certificate-authority={self.pki.ca_cert}",
+            "--kubelet-preferred-address-types=InternalIP",
             # No endpoint for the `kubernetes` Service: the reconciler refuses a loopback address,
             # and nothing here runs in a pod that would use it.
             "--endpoint-reconciler-type=none",
-            f"--audit-policy-file={self._audit_policy()}", f"--audit-log-path={self.audit_log}",
-            "--audit-log-format=json", "--audit-log-maxsize=200",
-            "--profiling=false", "--v=1",
+            f"--audit-policy-file={self._audit_policy()}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=200",
+            "--profiling=false",
+            "--v=1",
         ]
 
     def _start_apiserver(self) -> None:
@@ -258,30 +296,45 @@ class ControlPlane:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             crd = self.api("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/logs.kwok.x-k8s.io")
-            if any(c["type"] == "Established" and c["status"] == "True"
-                   for c in (crd.get("status") or {}).get("conditions") or []):
+            if any(c["type"] == "Established" and c["status"] == "True" for c in (crd.get("status") or {}).get("conditions") or []):
                 break
             if time.monotonic() > deadline:
-                raise ControlPlaneError("the Logs CustomResourceDefinition was not Established; "
-                                        f"log: {self.processes['kube-apiserver'].log_path}")
+                raise ControlPlaneError(
+                    f"the Logs CustomResourceDefinition was not Established; log: {self.processes['kube-apiserver'].log_path}"
+                )
             time.sleep(0.1)
         for node in self.nodes:
             self.api("POST", "/api/v1/nodes", node)
 
     def _start_controllers(self) -> None:
-        manager = self._run("kube-controller-manager", [
-            str(self.binaries["kube-controller-manager"]),
-            f"--kubeconfig={self._kubeconfig('controller-manager')}",
-            "--bind-address=127.0.0.1", f"--secure-port={self.ports.controller_manager}",
-            f"--cert-dir={self.state_dir / 'controller-manager'}",
-            "--leader-elect=false", "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={self.pki.service_account_key}",
-            f"--root-ca-file={self.pki.ca_cert}", "--controllers=*", "--v=1"])
-        scheduler = self._run("kube-scheduler", [
-            str(self.binaries["kube-scheduler"]),
-            f"--kubeconfig={self._kubeconfig('scheduler')}",
-            "--bind-address=127.0.0.1", f"--secure-port={self.ports.scheduler}",
-            f"--cert-dir={self.state_dir / 'scheduler'}", "--leader-elect=false", "--v=1"])
+        manager = self._run(
+            "kube-controller-manager",
+            [
+                str(self.binaries["kube-controller-manager"]),
+                f"--kubeconfig={self._kubeconfig('controller-manager')}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.ports.controller_manager}",
+                f"--cert-dir={self.state_dir / 'controller-manager'}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={self.pki.service_account_key}",
+                f"--root-ca-file={self.pki.ca_cert}",
+                "--controllers=*",
+                "--v=1",
+            ],
+        )
+        scheduler = self._run(
+            "kube-scheduler",
+            [
+                str(self.binaries["kube-scheduler"]),
+                f"--kubeconfig={self._kubeconfig('scheduler')}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.ports.scheduler}",
+                f"--cert-dir={self.state_dir / 'scheduler'}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+        )
         for process, port in ((manager, self.ports.controller_manager), (scheduler, self.ports.scheduler)):
             process.wait_ready(lambda port=port: _healthz(port), START_TIMEOUT, "healthy (/healthz)")  # type: ignore[misc]
 
@@ -289,13 +342,22 @@ class ControlPlane:
         config = self.state_dir / "kwok.yaml"
         config.write_text(yaml.safe_dump_all(kwok.stages()))
         self.kwok_logs_dir().mkdir(parents=True, exist_ok=True)
-        self._run("kwok", [
-            str(self.binaries["kwok"]), f"--kubeconfig={self._kubeconfig('kwok')}", f"--config={config}",
-            f"--manage-nodes-with-label-selector={kwok.NODE_LABEL[0]}={kwok.NODE_LABEL[1]}",
-            "--node-ip=127.0.0.1", f"--node-port={self.ports.kwok}",
-            f"--server-address=127.0.0.1:{self.ports.kwok}",
-            f"--tls-cert-file={self.pki.kwok_cert}", f"--tls-private-key-file={self.pki.kwok_key}",
-            "--node-lease-duration-seconds=40", "--enable-crds=Logs"])
+        self._run(
+            "kwok",
+            [
+                str(self.binaries["kwok"]),
+                f"--kubeconfig={self._kubeconfig('kwok')}",
+                f"--config={config}",
+                f"--manage-nodes-with-label-selector={kwok.NODE_LABEL[0]}={kwok.NODE_LABEL[1]}",
+                "--node-ip=127.0.0.1",
+                f"--node-port={self.ports.kwok}",
+                f"--server-address=127.0.0.1:{self.ports.kwok}",
+                f"--tls-cert-file={self.pki.kwok_cert}",
+                f"--tls-private-key-file={self.pki.kwok_key}",
+                "--node-lease-duration-seconds=40",
+                "--enable-crds=Logs",
+            ],
+        )
 
     def _await_cluster(self) -> None:
         """Ready means: every node Ready (KWOK), and the controllers at work (the ServiceAccount
@@ -304,15 +366,21 @@ class ControlPlane:
 
         def nodes_ready() -> bool:
             items = self.api("GET", "/api/v1/nodes")["items"]
-            ready = {n["metadata"]["name"] for n in items
-                     if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or [])}
+            ready = {
+                n["metadata"]["name"]
+                for n in items
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or [])
+            }
             return ready >= {n["metadata"]["name"] for n in self.nodes}
+
         kwok_process.wait_ready(nodes_ready, START_TIMEOUT, "managing the nodes (all Ready)")
 
         def default_account() -> bool:
             return bool(self.api("GET", "/api/v1/namespaces/default/serviceaccounts/default"))
-        self.processes["kube-controller-manager"].wait_ready(default_account, START_TIMEOUT,
-                                                             "running its controllers (no default ServiceAccount)")
+
+        self.processes["kube-controller-manager"].wait_ready(
+            default_account, START_TIMEOUT, "running its controllers (no default ServiceAccount)"
+        )
         self._kubeconfig("admin").replace(self.admin_kubeconfig)
 
     # --- faults ----------------------------------------------------------------------------------
@@ -332,18 +400,24 @@ class ControlPlane:
 
     def compact_etcd(self) -> int:
         """Compact etcd's history up to its current revision; returns that revision."""
+
         def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
             request = urllib.request.Request(self.etcd_url + path, data=json.dumps(body).encode(), method="POST")
             with urllib.request.urlopen(request, timeout=10) as response:
                 return dict(json.loads(response.read()))
+
         revision = int(call("/v3/kv/range", {"key": base64.b64encode(b"/registry").decode()})["header"]["revision"])
         call("/v3/kv/compaction", {"revision": str(revision), "physical": True})
         return revision
 
     # --- state for the command line ---------------------------------------------------------------
     def _save_state(self) -> None:
-        state = {"ports": asdict(self.ports), "pids": {n: p.pid for n, p in self.processes.items()},
-                 "admin_kubeconfig": str(self.admin_kubeconfig), "server": self.server}
+        state = {
+            "ports": asdict(self.ports),
+            "pids": {n: p.pid for n, p in self.processes.items()},
+            "admin_kubeconfig": str(self.admin_kubeconfig),
+            "server": self.server,
+        }
         (self.state_dir / "state.json").write_text(json.dumps(state, indent=2))
 
     @staticmethod

@@ -21,9 +21,16 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def pod_status(pod: dict[str, Any], phase: str, *, exit_code: int | None = None, reason: str | None = None,
-               message: str | None = None, waiting_reason: str | None = None,
-               restart_count: int = 0) -> dict[str, Any]:
+def pod_status(
+    pod: dict[str, Any],
+    phase: str,
+    *,
+    exit_code: int | None = None,
+    reason: str | None = None,
+    message: str | None = None,
+    waiting_reason: str | None = None,
+    restart_count: int = 0,
+) -> dict[str, Any]:
     """The ``.status`` a kubelet reports for the (scheduled) ``pod`` in ``phase``:
 
     - ``Running``: every container running and ready;
@@ -41,12 +48,17 @@ def pod_status(pod: dict[str, Any], phase: str, *, exit_code: int | None = None,
     ready = "True" if phase == "Running" else "False"
     scheduled = [c for c in old.get("conditions") or [] if c.get("type") == "PodScheduled"]
     status: dict[str, Any] = {
-        "phase": phase, "qosClass": old.get("qosClass", "BestEffort"),
-        "startTime": old.get("startTime") or stamp, "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
+        "phase": phase,
+        "qosClass": old.get("qosClass", "BestEffort"),
+        "startTime": old.get("startTime") or stamp,
+        "hostIP": "127.0.0.1",
+        "hostIPs": [{"ip": "127.0.0.1"}],
         "podIP": old.get("podIP") or f"10.244.{secrets.randbelow(250)}.{secrets.randbelow(250) + 2}",
-        "conditions": scheduled + [
+        "conditions": scheduled
+        + [
             {"type": t, "status": s, "lastProbeTime": None, "lastTransitionTime": stamp}
-            for t, s in (("Initialized", "True"), ("ContainersReady", ready), ("Ready", ready))],
+            for t, s in (("Initialized", "True"), ("ContainersReady", ready), ("Ready", ready))
+        ],
     }
     status["podIPs"] = [{"ip": status["podIP"]}]
     if phase == "Failed" and message:
@@ -57,25 +69,41 @@ def pod_status(pod: dict[str, Any], phase: str, *, exit_code: int | None = None,
         container_id = (previous.get(name) or {}).get("containerID") or "containerd://" + secrets.token_hex(16)
         if restart_count > int((previous.get(name) or {}).get("restartCount") or 0):
             container_id = "containerd://" + secrets.token_hex(16)
-        cs: dict[str, Any] = {"name": name, "image": _image(pod, name), "imageID": "", "restartCount": restart_count,
-                              "ready": phase == "Running", "started": phase == "Running",
-                              "containerID": container_id}
+        cs: dict[str, Any] = {
+            "name": name,
+            "image": _image(pod, name),
+            "imageID": "",
+            "restartCount": restart_count,
+            "ready": phase == "Running",
+            "started": phase == "Running",
+            "containerID": container_id,
+        }
         if phase == "Running":
             cs["state"] = {"running": {"startedAt": stamp}}
         elif phase == "Pending":
-            cs["state"] = {"waiting": {"reason": waiting_reason or "ContainerCreating",
-                                       "message": message or waiting_reason or ""}}
+            cs["state"] = {"waiting": {"reason": waiting_reason or "ContainerCreating", "message": message or waiting_reason or ""}}
             cs.pop("containerID")
         else:
             code = exit_code if exit_code is not None else (0 if phase == "Succeeded" else 1)
-            terminated = {"exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
-                          "startedAt": status["startTime"], "finishedAt": stamp, "containerID": container_id}
+            terminated = {
+                "exitCode": code,
+                "reason": reason or ("Completed" if code == 0 else "Error"),
+                "startedAt": status["startTime"],
+                "finishedAt": stamp,
+                "containerID": container_id,
+            }
             if message:
                 terminated["message"] = message
             cs["state"] = {"terminated": terminated}
         if restart_count > 0:
-            cs["lastState"] = {"terminated": {"exitCode": exit_code if exit_code not in (None, 0) else 1,
-                                              "reason": "Error", "startedAt": status["startTime"], "finishedAt": stamp}}
+            cs["lastState"] = {
+                "terminated": {
+                    "exitCode": exit_code if exit_code not in (None, 0) else 1,
+                    "reason": "Error",
+                    "startedAt": status["startTime"],
+                    "finishedAt": stamp,
+                }
+            }
         statuses.append(cs)
     status["containerStatuses"] = statuses
     return status
@@ -104,5 +132,9 @@ def logs_object(namespace: str, pod: str, current: Path, previous: Path | None) 
     log: dict[str, Any] = {"logsFile": str(current), "follow": True}
     if previous is not None:
         log["previousLogsFile"] = str(previous)
-    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
-            "metadata": {"name": pod, "namespace": namespace}, "spec": {"logs": [log]}}
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Logs",
+        "metadata": {"name": pod, "namespace": namespace},
+        "spec": {"logs": [log]},
+    }

@@ -22,8 +22,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 # Names the API server's certificate must carry: loopback for us, the in-cluster names for
 # clients that connect through the `kubernetes` Service (the master's default).
-SERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                "kubernetes.default.svc.cluster.local")
+SERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 SERVER_IPS = ("127.0.0.1", "10.96.0.1")
 
 CLIENTS = {
@@ -78,8 +77,7 @@ def _key() -> ec.EllipticCurvePrivateKey:
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -94,10 +92,15 @@ def _name(common: str, organizations: tuple[str, ...] = ()) -> x509.Name:
 
 def _builder(subject: x509.Name, issuer: x509.Name, public: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.timezone.utc)
-    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=30)))
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=30))
+    )
 
 
 def create(directory: Path) -> Pki:
@@ -106,22 +109,38 @@ def create(directory: Path) -> Pki:
     pki = Pki(directory)
     ca_key = _key()
     ca_name = _name("paddle-nbext-test-ca")
-    ca = (_builder(ca_name, ca_name, ca_key.public_key())
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        _builder(ca_name, ca_name, ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     _write(pki.ca_cert, ca.public_bytes(serialization.Encoding.PEM))
     _write(directory / "ca.key", _pem_key(ca_key))
 
-    def issue(cert_path: Path, key_path: Path, subject: x509.Name, *, server: bool,
-              names: tuple[str, ...] = (), ips: tuple[str, ...] = ()) -> None:
+    def issue(
+        cert_path: Path, key_path: Path, subject: x509.Name, *, server: bool, names: tuple[str, ...] = (), ips: tuple[str, ...] = ()
+    ) -> None:
         key = _key()
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = (_builder(subject, ca_name, key.public_key())
-                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+        builder = (
+            _builder(subject, ca_name, key.public_key())
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        )
         if names or ips:
             sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
             sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
@@ -130,8 +149,7 @@ def create(directory: Path) -> Pki:
         _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
         _write(key_path, _pem_key(key))
 
-    issue(pki.apiserver_cert, pki.apiserver_key, _name("kube-apiserver"), server=True,
-          names=SERVER_NAMES, ips=SERVER_IPS)
+    issue(pki.apiserver_cert, pki.apiserver_key, _name("kube-apiserver"), server=True, names=SERVER_NAMES, ips=SERVER_IPS)
     issue(pki.kwok_cert, pki.kwok_key, _name("kwok-kubelet"), server=True, names=("localhost",), ips=("127.0.0.1",))
     for client, (common, organizations) in CLIENTS.items():
         cert_path, key_path = pki.client(client)
@@ -139,6 +157,8 @@ def create(directory: Path) -> Pki:
 
     signing = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write(pki.service_account_key, _pem_key(signing))
-    _write(pki.service_account_pub, signing.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    _write(
+        pki.service_account_pub,
+        signing.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
+    )
     return pki

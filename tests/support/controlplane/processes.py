@@ -65,8 +65,7 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return any(pid_alive(int(p.name)) for p in Path("/proc").iterdir()
-               if p.name.isdigit() and _pgid_of(int(p.name)) == pgid)
+    return any(pid_alive(int(p.name)) for p in Path("/proc").iterdir() if p.name.isdigit() and _pgid_of(int(p.name)) == pgid)
 
 
 def _pgid_of(pid: int) -> int | None:
@@ -93,8 +92,9 @@ class Process:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             try:
-                self.popen = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL, start_new_session=True)
+                self.popen = subprocess.Popen(
+                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                )
             except OSError as error:
                 raise ControlPlaneError(f"{self.name} could not be started ({self.argv[0]}: {error})") from error
 
@@ -108,16 +108,18 @@ class Process:
         while True:
             if not self.running():
                 code = self.popen.returncode if self.popen else None
-                raise ControlPlaneError(f"{self.name} exited with code {code} before {what}; log: {self.log_path}\n"
-                                        + log_tail(self.log_path))
+                raise ControlPlaneError(
+                    f"{self.name} exited with code {code} before {what}; log: {self.log_path}\n" + log_tail(self.log_path)
+                )
             try:
                 if ready():
                     return
             except Exception as error:  # noqa: BLE001 - any failure of the probe means "not yet"
                 last_error = f" (last probe: {type(error).__name__}: {error})"
             if time.monotonic() > deadline:
-                raise ControlPlaneError(f"{self.name} was not {what} within {timeout:.0f} s{last_error}; "
-                                        f"log: {self.log_path}\n" + log_tail(self.log_path))
+                raise ControlPlaneError(
+                    f"{self.name} was not {what} within {timeout:.0f} s{last_error}; log: {self.log_path}\n" + log_tail(self.log_path)
+                )
             time.sleep(0.1)
 
     def stop(self) -> None:

@@ -5,6 +5,7 @@ watch-backed cache, so listing costs no API call.  While the server runs it appl
 lifecycle policy as the in-cluster master (record the end, stop the pservers), so a job ends
 cleanly even if the master pod is lost.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -58,30 +59,58 @@ class KubernetesBackend(Backend):
     namespace = Unicode("", help="Namespace for jobs; default: the service account's, else the kubeconfig context's.").tag(config=True)
     kubeconfig = Unicode("", help="Path of a kubeconfig; when set it wins over the in-cluster service account.").tag(config=True)
     context = Unicode("", help="kubeconfig context to use (default: its current context).").tag(config=True)
-    home_volume = Enum(["auto", "pvc", "cephfs"], "auto", help="How job pods mount the user's home: copy the notebook pod's volume (auto), a PVC template, or a cephfs source.").tag(config=True)
+    home_volume = Enum(
+        ["auto", "pvc", "cephfs"],
+        "auto",
+        help="How job pods mount the user's home: copy the notebook pod's volume (auto), a PVC template, or a cephfs source.",
+    ).tag(config=True)
     home_pvc_template = Unicode("claim-{username}", help="PVC name for home_volume='pvc'; {username} is the job owner.").tag(config=True)
-    cephfs = Dict(help="For home_volume='cephfs': {'monitors': [...], 'path': '/home/{username}', 'user': 'admin', 'secret_ref': 'ceph-secret', 'read_only': False}.").tag(config=True)
-    slug_scheme = Enum(["safe", "escape"], "safe", help="How {username} in home_pvc_template and cephfs['path'] is made Kubernetes-safe: set it to what your hub's KubeSpawner uses (its slug_scheme: 'safe' since KubeSpawner 7, 'escape' before).").tag(config=True)
+    cephfs = Dict(
+        help="For home_volume='cephfs': {'monitors': [...], 'path': '/home/{username}', 'user': 'admin', 'secret_ref': 'ceph-secret', 'read_only': False}."
+    ).tag(config=True)
+    slug_scheme = Enum(
+        ["safe", "escape"],
+        "safe",
+        help="How {username} in home_pvc_template and cephfs['path'] is made Kubernetes-safe: set it to what your hub's KubeSpawner uses (its slug_scheme: 'safe' since KubeSpawner 7, 'escape' before).",
+    ).tag(config=True)
     home_path = Unicode(help="Where the home is mounted in job pods (the notebook's home path). Default: $HOME.").tag(config=True)
     pod_name = Unicode(help="The notebook's own pod, read for home_volume='auto'. Default: $HOSTNAME.").tag(config=True)
     default_image = Unicode("paddlepaddle/paddle:3.0.0", help="Image for jobs that name none.").tag(config=True)
-    master_image = Unicode("", help="Image of each job's master (Python 3 is all it needs); empty: default_image. Never the job's own image: the master holds an API token.").tag(config=True)
-    image_pull_policy = Enum(["", "Always", "IfNotPresent", "Never"], "", help="imagePullPolicy of the replicas ('' leaves Kubernetes' default).").tag(config=True)
-    shm_size = Unicode("1Gi", help="Size of the memory-backed /dev/shm of collective and GPU trainers ('' keeps the container's 64 MiB).").tag(config=True)
+    master_image = Unicode(
+        "",
+        help="Image of each job's master (Python 3 is all it needs); empty: default_image. Never the job's own image: the master holds an API token.",
+    ).tag(config=True)
+    image_pull_policy = Enum(
+        ["", "Always", "IfNotPresent", "Never"], "", help="imagePullPolicy of the replicas ('' leaves Kubernetes' default)."
+    ).tag(config=True)
+    shm_size = Unicode(
+        "1Gi", help="Size of the memory-backed /dev/shm of collective and GPU trainers ('' keeps the container's 64 MiB)."
+    ).tag(config=True)
     gpu_resource_name = Unicode("nvidia.com/gpu", help="Extended resource name for trainer GPUs.").tag(config=True)
     node_selector = Dict(help="nodeSelector for job pods.").tag(config=True)
     tolerations = List(Dict(), help="tolerations for job pods.").tag(config=True)
     image_pull_secrets = List(Unicode(), help="Names of imagePullSecrets for job pods.").tag(config=True)
     service_account_name = Unicode("", help="serviceAccountName for pserver/trainer pods (none: no API token mounted).").tag(config=True)
-    master_service_account_name = Unicode("paddle-nbext-master", help="Service account of the job master (deploy/rbac/master-role.yaml); empty: create one per job.").tag(config=True)
+    master_service_account_name = Unicode(
+        "paddle-nbext-master", help="Service account of the job master (deploy/rbac/master-role.yaml); empty: create one per job."
+    ).tag(config=True)
     priority_class_name = Unicode("", help="priorityClassName for job pods.").tag(config=True)
     extra_labels = Dict(Unicode(), help="Extra labels on every object.").tag(config=True)
     extra_annotations = Dict(Unicode(), help="Extra annotations on every object.").tag(config=True)
     ttl_seconds_after_finished = Int(None, allow_none=True, help="ttlSecondsAfterFinished of the Jobs (the record stays).").tag(config=True)
-    pod_security_context = Dict(help="securityContext of job pods; with home_volume='auto' and empty, the notebook pod's is copied.").tag(config=True)
-    copy_security_context = Bool(True, help="With home_volume='auto', copy the notebook pod's runAsUser/runAsGroup/fsGroup.").tag(config=True)
-    resubmit_wait = Float(20.0, help="Seconds a submit waits for the still-stopping pods of a just-deleted job of the same name before it answers 409.").tag(config=True)
-    allow_hub_namespace = Bool(False, help="Run jobs even in a namespace that holds a JupyterHub (unsafe: the notebook's Role there reaches the hub's objects; see the admin guide's 'Where jobs run').").tag(config=True)
+    pod_security_context = Dict(help="securityContext of job pods; with home_volume='auto' and empty, the notebook pod's is copied.").tag(
+        config=True
+    )
+    copy_security_context = Bool(True, help="With home_volume='auto', copy the notebook pod's runAsUser/runAsGroup/fsGroup.").tag(
+        config=True
+    )
+    resubmit_wait = Float(
+        20.0, help="Seconds a submit waits for the still-stopping pods of a just-deleted job of the same name before it answers 409."
+    ).tag(config=True)
+    allow_hub_namespace = Bool(
+        False,
+        help="Run jobs even in a namespace that holds a JupyterHub (unsafe: the notebook's Role there reaches the hub's objects; see the admin guide's 'Where jobs run').",
+    ).tag(config=True)
     sync_timeout = Float(10.0, help="Seconds start() waits for the first list of the cache.").tag(config=True)
     reconcile_interval = Float(5.0, help="Seconds between checks of job timeouts.").tag(config=True)
 
@@ -146,8 +175,14 @@ class KubernetesBackend(Backend):
         found = []
         for kind, lister in (("pod", core.list_namespaced_pod), ("ConfigMap", core.list_namespaced_config_map)):
             try:
-                listed = await self._call(f"look for a JupyterHub in {connection.namespace}", lister, connection.namespace,
-                                          label_selector=HUB_SELECTOR, limit=1, _preload_content=False)
+                listed = await self._call(
+                    f"look for a JupyterHub in {connection.namespace}",
+                    lister,
+                    connection.namespace,
+                    label_selector=HUB_SELECTOR,
+                    limit=1,
+                    _preload_content=False,
+                )
             except ApiException as error:
                 if error.status == 403:
                     continue  # cannot look: the Role is not that wide, so neither is the risk
@@ -158,7 +193,8 @@ class KubernetesBackend(Backend):
                 f"namespace {connection.namespace} holds a JupyterHub ({', '.join(found)}): jobs there would run beside "
                 "the hub, and the notebook's Role would let user code reach the hub's objects. Set "
                 "c.KubernetesBackend.namespace to a namespace for jobs (admin guide: 'Where jobs run'), or "
-                "c.KubernetesBackend.allow_hub_namespace = True to accept the risk")
+                "c.KubernetesBackend.allow_hub_namespace = True to accept the risk"
+            )
             raise BackendUnavailable(f"refusing to submit: {self._hub_problem}")
         self._hub_checked = True
         self._hub_problem = None
@@ -258,11 +294,21 @@ class KubernetesBackend(Backend):
     async def _home_volume(self, owner: str, connection: Connection) -> homes.HomeVolume:
         try:
             if self.home_volume == "pvc":
-                return homes.from_pvc_template(self.home_pvc_template, owner, self.home_path, scheme=cast(Scheme, self.slug_scheme),
-                                               servername=os.environ.get("JUPYTERHUB_SERVER_NAME", ""))
+                return homes.from_pvc_template(
+                    self.home_pvc_template,
+                    owner,
+                    self.home_path,
+                    scheme=cast(Scheme, self.slug_scheme),
+                    servername=os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
+                )
             if self.home_volume == "cephfs":
-                return homes.from_cephfs(dict(self.cephfs), owner, self.home_path, scheme=cast(Scheme, self.slug_scheme),
-                                         servername=os.environ.get("JUPYTERHUB_SERVER_NAME", ""))
+                return homes.from_cephfs(
+                    dict(self.cephfs),
+                    owner,
+                    self.home_path,
+                    scheme=cast(Scheme, self.slug_scheme),
+                    servername=os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
+                )
         except homes.HomeVolumeError as error:
             raise BackendUnavailable(f"the home volume is misconfigured: {error}") from None
         if self._home is None:
@@ -273,7 +319,9 @@ class KubernetesBackend(Backend):
                 )
             core = client.CoreV1Api(connection.api)
             try:
-                response = await self._call("read the notebook pod", core.read_namespaced_pod, self.pod_name, connection.namespace, _preload_content=False)
+                response = await self._call(
+                    "read the notebook pod", core.read_namespaced_pod, self.pod_name, connection.namespace, _preload_content=False
+                )
             except ApiException as error:
                 raise BackendUnavailable(
                     f"home_volume 'auto' needs to read the notebook pod {self.pod_name} in {connection.namespace}: "
@@ -298,11 +346,17 @@ class KubernetesBackend(Backend):
             return None
         core = client.CoreV1Api(connection.api)
         try:
-            response = await self._call(f"read the home claim {claim}", core.read_namespaced_persistent_volume_claim,
-                                        claim, connection.namespace, _preload_content=False)
+            response = await self._call(
+                f"read the home claim {claim}",
+                core.read_namespaced_persistent_volume_claim,
+                claim,
+                connection.namespace,
+                _preload_content=False,
+            )
         except ApiException as error:
-            self.log.warning("paddle-nbext: cannot read the home claim %s (%s); assuming it can be shared across nodes",
-                             claim, describe_failure(error))
+            self.log.warning(
+                "paddle-nbext: cannot read the home claim %s (%s); assuming it can be shared across nodes", claim, describe_failure(error)
+            )
             return None
         claim_obj = json.loads(response.data)
         modes = set((claim_obj.get("status") or {}).get("accessModes") or (claim_obj.get("spec") or {}).get("accessModes") or [])
@@ -311,7 +365,8 @@ class KubernetesBackend(Backend):
         if modes == {"ReadWriteOncePod"}:
             raise BackendUnavailable(
                 f"the home claim {claim} is ReadWriteOncePod: no job pod can mount it beside the notebook; ask the "
-                "admin for a ReadWriteMany home (e.g. CephFS) or set c.KubernetesBackend.home_volume = 'pvc'")
+                "admin for a ReadWriteMany home (e.g. CephFS) or set c.KubernetesBackend.home_volume = 'pvc'"
+            )
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
             raise BackendUnavailable(f"the home claim {claim} is ReadWriteOnce and the notebook pod is on no node yet")
@@ -346,9 +401,7 @@ class KubernetesBackend(Backend):
         workdir_local = job_dir / "package" if snapshot else source
         workdir = self._container_path(workdir_local, request.home)
         runtime = await asyncio.to_thread(self._runtime_bundle)
-        plan = manifests.build_plan(
-            spec, owner, self._settings(connection.namespace), home=home, workdir=workdir, runtime=runtime
-        )
+        plan = manifests.build_plan(spec, owner, self._settings(connection.namespace), home=home, workdir=workdir, runtime=runtime)
         if dry_run:
             preview = self._preview_status(spec, owner)
             return {"dry_run": True, "job": preview.to_dict(), "plan": {"namespace": connection.namespace, "manifests": plan}}
@@ -376,11 +429,14 @@ class KubernetesBackend(Backend):
         """A job of this name was just deleted and some of its pods still run while they stop:
         they write into the job's directory, where the new snapshot would go.  Wait for them
         (`resubmit_wait`), then say why the name cannot be used yet."""
+
         def still_running() -> list[str]:
             if self._cache is not None and job in self._cache.stores["configmaps"]:
                 return []  # a live job of that name: the record's create answers 409 as usual
-            return sorted(name for name, pod in self._pods_by_job.get(job, {}).items()
-                          if (pod.get("status") or {}).get("phase") not in POD_ENDED)
+            return sorted(
+                name for name, pod in self._pods_by_job.get(job, {}).items() if (pod.get("status") or {}).get("phase") not in POD_ENDED
+            )
+
         deadline = asyncio.get_running_loop().time() + self.resubmit_wait
         while still_running() and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.2)
@@ -389,15 +445,22 @@ class KubernetesBackend(Backend):
             raise JobExists(
                 f"job '{job}' was just deleted and {len(left)} of its pods are still stopping ({', '.join(left[:3])}); "
                 "they write into the job's directory, so the name is free once they are gone: submit again in a "
-                "moment, or choose another job_name", field="job_name")
+                "moment, or choose another job_name",
+                field="job_name",
+            )
 
     def _preview_status(self, spec: JobSpec, owner: str) -> JobStatus:
         views = cluster_master.observe_replicas([], spec.pservers, spec.trainers)
         return JobStatus(
-            name=spec.job_name, owner=owner, backend=self.name, phase=Phase.PENDING,
-            message="Waiting for replicas to start.", spec=spec.to_dict(), created=now_iso(),
+            name=spec.job_name,
+            owner=owner,
+            backend=self.name,
+            phase=Phase.PENDING,
+            message="Waiting for replicas to start.",
+            spec=spec.to_dict(),
+            created=now_iso(),
             replicas=[ReplicaStatus(**v.public()) for v in views],
-        )  # fmt: skip
+        )
 
     @staticmethod
     def _snapshot(source: Path, job_dir: Path, entry_script: str | None) -> None:
@@ -434,12 +497,20 @@ class KubernetesBackend(Backend):
             cause = describe_failure(error)
             if error.status == 409:
                 if not created:
-                    raise JobExists(f"a job named '{job}' already exists in namespace {namespace}; choose another job_name", field="job_name") from None
-                raise JobExists(f"creating {kind} {name} failed: it already exists ({cause}); nothing of job '{job}' was left behind", field="job_name") from None
+                    raise JobExists(
+                        f"a job named '{job}' already exists in namespace {namespace}; choose another job_name", field="job_name"
+                    ) from None
+                raise JobExists(
+                    f"creating {kind} {name} failed: it already exists ({cause}); nothing of job '{job}' was left behind", field="job_name"
+                ) from None
             if error.status == 403 and "quota" in cause.lower():
-                raise InvalidRequest(f"creating {kind} {name} failed: the namespace quota does not allow it ({cause}); ask for less or free resources") from None
+                raise InvalidRequest(
+                    f"creating {kind} {name} failed: the namespace quota does not allow it ({cause}); ask for less or free resources"
+                ) from None
             if error.status == 403:
-                raise BackendUnavailable(f"creating {kind} {name} was forbidden by RBAC ({cause}); the notebook's service account needs the Role in deploy/; nothing was left behind") from None
+                raise BackendUnavailable(
+                    f"creating {kind} {name} was forbidden by RBAC ({cause}); the notebook's service account needs the Role in deploy/; nothing was left behind"
+                ) from None
             if error.status in (400, 422):
                 raise InvalidRequest(f"creating {kind} {name} failed: Kubernetes rejected it as invalid ({cause})") from None
             raise BackendUnavailable(f"creating {kind} {name} failed: {cause}") from None
@@ -472,8 +543,12 @@ class KubernetesBackend(Backend):
             delete = getattr(api, f"delete_namespaced_{suffix}")
             try:
                 await asyncio.to_thread(
-                    delete, name, obj["metadata"]["namespace"], propagation_policy="Background",
-                    _request_timeout=30, _preload_content=False,
+                    delete,
+                    name,
+                    obj["metadata"]["namespace"],
+                    propagation_policy="Background",
+                    _request_timeout=30,
+                    _preload_content=False,
                 )
             except ApiException as error:
                 if error.status != 404:
@@ -524,7 +599,8 @@ class KubernetesBackend(Backend):
                 # FailureTarget comes first (the Job controller is stopping the pods), Failed after.
                 if condition.get("type") in ("FailureTarget", "Failed") and condition.get("status") == "True":
                     notes[role] = cluster_master.RoleNote(
-                        f"{condition.get('reason') or 'Failed'}: {(condition.get('message') or '').strip()}".rstrip(": "), True)
+                        f"{condition.get('reason') or 'Failed'}: {(condition.get('message') or '').strip()}".rstrip(": "), True
+                    )
             if role not in notes and (obj.get("spec") or {}).get("suspend"):
                 notes[role] = cluster_master.RoleNote("Suspended: its Job is suspended (waiting to be admitted, e.g. by a queue)")
         latest: dict[str, tuple[str, str]] = {}
@@ -574,8 +650,9 @@ class KubernetesBackend(Backend):
                 if not self._pods_by_job.get(job):
                     self._pods_by_job.pop(job, None)
                 continue
-            status, decision, views = job_status(record, list(self._pods_by_job.get(job, {}).values()),
-                                                 self._role_notes(job, record), self._pod_notes(job))
+            status, decision, views = job_status(
+                record, list(self._pods_by_job.get(job, {}).values()), self._role_notes(job, record), self._pod_notes(job)
+            )
             self._statuses[job] = status
             data = status.to_dict()
             if self._published.get(job) != data:
@@ -593,8 +670,9 @@ class KubernetesBackend(Backend):
             failed = cluster_master.failed_trainer_pod(views, decision)
             if failed:
                 tail = await self._log_tail(failed)
-                views, decision = cluster_master.decide_job(record, list(self._pods_by_job.get(job, {}).values()), tail,
-                                                            self._role_notes(job, record), self._pod_notes(job))
+                views, decision = cluster_master.decide_job(
+                    record, list(self._pods_by_job.get(job, {}).values()), tail, self._role_notes(job, record), self._pod_notes(job)
+                )
             if await self._record_final(job, cluster_master.final_status(views, decision), record):
                 # The master's Job too: it has nothing left to do, and a master pod that never ran
                 # (an image it cannot pull) would otherwise keep its Job, and the TTL, waiting.
@@ -622,16 +700,24 @@ class KubernetesBackend(Backend):
         core = client.CoreV1Api(connection.api)
         try:
             response = await self._call(
-                f"record the end of job {job}", core.patch_namespaced_config_map, job, connection.namespace,
+                f"record the end of job {job}",
+                core.patch_namespaced_config_map,
+                job,
+                connection.namespace,
                 {"metadata": {"annotations": annotations, **({"resourceVersion": version} if version else {})}},
                 _preload_content=False,
-            )  # fmt: skip
+            )
         except ApiException as error:
             if error.status != 409:
                 raise
             # Someone wrote the record since: read it (list: the Role has no `get`) into the cache.
-            listed = await self._call(f"read job {job}", core.list_namespaced_config_map, connection.namespace,
-                                      field_selector=f"metadata.name={job}", _preload_content=False)
+            listed = await self._call(
+                f"read job {job}",
+                core.list_namespaced_config_map,
+                connection.namespace,
+                field_selector=f"metadata.name={job}",
+                _preload_content=False,
+            )
             for item in json.loads(listed.data).get("items") or []:
                 if self._cache is not None:
                     self._cache.put("configmaps", item)
@@ -649,8 +735,14 @@ class KubernetesBackend(Backend):
         batch = client.BatchV1Api(connection.api)
         for role in roles:
             try:
-                await self._call(f"stop the {role}s of {job}", batch.patch_namespaced_job, f"{job}-{role}",
-                                 connection.namespace, cluster_master.STOP_PATCH, _preload_content=False)
+                await self._call(
+                    f"stop the {role}s of {job}",
+                    batch.patch_namespaced_job,
+                    f"{job}-{role}",
+                    connection.namespace,
+                    cluster_master.STOP_PATCH,
+                    _preload_content=False,
+                )
             except ApiException as error:
                 if error.status != 404:
                     raise
@@ -692,10 +784,7 @@ class KubernetesBackend(Backend):
         desired = int(status.spec.get(f"{role}s") or 0) if role in ROLES else 0
         if not 0 <= index < desired:
             raise InvalidState(f"job '{status.name}' has no {role} {index} (it has {desired} {role}s)", field="index")
-        pods = [
-            p for p in self._pods_by_job.get(status.name, {}).values()
-            if cluster_master.pod_identity(p) == (role, index)
-        ]  # fmt: skip
+        pods = [p for p in self._pods_by_job.get(status.name, {}).values() if cluster_master.pod_identity(p) == (role, index)]
         if not pods:
             raise InvalidState(f"{role} {index} of job '{status.name}' has no pod (not started yet, or removed after the job ended)")
         return str(cluster_master.newest_pod(pods)["metadata"]["name"])
@@ -758,9 +847,7 @@ class KubernetesBackend(Backend):
                 return await self.read_pod_log(pod, tail=tail, previous=previous)
             except ApiException as error:
                 if previous and error.status == 400:
-                    raise InvalidState(
-                        f"no {what}: it has not been restarted (no earlier attempt in {directory})"
-                    ) from None
+                    raise InvalidState(f"no {what}: it has not been restarted (no earlier attempt in {directory})") from None
                 if error.status in (400, 404):
                     raise InvalidState(f"no {what}: {describe_failure(error)}") from None
                 raise BackendUnavailable(f"cannot read the log of {role} {index}: {describe_failure(error)}") from None
@@ -770,10 +857,7 @@ class KubernetesBackend(Backend):
         if text is None and previous:
             raise InvalidState(f"no {what}: no earlier attempt of it is in {directory}")
         if text is None:
-            raise InvalidState(
-                f"no {what}: it has no pod (not started yet, or removed after the job ended) "
-                f"and no log file in {directory}"
-            )
+            raise InvalidState(f"no {what}: it has no pod (not started yet, or removed after the job ended) and no log file in {directory}")
         return text
 
     async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
@@ -798,8 +882,9 @@ class KubernetesBackend(Backend):
         streams = replica_logs.API_STREAMS
         if pod is not None and streams.claim():
             try:
-                response = await self._open_pod_log(f"follow the log of {pod}", pod, tail, follow=True,
-                                                    _request_timeout=replica_logs.FOLLOW_TIMEOUT)
+                response = await self._open_pod_log(
+                    f"follow the log of {pod}", pod, tail, follow=True, _request_timeout=replica_logs.FOLLOW_TIMEOUT
+                )
             except (ApiException, BackendUnavailable) as error:
                 streams.release()
                 if await own_file() is None:  # else: pod or node gone, its file has the lines
@@ -815,7 +900,7 @@ class KubernetesBackend(Backend):
                 seen = b""
                 try:
                     async for chunk in chunks:
-                        seen = (seen + chunk.encode("utf-8"))[-replica_logs.RESUME_WINDOW:]
+                        seen = (seen + chunk.encode("utf-8"))[-replica_logs.RESUME_WINDOW :]
                         yield chunk
                 finally:
                     await chunks.aclose()  # now, not at garbage collection: it frees a stream thread
@@ -859,8 +944,9 @@ class KubernetesBackend(Backend):
         parts.append((name, core.delete_namespaced_service))
         for part, delete in parts:
             try:
-                await self._call(f"delete {part}", delete, part, connection.namespace,
-                                 propagation_policy="Background", _preload_content=False)
+                await self._call(
+                    f"delete {part}", delete, part, connection.namespace, propagation_policy="Background", _preload_content=False
+                )
             except ApiException as error:
                 if error.status != 404:
                     raise BackendUnavailable(f"cannot delete job '{name}': deleting {part} failed: {describe_failure(error)}") from None
@@ -876,9 +962,13 @@ class KubernetesBackend(Backend):
         await self._delete_parts(name, connection)
         try:
             await self._call(
-                f"delete job {name}", core.delete_namespaced_config_map, name, connection.namespace,
-                propagation_policy="Background", _preload_content=False,
-            )  # fmt: skip
+                f"delete job {name}",
+                core.delete_namespaced_config_map,
+                name,
+                connection.namespace,
+                propagation_policy="Background",
+                _preload_content=False,
+            )
         except ApiException as error:
             if error.status != 404:
                 raise BackendUnavailable(f"cannot delete job '{name}': {describe_failure(error)}") from None
@@ -892,7 +982,9 @@ class KubernetesBackend(Backend):
                 raise InvalidState(
                     f"job '{name}' is deleted, but {len(left)} of its files in {job_dir} could not be removed "
                     f"(first: {left[0]}); files a job pod wrote as another user (root?) must be removed by that user "
-                    "or an admin", field=None)
+                    "or an admin",
+                    field=None,
+                )
 
 
 def _owned_by(obj: dict[str, Any], uid: str | None) -> bool:

@@ -10,6 +10,7 @@ re-list and replace, emitting the differences as changes (deleted objects includ
 update is lost across expiry or an API server restart.  While the API cannot be reached,
 `error` holds the cause (and `connected` is False) until a list or watch works again.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -6,6 +6,7 @@ JupyterHub notebook pod); otherwise the default kubeconfig (`$KUBECONFIG`, `~/.k
 Namespace: configured, else the service account's namespace file, else the kubeconfig
 context's namespace, else `default`.
 """
+
 from __future__ import annotations
 
 import os

@@ -12,6 +12,7 @@ The `pvc` and `cephfs` templates are expanded by `usernames.expand`, the way the
 KubeSpawner expanded them for the notebook pod (`c.KubernetesBackend.slug_scheme`): the raw
 JupyterHub name (`Alice`, `alice@example.org`) would name another claim or directory.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -120,9 +121,7 @@ def _placeholder_list() -> str:
     return ", ".join("{" + name + "}" for name in PLACEHOLDERS)
 
 
-def from_pvc_template(
-    template: str, username: str, home_path: str, *, scheme: Scheme = "safe", servername: str = ""
-) -> HomeVolume:
+def from_pvc_template(template: str, username: str, home_path: str, *, scheme: Scheme = "safe", servername: str = "") -> HomeVolume:
     """A PVC home; `scheme` and `servername` must be what the hub's KubeSpawner used (its
     `slug_scheme`, and the notebook's server name, "" for the default server), so that the
     claim is the one the notebook pod mounts."""
@@ -136,9 +135,7 @@ def from_pvc_template(
     return HomeVolume(source={"persistentVolumeClaim": {"claimName": claim}}, mount_path=home_path)
 
 
-def from_cephfs(
-    cephfs: dict[str, Any], username: str, home_path: str, *, scheme: Scheme = "safe", servername: str = ""
-) -> HomeVolume:
+def from_cephfs(cephfs: dict[str, Any], username: str, home_path: str, *, scheme: Scheme = "safe", servername: str = "") -> HomeVolume:
     """`cephfs` config: monitors (list), path (template with {username}), user, secret_ref
     (Secret name), optional read_only.  The path expands like KubeSpawner expands the same path
     in `singleuser.storage.extraVolumes` (`scheme`, `servername` as in `from_pvc_template`)."""

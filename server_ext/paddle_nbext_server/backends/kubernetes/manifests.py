@@ -13,6 +13,7 @@ With `master_service_account_name` empty, a ServiceAccount, Role and RoleBinding
 Everything except the record carries an ownerReference to the record, so deleting the record
 is one call and the garbage collector removes the rest.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,7 +34,7 @@ from paddle_nbext.contract import (
     SPEC_KEY,
     Mode,
     Role,
-)  # fmt: skip
+)
 from paddle_nbext.quantity import Quantity
 from paddle_nbext.spec import JobSpec
 
@@ -209,7 +210,9 @@ def _pod_extras(settings: ManifestSettings, service_account: str) -> dict[str, A
     return extras
 
 
-def _job(name: str, spec: JobSpec, owner: str, role: str, settings: ManifestSettings, pod_spec: dict[str, Any], job_spec: dict[str, Any]) -> dict[str, Any]:
+def _job(
+    name: str, spec: JobSpec, owner: str, role: str, settings: ManifestSettings, pod_spec: dict[str, Any], job_spec: dict[str, Any]
+) -> dict[str, Any]:
     meta = _metadata(name, spec.job_name, owner, role, settings, owned=True)
     body: dict[str, Any] = {
         **job_spec,
@@ -246,11 +249,13 @@ def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings
         **_pod_extras(settings, settings.service_account_name),
     }
     job_spec: dict[str, Any] = {
-        "completionMode": "Indexed", "completions": count, "parallelism": count,
+        "completionMode": "Indexed",
+        "completions": count,
+        "parallelism": count,
         # An eviction, drain or preemption is not the replica's failure: the Job controller
         # replaces the pod without using the retry budget (max_restarts).
         "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
-    }  # fmt: skip
+    }
     if role == Role.TRAINER:
         job_spec["backoffLimitPerIndex"] = spec.max_restarts
         job_spec["backoffLimit"] = spec.max_restarts * count
@@ -281,7 +286,9 @@ def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[st
     pod_spec = {
         "restartPolicy": "OnFailure",  # Kubernetes restarts the master; it re-derives all from the API
         "containers": [container],
-        "volumes": [{"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in runtime_files.NAMES]}}],
+        "volumes": [
+            {"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in runtime_files.NAMES]}}
+        ],
         **extras,
     }
     return _job(f"{job}-{MASTER}", spec, owner, MASTER, settings, pod_spec, {"completions": 1, "parallelism": 1, "backoffLimit": 1000})

@@ -4,6 +4,7 @@ The backend's traitlets (`c.KubernetesBackend.*`) are turned into a `ManifestSet
 `manifests.build_plan` stays a pure function of (spec, owner, settings, home volume) that unit
 tests call without any server or cluster.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -5,6 +5,7 @@ same code the in-cluster master runs, so the server and the master never disagre
 has ended its final status is stored in the record (annotation `paddle-nbext/status`), which is
 what users see from then on — pods may be gone by then (stopped, TTL, node loss).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,9 +42,12 @@ def final_of(record: dict[str, Any]) -> dict[str, Any] | None:
     return final if isinstance(final, dict) else None
 
 
-def job_status(record: dict[str, Any], pods: list[dict[str, Any]],
-               role_notes: dict[str, cluster_master.RoleNote] | None = None, pod_notes: dict[str, str] | None = None,
-               ) -> tuple[JobStatus, policy.Decision | None, list[cluster_master.ReplicaView]]:
+def job_status(
+    record: dict[str, Any],
+    pods: list[dict[str, Any]],
+    role_notes: dict[str, cluster_master.RoleNote] | None = None,
+    pod_notes: dict[str, str] | None = None,
+) -> tuple[JobStatus, policy.Decision | None, list[cluster_master.ReplicaView]]:
     """The status users see; the decision is None once the job's end is recorded.
     The notes (see `cluster_master.decide_job`) say what the Jobs and Events add to the pods."""
     meta = record.get("metadata") or {}

@@ -23,6 +23,7 @@ their `safe_`, `escaped_` and `unescaped_` forms); the result gets KubeSpawner's
 for a default server relies on it.  The algorithm was written here from KubeSpawner's and
 escapism's documented behaviour; tests/test_k8s_home_volume.py holds the hand-derived table.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,11 +44,18 @@ _DNS_LABEL = re.compile(r"[a-z](?:[a-z0-9-]*[a-z0-9])?")
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 
 PLACEHOLDERS = (
-    "username", "servername", "user_server",
-    "safe_username", "safe_servername", "safe_user_server",
-    "escaped_username", "escaped_servername", "escaped_user_server",
-    "unescaped_username", "unescaped_servername",
-)  # fmt: skip
+    "username",
+    "servername",
+    "user_server",
+    "safe_username",
+    "safe_servername",
+    "safe_user_server",
+    "escaped_username",
+    "escaped_servername",
+    "escaped_user_server",
+    "unescaped_username",
+    "unescaped_servername",
+)
 
 
 def escape_slug(name: str) -> str:

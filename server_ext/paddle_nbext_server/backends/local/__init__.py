@@ -9,6 +9,7 @@ backend and the masters exchange, `processes` and `ports` what both use of the m
 `LocalBackend` is imported on first use: the job master imports modules of this package, and
 starting a master must not pay for the server-side classes (traitlets, the backend) it never uses.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

@@ -23,6 +23,7 @@ beside it: `store` (the job dirs on disk), `plan` (what a job will run), `watche
 in-memory listing), `logs`.  All file and process work runs in threads so the server's event
 loop never blocks.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -120,9 +121,12 @@ class LocalBackend(Backend):
 
     def _settings(self) -> PlanSettings:
         return PlanSettings(
-            python=self.python, capacity=self._capacity(), wait_timeout=self.wait_timeout,
-            grace_period=self.grace_period, poll_interval=self.poll_interval,
-        )  # fmt: skip
+            python=self.python,
+            capacity=self._capacity(),
+            wait_timeout=self.wait_timeout,
+            grace_period=self.grace_period,
+            poll_interval=self.poll_interval,
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -274,14 +278,10 @@ class LocalBackend(Backend):
         _, path = log_path(self._jobs, name, owner, role, index, previous)
         return read_log(path, tail)
 
-    async def read_logs(
-        self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False
-    ) -> str:
+    async def read_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False) -> str:
         return await asyncio.to_thread(self._read_log, name, owner, role, index, tail, previous)
 
-    async def follow_logs(
-        self, name: str, owner: str, role: str, index: int, *, tail: int | None = None
-    ) -> AsyncIterator[str]:
+    async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
         job_dir, path = await asyncio.to_thread(log_path, self._jobs, name, owner, role, index, False)
         follow = Follow(job_dir, path, role, index)
         if tail is not None:

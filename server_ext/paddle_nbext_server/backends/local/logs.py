@@ -5,6 +5,7 @@ Following reads only what was appended since the last step, starts over when a r
 the file (new inode), and never cuts a UTF-8 character in two between chunks.  All functions
 block (files): the backend runs them in threads.
 """
+
 from __future__ import annotations
 
 import os

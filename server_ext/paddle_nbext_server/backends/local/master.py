@@ -24,6 +24,7 @@ It reads `records.Plan` (plan.json) and `records.JobRecord` (job.json) and rewri
 It runs beside the server (never inside a job image), so it may use the server's packages; the
 replicas it starts run the launcher, which is standard library only.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -59,7 +60,7 @@ from .records import (
     read_record,
     write_atomic,
     write_record,
-)  # fmt: skip
+)
 
 #: Inherited variables a job never needs: server credentials and the server's own launcher inputs.
 SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "PADDLE_NBEXT_TOKEN")
@@ -113,9 +114,15 @@ class Replica:
 
     def record(self) -> ReplicaStatus:
         return ReplicaStatus(
-            role=self.role, index=self.index, phase=self.phase, reason=self.reason, exit_code=self.exit_code,
-            restarts=self.restarts, started=self.started, finished=self.finished,
-        )  # fmt: skip
+            role=self.role,
+            index=self.index,
+            phase=self.phase,
+            reason=self.reason,
+            exit_code=self.exit_code,
+            restarts=self.restarts,
+            started=self.started,
+            finished=self.finished,
+        )
 
 
 class Master:
@@ -135,9 +142,7 @@ class Master:
         self.gpu_assignment: dict[str, list[int]] = {}
         self._last_written: str | None = None
         self.all_pids: list[int] = []  # every replica process ever started, for the record
-        self._base_env = {
-            k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("PADDLE_NBEXT_")
-        }
+        self._base_env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("PADDLE_NBEXT_")}
 
     # ---- status
     def status(self) -> StatusRecord:
@@ -198,9 +203,13 @@ class Master:
                 free_gpus = [g for g in capacity.gpus if g not in used_gpus]
                 short = []
                 if request.cpu > free_cpu + 1e-9:
-                    short.append(f"{format_cores(request.cpu)} CPU (free: {format_cores(max(free_cpu, 0))} of {format_cores(capacity.cpu)})")
+                    short.append(
+                        f"{format_cores(request.cpu)} CPU (free: {format_cores(max(free_cpu, 0))} of {format_cores(capacity.cpu)})"
+                    )
                 if request.memory > free_memory:
-                    short.append(f"{format_bytes(request.memory)} memory (free: {format_bytes(max(free_memory, 0))} of {format_bytes(capacity.memory)})")
+                    short.append(
+                        f"{format_bytes(request.memory)} memory (free: {format_bytes(max(free_memory, 0))} of {format_bytes(capacity.memory)})"
+                    )
                 if request.gpus > len(free_gpus):
                     short.append(f"{request.gpus} GPU (free: {len(free_gpus)} of {len(capacity.gpus)})")
                 if short:
@@ -307,9 +316,11 @@ class Master:
         watched = [
             (replica, process)
             for replica in self.replicas
-            if replica.phase == ReplicaPhase.RUNNING and (process := replica.live_process) is not None
-            and replica.plan.memory and not replica.kill_reason
-        ]  # fmt: skip
+            if replica.phase == ReplicaPhase.RUNNING
+            and (process := replica.live_process) is not None
+            and replica.plan.memory
+            and not replica.kill_reason
+        ]
         if not watched:
             return
         table = ProcessTable.read()

@@ -4,6 +4,7 @@ at all, the `Plan` its master follows and the status it starts with.
 Pure decisions from the spec and the backend's settings (no files are written here), so the dry
 run previews exactly what a submit would run.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -88,9 +89,7 @@ def replica_plans(spec: JobSpec) -> list[ReplicaPlan]:
     return replicas
 
 
-def build_plan(
-    spec: JobSpec, job_dir: Path, workdir: Path, launcher: Path, resources: ResourceRequest, settings: PlanSettings
-) -> Plan:
+def build_plan(spec: JobSpec, job_dir: Path, workdir: Path, launcher: Path, resources: ResourceRequest, settings: PlanSettings) -> Plan:
     """The plan the job's master follows; `launcher` is the job's own copy of the runtime's."""
     return Plan(
         job=spec.job_name,

@@ -1,5 +1,6 @@
 """Free TCP ports on this machine for replica endpoints: picked at submit, re-checked by the
 master at admission (a job that waited may find its planned port taken by then)."""
+
 from __future__ import annotations
 
 import socket

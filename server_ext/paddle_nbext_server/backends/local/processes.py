@@ -8,6 +8,7 @@ but stays in the group; either way it is counted against the replica's memory an
 it.  Zombies (exited, not yet reaped) count as gone everywhere: they hold no memory and cannot
 be stopped.
 """
+
 from __future__ import annotations
 
 import os

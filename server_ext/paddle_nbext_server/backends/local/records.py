@@ -13,6 +13,7 @@ shows as the job's message: guessing at a newer layout could misreport or mis-st
 A file that is not a record at all (half written, hand edited, wrong types) raises
 `RecordDamaged`, a `ValueError`, exactly like unparsable JSON, so callers treat both alike.
 """
+
 from __future__ import annotations
 
 import json
@@ -177,9 +178,10 @@ class JobRecord:
     def from_json(cls, text: str) -> JobRecord:
         data = _versioned(cls.KIND, cls.VERSION, text)
         return _build(
-            cls, data,
+            cls,
+            data,
             {"owner": _text, "spec": _object, "created": _text, "created_epoch": _number, "package": _text},
-        )  # fmt: skip
+        )
 
 
 # ---------------------------------------------------------------------------- plan.json
@@ -249,10 +251,18 @@ class ReplicaPlan:
     @classmethod
     def from_data(cls, data: Any) -> ReplicaPlan:
         return _build(
-            cls, data,
-            {"role": _text, "index": _integer, "endpoint": _text, "cpu": _number, "memory": _integer,
-             "memory_text": _text, "gpus": _integer},
-        )  # fmt: skip
+            cls,
+            data,
+            {
+                "role": _text,
+                "index": _integer,
+                "endpoint": _text,
+                "cpu": _number,
+                "memory": _integer,
+                "memory_text": _text,
+                "gpus": _integer,
+            },
+        )
 
 
 @dataclass
@@ -318,15 +328,27 @@ class Plan:
     def from_json(cls, text: str) -> Plan:
         data = _versioned(cls.KIND, cls.VERSION, text)
         return _build(
-            cls, data,
+            cls,
+            data,
             {
-                "job": _text, "mode": _text, "entry_point": _text, "workdir": _text, "job_dir": _text,
-                "python": _text, "launcher": _text, "capacity": Capacity.from_data,
-                "request": ResourceRequest.from_data, "replicas": _each(ReplicaPlan.from_data),
-                "env": _texts_by_name, "max_restarts": _integer, "timeout": _optional_integer,
-                "wait_timeout": _number, "grace_period": _number, "poll_interval": _number,
+                "job": _text,
+                "mode": _text,
+                "entry_point": _text,
+                "workdir": _text,
+                "job_dir": _text,
+                "python": _text,
+                "launcher": _text,
+                "capacity": Capacity.from_data,
+                "request": ResourceRequest.from_data,
+                "replicas": _each(ReplicaPlan.from_data),
+                "env": _texts_by_name,
+                "max_restarts": _integer,
+                "timeout": _optional_integer,
+                "wait_timeout": _number,
+                "grace_period": _number,
+                "poll_interval": _number,
             },
-        )  # fmt: skip
+        )
 
 
 # ---------------------------------------------------------------------------- status.json
@@ -381,26 +403,50 @@ class StatusRecord:
     def from_json(cls, text: str) -> StatusRecord:
         data = _versioned(cls.KIND, cls.VERSION, text)
         status = _build(
-            JobStatus, data,
+            JobStatus,
+            data,
             {
-                "name": _text, "owner": _text, "backend": _text, "phase": _text, "message": _text,
-                "spec": _object, "created": _text, "started": _optional_text, "finished": _optional_text,
+                "name": _text,
+                "owner": _text,
+                "backend": _text,
+                "phase": _text,
+                "message": _text,
+                "spec": _object,
+                "created": _text,
+                "started": _optional_text,
+                "finished": _optional_text,
                 "replicas": _each(_replica_status),
             },
-        )  # fmt: skip
+        )
         return _build(
-            cls, {**data, "status": status},
-            {"status": _identity, "master_pid": _optional_integer, "processes": _integers_by_name,
-             "admitted": _optional(Admitted.from_data), "pids": _integers, "version": _integer},
-        )  # fmt: skip
+            cls,
+            {**data, "status": status},
+            {
+                "status": _identity,
+                "master_pid": _optional_integer,
+                "processes": _integers_by_name,
+                "admitted": _optional(Admitted.from_data),
+                "pids": _integers,
+                "version": _integer,
+            },
+        )
 
 
 def _replica_status(data: Any) -> ReplicaStatus:
     return _build(
-        ReplicaStatus, data,
-        {"role": _text, "index": _integer, "phase": _text, "reason": _optional_text, "exit_code": _optional_integer,
-         "restarts": _integer, "started": _optional_text, "finished": _optional_text},
-    )  # fmt: skip
+        ReplicaStatus,
+        data,
+        {
+            "role": _text,
+            "index": _integer,
+            "phase": _text,
+            "reason": _optional_text,
+            "exit_code": _optional_integer,
+            "restarts": _integer,
+            "started": _optional_text,
+            "finished": _optional_text,
+        },
+    )
 
 
 def pending_status(name: str, job: JobRecord, backend: str, message: str) -> StatusRecord:

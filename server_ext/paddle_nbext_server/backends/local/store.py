@@ -6,6 +6,7 @@ which dirs are jobs and whose, their status (with the Pending fallback before th
 one), whether their master still runs, and how a job whose master vanished is recorded as ended.
 File layout and the records themselves: `backend` and `records`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,7 +31,7 @@ from .records import (
     read_record,
     refused_status,
     write_record,
-)  # fmt: skip
+)
 
 #: A job dir with job.json but no master.pid this long after creation lost its server mid-submit.
 STARTING_GRACE = 60.0
@@ -177,9 +178,10 @@ class JobStore:
         stamp = now_iso()
         replicas = [
             dataclasses.replace(r, phase=ReplicaPhase.STOPPED, finished=stamp)
-            if r.phase in (ReplicaPhase.PENDING, ReplicaPhase.RUNNING) else r
+            if r.phase in (ReplicaPhase.PENDING, ReplicaPhase.RUNNING)
+            else r
             for r in record.status.replicas
-        ]  # fmt: skip
+        ]
         status = dataclasses.replace(record.status, phase=phase, message=message, finished=stamp, replicas=replicas)
         lost = dataclasses.replace(record, status=status, processes={}, admitted=None)
         write_record(job_dir, lost)

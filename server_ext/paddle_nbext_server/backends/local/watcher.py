@@ -10,6 +10,7 @@ without recording an end and record the job as Failed.
 Called from worker threads (the watcher task, submit, cancel) and read on the event loop, hence
 the lock around the map.
 """
+
 from __future__ import annotations
 
 import os
@@ -79,14 +80,15 @@ class JobWatcher:
         self._listed_names: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ the map
-    def _entry(self, files: JobFiles, status_signature: Signature | None, job_signature: Signature | None,
-               previous: Seen | None) -> Seen:
+    def _entry(self, files: JobFiles, status_signature: Signature | None, job_signature: Signature | None, previous: Seen | None) -> Seen:
         """A new entry; the watcher's bookkeeping carries over from the one it replaces."""
         return Seen(
-            files, status_signature, job_signature,
+            files,
+            status_signature,
+            job_signature,
             reported=previous.reported if previous is not None else None,
             checked_alive=previous.checked_alive if previous is not None else 0.0,
-        )  # fmt: skip
+        )
 
     def _store(self, name: str, entry: Seen) -> None:
         with self._lock:
