@@ -3,24 +3,38 @@
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import ipywidgets as widgets
 
 from .. import display
 from ..client import ApiError, PaddleNbextError
 from ..contract import is_terminal
+from ..status import JobStatus
 from ._poll import Poller, comm_alive, watch_comm_close
 
-if TYPE_CHECKING:
-    from ..api import Job
+
+class WatchedJob(Protocol):
+    """What the view needs of a job: `paddle_nbext.api.Job` is one. A protocol rather than an
+    import, so the API (which offers this view) and the view do not import each other."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def phase(self) -> str: ...
+
+    @property
+    def last(self) -> JobStatus: ...
+
+    def status(self) -> JobStatus: ...
 
 
 class JobStatusView(widgets.VBox):
     """Shows `job` and refreshes it every `interval` seconds (one request each) until the job ends,
     the view is closed, or the frontend goes away.  `phases` records every phase shown."""
 
-    def __init__(self, job: Job, interval: float = 2.0, **kwargs: Any):
+    def __init__(self, job: WatchedJob, interval: float = 2.0, **kwargs: Any):
         self.job = job
         self.html = widgets.HTML(value=display.status_html(job.last))
         self.error = widgets.HTML(value="")
