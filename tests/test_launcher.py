@@ -286,11 +286,49 @@ def test_the_bundle_runs_where_paddle_nbext_is_not_installed(tmp_path) -> None:
     write_bundle(bundle)
     bare = [sys.executable, "-S", "-s", "-E"]  # no site-packages: paddle_nbext cannot be imported
     assert subprocess.run([*bare, "-c", "import paddle_nbext"], cwd=tmp_path, capture_output=True, check=False).returncode != 0
-    env = inputs(PADDLE_NBEXT_MODE="collective", PADDLE_NBEXT_WORKDIR=str(tmp_path), PADDLE_NBEXT_ENTRY="echo $TRAINING_ROLE > out.txt")
-    result = subprocess.run([*bare, str(bundle / "launcher.py")], env=env, capture_output=True, text=True, timeout=60, check=False)
+    # The image has Paddle (its distribution's metadata is all the preflight reads) but no paddle-nbext.
+    paddle = tmp_path / "site" / "paddlepaddle-3.0.0.dist-info"
+    paddle.mkdir(parents=True)
+    (paddle / "METADATA").write_text("Metadata-Version: 2.1\nName: paddlepaddle\nVersion: 3.0.0\n", encoding="utf-8")
+    env = inputs(
+        PADDLE_NBEXT_MODE="collective",
+        PADDLE_NBEXT_WORKDIR=str(tmp_path),
+        PADDLE_NBEXT_ENTRY="echo $TRAINING_ROLE > out.txt",
+        PYTHONPATH=str(paddle.parent),
+    )
+    result = subprocess.run([*bare[:-1], str(bundle / "launcher.py")], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out.txt").read_text().strip() == "TRAINER"
     master = subprocess.run(
         [*bare, str(bundle / "cluster_master.py")], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60, check=False
     )
     assert master.returncode == 2 and "PADDLE_NBEXT_JOB is not set" in master.stderr  # every import resolved
+
+
+# ------------------------------------------------------------------ Paddle preflight and log level
+
+
+def test_paddle_info_and_warning_lines_are_quiet_unless_the_job_asks() -> None:
+    assert launcher.build_env(inputs())["GLOG_minloglevel"] == "2"
+    assert launcher.build_env(inputs(GLOG_minloglevel="0"))["GLOG_minloglevel"] == "0"
+
+
+def test_ps_replica_on_paddle_3_3_ends_at_once_naming_versions_and_fix(tmp_path) -> None:
+    """An interpreter reporting PaddlePaddle 3.3.1 (a distribution's metadata, first on the
+    path, as an installed wheel would be) cannot run parameter-server mode: the replica stops
+    before the entry point runs, with the sentence as its last line."""
+    site = tmp_path / "site" / "paddlepaddle-3.3.1.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Metadata-Version: 2.1\nName: paddlepaddle\nVersion: 3.3.1\n", encoding="utf-8")
+    env = inputs(PADDLE_NBEXT_WORKDIR=str(tmp_path), PADDLE_NBEXT_ENTRY="touch ran", PYTHONPATH=str(site.parent))
+    result = subprocess.run([sys.executable, launcher.__file__], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    last = (result.stdout + result.stderr).strip().splitlines()[-1]
+    assert "parameter-server mode needs PaddlePaddle 3.0.x, but paddlepaddle 3.3.1 is installed" in last
+    assert "mode=collective" in last
+    assert not (tmp_path / "ran").exists()
+    collective = inputs(
+        PADDLE_NBEXT_MODE="collective", PADDLE_NBEXT_WORKDIR=str(tmp_path), PADDLE_NBEXT_ENTRY="touch ran", PYTHONPATH=str(site.parent)
+    )
+    assert subprocess.run([sys.executable, launcher.__file__], env=collective, capture_output=True, timeout=60).returncode == 0
+    assert (tmp_path / "ran").exists()

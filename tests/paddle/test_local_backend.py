@@ -293,7 +293,11 @@ def test_replicas_run_the_bundle_written_at_submit_with_a_bare_interpreter(home,
     calls = tmp_path / "python-calls.log"
     wrapper = tmp_path / "bin" / "python"
     wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{calls}"\nexec "{bare}" "$@"\n')
+    # Paddle's distribution metadata (all the launcher's preflight reads), not paddle-nbext.
+    paddle = tmp_path / "site" / "paddlepaddle-3.0.0.dist-info"
+    paddle.mkdir(parents=True)
+    (paddle / "METADATA").write_text("Metadata-Version: 2.1\nName: paddlepaddle\nVersion: 3.0.0\n", encoding="utf-8")
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{calls}"\nPYTHONPATH="{paddle.parent}" exec "{bare}" "$@"\n')
     wrapper.chmod(0o755)
     gated = "while [ ! -e release ]; do sleep 0.1; done; echo released"
 

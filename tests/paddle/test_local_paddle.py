@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 from typing import Any
 
@@ -95,6 +96,15 @@ def test_ps_logs_follow_until_the_end_and_tail(ps_run) -> None:
     assert ps_run["logs"][0].endswith(ps_run["tail"])
 
 
+def test_paddle_info_and_warning_lines_are_quiet_by_default(ps_run) -> None:
+    """Paddle's C++ INFO/WARNING lines (glog: `I1201 06:29:17.266114 569 file.cc:12] ...`) are
+    most of a log at Paddle's default level and read like failures; the launcher hides them."""
+    glog = re.compile(r"^[IW]\d{4} \d{2}:\d{2}:\d{2}\.\d+", re.M)
+    for log in ps_run["logs"]:
+        assert "step 0 loss" in log
+        assert not glog.findall(log), log[-2000:]
+
+
 def test_ps_job_leaves_no_process(ps_run) -> None:
     assert leftover_processes(ps_run["home"], "ps-ok") == []
 
@@ -139,7 +149,8 @@ def test_a_trainer_that_raises_fails_the_job_with_the_exceptions_own_words(home)
 
     async def scenario():
         backend = backend_for(home)
-        await backend.submit(request(home, job_name="raises", entry_point=entry, **PS))
+        # Paddle's own INFO lines on (they are quiet by default), as a user debugging would.
+        await backend.submit(request(home, job_name="raises", entry_point=entry, env={"GLOG_minloglevel": "0"}, **PS))
         return await wait_terminal(backend, "raises"), await backend.read_logs("raises", OWNER, "trainer", 1)
 
     status, log = asyncio.run(scenario())

@@ -43,7 +43,15 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
     except ImportError:
         from paddle_nbext import contract
 
+if __package__:
+    from . import preflight
+else:  # a plain script: the bundle's preflight.py beside this file
+    import preflight  # type: ignore[import-not-found,no-redef]
+
 Mode, Role = contract.Mode, contract.Role
+
+#: GLOG_minloglevel when the job sets none: 2 keeps Paddle's C++ errors and drops INFO/WARNING.
+QUIET_GLOG_LEVEL = "2"
 
 #: Variables of the Paddle contract.  Inherited values are dropped first so a stale variable of
 #: the notebook's own environment can never leak into a replica of another role.
@@ -139,6 +147,9 @@ def build_env(base: Mapping[str, str]) -> dict[str, str]:
         PADDLE_PORT=str(own_port),
     )
     env.setdefault("PYTHONUNBUFFERED", "1")  # logs must appear while the job runs, not at exit
+    # Paddle's C++ INFO and WARNING lines are most of every log and read like failures
+    # (docs/paddle-facts.md); errors only, unless the job's env asks for more.
+    env.setdefault("GLOG_minloglevel", QUIET_GLOG_LEVEL)
     if mode == Mode.PS:
         env["PADDLE_PSERVERS_IP_PORT_LIST"] = _join(pservers)
         env["FLAGS_enable_pir_api"] = "0"  # PS minimize() fails on PIR programs (docs/paddle-facts.md)
@@ -458,6 +469,10 @@ def main() -> int:
     except LaunchError as error:
         _say(f"paddle-nbext launcher: {error}", log)
         return 2
+    problem = None if base.get("PADDLE_NBEXT_PREFLIGHT", "1") == "0" else preflight.problem(base["PADDLE_NBEXT_MODE"])
+    if problem is not None:
+        _say(f"paddle-nbext launcher: {problem}", log)
+        return 2  # like any input the launcher cannot start with; the sentence says why
     workdir = env["TRAINER_PACKAGE"]
     if not os.path.isdir(workdir):
         _say(f"paddle-nbext launcher: the package dir {workdir} does not exist", log)
