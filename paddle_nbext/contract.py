@@ -92,6 +92,27 @@ CANCELLED_ANNOTATION = "paddle-nbext/cancelled"
 SPEC_KEY = "spec.json"
 
 
+#: The environment variables of the Paddle contract, which the launcher sets per replica (role,
+#: ids, endpoints; docs/paddle-facts.md). A job's `env` may not set them, and the launcher drops
+#: inherited values first, so a stale one from the notebook never leaks into another role.
+PADDLE_CONTRACT_VARS: tuple[str, ...] = (
+    "TRAINING_ROLE",
+    "PADDLE_TRAINER_ID",
+    "PADDLE_TRAINERS_NUM",
+    "PADDLE_PSERVERS_IP_PORT_LIST",
+    "PADDLE_PSERVER_ID",
+    "PADDLE_PORT",
+    "POD_IP",
+    "PADDLE_TRAINER_ENDPOINTS",
+    "PADDLE_CURRENT_ENDPOINT",
+    "PADDLE_JOB_NAME",
+    "TRAINERS",
+    "PSERVERS",
+    "ENTRY",
+    "TRAINER_PACKAGE",
+)
+
+
 def now_iso() -> str:
     """This instant as the API writes times: UTC, milliseconds, `Z` (`2026-12-01T11:00:00.000Z`)."""
     return format_time(datetime.now(timezone.utc))

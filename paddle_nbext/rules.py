@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .contract import Mode
+from .contract import PADDLE_CONTRACT_VARS, Mode
 from .fields import JobField, Kind
 from .quantity import Quantity, QuantityError
 
@@ -48,24 +48,8 @@ _ENV_NAME_RE = re.compile(ENV_NAME_PATTERN)
 _DURATION_RE = re.compile(DURATION_PATTERN)
 _WHOLE_RE = re.compile(r"\+?[0-9]+")
 
-#: Variables the launcher owns (docs/architecture.md, "Launcher"); letting users set them would break the Paddle contract.
-RESERVED_ENV = frozenset(
-    {
-        "TRAINING_ROLE",
-        "PADDLE_TRAINER_ID",
-        "PADDLE_TRAINERS_NUM",
-        "PADDLE_PSERVERS_IP_PORT_LIST",
-        "PADDLE_PORT",
-        "POD_IP",
-        "PADDLE_TRAINER_ENDPOINTS",
-        "PADDLE_CURRENT_ENDPOINT",
-        "PADDLE_JOB_NAME",
-        "TRAINERS",
-        "PSERVERS",
-        "ENTRY",
-        "TRAINER_PACKAGE",
-    }
-)
+#: Variables the launcher owns; letting users set them would break the Paddle contract.
+RESERVED_ENV = frozenset(PADDLE_CONTRACT_VARS)
 RESERVED_ENV_PREFIX = "PADDLE_NBEXT_"
 
 

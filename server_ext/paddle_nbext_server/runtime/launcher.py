@@ -53,24 +53,8 @@ Mode, Role = contract.Mode, contract.Role
 #: GLOG_minloglevel when the job sets none: 2 keeps Paddle's C++ errors and drops INFO/WARNING.
 QUIET_GLOG_LEVEL = "2"
 
-#: Variables of the Paddle contract.  Inherited values are dropped first so a stale variable of
-#: the notebook's own environment can never leak into a replica of another role.
-CONTRACT_VARS = (
-    "TRAINING_ROLE",
-    "PADDLE_TRAINER_ID",
-    "PADDLE_TRAINERS_NUM",
-    "PADDLE_PSERVERS_IP_PORT_LIST",
-    "PADDLE_PSERVER_ID",
-    "PADDLE_PORT",
-    "POD_IP",
-    "PADDLE_TRAINER_ENDPOINTS",
-    "PADDLE_CURRENT_ENDPOINT",
-    "PADDLE_JOB_NAME",
-    "TRAINERS",
-    "PSERVERS",
-    "ENTRY",
-    "TRAINER_PACKAGE",
-)
+#: Variables of the Paddle contract (dropped from the inherited environment first).
+CONTRACT_VARS = contract.PADDLE_CONTRACT_VARS
 DEFAULT_WAIT_TIMEOUT = 300.0
 WAIT_EXIT_CODE = 3
 
