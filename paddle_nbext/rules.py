@@ -21,15 +21,22 @@ from .fields import JobField, Kind
 from .quantity import Quantity, QuantityError
 
 __all__ = [
+    "ENTRY_POINT_MAX_LENGTH",
+    "ENTRY_SCRIPT_MAX_BYTES",
+    "ENV_MAX_BYTES",
+    "ENV_MAX_COUNT",
     "ENV_NAME_PATTERN",
     "IMAGE_MAX_LENGTH",
     "NAME_MAX_LENGTH",
+    "PATH_MAX_LENGTH",
     "NAME_PATTERN",
     "RESERVED_ENV",
     "RESERVED_ENV_PREFIX",
     "RULES",
     "Limits",
     "SpecError",
+    "check_entry_script",
+    "clip",
     "parse_duration",
     "parse_field",
     "validate_name",
@@ -43,6 +50,27 @@ NAME_PATTERN = "[a-z]([-a-z0-9]*[a-z0-9])?"
 ENV_NAME_PATTERN = "[A-Za-z_][A-Za-z0-9_]*"
 DURATION_PATTERN = "(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?"
 IMAGE_MAX_LENGTH = 512
+# Documented limits (docs/user-guide.md, "Limits of a job request").  Each keeps a request that
+# could never run from being accepted: Linux refuses to exec with a single argument or variable
+# over 128 KiB (E2BIG) and with more than about 2 MiB of arguments and environment together, and a
+# path longer than PATH_MAX cannot be opened.
+ENTRY_POINT_MAX_LENGTH = 8192
+PATH_MAX_LENGTH = 4096
+ENV_MAX_COUNT = 256
+#: UTF-8 bytes of all `NAME=value` entries of `env` together.
+ENV_MAX_BYTES = 64 * 1024
+#: UTF-8 bytes of `entry_script`, the cell body written into the snapshot (checked by the server).
+ENTRY_SCRIPT_MAX_BYTES = 1024 * 1024
+#: Characters of a quantity, count or duration given as text: no real amount needs more, and
+#: Python refuses to turn more than 4300 digits into a number at all.
+NUMBER_TEXT_MAX_LENGTH = 32
+#: The most a quantity may be whatever a server's limits say: Kubernetes holds quantities as
+#: 64-bit milli-units, and no machine has more.
+QUANTITY_MAX = {"cpu": (2**63 - 1) // 1000, "memory": 2**63 - 1}
+#: The longest duration (a signed 32-bit count of seconds, about 68 years: what deadlines hold).
+DURATION_MAX_SECONDS = 2**31 - 1
+#: Characters of a refused value that an error message repeats; the rest is left out.
+SHOWN_MAX_LENGTH = 60
 _NAME_RE = re.compile(NAME_PATTERN)
 _ENV_NAME_RE = re.compile(ENV_NAME_PATTERN)
 _DURATION_RE = re.compile(DURATION_PATTERN)
@@ -51,6 +79,23 @@ _WHOLE_RE = re.compile(r"\+?[0-9]+")
 #: Variables the launcher owns; letting users set them would break the Paddle contract.
 RESERVED_ENV = frozenset(PADDLE_CONTRACT_VARS)
 RESERVED_ENV_PREFIX = "PADDLE_NBEXT_"
+
+
+def clip(text: str, limit: int = SHOWN_MAX_LENGTH) -> str:
+    """`text` as an error message may repeat it: whole when short, else its start and its
+    length, so a 10 MB value never comes back in (let alone twice in) an error body."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _well_formed(text: str) -> bool:
+    """Valid Unicode: JSON lets a request carry lone surrogates, which no file or process takes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class SpecError(ValueError):
@@ -101,14 +146,32 @@ def validate_name(name: Any) -> str:
     if not isinstance(name, str) or not name:
         raise SpecError("job_name", "must be a non-empty string (or leave it out to get a generated name)")
     if len(name) > NAME_MAX_LENGTH:
-        raise SpecError("job_name", f"'{name}' is {len(name)} characters long; at most {NAME_MAX_LENGTH} are allowed")
+        raise SpecError("job_name", f"'{clip(name)}' is {len(name)} characters long; at most {NAME_MAX_LENGTH} are allowed")
     if not _NAME_RE.fullmatch(name):
         raise SpecError(
             "job_name",
-            f"'{name}' is not allowed: use lower-case letters, digits and '-', "
+            f"'{clip(name)}' is not allowed: use lower-case letters, digits and '-', "
             "starting with a letter and ending with a letter or digit (e.g. 'mnist-ps-1')",
         )
     return name
+
+
+def check_entry_script(raw: Any) -> str | None:
+    """The cell body `%%paddle_submit` sends (`entry_script`, not a table field: it is written
+    into the snapshot as `paddle_entry.py`), or None; SpecError unless it is valid Unicode
+    Python source without NUL of at most `ENTRY_SCRIPT_MAX_BYTES`."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise SpecError("entry_script", "must be a string of Python source (the cell body)")
+    if not _well_formed(raw):
+        raise SpecError("entry_script", "must be valid Unicode text (it holds a lone surrogate)")
+    if "\x00" in raw:
+        raise SpecError("entry_script", "must not contain a NUL character (Python source cannot)")
+    size = len(raw.encode("utf-8"))
+    if size > ENTRY_SCRIPT_MAX_BYTES:
+        raise SpecError("entry_script", f"is {size} bytes; a cell body is at most {ENTRY_SCRIPT_MAX_BYTES} bytes (1 MiB)")
+    return raw
 
 
 def parse_duration(raw: Any, field_name: str = "timeout") -> int | None:
@@ -118,6 +181,8 @@ def parse_duration(raw: Any, field_name: str = "timeout") -> int | None:
     if isinstance(raw, bool):
         raise SpecError(field_name, "must be a number of seconds or a duration such as '30m' or '2h'")
     text = raw.strip() if isinstance(raw, str) else ""
+    if len(text) > NUMBER_TEXT_MAX_LENGTH:
+        raise SpecError(field_name, f"is {len(text)} characters long; a duration is at most {NUMBER_TEXT_MAX_LENGTH}")
     if isinstance(raw, int):
         seconds = raw
     elif isinstance(raw, float) and raw.is_integer():
@@ -128,18 +193,38 @@ def parse_duration(raw: Any, field_name: str = "timeout") -> int | None:
         days, hours, minutes, secs = (int(part) if part else 0 for part in match.groups())
         seconds = ((days * 24 + hours) * 60 + minutes) * 60 + secs
     else:
-        raise SpecError(field_name, f"'{raw}' is not a duration: use seconds (600) or units like '90s', '30m', '2h', '1h30m'")
+        raise SpecError(field_name, f"'{clip(str(raw))}' is not a duration: use seconds (600) or units like '90s', '30m', '2h', '1h30m'")
     if seconds <= 0:
         raise SpecError(field_name, "must be positive (or leave it out for no limit)")
+    if seconds > DURATION_MAX_SECONDS:
+        raise SpecError(field_name, f"{seconds}s is longer than any job runs (at most {DURATION_MAX_SECONDS}s)")
     return seconds
 
 
 # ---- one parser per kind: (row, the merged request, limits) -> the field's value
 
 
+def requested_mode(data: Mapping[str, Any]) -> str:
+    """The mode a request asks for: the one it names, else `ps` when it asks for parameter
+    servers and `collective` when it does not, so a plain script just runs as trainers and a
+    request for pservers gets a mode that has them."""
+    mode = data.get("mode")
+    if mode not in (None, ""):
+        return str(mode)
+    pservers = data.get("pservers")
+    if pservers in (None, ""):
+        return Mode.COLLECTIVE.value
+    try:
+        return Mode.PS.value if int(str(pservers).strip()) > 0 else Mode.COLLECTIVE.value
+    except ValueError:
+        return Mode.PS.value  # not a count: let the pservers rule name the field
+
+
 def _raw(row: JobField, data: Mapping[str, Any]) -> Any:
     value = data.get(row.name)
-    return row.default_for(str(data.get("mode", Mode.PS))) if value is None else value
+    if value is None:
+        return requested_mode(data) if row.name == "mode" else row.default_for(requested_mode(data))
+    return value
 
 
 def _text(row: JobField, data: Mapping[str, Any]) -> str | None:
@@ -148,6 +233,8 @@ def _text(row: JobField, data: Mapping[str, Any]) -> str | None:
         return row.default  # type: ignore[no-any-return]
     if not isinstance(raw, str):
         raise SpecError(row.name, f"must be a string, got {type(raw).__name__}")
+    if not _well_formed(raw):
+        raise SpecError(row.name, "must be valid Unicode text (it holds a lone surrogate)")
     return raw.strip()
 
 
@@ -160,7 +247,9 @@ def _command(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:
     value = _text(row, data)
     if not value:
         raise SpecError(row.name, f"is required: the {row.info.help}")
-    if "\x00" in value or "\n" in value:
+    if len(value) > ENTRY_POINT_MAX_LENGTH:
+        raise SpecError(row.name, f"is {len(value)} characters long; at most {ENTRY_POINT_MAX_LENGTH} are allowed")
+    if "\x00" in value or "\n" in value or "\r" in value:
         raise SpecError(row.name, "must be a single-line command")
     return value
 
@@ -169,16 +258,20 @@ def _path(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:
     value = _text(row, data) or ""
     if "\x00" in value:
         raise SpecError(row.name, "must be a path")
+    if "\n" in value or "\r" in value:
+        raise SpecError(row.name, "must be a path on one line (it holds a line break)")
+    if len(value) > PATH_MAX_LENGTH:
+        raise SpecError(row.name, f"is {len(value)} characters long; a path is at most {PATH_MAX_LENGTH}")
     return value
 
 
 def _image(row: JobField, data: Mapping[str, Any], limits: Limits) -> str | None:
     value = _text(row, data) or None
     if value is not None and (any(c.isspace() for c in value) or len(value) > IMAGE_MAX_LENGTH):
-        raise SpecError(row.name, f"'{value}' is not an image reference (e.g. 'registry/paddle:3.0.0')")
+        raise SpecError(row.name, f"'{clip(value, 2 * IMAGE_MAX_LENGTH)}' is not an image reference (e.g. 'registry/paddle:3.0.0')")
     allowed = limits.bound(row.info.limit)
     if value is not None and allowed is not None and value not in allowed:
-        raise SpecError(row.name, f"'{value}' is not allowed on this server; allowed images: {', '.join(allowed) or 'none'}")
+        raise SpecError(row.name, f"'{clip(value)}' is not allowed on this server; allowed images: {', '.join(allowed) or 'none'}")
     return value
 
 
@@ -186,7 +279,7 @@ def choice_message(row: JobField, raw: Any) -> str:
     """`'mpi' is not a mode: use 'ps' (parameter servers + trainers) or 'collective'`."""
     options = [f"'{value}' ({meaning})" if meaning else f"'{value}'" for value, meaning in row.info.choices.items()]
     listed = ", ".join(options[:-1]) + f" or {options[-1]}" if len(options) > 1 else options[0]
-    return f"{raw!r} is not a {row.info.label.lower()}: use {listed}"
+    return f"{clip(repr(raw))} is not a {row.info.label.lower()}: use {listed}"
 
 
 def _choice(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:
@@ -199,7 +292,9 @@ def _choice(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:
 def _count(row: JobField, data: Mapping[str, Any], limits: Limits) -> int:
     raw = _raw(row, data)
     if isinstance(raw, bool) or not isinstance(raw, (int, str, float)):
-        raise SpecError(row.name, f"must be a whole number, got {raw!r}")
+        raise SpecError(row.name, f"must be a whole number, got {clip(repr(raw))}")
+    if isinstance(raw, str) and len(raw.strip()) > NUMBER_TEXT_MAX_LENGTH:
+        raise SpecError(row.name, f"is {len(raw.strip())} characters long; a count is at most {NUMBER_TEXT_MAX_LENGTH}")
     if isinstance(raw, float):
         value = int(raw) if raw.is_integer() else None
     elif isinstance(raw, str):
@@ -207,7 +302,7 @@ def _count(row: JobField, data: Mapping[str, Any], limits: Limits) -> int:
     else:
         value = raw
     if value is None:
-        raise SpecError(row.name, f"must be a whole number, got {raw!r}")
+        raise SpecError(row.name, f"must be a whole number, got {clip(repr(raw))}")
     lowest = row.info.minimum if row.info.minimum is not None else 0
     if value < lowest:
         raise SpecError(row.name, f"must be at least {lowest}, got {value}")
@@ -221,12 +316,18 @@ def _quantity(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:
     raw = data.get(row.name)
     if raw is None or raw == "":
         raw = row.default
+    if isinstance(raw, str) and len(raw.strip()) > NUMBER_TEXT_MAX_LENGTH:
+        raise SpecError(row.name, f"is {len(raw.strip())} characters long; a quantity is at most {NUMBER_TEXT_MAX_LENGTH}")
     try:
         quantity = Quantity.parse(raw)
     except QuantityError as error:
-        raise SpecError(row.name, str(error)) from None
+        raise SpecError(row.name, clip(str(error), 400)) from None
     if quantity.value <= 0:
         raise SpecError(row.name, f"must be positive, got '{raw}'")
+    ceiling = QUANTITY_MAX[row.kind]
+    if quantity.value > ceiling:
+        unit = "CPU cores" if row.kind == "cpu" else "bytes"
+        raise SpecError(row.name, f"'{raw}' is more than any machine has (at most {ceiling} {unit})")
     most = limits.bound(row.info.limit)
     if most is not None and quantity > Quantity.parse(most):
         raise SpecError(row.name, f"'{raw}' is more than this server allows per replica ({most})")
@@ -245,23 +346,31 @@ def _env(row: JobField, data: Mapping[str, Any], limits: Limits) -> dict[str, st
         pairs: dict[str, Any] = {}
         for item in raw:
             if not isinstance(item, str) or "=" not in item:
-                raise SpecError(row.name, f"{item!r} is not KEY=VALUE")
+                raise SpecError(row.name, f"{clip(repr(item))} is not KEY=VALUE")
             key, _, value = item.partition("=")
             pairs[key] = value
         raw = pairs
     if not isinstance(raw, Mapping):
         raise SpecError(row.name, "must be a mapping of NAME to value (or a list of 'NAME=value')")
+    if len(raw) > ENV_MAX_COUNT:
+        raise SpecError(row.name, f"has {len(raw)} variables; at most {ENV_MAX_COUNT} are allowed")
     env: dict[str, str] = {}
+    size = 0
     for key, value in raw.items():
         if not isinstance(key, str) or not _ENV_NAME_RE.fullmatch(key):
-            raise SpecError(row.name, f"{key!r} is not a valid variable name: letters, digits and '_', not starting with a digit")
+            raise SpecError(row.name, f"{clip(repr(key))} is not a valid variable name: letters, digits and '_', not starting with a digit")
         if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIX):
             raise SpecError(row.name, f"{key} is set by the launcher for each replica and cannot be overridden")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise SpecError(row.name, f"the value of {key} must be a string or number")
         if isinstance(value, str) and "\x00" in value:
             raise SpecError(row.name, f"the value of {key} must not contain a NUL character")
+        if isinstance(value, str) and not _well_formed(value):
+            raise SpecError(row.name, f"the value of {key} must be valid Unicode text (it holds a lone surrogate)")
         env[key] = str(value)
+        size += len(key.encode()) + len(env[key].encode()) + 2  # NAME=value and its NUL, as exec counts them
+        if size > ENV_MAX_BYTES:
+            raise SpecError(row.name, f"holds more than {ENV_MAX_BYTES // 1024} KiB of NAME=value text; put large values in a file")
     return env
 
 
@@ -271,7 +380,7 @@ def _switch(row: JobField, data: Mapping[str, Any], limits: Limits) -> bool:
         return raw
     if isinstance(raw, str) and raw.lower() in ("true", "false", "1", "0", "yes", "no"):
         return raw.lower() in ("true", "1", "yes")
-    raise SpecError(row.name, f"must be true or false, got {raw!r}")
+    raise SpecError(row.name, f"must be true or false, got {clip(repr(raw))}")
 
 
 def _duration(row: JobField, data: Mapping[str, Any], limits: Limits) -> int | None:

@@ -40,6 +40,7 @@ from .rules import (
     RULES,
     Limits,
     SpecError,
+    clip,
     parse_duration,
     parse_field,
     validate_name,
@@ -137,7 +138,7 @@ class JobSpec:
     )
     # ---- Replicas
     mode: str = field(
-        default=Mode.PS.value,
+        default=Mode.COLLECTIVE.value,  # when left out: ps if pservers >= 1 (rules.requested_mode)
         metadata=spec_field(
             FieldInfo(
                 kind="choice",
@@ -145,7 +146,7 @@ class JobSpec:
                 group="Replicas",
                 flag="--mode",
                 metavar="ps|collective",
-                help="parameter servers + trainers, or collective (trainers only)",
+                help="parameter servers + trainers, or collective (trainers only); default: ps when pservers are asked for, else collective",
                 choices=_MODE_CHOICES,
             )
         ),
@@ -356,7 +357,7 @@ class JobSpec:
             return {"": "the job spec must be a JSON object"}, {}
         errors: dict[str, str] = {}
         for key in sorted(set(data) - set(cls.FIELDS), key=str):
-            errors[str(key)] = f"unknown field; allowed fields are: {', '.join(cls.FIELDS)}"
+            errors[clip(str(key))] = f"unknown field; allowed fields are: {', '.join(cls.FIELDS)}"
         merged = {**(defaults or {}), **{k: v for k, v in data.items() if v is not None and k in cls.FIELDS}}
         values: dict[str, Any] = {}
         for row in JOB_FIELDS:

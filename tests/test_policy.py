@@ -95,3 +95,32 @@ def test_the_failure_line_is_the_exception_not_paddles_shutdown_noise() -> None:
     assert failure_line(segfault) == "FatalError: `Segmentation fault` is detected by the operating system."
     assert failure_line("I1201 06:29:17.266114 569 server.cpp:1167] quit\nW1201 06:29:17.3 569 x.cc:1] gloo\n") == ""
     assert failure_line("loading\nsimulated crash at step 20\n") == "simulated crash at step 20"
+
+
+def test_a_signal_is_named_with_its_likely_cause() -> None:
+    replicas = job([RUNNING, RUNNING], [RUNNING])
+    replicas[2] = Observed("trainer", 1, FAILED, exit_code=-9)
+    assert "trainer 1 failed with killed by signal 9 (SIGKILL — out of memory?)" in decide(replicas, max_restarts=0).message
+    replicas[2] = Observed("trainer", 1, FAILED, exit_code=139)  # a shell's report of SIGSEGV
+    assert "exit code 139 (SIGSEGV — a crash in native code)" in decide(replicas, max_restarts=0).message
+    replicas[2] = Observed("trainer", 1, FAILED, exit_code=130 + 100)
+    assert decide(replicas, max_restarts=0).message.startswith("trainer 1 failed with exit code 230")
+
+
+def test_a_pserver_whose_code_never_serves_fails_with_what_to_do() -> None:
+    """A plain script in ps mode: the pserver runs it, it ends 0 at once, trainers go on."""
+    replicas = job([RUNNING], [SUCCEEDED])
+    replicas[0] = Observed("pserver", 0, SUCCEEDED, exit_code=0, log_tail="hello\n")
+    decision = decide(replicas, max_restarts=0)
+    assert decision.phase == FAILED
+    assert decision.message.startswith("pserver 0 ended with exit code 0 before the trainers finished: its code never served.")
+    assert "fleet.init_server()" in decision.message and "fleet.run_server()" in decision.message
+    assert "mode=collective" in decision.message
+
+
+def test_the_rank_whose_code_failed_is_named_not_the_one_that_aborted_because_of_it() -> None:
+    """Collective: rank 1 raises, rank 0 aborts (SIGABRT, 134) when its peer goes away."""
+    replicas = job([FAILED, FAILED], [])
+    replicas[0] = Observed("trainer", 0, FAILED, exit_code=134, log_tail="FatalError: `Process abort signal` is detected\n")
+    replicas[1] = Observed("trainer", 1, FAILED, exit_code=1, log_tail="Traceback (most recent call last):\nValueError: bad batch\n")
+    assert decide(replicas, max_restarts=0).message == "trainer 1 failed with exit code 1: ValueError: bad batch"

@@ -148,11 +148,16 @@ def test_name_rules_are_explained() -> None:
 
 
 def test_defaults_follow_the_design() -> None:
-    ps = JobSpec.from_dict({"entry_point": "python train.py"})
-    assert (ps.mode, ps.pservers, ps.trainers, ps.snapshot, ps.max_restarts, ps.timeout) == ("ps", 1, 1, True, 0, None)
-    assert validate_name(ps.job_name)
-    collective = JobSpec.from_dict({"entry_point": "python train.py", "mode": "collective"})
-    assert (collective.pservers, collective.trainers, collective.roles()) == (0, 1, ("trainer",))
+    plain = JobSpec.from_dict({"entry_point": "python train.py"})
+    assert (plain.mode, plain.pservers, plain.trainers, plain.snapshot, plain.max_restarts, plain.timeout) == ("collective", 0, 1, True, 0, None)
+    assert validate_name(plain.job_name)
+    ps = JobSpec.from_dict({"entry_point": "python train.py", "mode": "ps"})
+    assert (ps.pservers, ps.trainers, ps.roles()) == (1, 1, ("pserver", "trainer"))
+    # Asking for parameter servers asks for the mode that has them.
+    asked = JobSpec.from_dict({"entry_point": "python train.py", "pservers": "2"})
+    assert (asked.mode, asked.pservers, asked.roles()) == ("ps", 2, ("pserver", "trainer"))
+    two_ranks = JobSpec.from_dict({"entry_point": "python hi.py", "trainers": 2})
+    assert (two_ranks.mode, two_ranks.pservers, two_ranks.roles()) == ("collective", 0, ("trainer",))
 
 
 def test_json_round_trip_is_lossless() -> None:
@@ -184,7 +189,7 @@ def test_json_round_trip_is_lossless() -> None:
         ({"mode": "mpi"}, "mode", "'ps'"),
         ({"trainers": 0}, "trainers", "at least 1"),
         ({"trainers": "two"}, "trainers", "whole number"),
-        ({"pservers": 0}, "pservers", "at least 1 parameter server"),
+        ({"mode": "ps", "pservers": 0}, "pservers", "at least 1 parameter server"),
         ({"mode": "collective", "pservers": 2}, "pservers", "collective mode"),
         ({"trainer_cpu": "2 cores"}, "trainer_cpu", "'500m'"),
         ({"trainer_cpu": "0"}, "trainer_cpu", "positive"),

@@ -115,9 +115,30 @@ export function defaultFor(field: IFieldSchema, mode: string): unknown {
   return field.default ?? null;
 }
 
+/**
+ * The mode a request asks for (rules.py `requested_mode`): the one it names, else `ps` when it
+ * asks for parameter servers and `collective` when it does not.
+ */
+export function requestedMode(body: Body): string {
+  if (!blank(body.mode)) {
+    return pyStr(body.mode);
+  }
+  if (blank(body.pservers)) {
+    return 'collective';
+  }
+  const count = pyStr(body.pservers).trim();
+  if (!/^[+-]?[0-9]+$/.test(count)) {
+    return 'ps'; // not a count: the pservers rule names the field
+  }
+  return parseInt(count, 10) > 0 ? 'ps' : 'collective';
+}
+
 function given(name: string, field: IFieldSchema, ctx: IContext): unknown {
   const value = ctx.body[name];
-  return blank(value) ? defaultFor(field, ctx.mode) : value;
+  if (!blank(value)) {
+    return value;
+  }
+  return name === 'mode' ? ctx.mode : defaultFor(field, ctx.mode);
 }
 
 function text(name: string, field: IFieldSchema, ctx: IContext): string | null {
@@ -472,10 +493,9 @@ export function checkSpec(
       known[name] = data[name];
     }
   }
-  const modeField = schema.properties.mode;
   const ctx: IContext = {
     body: known,
-    mode: String(blank(known.mode) ? (modeField?.default ?? 'ps') : known.mode),
+    mode: requestedMode(known),
     limits: schema['x-limits']
   };
   for (const name of names) {
@@ -539,7 +559,7 @@ export function asText(value: unknown): string {
 /** The form pre-filled with the schema's defaults (the server's defaults for this mode). */
 export function defaultValues(schema: IJobSchema): FormValues {
   const values: FormValues = {};
-  const mode = asText(schema.properties.mode?.default) || 'ps';
+  const mode = asText(schema.properties.mode?.default) || 'collective';
   for (const [name, field] of formFields(schema)) {
     const value = defaultFor(field, mode);
     values[name] = field['x-kind'] === 'switch' ? Boolean(value) : asText(value);

@@ -47,7 +47,7 @@ def test_demo_notebook_runs_and_the_jobs_succeed(kernel_env):
         next(c.outputs for c in notebook.cells if c.source.startswith("form = pn.form()"))
     )
     assert "must be at least 1, got 0 | Submit disabled: True" in output_of('form.inputs["trainers"].value = 0')
-    assert "4 trainers × 2 CPU = 9 CPU, 5Gi" in output_of('form.inputs["trainers"].value = 0')
+    assert "4 trainers × 2 CPU = 8 CPU, 4Gi" in output_of('form.inputs["trainers"].value = 0')
     assert "no errors | Submit disabled: False" in output_of('form.inputs["trainers"].value = 0')
     assert "demo-ps" in output_of("%paddle_jobs") and "Succeeded" in output_of("%paddle_jobs")
     assert "Deleted demo-ps." in output_of("%paddle_delete demo-ps")

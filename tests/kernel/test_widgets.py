@@ -31,7 +31,10 @@ def test_form_validates_inline_and_becomes_a_live_status_view(client):
     form.inputs["trainer_mem"].value = "4Gi"
     form.inputs["trainer_cpu"].value = "2"
     assert form.messages == {} and form.submit_button.disabled is False
-    assert "4 trainers × 2 CPU" in form.totals.value and "= 9 CPU" in form.totals.value  # + 1 pserver × 1 CPU
+    # The form opens in collective mode (no pservers asked for): no pserver in the totals.
+    assert form.inputs["mode"].value == "collective" and "4 trainers × 2 CPU = 8 CPU" in form.totals.value
+    form.inputs["mode"].value = "ps"
+    assert form.inputs["pservers"].value == 1 and "= 9 CPU" in form.totals.value  # + 1 pserver × 1 CPU
 
     form.inputs["mode"].value = "collective"
     assert form.inputs["pservers"].value == 0

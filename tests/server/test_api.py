@@ -20,6 +20,7 @@ ROUTES = [
     ("DELETE", "jobs/some-job"),
     ("POST", "jobs/some-job/cancel"),
     ("GET", "jobs/some-job/logs"),
+    ("GET", "jobs/some-job/metrics"),
     ("GET", "events"),
     ("GET", "config"),
     ("GET", "version"),
@@ -66,7 +67,8 @@ async def test_version_config_and_openapi(api, jp_base_url, jp_home_dir):
     assert status == 200
     assert config["backend"]["name"] == "local" and config["backend"]["ok"] is True and config["backend"]["error"] is None
     assert config["limits"]["max_trainers"] == 64
-    assert config["defaults"]["mode"] == "ps" and config["defaults"]["trainers"] == 1
+    # Left out, the mode follows the request: collective unless pservers are asked for.
+    assert config["defaults"]["mode"] == "collective" and config["defaults"]["trainers"] == 1
     assert config["user"] == "alice" and config["home"] == str(jp_home_dir)
 
     status, document = await api("GET", "openapi.json")
@@ -146,6 +148,7 @@ async def test_unknown_jobs_are_404(api):
         assert_error(await api("POST", f"jobs/{name}/cancel"), 404, "not_found")
         assert_error(await api("GET", f"jobs/{name}/logs"), 404, "not_found")
         assert_error(await api("GET", f"jobs/{name}/logs", params={"follow": "true"}), 404, "not_found")
+        assert_error(await api("GET", f"jobs/{name}/metrics"), 404, "not_found")
 
 
 async def test_job_lifecycle_owner_isolation_and_name_conflicts(api, package):

@@ -57,7 +57,7 @@ describe('form validation mirrors JobSpec.check', () => {
     expect(check(form({ trainers: '65' })).trainers).toBe(
       'must be at most 64 on this server, got 65'
     );
-    expect(check(form({ pservers: '0' })).pservers).toBe(
+    expect(check(form({ mode: 'ps', pservers: '0' })).pservers).toBe(
       'ps mode needs at least 1 parameter server'
     );
     expect(check(form({ mode: 'collective', pservers: '2' })).pservers).toMatch(
@@ -77,7 +77,7 @@ describe('form validation mirrors JobSpec.check', () => {
     expect(check(form({ trainer_cpu: '5' }), limits).trainer_cpu).toBe(
       "'5' is more than this server allows per replica (4)"
     );
-    expect(check(form({ pserver_mem: '9Gi' }), limits).pserver_mem).toMatch(
+    expect(check(form({ mode: 'ps', pserver_mem: '9Gi' }), limits).pserver_mem).toMatch(
       /more than this server allows/
     );
     expect(check(form({ trainer_cpu: '4' }), limits)).toEqual({});
@@ -129,6 +129,7 @@ describe('totals line', () => {
     expect(
       totals(
         form({
+          mode: 'ps',
           pservers: '2',
           pserver_cpu: '1',
           pserver_mem: '1Gi',
@@ -142,6 +143,7 @@ describe('totals line', () => {
     expect(
       totals(
         form({
+          mode: 'ps',
           pservers: '1',
           trainers: '1',
           trainer_cpu: '500m',
@@ -180,7 +182,9 @@ describe('the form is the schema', () => {
 
 describe('request body', () => {
   it('typed fields, blanks left to the server defaults', () => {
-    const body = payload(form({ job_name: '', trainers: '2', env: 'A=1', timeout: '' }));
+    const body = payload(
+      form({ mode: 'ps', pservers: '1', job_name: '', trainers: '2', env: 'A=1', timeout: '' })
+    );
     expect(body).toEqual({
       entry_point: 'python train.py',
       mode: 'ps',

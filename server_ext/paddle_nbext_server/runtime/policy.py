@@ -56,16 +56,63 @@ class Decision:
         return contract.is_terminal(self.phase)
 
 
+#: What to do when a pserver's code never serves (docs/paddle-facts.md: a pserver only ends when stopped).
+NEVER_SERVED_HINT = (
+    "its code never served. In parameter-server mode the code must call fleet.init_server() and "
+    "fleet.run_server() when fleet.is_server() (see the user guide's parameter-server section), "
+    "or submit the script with mode=collective to run it on trainers only."
+)
+
+#: Signals a replica ends by, with what usually sent them: the likely cause is what the user needs.
+SIGNALS = {
+    1: ("SIGHUP", "its terminal or parent went away"),
+    2: ("SIGINT", "interrupted"),
+    6: ("SIGABRT", "aborted, e.g. a failed check in Paddle's C++ code or another rank's failure"),
+    7: ("SIGBUS", "a bad memory access, e.g. shared memory (/dev/shm) too small"),
+    9: ("SIGKILL", "out of memory?"),
+    11: ("SIGSEGV", "a crash in native code"),
+    15: ("SIGTERM", "stopped from outside"),
+}
+
+
+#: Signals a replica usually dies of *because another one failed*: a collective rank aborts
+#: (SIGABRT) when its peer dies, and a runner or the kubelet stops the rest (SIGTERM).
+CONSEQUENTIAL_SIGNALS = frozenset({6, 15})
+
+
+def _signal_of(exit_code: int | None) -> int | None:
+    if exit_code is None:
+        return None
+    if exit_code < 0:
+        return -exit_code
+    return exit_code - 128 if exit_code > 128 else None
+
+
+def _blame_order(replica: Observed) -> tuple[bool, int]:
+    """Which failed replica the job's message names: one whose own code failed (an exception's
+    exit code, a crash, an out-of-memory kill) before one that was aborted or stopped because of
+    it; then the lowest index."""
+    return (_signal_of(replica.exit_code) in CONSEQUENTIAL_SIGNALS, replica.index)
+
+
+def describe_signal(number: int) -> str:
+    """`SIGKILL — out of memory?` for people; the bare number when it is not a usual one."""
+    if number not in SIGNALS:
+        return f"signal {number}"
+    name, cause = SIGNALS[number]
+    return f"{name} — {cause}"
+
+
 def describe_exit(exit_code: int | None) -> str:
-    """'exit code 3', 'killed by signal 9 (SIGKILL)' — how people read process ends."""
+    """How people read process ends, with the likely cause of a signal:
+    'exit code 3', 'killed by signal 9 (SIGKILL — out of memory?)', 'exit code 139 (SIGSEGV — ...)'.
+    A shell or container runtime reports a signal as 128 + its number."""
     if exit_code is None:
         return "an unknown exit status"
     if exit_code < 0:
-        names = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
-        signal_number = -exit_code
-        return f"killed by signal {signal_number}" + (f" ({names[signal_number]})" if signal_number in names else "")
-    if exit_code > 128 and exit_code - 128 in (6, 9, 11, 15):
-        return f"exit code {exit_code} (signal {exit_code - 128})"
+        return f"killed by signal {-exit_code}" + (f" ({describe_signal(-exit_code)})" if -exit_code in SIGNALS else "")
+    if exit_code > 128 and exit_code - 128 in SIGNALS:
+        return f"exit code {exit_code} ({describe_signal(exit_code - 128)})"
     return f"exit code {exit_code}"
 
 
@@ -115,7 +162,7 @@ def decide(
         return Decision(Phase.CANCELLED, "Cancelled by the user; logs are kept until the job is deleted.", stop=running)
     if timed_out_after is not None:
         return Decision(Phase.FAILED, f"DeadlineExceeded: the job ran longer than its timeout of {timed_out_after}s.", stop=running)
-    for trainer in trainers:
+    for trainer in sorted(trainers, key=_blame_order):
         if trainer.phase == ReplicaPhase.FAILED and trainer.restarts >= max_restarts:
             how = trainer.reason or describe_exit(trainer.exit_code)
             after = f" after {trainer.restarts} restart{'s' if trainer.restarts != 1 else ''}" if max_restarts else ""
@@ -127,6 +174,11 @@ def decide(
         for pserver in pservers:
             if pserver.phase in (ReplicaPhase.SUCCEEDED, ReplicaPhase.FAILED):
                 how = pserver.reason or describe_exit(pserver.exit_code)
+                if pserver.exit_code == 0 and not pserver.reason:
+                    # Paddle's pservers block in run_server() until stopped: one that simply ended
+                    # ran code that never serves (a plain script submitted in ps mode).
+                    message = f"pserver {pserver.index} ended with exit code 0 before the trainers finished: {NEVER_SERVED_HINT}"
+                    return Decision(Phase.FAILED, message, stop=running)
                 tail = failure_line(pserver.log_tail)
                 message = f"pserver {pserver.index} ended with {how} before the trainers finished" + (f": {tail}" if tail else ".")
                 return Decision(Phase.FAILED, message, stop=running)
