@@ -2,8 +2,9 @@
 
 Each trainer learns the same synthetic regression task (generated here, no downloads) from its
 own batches; gradients are averaged across trainers by DataParallel.  Prints `step N loss X`
-lines whose loss visibly falls.  The launcher sets the collective environment
-(`PADDLE_TRAINER_ENDPOINTS`, `PADDLE_CURRENT_ENDPOINT`, `PADDLE_DISTRI_BACKEND=gloo`, ...).
+lines whose loss visibly falls, and `report()`s every step (step, total, loss) for the charts.
+The launcher sets the collective environment (`PADDLE_TRAINER_ENDPOINTS`,
+`PADDLE_CURRENT_ENDPOINT`, `PADDLE_DISTRI_BACKEND=gloo`, ...).
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ import numpy as np
 import paddle
 import paddle.distributed as dist
 
+try:  # on the PYTHONPATH of every paddle-nbext replica; run elsewhere, the script still trains
+    from paddle_nbext_job import report
+except ImportError:
+
+    def report(step: int, total: int | None = None, **metrics: float) -> None:
+        """Nothing to report to outside a paddle-nbext job."""
+
+
 FEATURES = 13
 
 
@@ -26,6 +35,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--print-every", type=int, default=10)
     parser.add_argument("--step-delay", type=float, default=0.0, help="seconds to sleep per step")
+    parser.add_argument("--raise-rank", type=int, default=None, help="rank that raises ValueError (tests a failing job)")
+    parser.add_argument("--raise-step", type=int, default=20)
     return parser.parse_args()
 
 
@@ -41,14 +52,18 @@ def main() -> int:
     rng = np.random.default_rng(1000 + rank)
     print(f"trainer {rank} of {world} training for {args.steps} steps", flush=True)
     for step in range(args.steps):
+        if args.raise_rank == rank and step == args.raise_step:
+            raise ValueError(f"bad batch at step {step}: x has NaN values")
         x = rng.normal(size=(args.batch, FEATURES)).astype("float32")
         y = (x @ truth + 0.5).astype("float32")
         loss = paddle.nn.functional.mse_loss(model(paddle.to_tensor(x)), paddle.to_tensor(y))
         loss.backward()
         optimizer.step()
         optimizer.clear_grad()
+        loss_value = float(loss)
+        report(step + 1, total=args.steps, loss=loss_value)
         if step % args.print_every == 0 or step == args.steps - 1:
-            print(f"step {step} loss {float(loss):.6f}", flush=True)
+            print(f"step {step} loss {loss_value:.6f}", flush=True)
         if args.step_delay:
             time.sleep(args.step_delay)
     print(f"trainer {rank} done", flush=True)
