@@ -29,7 +29,10 @@ def _submit_parser() -> Parser:
             "into the job's package snapshot and run with `python paddle_entry.py` on every replica. "
             "--entry runs another command instead (the body, if any, is still written, so "
             "--entry 'python paddle_entry.py --epochs 3' passes arguments to it); without a body use "
-            "the line magic: %paddle_submit --entry 'python train.py'."
+            "the line magic: %paddle_submit --entry 'python train.py'. Without --mode a job runs as "
+            "trainers only (collective) unless --pservers is given. Parameter-server jobs need "
+            "paddlepaddle==3.0.0 with the GEO strategy and a pserver that serves: see the user guide's "
+            "'Parameter-server jobs' section (docs/user-guide.md#parameter-server-jobs) for a minimal cell."
         ),
         add_help=True,
     )

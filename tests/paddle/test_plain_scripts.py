@@ -5,6 +5,8 @@ mode. Each ends the way the user reads it: Succeeded, or Failed in the error's o
 from __future__ import annotations
 
 import asyncio
+import shlex
+from pathlib import Path
 
 from local_jobs import OWNER, backend_for, leftover_processes, request, wait_terminal
 
@@ -67,3 +69,26 @@ def test_a_collective_rank_that_raises_fails_with_the_exceptions_own_words(home)
     assert "Traceback (most recent call last):" in log
     assert "trainer 1 failed with exit code 1: ValueError: bad batch at step 5: x has NaN values" in status.message, status.message
     assert leftover_processes(home, "dpraise") == []
+
+
+def test_the_user_guides_minimal_ps_cell_trains_as_documented(home) -> None:
+    """The cell the user guide offers as a working parameter-server job is one: its body run
+    with its flags, as `%%paddle_submit` runs it (written as paddle_entry.py), succeeds."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    section = guide.split("### Parameter-server jobs", 1)[1].split("\n### ", 1)[0]
+    cell = section.split("```python\n", 1)[1].split("```", 1)[0]
+    magic, body = cell.split("\n", 1)
+    flags = shlex.split(magic)[1:]
+    fields = {flags[i][2:].replace("-", "_"): flags[i + 1] for i in range(0, len(flags), 2) if flags[i] != "--wait"}
+    assert fields == {"job_name": "ps-minimal", "pservers": "1", "trainers": "2"}
+
+    async def scenario():
+        backend = backend_for(home)
+        await backend.submit(request(home, entry_script=body, entry_point="python paddle_entry.py", **fields))
+        return await wait_terminal(backend, "ps-minimal"), await backend.read_logs("ps-minimal", OWNER, "trainer", 1)
+
+    status, log = asyncio.run(scenario())
+    assert status.phase == "Succeeded", status.message
+    assert status.spec["mode"] == "ps"
+    losses = [float(line.split()[-1]) for line in log.splitlines() if line.startswith("step ")]
+    assert len(losses) == 5 and losses[-1] < losses[0], log[-2000:]
