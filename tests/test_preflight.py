@@ -82,3 +82,24 @@ def test_supported_modes_by_release(version: str, modes: tuple[str, ...]) -> Non
     from paddle_nbext_server.runtime import preflight
 
     assert preflight.supported_modes(version) == modes
+
+
+def test_a_server_whose_replicas_have_no_paddle_says_local_jobs_cannot_run_and_how_to_install(tmp_path: Path) -> None:
+    from paddle_nbext_server.backends.local.paddle_env import PaddleEnvironment
+
+    bare = tmp_path / "python-without-site-packages"
+    bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n', encoding="utf-8")
+    bare.chmod(0o755)
+    environment = PaddleEnvironment(str(bare))
+    facts = environment.facts()
+    assert facts.paddle is None and facts.modes == ()
+    assert facts.summary.startswith("Local jobs cannot run: PaddlePaddle is not installed") and "pip install" in facts.summary
+    refused = environment.problem("collective")
+    assert refused is not None and refused[0] == "mode" and "PaddlePaddle is not installed" in refused[1]
+
+
+def test_an_interpreter_that_cannot_start_is_named(tmp_path: Path) -> None:
+    from paddle_nbext_server.backends.local.paddle_env import PaddleEnvironment
+
+    facts = PaddleEnvironment(str(tmp_path / "no-such-python")).facts()
+    assert facts.error is not None and "c.LocalBackend.python" in facts.error

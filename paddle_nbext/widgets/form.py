@@ -63,6 +63,7 @@ class JobForm(widgets.VBox):
                 if backend.get("ok", True)
                 else f" <span style='color:#c53030'>{html.escape(str(backend.get('error') or 'unavailable'))}</span>"
             )
+            + _paddle_note(backend.get("paddle"))
         )
         self.totals = widgets.HTML(value="")
         self.totals.add_class("paddle-totals")
@@ -216,3 +217,12 @@ class JobForm(widgets.VBox):
         if self.status_view is not None:
             self.status_view.close()
         super().close()
+
+
+def _paddle_note(paddle: object) -> str:
+    """What the server's Paddle can run (local backend), in its own sentence; red when a mode is out."""
+    if not isinstance(paddle, dict) or not paddle.get("summary"):
+        return ""
+    limited = paddle.get("error") or "ps" not in (paddle.get("modes") or ())
+    colour = "#c53030" if limited else "inherit"
+    return f"<br><span class='paddle-env' style='color:{colour}'>{html.escape(str(paddle['summary']))}</span>"

@@ -15,6 +15,8 @@ def test_form_validates_inline_and_becomes_a_live_status_view(client):
 
     form = JobForm(client, interval=0.3)
     assert form.submit_button.disabled is False and form.messages == {}
+    # The form says what the server's Paddle runs (this venv: the pinned 3.0.0 wheel).
+    assert "PaddlePaddle 3.0.0 runs parameter-server and collective jobs." in form.header.value
     assert form.inputs["trainer_package"].value.endswith("/project")  # the kernel's cwd
 
     form.inputs["trainers"].value = 0

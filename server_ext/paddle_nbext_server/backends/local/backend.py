@@ -43,10 +43,14 @@ from paddle_nbext.spec import SpecError
 from paddle_nbext.status import JobStatus
 
 from ... import runtime_files
+from ...credentials import job_environment
 from ...events import DELETED, UPDATED, JobEvent
+from ...metrics import MetricsFile
 from ...package import make_snapshot, resolve_package
-from ..base import Backend, InvalidRequest, JobExists, SubmitRequest
+from ..base import Backend, BackendUnavailable, InvalidRequest, SubmitRequest
+from . import metrics as local_metrics
 from .logs import Follow, log_path, read_log
+from .paddle_env import PaddleEnvironment
 from .plan import PlanSettings, build_plan, check_fits_at_all, initial_status
 from .records import (
     Capacity,
@@ -56,7 +60,7 @@ from .records import (
     StatusRecord,
     write_record,
 )
-from .store import STARTING_MESSAGE, JobFiles, JobStore
+from .store import STARTING_MESSAGE, JobFiles, JobStore, name_taken
 from .watcher import JobWatcher
 
 #: How long cancel waits for the master to stop everything before doing it itself.
@@ -66,8 +70,14 @@ CANCELLED_MESSAGE = "Cancelled by the user; logs are kept until the job is delet
 MIN_FOLLOW_POLL = 0.1
 
 
-def _name_taken(name: str) -> JobExists:
-    return JobExists(f"A job named '{name}' already exists; pick another job_name or delete it.", "job_name")
+def _refuse_cell_without_snapshot(request: SubmitRequest) -> None:
+    """The cell body is written into the snapshot: without one it has nowhere to go (checked by
+    the dry run too, so a dry run that passes means the submit does)."""
+    if request.entry_script is not None and not request.spec.snapshot:
+        raise InvalidRequest(
+            "a cell body is written into the job's package snapshot; set snapshot to true (or run an existing script with entry_point)",
+            "snapshot",
+        )
 
 
 class LocalBackend(Backend):
@@ -111,6 +121,7 @@ class LocalBackend(Backend):
         self._jobs = JobStore(Path(os.path.expanduser(self.jobs_dir)))
         self._memory = JobWatcher(self._jobs)
         self._watcher: asyncio.Task[None] | None = None
+        self._paddle = PaddleEnvironment(self.python)
 
     @property
     def root(self) -> Path:
@@ -129,8 +140,11 @@ class LocalBackend(Backend):
         )
 
     def describe(self) -> dict[str, Any]:
+        facts = self._paddle.cached()
         return {
             "name": self.name,
+            # The replicas' Paddle (probed at start and at each submit; see paddle_env.py).
+            "paddle": facts.to_dict() if facts is not None else None,
             "jobs_dir": str(self.root),
             "capacity": {
                 "cpu": self.max_cpu * self.cpu_overcommit,
@@ -142,6 +156,7 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ watching
     async def start(self) -> None:
+        await asyncio.to_thread(self._paddle.facts)
         if self._watcher is None:
             await asyncio.to_thread(self._memory.scan, False)
             self._watcher = asyncio.create_task(self._watch(), name="paddle-nbext-local-watch")
@@ -171,12 +186,20 @@ class LocalBackend(Backend):
         return self._watcher is not None and not self._watcher.done()
 
     # ------------------------------------------------------------------ submit
+    def _refuse_what_cannot_run_here(self, request: SubmitRequest) -> None:
+        """A mode this server's Paddle cannot run is refused now, naming `mode`, not at run time."""
+        refused = self._paddle.problem(request.spec.mode)
+        if refused is not None:
+            raise InvalidRequest(refused[1], refused[0])
+
     def _dry_run(self, request: SubmitRequest) -> dict[str, Any]:
         spec = request.spec
-        package = resolve_package(spec, request.home)
-        job_dir = self.root / spec.job_name
-        if job_dir.exists():
-            raise _name_taken(spec.job_name)
+        self._refuse_what_cannot_run_here(request)
+        package = resolve_package(spec, request.home, self.root)
+        _refuse_cell_without_snapshot(request)
+        if self._jobs.has_job(spec.job_name, request.owner):
+            raise name_taken(spec.job_name)
+        job_dir = self._jobs.job_dir(spec.job_name, request.owner)  # where it would go (another user's name: elsewhere)
         resources = check_fits_at_all(spec, self._capacity())
         workdir = job_dir / "package" if spec.snapshot else package
         plan = build_plan(spec, job_dir, workdir, job_dir / "runtime" / "launcher.py", resources, self._settings())
@@ -209,33 +232,47 @@ class LocalBackend(Backend):
     def _create(self, request: SubmitRequest) -> JobStatus:
         """Create the job dir and start its master; all or nothing."""
         spec = request.spec
-        package = resolve_package(spec, request.home)
-        if request.entry_script is not None and not spec.snapshot:
-            raise InvalidRequest(
-                "a cell body is written into the job's package snapshot; set snapshot to true (or run an existing script with entry_point)",
-                "snapshot",
-            )
+        self._refuse_what_cannot_run_here(request)
+        package = resolve_package(spec, request.home, self.root)
+        _refuse_cell_without_snapshot(request)
         resources = check_fits_at_all(spec, self._capacity())
-        self.root.mkdir(parents=True, exist_ok=True)
-        job_dir = self.root / spec.job_name
         try:
-            job_dir.mkdir()
-        except FileExistsError:
-            raise _name_taken(spec.job_name) from None
+            job_dir = self._jobs.claim(spec.job_name, request.owner)
+        except OSError as error:
+            raise self._unwritable(error) from None
         try:
             files = self._write_job(request, job_dir, package, resources)
-            self._jobs.launch_master(job_dir)
-            self._memory.remember_submitted(spec.job_name, files)  # submit publishes the event
+            self._jobs.launch_master(job_dir, job_environment(os.environ, self._secret_env()))
+            self._memory.remember_submitted(job_dir.name, files)  # submit publishes the event
             return files.record.status
+        except OSError as error:
+            self._jobs.forget_master(job_dir.name)
+            shutil.rmtree(job_dir, ignore_errors=True)
+            raise self._unwritable(error) from None
         except BaseException:
-            self._jobs.forget_master(spec.job_name)
+            self._jobs.forget_master(job_dir.name)
             shutil.rmtree(job_dir, ignore_errors=True)
             raise
+
+    def _unwritable(self, error: OSError) -> BackendUnavailable:
+        """The jobs dir cannot take a job (permissions, a full disk): the server's problem, not
+        the request's, said with the path and the cause."""
+        where = error.filename or self.root
+        return BackendUnavailable(
+            f"the local jobs dir cannot be written ({where}: {error.strerror or error}); "
+            "ask the administrator to fix c.LocalBackend.jobs_dir"
+        )
+
+    def _secret_env(self) -> list[str]:
+        """The site's extra credential names (`c.PaddleNbext.secret_env`)."""
+        return list(getattr(self.parent, "secret_env", None) or [])
 
     def _write_job(self, request: SubmitRequest, job_dir: Path, package: Path, resources: ResourceRequest) -> JobFiles:
         """Everything the master reads, job.json last: a dir without it is not a job yet."""
         spec = request.spec
-        workdir = make_snapshot(package, job_dir / "package", request.entry_script) if spec.snapshot else package
+        workdir = package
+        if spec.snapshot:
+            workdir = make_snapshot(package, job_dir / "package", request.entry_script, home=request.home, jobs_dir=self.root)
         (job_dir / "logs").mkdir()
         launcher = runtime_files.write_bundle(job_dir / "runtime")
         created = now_iso()
@@ -296,6 +333,9 @@ class LocalBackend(Backend):
                 return
             await asyncio.sleep(max(self.poll_interval, MIN_FOLLOW_POLL))
 
+    async def metrics_files(self, name: str, owner: str) -> list[MetricsFile]:
+        return await asyncio.to_thread(local_metrics.metrics_files, self._jobs, name, owner)
+
     # ------------------------------------------------------------------ cancel and delete
     def _cancel_step(self, name: str, owner: str, deadline: float) -> bool:
         """True once the job has ended: by its master, or recorded here when the master is gone
@@ -321,8 +361,9 @@ class LocalBackend(Backend):
         return await asyncio.to_thread(self._memory.read_through, name, owner)
 
     def _remove(self, name: str, owner: str) -> None:
-        self._jobs.remove(name, owner)
-        self._memory.forget(name)
+        job_dir = self._jobs.remove(name, owner)
+        self._memory.forget(job_dir.name)
+        self.metrics.forget(name)
 
     async def delete(self, name: str, owner: str) -> None:
         await self.cancel(name, owner)
