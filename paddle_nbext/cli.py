@@ -3,6 +3,7 @@
     paddle-nbext submit --entry "python train.py" --trainers 2 --wait
     paddle-nbext list [--output json]
     paddle-nbext status NAME | logs NAME [--role --index --follow] | wait NAME | cancel NAME | delete NAME
+    paddle-nbext metrics NAME [--points N]     # latest reported values and a text sparkline
 
 Exit codes: 0 ok; 1 the job failed (or was cancelled) or the API refused/was unreachable;
 2 usage error (bad flags or invalid job field, found before anything is sent).
@@ -18,8 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__, display
+from . import metrics as job_metrics
 from .client import Client, PaddleNbextError, dumps
-from .contract import Phase, Role
+from .contract import Phase, Role, is_terminal
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
 from .status import JobStatus
 
@@ -86,6 +88,13 @@ def build_parser() -> Parser:
     logs.add_argument("--tail", type=int, default=None)
     logs.add_argument("--previous", action="store_true")
     logs.add_argument("--follow", "-f", action="store_true", help="stream until the replica ends")
+    metrics = commands.add_parser(
+        "metrics",
+        help="print what a job's replicas report()ed",
+        description="Print each replica's latest reported step and metric values, with a text sparkline of each series.",
+    )
+    metrics.add_argument("name", metavar="NAME")
+    metrics.add_argument("--points", type=int, default=200, help="points per replica and metric to fetch [200]")
     return parser
 
 
@@ -152,9 +161,17 @@ def _run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(text)
         return EXIT_OK
+    if args.command == "metrics":
+        if args.points < 1:
+            raise UsageError("--points must be at least 1")
+        body = client.metrics(args.name, points=args.points)
+        phase = None if args.output == "json" else str(client.get_job(args.name).phase)
+        _emit(args, body, job_metrics.metrics_text(body, phase))
+        return EXIT_OK
     if args.command == "cancel":
-        status = client.cancel(args.name)
-        _emit(args, status.to_dict(), f"Cancelled {args.name}: {status.phase}.")
+        before = client.get_job(args.name)
+        status = before if is_terminal(before.phase) else client.cancel(args.name)
+        _emit(args, status.to_dict(), display.cancel_text(args.name, before.phase, status.phase))
         return EXIT_OK
     if args.command == "delete":
         client.delete(args.name)

@@ -11,21 +11,11 @@ import html
 from collections.abc import Iterable
 from datetime import datetime, timezone
 
-from .contract import Phase, ReplicaPhase, parse_time
+from .contract import Phase, is_terminal, parse_time
 from .status import JobStatus, ReplicaStatus
+from .words import PHASE_COLOURS, replica_name, replica_summary
 
 __all__ = ["PHASE_COLOURS", "age", "replica_counts", "status_text", "status_html", "jobs_text", "jobs_html", "phase_badge"]
-
-PHASE_COLOURS: dict[str, str] = {
-    Phase.PENDING: "#b7791f",
-    Phase.RUNNING: "#2b6cb0",
-    Phase.SUCCEEDED: "#2f855a",
-    Phase.FAILED: "#c53030",
-    Phase.CANCELLED: "#718096",
-    ReplicaPhase.STOPPED: "#718096",
-}
-#: Which count of a role is shown, the first one that is not zero: what needs attention first.
-_SHOWN_COUNTS = ("failed", "running", "pending", "succeeded", "stopped")
 
 
 def age(created: str | None, now: datetime | None = None) -> str:
@@ -42,17 +32,8 @@ def age(created: str | None, now: datetime | None = None) -> str:
 
 
 def replica_counts(status: JobStatus) -> str:
-    """`pserver 1/1 running, trainer 1/2 succeeded` — the busiest state per role."""
-    parts = []
-    for role, counts in status.role_counts().items():
-        for state in _SHOWN_COUNTS:
-            count = getattr(counts, state)
-            if count:
-                parts.append(f"{role} {count}/{counts.desired} {state}")
-                break
-        else:
-            parts.append(f"{role} 0/{counts.desired}")
-    return ", ".join(parts)
+    """`pserver 1/1 running · trainers 1/2 running, 1 succeeded`: the words the panel uses."""
+    return replica_summary(status)
 
 
 def _replicas(status: JobStatus) -> list[ReplicaStatus]:
@@ -76,7 +57,7 @@ def status_text(status: JobStatus) -> str:
     for replica in _replicas(status):
         reason = f" ({replica.reason})" if replica.reason else ""
         restarts = f", {replica.restarts} restarts" if replica.restarts else ""
-        lines.append(f"  {replica.role}-{replica.index}: {replica.phase}{reason}{restarts}")
+        lines.append(f"  {replica_name(replica.role, replica.index)}: {replica.phase}{reason}{restarts}")
     return "\n".join(lines)
 
 
@@ -84,9 +65,8 @@ def status_html(status: JobStatus) -> str:
     """A small card: name, phase badge, message, replica table (reasons in words)."""
     name = html.escape(str(status.name))
     rows = "".join(
-        "<tr><td>{role}-{index}</td><td>{phase}</td><td>{reason}</td><td>{restarts}</td></tr>".format(
-            role=html.escape(str(r.role)),
-            index=r.index,
+        "<tr><td>{name}</td><td>{phase}</td><td>{reason}</td><td>{restarts}</td></tr>".format(
+            name=html.escape(replica_name(str(r.role), r.index)),
             phase=phase_badge(str(r.phase)),
             reason=html.escape(str(r.reason or "")),
             restarts=r.restarts,
@@ -130,3 +110,13 @@ def jobs_html(statuses: Iterable[JobStatus]) -> str:
         "<table class='paddle-jobs'><thead><tr><th>name</th><th>phase</th><th>replicas</th><th>age</th>"
         f"<th>message</th></tr></thead><tbody>{rows}</tbody></table>"
     )
+
+
+def cancel_text(name: str, phase_before: str, phase_after: str) -> str:
+    """What a cancel did, in words: a job that had already ended says so instead of claiming to
+    be cancelled (`Cancelled x: Succeeded.` read as if the cancel had stopped a finished job)."""
+    if is_terminal(phase_before):
+        return f"{name} had already ended ({phase_before}); nothing to cancel."
+    if phase_after == Phase.CANCELLED:
+        return f"Cancelled {name}."
+    return f"Cancelling {name}: its replicas are being stopped ({phase_after})."

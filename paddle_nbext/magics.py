@@ -13,9 +13,9 @@ from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 
-from . import api
+from . import api, display
 from .client import PaddleNbextError
-from .contract import Role
+from .contract import Role, is_terminal
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
 
 __all__ = ["PaddleMagics", "load_ipython_extension"]
@@ -142,8 +142,10 @@ class PaddleMagics(Magics):
         """Stop a job, keeping its record and logs: `%paddle_cancel NAME`."""
 
         def action(args: Any) -> Any:
-            job = api.Job(args.name).cancel()
-            print(f"Cancelled {job.name}: {job.phase}.")
+            job = api.Job(args.name)
+            before = job.status().phase
+            after = before if is_terminal(before) else job.cancel().phase
+            print(display.cancel_text(job.name, before, after))
             return None
 
         return self._run(_name_parser("%paddle_cancel", "Stop a job; its record and logs stay."), line, action)

@@ -47,6 +47,8 @@ def test_submit_wait_status_logs_list_delete(run, workdir):
 
     shown = run("status", "cli-ok")
     assert shown.returncode == 0 and shown.stdout.startswith("Job cli-ok: Succeeded")
+    late = run("cancel", "cli-ok")
+    assert late.returncode == 0 and late.stdout.strip() == "cli-ok had already ended (Succeeded); nothing to cancel."
     logs = run("logs", "cli-ok", "--index", "1")
     assert logs.returncode == 0 and "cli trainer 1" in logs.stdout
     listed = run("list", "-o", "json")
@@ -55,6 +57,17 @@ def test_submit_wait_status_logs_list_delete(run, workdir):
     assert deleted.returncode == 0 and deleted.stdout.strip() == "Deleted cli-ok."
     gone = run("status", "cli-ok")
     assert gone.returncode == 1 and gone.stderr.startswith("paddle-nbext: ") and "cli-ok" in gone.stderr
+
+
+def test_a_plain_script_with_no_mode_just_runs(run, workdir):
+    """The first thing a new user tries: no mode, no pservers; it runs as one trainer."""
+    script = workdir / "hi.py"
+    script.write_text("print('hi from', __import__('os').environ['PADDLE_TRAINER_ID'])\n")
+    done = run("submit", "--job-name", "cli-hi", "--script", str(script), "--wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("Job cli-hi: Succeeded"), done.stdout
+    assert "hi from 0" in run("logs", "cli-hi").stdout
+    run("delete", "cli-hi")
 
 
 def test_a_failed_job_exits_1_and_follow_streams_the_log(run):

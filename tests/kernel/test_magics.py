@@ -54,8 +54,11 @@ def test_cancel_keeps_the_record_until_delete(shell, kernel_env, capsys):
     wait_until(lambda: job.status().phase == "Running", what="the sleeping job to run")
     wait_until(lambda: "sleeping 600" in job.logs(), what="the entry script's output")
     shell.run_line_magic("paddle_cancel", "magic-sleep")
-    assert capsys.readouterr().out.strip().startswith("Cancelled magic-sleep")
+    assert capsys.readouterr().out.strip().startswith(("Cancelled magic-sleep.", "Cancelling magic-sleep:"))
     assert job.wait(timeout=60).phase == "Cancelled"
+    # Cancelling what has ended says so, instead of claiming to cancel it.
+    shell.run_line_magic("paddle_cancel", "magic-sleep")
+    assert capsys.readouterr().out.strip() == "magic-sleep had already ended (Cancelled); nothing to cancel."
     assert "magic-sleep" in [j.name for j in shell.run_line_magic("paddle_jobs", "")]
     shell.run_line_magic("paddle_delete", "magic-sleep")
     assert "magic-sleep" not in [j.name for j in shell.run_line_magic("paddle_jobs", "")]
