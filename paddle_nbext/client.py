@@ -100,7 +100,8 @@ def _api_base_from_server(info: Mapping[str, Any]) -> str:
 
 
 def discover(cwd: str | None = None) -> tuple[str, str | None]:
-    """(API base URL, token) from the environment, else from the running-server list.
+    """(API base URL, token) from the environment, else from the running-server list: the server
+    whose root holds `cwd` (the deepest one), else the user's only running server.
 
     The running-server list is consulted only when the variables are absent (a kernel started by
     some other server, or a terminal), and only then is `jupyter_server` imported — it is slow to
@@ -121,10 +122,15 @@ def discover(cwd: str | None = None) -> tuple[str, str | None]:
         if root and (here == root or here.startswith(root.rstrip(os.sep) + os.sep)):
             if best is None or len(root) > best[0]:
                 best = (len(root), info)
+    if best is None and len(servers) == 1:
+        # A terminal anywhere (say /tmp) beside the user's one running server: that is the one.
+        best = (0, servers[0])
     if best is None:
+        listed = "; ".join(str(info.get("url") or info.get("port")) for info in servers)
+        which = f" (running: {listed}; none serves {here} or a parent of it)" if servers else " (none is running)"
         raise ServerNotFound(
-            f"No Jupyter server found for {here}: set {ENV_URL} (e.g. http://127.0.0.1:8888/{API_PATH}) "
-            f"and {ENV_TOKEN}, or pass --url/--token, or start Jupyter in a parent directory of this one."
+            f"No Jupyter server found for {here}{which}: set {ENV_URL} (e.g. http://127.0.0.1:8888/{API_PATH}) "
+            f"and {ENV_TOKEN}, or pass --url/--token, or run this from a directory the server serves."
         )
     return _api_base_from_server(best[1]), best[1].get("token") or None
 
@@ -288,6 +294,13 @@ class Client:
     ) -> str:
         params = _log_params(role, index, tail, previous, follow=False)
         return self._request("GET", f"/jobs/{_quote(name)}/logs", params=params).text
+
+    def metrics(self, name: str, *, points: int | None = None, since: str | None = None) -> dict[str, Any]:
+        """What the job's replicas `report()`ed (`GET /jobs/{name}/metrics`): per replica and
+        metric, at most `points` points each (downsampled keeping first, last and extremes),
+        only those after `since` (the `cursor` of an earlier answer)."""
+        params = {key: str(value) for key, value in (("points", points), ("since", since)) if value is not None}
+        return self._object("GET", f"/jobs/{_quote(name)}/metrics", params=params)
 
     def follow_logs(self, name: str, *, role: str = Role.TRAINER, index: int = 0, tail: int | None = None) -> Iterator[str]:
         """Yield log text as it is written, until the replica ends (the server closes the stream)."""

@@ -3,6 +3,9 @@ original design's `PaddleJob` + `dist_train` with a function and with a script p
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 
@@ -15,9 +18,16 @@ def test_client_finds_the_server_in_the_running_server_list(kernel_env, monkeypa
     client = Client()  # cwd is inside the server's root dir
     assert client.url == kernel_env.api and client.token == kernel_env.token
     assert isinstance(client.list_jobs(), list)
-    monkeypatch.chdir("/")  # outside every server's root dir
-    with pytest.raises(ServerNotFound, match="PADDLE_NBEXT_API_URL"):
-        Client()
+    monkeypatch.chdir("/")  # outside every server's root dir: the user's only server is the one
+    assert Client().url == kernel_env.api
+    # A second running server, serving neither: which one is meant cannot be told, so it asks.
+    other = kernel_env.home / ".runtime" / f"jpserver-{os.getpid()}.json"
+    other.write_text(json.dumps({"url": "http://127.0.0.1:9/", "root_dir": "/srv/elsewhere", "pid": os.getpid(), "port": 9, "token": "t"}))
+    try:
+        with pytest.raises(ServerNotFound, match=r"running: .*127\.0\.0\.1:9.*none serves / .*PADDLE_NBEXT_API_URL"):
+            Client()
+    finally:
+        other.unlink()
 
 
 def epoch_report():
