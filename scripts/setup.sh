@@ -11,10 +11,13 @@ ROOT=$(pwd)
 # The venv's tools (jupyter-builder, jupyter) must be found by npm scripts and by jupyter itself.
 export PATH="$ROOT/.venv/bin:$PATH"
 
+# shellcheck source=scripts/apt_get.sh
+source scripts/apt_get.sh
+
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    apt_get update -qq
+    apt_get install -y -qq chromium >/dev/null
   else
     echo "setup: chromium is missing (browser tests need it): sudo apt-get install chromium" >&2
   fi
