@@ -8,8 +8,9 @@ measures, in headless Chromium:
   `/events` snapshot of 1,000 jobs to all rows in the DOM;
 * event arrival → DOM update: from the `/events` chunk carrying a `job` event to the mutation
   of that job's row (goal < 100 ms), over many events;
-* the log viewer appending 10,000 lines, streamed (follow) and in one response: time until all
-  lines are in the DOM and the longest main-thread task (PerformanceObserver `longtask`).
+* the job view's log viewer taking 100,000 lines, streamed (follow) and in one response: time
+  until all lines were written (the DOM keeps the last 20,000) and the longest main-thread task
+  (PerformanceObserver `longtask`; goal: none over 50 ms while following).
 
 Figures go to `benchmarks/results/panel.json` and `panel.md`.  Needs the built extension
 (`cd labextension && npm ci && npm run build:prod`).
@@ -18,6 +19,7 @@ Figures go to `benchmarks/results/panel.json` and `panel.md`.  Needs the built e
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import sys
@@ -35,6 +37,7 @@ from playwright.sync_api import Page, sync_playwright  # noqa: E402
 from tests.browser.lab_server import CHROMIUM, CHROMIUM_ARGS, LabServer, start_lab, stop_lab  # noqa: E402
 
 JOBS = 1000
+LOG_LINES = 100_000
 EVENTS = 30
 RUNS = 5
 RESULTS = HERE / "results"
@@ -108,12 +111,12 @@ LOG_RUN = """
     const now = performance.now();
     frames.push(now - last);
     last = now;
-    if (parseInt(log.getAttribute('data-lines') || '0', 10) >= expected) {
+    if (parseInt(log.getAttribute('data-written') || '0', 10) >= expected) {
       setTimeout(() => {
         const tasks = window.__bench.longtasks.slice(before).filter(t => t.start >= t0 - 5);
         resolve({
           ms: now - t0,
-          lines: parseInt(log.getAttribute('data-lines'), 10),
+          lines: parseInt(log.getAttribute('data-written'), 10),
           longest_task_ms: tasks.length ? Math.max(...tasks.map(t => t.duration)) : 0,
           long_tasks: tasks.length,
           longest_frame_ms: Math.max(...frames)
@@ -123,7 +126,7 @@ LOG_RUN = """
     }
     requestAnimationFrame(frame);
   };
-  document.querySelector('[data-testid="paddle-log-load"]').click();
+  document.querySelector('[data-testid="paddle-detail"] [data-testid="paddle-log-load"]').click();
   requestAnimationFrame(frame);
 })
 """
@@ -203,14 +206,15 @@ def measure(lab: LabServer) -> dict[str, Any]:
                 if result["ms"] is not None:
                     event_runs.append(result["ms"])
 
+            # The job opens in its main-area view, whose log viewer is measured.
             page.locator('[data-testid="paddle-job-row"][data-job="bench-0000"]').click()
-            page.locator('[data-testid="paddle-log-tail"]').fill("")
+            page.locator('[data-testid="paddle-detail"] [data-testid="paddle-log-tail"]').fill("")
             for mode in ("follow", "single_response"):
-                follow = page.locator('[data-testid="paddle-log-follow"]')
+                follow = page.locator('[data-testid="paddle-detail"] [data-testid="paddle-log-follow"]')
                 if follow.is_checked() != (mode == "follow"):
                     follow.click()
                 for _ in range(3):
-                    log_runs[mode].append(page.evaluate(LOG_RUN, 10_000))
+                    log_runs[mode].append(page.evaluate(LOG_RUN, LOG_LINES))
             context.close()
         finally:
             browser.close()
@@ -229,7 +233,8 @@ def measure(lab: LabServer) -> dict[str, Any]:
         "panel_open_to_rendered_list": {**_summary(open_runs), "goal_ms": 300},
         "snapshot_arrival_to_rendered_list_cold": _summary(cold_runs) if cold_runs else None,
         "event_arrival_to_dom_update": {**_summary(event_runs), "goal_ms": 100},
-        "log_viewer_10000_lines": {mode: log_summary(runs) for mode, runs in log_runs.items()},
+        "log_viewer_lines": LOG_LINES,
+        "log_viewer": {mode: log_summary(runs) for mode, runs in log_runs.items()},
     }
 
 
@@ -258,12 +263,12 @@ def write(results: dict[str, Any]) -> None:
     )
     lines += [
         "",
-        "Log viewer, 10,000 lines:",
+        f"Job view log viewer, {results['log_viewer_lines']:,} lines (the DOM keeps the last 20,000; goal: no task over 50 ms while following):",
         "",
-        "| how | all lines in DOM (median) | longest task | longest frame |",
+        "| how | all lines written (median) | longest task | longest frame |",
         "|---|---|---|---|",
     ]
-    for mode, figures in results["log_viewer_10000_lines"].items():
+    for mode, figures in results["log_viewer"].items():
         lines.append(
             f"| {mode.replace('_', ' ')} | {figures['all_lines_in_dom_ms']['median_ms']} ms | {figures['longest_task_ms']} ms | {figures['longest_frame_ms']} ms |"
         )
@@ -272,6 +277,7 @@ def write(results: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    os.environ["PADDLE_BENCH_LOG_LINES"] = str(LOG_LINES)  # read by bench_backend in the server
     with tempfile.TemporaryDirectory(prefix="paddle-bench-") as tmp:
         lab = start_lab(Path(tmp), backend_module=str(HERE / "bench_backend.py"))
         try:

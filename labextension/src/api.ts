@@ -8,6 +8,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { IMetrics } from './metrics';
 import { IErrorBody, IJobStatus, IServerConfig } from './types';
 
 export const API_PATH = 'paddle/api/v1';
@@ -133,6 +134,14 @@ export class PaddleApi {
 
   remove(name: string): Promise<void> {
     return this.json('DELETE', `jobs/${encodeURIComponent(name)}`);
+  }
+
+  /** What the job's replicas `report()`ed, at most `points` per replica and metric, after `since`. */
+  metrics(name: string, points: number | null, since: string | null = null): Promise<IMetrics> {
+    return this.json('GET', `jobs/${encodeURIComponent(name)}/metrics`, undefined, {
+      points,
+      since
+    });
   }
 
   config(): Promise<IServerConfig> {

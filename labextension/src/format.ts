@@ -164,3 +164,17 @@ export function replicaReason(replica: IReplica, jobPhase?: string): string {
 export function phaseClass(phase: string): string {
   return `pn-phase-${phase.toLowerCase().replace(/[^a-z]/g, '')}`;
 }
+
+/** "trainer 1": how every surface names a replica (never "trainer-1"). */
+export function replicaName(role: string, index: number): string {
+  return `${role} ${index}`;
+}
+
+/** The local date and time of an ISO time, for hover titles ('' when unknown). */
+export function absoluteTime(iso: string | null): string {
+  if (!iso) {
+    return '';
+  }
+  const when = new Date(iso);
+  return Number.isNaN(when.getTime()) ? '' : when.toLocaleString();
+}

@@ -7,7 +7,9 @@
  */
 import { ApiError, PaddleApi } from './api';
 import { clear, h } from './dom';
-import { IFieldSchema, IJobSchema, IJobStatus, IServerConfig } from './types';
+import { __ } from './i18n';
+import { suggestQuantity } from './quantity';
+import { IBackendInfo, IFieldSchema, IJobSchema, IJobStatus, IServerConfig } from './types';
 import {
   FormErrors,
   FormValues,
@@ -28,14 +30,43 @@ interface IFieldUi {
   field: IFieldSchema;
   row: HTMLElement;
   input: Input;
+  hint: HTMLElement | null;
   error: HTMLElement;
 }
 
+/** Values to start the form with instead of the defaults (file browser, context menu). */
+export type IFormPrefill = { [field: string]: string };
+
+/** The GPUs the backend really has, when it says (`capacity.gpus` of the local backend). */
+export function gpuCapacity(backend: IBackendInfo | null | undefined): number | null {
+  const capacity = backend?.capacity as { gpus?: unknown } | undefined;
+  return Array.isArray(capacity?.gpus) ? capacity.gpus.length : null;
+}
+
+/**
+ * Fields most jobs leave alone (the Run section: env, snapshot, restarts, time limit), shown
+ * collapsed under "Advanced".
+ */
+export function isAdvancedGroup(group: string): boolean {
+  return group === 'Run';
+}
+
 /** The hint under a field: its help, plus this server's bound when it has one. */
-export function hintFor(field: IFieldSchema, schema: IJobSchema): string {
+export function hintFor(
+  field: IFieldSchema,
+  schema: IJobSchema,
+  gpus: number | null = null
+): string {
   const bounds: string[] = [];
+  if (field['x-rule'] === 'gpus_per_job' && gpus === 0) {
+    return [field.description, __('this server has no GPUs')].join('; ');
+  }
   if (field.maximum !== undefined) {
-    bounds.push(`at most ${field.maximum}`);
+    const maximum =
+      field['x-rule'] === 'gpus_per_job' && gpus !== null
+        ? Math.min(field.maximum, gpus)
+        : field.maximum;
+    bounds.push(`at most ${maximum}`);
   }
   if (field['x-maximum-quantity']) {
     bounds.push(`at most ${field['x-maximum-quantity']}`);
@@ -65,6 +96,10 @@ export class JobFormView {
   private _backend = '';
   private _serverErrors: FormErrors = {};
   private _busy = false;
+  private _gpus: number | null = null;
+  /** Fields left once (blur) or after a submit attempt: their "required" errors show. */
+  private readonly _touched = new Set<string>();
+  private _submitTried = false;
 
   constructor(
     private readonly _api: PaddleApi,
@@ -84,15 +119,16 @@ export class JobFormView {
       'data-testid': 'paddle-form-error',
       role: 'alert'
     });
+    this._formError.hidden = true;
     this._submit = h(
       'button',
       { className: 'pn-button pn-primary', type: 'submit', 'data-testid': 'paddle-submit' },
-      'Submit'
+      __('Submit')
     );
     const cancel = h(
       'button',
       { className: 'pn-button', type: 'button', 'data-testid': 'paddle-form-cancel' },
-      'Cancel'
+      __('Cancel')
     );
     cancel.addEventListener('click', () => this._close());
     form.appendChild(this._fieldsNode);
@@ -106,30 +142,65 @@ export class JobFormView {
     });
     form.addEventListener('input', event => this._edited(event.target as Element));
     form.addEventListener('change', event => this._edited(event.target as Element));
+    form.addEventListener('focusout', event => {
+      const name = (event.target as Element).getAttribute('data-field');
+      if (name && !this._touched.has(name)) {
+        this._touched.add(name);
+        this._validate();
+      }
+    });
+    form.addEventListener('keydown', event => {
+      if (event.key === 'Escape') {
+        event.preventDefault();
+        this._close();
+      }
+    });
+    form.addEventListener('click', event => {
+      const fix = (event.target as Element).closest('[data-suggestion]');
+      if (fix) {
+        const ui = this._fields.get(fix.getAttribute('data-for') ?? '');
+        if (ui) {
+          ui.input.value = fix.getAttribute('data-suggestion') ?? '';
+          ui.input.focus();
+          this._edited(ui.input);
+        }
+      }
+    });
+    this._heading = h('h2', { className: 'pn-detail-name', tabindex: -1 }, __('New job'));
     this.node = h(
       'div',
       { className: 'pn-form-view' },
-      h(
-        'div',
-        { className: 'pn-detail-head' },
-        h('span', { className: 'pn-detail-name' }, 'New job')
-      ),
+      h('div', { className: 'pn-detail-head' }, this._heading),
       form
     );
   }
 
-  /** Rebuild the form from the server's job schema, with its defaults filled in. */
-  reset(config: IServerConfig | null): void {
+  private readonly _heading: HTMLElement;
+
+  /** Keyboard focus to the form's first field (opening the form). */
+  focusFirst(): void {
+    const first = [...this._fields.values()].find(ui => !ui.row.hidden);
+    (first?.input ?? this._heading).focus();
+  }
+
+  /** Rebuild the form from the server's job schema, with its defaults (or `prefill`) filled in. */
+  reset(config: IServerConfig | null, prefill: IFormPrefill = {}): void {
     this._schema = config?.job_schema ?? null;
     this._backend = this._schema?.['x-backend'] ?? config?.backend?.name ?? '';
+    this._gpus = gpuCapacity(config?.backend);
     this._serverErrors = {};
+    this._touched.clear();
+    this._submitTried = false;
     this._formError.textContent = '';
+    this._formError.hidden = true;
     this._fields.clear();
     clear(this._fieldsNode);
     clear(this._imageList);
     if (!this._schema) {
-      this._formError.textContent =
-        'The New job form needs the server settings (GET /config), which could not be loaded.';
+      this._formError.textContent = __(
+        'The New job form needs the server settings (GET /config), which could not be loaded.'
+      );
+      this._formError.hidden = false;
       this._totals.textContent = '';
       this._submit.disabled = true;
       return;
@@ -148,9 +219,20 @@ export class JobFormView {
       for (const [name, field] of members) {
         section.appendChild(this._createField(name, field, schema));
       }
-      this._fieldsNode.appendChild(section);
+      if (isAdvancedGroup(group)) {
+        this._fieldsNode.appendChild(
+          h(
+            'details',
+            { className: 'pn-advanced', 'data-testid': 'paddle-form-advanced' },
+            h('summary', {}, __('Advanced: environment, restarts, time limit, snapshot')),
+            section
+          )
+        );
+      } else {
+        this._fieldsNode.appendChild(section);
+      }
     }
-    const values = defaultValues(schema);
+    const values = { ...defaultValues(schema), ...prefill };
     for (const [name, ui] of this._fields) {
       this._setValue(ui, values[name]);
     }
@@ -215,11 +297,21 @@ export class JobFormView {
         spellcheck: 'false'
       });
     }
+    // Errors are read out through aria-describedby when the field is focused; the hint goes
+    // while an error takes its place.
     const error = h('div', {
       className: 'pn-field-error',
-      'data-testid': `paddle-error-${name}`,
-      role: 'alert'
+      id: `${id}-error`,
+      'data-testid': `paddle-error-${name}`
     });
+    const hint =
+      kind === 'switch'
+        ? null
+        : h('div', { className: 'pn-hint', id: `${id}-hint` }, hintFor(field, schema, this._gpus));
+    input.setAttribute('aria-describedby', hint ? `${id}-hint` : `${id}-error`);
+    if (field.description === input.title) {
+      input.removeAttribute('title');
+    }
     const row =
       kind === 'switch'
         ? h(
@@ -233,10 +325,10 @@ export class JobFormView {
             { className: 'pn-field' },
             h('label', { for: id }, field.title),
             input,
-            h('div', { className: 'pn-hint' }, hintFor(field, schema)),
+            hint,
             error
           );
-    this._fields.set(name, { field, row, input, error });
+    this._fields.set(name, { field, row, input, hint, error });
     return row;
   }
 
@@ -263,7 +355,21 @@ export class JobFormView {
       }
     }
     this._formError.textContent = '';
+    this._formError.hidden = true;
     this._validate();
+  }
+
+  /**
+   * An error shows once it can help: a value that does not parse shows while typing, but an
+   * empty required field only after it was left or a submit was tried (not on open).
+   */
+  private _shows(name: string, ui: IFieldUi): boolean {
+    if (this._submitTried || this._touched.has(name) || this._serverErrors[name]) {
+      return true;
+    }
+    return ui.input instanceof HTMLInputElement && ui.input.type === 'checkbox'
+      ? false
+      : ui.input.value.trim() !== '';
   }
 
   /** Show every field's message and the totals; returns true when the form may be sent. */
@@ -275,32 +381,92 @@ export class JobFormView {
     const values = this.values();
     const errors = { ...validateForm(values, schema, this._backend), ...this._serverErrors };
     const mode = String(values.mode ?? '');
+    let shownErrors = 0;
     for (const [name, ui] of this._fields) {
-      const message = errors[name] ?? '';
-      ui.error.textContent = message;
-      ui.row.classList.toggle('pn-invalid', Boolean(message));
-      ui.input.setAttribute('aria-invalid', message ? 'true' : 'false');
       ui.row.hidden = !isShown(ui.field, mode, this._backend);
+      const message = errors[name] && this._shows(name, ui) ? errors[name] : '';
+      if (message && !ui.row.hidden) {
+        shownErrors++;
+      }
+      this._showError(name, ui, message);
     }
     for (const section of this._fieldsNode.querySelectorAll('fieldset')) {
       section.hidden = [...section.querySelectorAll<HTMLElement>('.pn-field')].every(
         row => row.hidden
       );
+      const advanced = section.closest('details');
+      if (advanced) {
+        advanced.hidden = section.hidden;
+      }
     }
     const totals = totalsLine(values, schema, this._backend);
-    this._totals.textContent = totals ? `Total: ${totals}` : 'Total: fix the fields marked above';
+    this._totals.textContent = totals
+      ? __('Total: %1', totals)
+      : shownErrors
+        ? __('Total: fix the fields marked above')
+        : __('Total: fill in the fields above');
     const ok = Object.keys(errors).length === 0;
-    this._submit.disabled = !ok || this._busy;
+    // Submit stays available while the only problems are fields not visited yet: pressing it
+    // shows them (and moves focus to the first).
+    this._submit.disabled = shownErrors > 0 || this._busy;
     return ok;
   }
 
+  private _showError(name: string, ui: IFieldUi, message: string): void {
+    const kind = ui.field['x-kind'];
+    const suggestion =
+      message && (kind === 'memory' || kind === 'cpu')
+        ? suggestQuantity(ui.input.value, kind)
+        : null;
+    // Leave the same message in place: re-rendering on blur would remove the suggestion
+    // button between the press and the click on it.
+    const shown = `${message}|${suggestion ?? ''}`;
+    if (ui.error.getAttribute('data-shown') !== shown) {
+      ui.error.setAttribute('data-shown', shown);
+      ui.error.textContent = message;
+      if (suggestion) {
+        ui.error.textContent = '';
+        ui.error.appendChild(document.createTextNode(`${message} `));
+        ui.error.appendChild(
+          h(
+            'button',
+            {
+              type: 'button',
+              className: 'pn-link',
+              'data-suggestion': suggestion,
+              'data-for': name,
+              'data-testid': `paddle-suggest-${name}`
+            },
+            __('Did you mean %1?', suggestion)
+          )
+        );
+      }
+    }
+    if (ui.hint) {
+      ui.hint.hidden = Boolean(message);
+    }
+    ui.row.classList.toggle('pn-invalid', Boolean(message));
+    ui.input.setAttribute('aria-invalid', message ? 'true' : 'false');
+    const described = message || !ui.hint ? ui.error.id : ui.hint.id;
+    ui.input.setAttribute('aria-describedby', described);
+  }
+
   private async _send(): Promise<void> {
-    if (!this._schema || !this._validate() || this._busy) {
+    this._submitTried = true;
+    if (!this._schema || this._busy) {
+      return;
+    }
+    if (!this._validate()) {
+      const first = [...this._fields.values()].find(ui => !ui.row.hidden && ui.error.textContent);
+      if (first) {
+        first.row.closest('details')?.setAttribute('open', '');
+        first.input.focus();
+      }
       return;
     }
     this._busy = true;
     this._submit.disabled = true;
-    this._submit.textContent = 'Submitting…';
+    this._submit.textContent = __('Submitting…');
     try {
       const job = await this._api.submit(toPayload(this.values(), this._schema, this._backend));
       this._submitted(job);
@@ -313,10 +479,11 @@ export class JobFormView {
         ui.input.focus();
       } else {
         this._formError.textContent = apiError.message ?? String(error);
+        this._formError.hidden = false;
       }
     } finally {
       this._busy = false;
-      this._submit.textContent = 'Submit';
+      this._submit.textContent = __('Submit');
       this._validate();
     }
   }

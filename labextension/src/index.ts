@@ -1,43 +1,170 @@
 /**
- * paddle-nbext JupyterLab / Notebook 7 extension: the "Paddle jobs" left-sidebar panel.
+ * paddle-nbext JupyterLab / Notebook 7 extension: the "Paddle jobs" sidebar (the job list and
+ * the New job form) and one main-area view per job, restored after a reload.
  *
  * `ILabShell` is not required, so the same plugin works in Notebook 7 (whose shell also has a
  * left area).  The job stream starts at activation, so notifications arrive and jobs submitted
  * from a notebook show up even before the panel is first opened.
  */
-import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { ICommandPalette, Notification } from '@jupyterlab/apputils';
+import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ICommandPalette, Notification, WidgetTracker } from '@jupyterlab/apputils';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
+import { Contents } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { ITranslator } from '@jupyterlab/translation';
 
 import { PaddleApi } from './api';
+import { IFormPrefill } from './formview';
+import { __, setTranslator } from './i18n';
+import { JobViewWidget, jobActions } from './jobtab';
+import { IReplicaRef } from './logpanel';
+import { LogTabWidget } from './logtab';
+import { MetricsView } from './metricsview';
 import { JobsModel } from './model';
 import { PaddlePanel, paddleIcon } from './panel';
+import { prefillFor } from './prefill';
+import { RowProgress } from './rowprogress';
+import { IJobStatus } from './types';
 
 const PLUGIN_ID = 'paddle-nbext-labextension:plugin';
 
 export const CommandIDs = {
   open: 'paddle-nbext:open',
-  newJob: 'paddle-nbext:new-job'
+  openJob: 'paddle-nbext:open-job',
+  newJob: 'paddle-nbext:new-job',
+  runAsJob: 'paddle-nbext:run-as-job'
 } as const;
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
-  description: 'Sidebar panel for distributed PaddlePaddle jobs (paddle-nbext).',
+  description: 'Sidebar panel and job views for distributed PaddlePaddle jobs (paddle-nbext).',
   autoStart: true,
-  optional: [ISettingRegistry, ICommandPalette, ILauncher],
+  optional: [
+    ISettingRegistry,
+    ICommandPalette,
+    ILauncher,
+    ILayoutRestorer,
+    ITranslator,
+    IDefaultFileBrowser
+  ],
   activate: (
     app: JupyterFrontEnd,
     settingRegistry: ISettingRegistry | null,
     palette: ICommandPalette | null,
-    launcher: ILauncher | null
+    launcher: ILauncher | null,
+    restorer: ILayoutRestorer | null,
+    translator: ITranslator | null,
+    fileBrowser: IDefaultFileBrowser | null
   ): void => {
+    setTranslator(translator);
     const api = new PaddleApi();
     const model = new JobsModel(api);
-    const panel = new PaddlePanel(model, api);
+    const tracker = new WidgetTracker<JobViewWidget>({ namespace: 'paddle-nbext-job' });
+    const logTabs = new Map<string, LogTabWidget>();
+    const actions = jobActions(api);
     let notify = true;
+    let tail = 1000;
 
+    /** Back from a job view: the sidebar in front, focus on the job's row. */
+    const backToList = (name: string): void => {
+      app.shell.activateById(panel.id);
+      panel.showList();
+      if (!panel.list.focusRow(name)) {
+        panel.node.querySelector<HTMLElement>('[role="option"]')?.focus();
+      }
+    };
+
+    const openLog = (name: string, ref: IReplicaRef): void => {
+      const id = `${name}/${ref.role}-${ref.index}`;
+      const open = logTabs.get(id);
+      if (open && !open.isDisposed) {
+        app.shell.activateById(open.id);
+        return;
+      }
+      const job = model.job(name);
+      if (!job) {
+        return;
+      }
+      const tab = new LogTabWidget(api, job, ref, tail);
+      tab.disposed.connect(() => logTabs.delete(id));
+      logTabs.set(id, tab);
+      app.shell.add(tab, 'main', { mode: 'split-bottom' });
+    };
+
+    /** Open a job's view (or bring it to the front) and put focus on its heading. */
+    const openJob = async (name: string, focus = true): Promise<JobViewWidget | null> => {
+      const open = tracker.find(widget => widget.content.name === name);
+      if (open) {
+        app.shell.activateById(open.id);
+        if (focus) {
+          open.content.focusHeading();
+        }
+        return open;
+      }
+      let job: IJobStatus | undefined = model.job(name);
+      if (!job) {
+        try {
+          job = await api.getJob(name);
+        } catch {
+          return null; // deleted since (a restored layout naming an old job)
+        }
+      }
+      const widget = new JobViewWidget({ api, actions, job, tail, back: backToList, openLog });
+      const metrics = new MetricsView({ api, model, name });
+      widget.content.setMetricsWidget(metrics);
+      widget.disposed.connect(() => metrics.dispose());
+      widget.title.icon = paddleIcon;
+      void tracker.add(widget);
+      app.shell.add(widget, 'main');
+      app.shell.activateById(widget.id);
+      if (focus) {
+        widget.content.focusHeading();
+      }
+      return widget;
+    };
+
+    // The package field starts as the file browser's folder (not at the root: that is HOME).
+    const currentFolder = (): IFormPrefill =>
+      fileBrowser?.model.path ? { trainer_package: fileBrowser.model.path } : {};
+    const panel = new PaddlePanel({
+      model,
+      api,
+      openJob: name => void openJob(name),
+      formPrefill: currentFolder
+    });
+    const rowProgress = new RowProgress(model, panel.node);
+    panel.disposed.connect(() => rowProgress.dispose());
     app.shell.add(panel, 'left', { rank: 600 });
+    restorer?.add(panel, 'paddle-nbext-panel');
+    if (restorer) {
+      void restorer.restore(tracker, {
+        command: CommandIDs.openJob,
+        args: widget => ({ job: widget.content.name, focus: false }),
+        name: widget => widget.content.name
+      });
+    }
+
+    // Job views and log tabs follow the stream; a deleted job's views close.
+    model.changed.connect((_, state) => {
+      tracker.forEach(widget => {
+        const job = state.jobs.get(widget.content.name);
+        if (job) {
+          widget.content.setJob(job);
+        } else if (state.loaded) {
+          widget.dispose();
+        }
+      });
+      for (const [id, tab] of logTabs) {
+        const job = state.jobs.get(id.slice(0, id.indexOf('/')));
+        if (job) {
+          tab.setJob(job);
+        }
+      }
+    });
+    tracker.currentChanged.connect((_, widget) =>
+      panel.list.setSelected(widget?.content.name ?? null)
+    );
 
     model.finished.connect((_, jobs) => {
       if (!notify) {
@@ -48,42 +175,82 @@ const plugin: JupyterFrontEndPlugin<void> = {
           autoClose: 10000,
           actions: [
             {
-              label: 'Show',
+              label: __('Show'),
               callback: () => {
-                void app.commands.execute(CommandIDs.open, { job: job.name });
+                void app.commands.execute(CommandIDs.openJob, { job: job.name });
               }
             }
           ]
         };
-        const text = `Paddle job ${job.name} ${job.phase === 'Succeeded' ? 'succeeded' : 'failed'}${job.message ? `: ${job.message}` : ''}`;
+        const text =
+          job.phase === 'Succeeded'
+            ? __('Paddle job %1 succeeded', job.name)
+            : __('Paddle job %1 failed', job.name);
+        const full = job.message ? `${text}: ${job.message}` : text;
         if (job.phase === 'Succeeded') {
-          Notification.success(text, options);
+          Notification.success(full, options);
         } else {
-          Notification.error(text, options);
+          Notification.error(full, options);
         }
       }
     });
 
     app.commands.addCommand(CommandIDs.open, {
-      label: 'Paddle Jobs',
-      caption: 'Open the Paddle jobs panel',
+      label: __('Paddle Jobs'),
+      caption: __('Open the Paddle jobs panel'),
       icon: args => (args.isPalette ? undefined : paddleIcon),
       execute: args => {
         app.shell.activateById(panel.id);
         const job = args.job as string | undefined;
         if (job) {
-          panel.openJob(job);
+          return openJob(job);
         }
+        panel.node.querySelector<HTMLElement>('[role="option"][tabindex="0"]')?.focus();
+        return undefined;
       }
     });
+    app.commands.addCommand(CommandIDs.openJob, {
+      label: args =>
+        typeof args.job === 'string' ? __('Open Paddle job %1', args.job) : __('Open Paddle job'),
+      execute: args =>
+        typeof args.job === 'string' ? openJob(args.job, args.focus !== false) : null
+    });
+    const selectedItem = (): Contents.IModel | null => {
+      const next = fileBrowser?.selectedItems().next();
+      return next && !next.done ? next.value : null;
+    };
+
     app.commands.addCommand(CommandIDs.newJob, {
-      label: 'New Paddle Job',
-      caption: 'Open the New job form of the Paddle jobs panel',
+      label: __('New Paddle Job'),
+      caption: __('Open the New job form of the Paddle jobs panel'),
       execute: async () => {
         app.shell.activateById(panel.id);
-        await panel.showForm();
+        await panel.showForm(currentFolder());
       }
     });
+    app.commands.addCommand(CommandIDs.runAsJob, {
+      label: __('Run as Paddle job…'),
+      caption: __('Open the New job form with this folder or Python file filled in'),
+      icon: paddleIcon,
+      isVisible: () => {
+        const item = selectedItem();
+        return Boolean(item && (item.type === 'directory' || item.path.endsWith('.py')));
+      },
+      execute: async () => {
+        const item = selectedItem();
+        if (!item) {
+          return;
+        }
+        app.shell.activateById(panel.id);
+        await panel.showForm(prefillFor(item.path, item.type === 'directory'));
+      }
+    });
+    for (const selector of [
+      '.jp-DirListing-item[data-isdir="true"]',
+      '.jp-DirListing-item[data-file-type="python"]'
+    ]) {
+      app.contextMenu.addItem({ command: CommandIDs.runAsJob, selector, rank: 60 });
+    }
     palette?.addItem({ command: CommandIDs.open, category: 'Paddle' });
     palette?.addItem({ command: CommandIDs.newJob, category: 'Paddle' });
     launcher?.add({ command: CommandIDs.open, category: 'Other', rank: 50 });
@@ -95,7 +262,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           const apply = (): void => {
             model.refreshSeconds = Number(settings.get('refreshInterval').composite) || 10;
             notify = settings.get('notifications').composite !== false;
-            panel.detail.defaultTail = Number(settings.get('logTail').composite) || 1000;
+            tail = Number(settings.get('logTail').composite) || 1000;
           };
           apply();
           settings.changed.connect(apply);

@@ -1,11 +1,14 @@
 /**
- * The job list: one row per job (name, phase badge, replica counts in words per role, age).
+ * The job list: a listbox of one option per job (name, phase badge, replica summary, age),
+ * compact enough for a 250 px sidebar.
  *
- * Rows are keyed by job name and redrawn only when the job's status object changed, so an
- * event touches one row even with 1,000 jobs.
+ * Keyboard: one Tab stop (roving tabindex), arrows/Home/End move, Enter or Space opens.  Rows
+ * are keyed by job name and redrawn only when the job's status object changed, so an event
+ * touches one row even with 1,000 jobs; a phase change is announced once, politely.
  */
-import { Child, h } from './dom';
-import { formatAge, phaseClass, roleSummaries } from './format';
+import { absoluteTime, countsText, formatAge, phaseClass, roleSummaries } from './format';
+import { __ } from './i18n';
+import { h } from './dom';
 import { IJobsState } from './state';
 import { IJobStatus } from './types';
 
@@ -22,39 +25,74 @@ export class JobListView {
   private readonly _loading: HTMLElement;
   private _rows = new Map<string, IRow>();
   private _order: readonly string[] = [];
+  /** The row that holds the list's one Tab stop. */
+  private _current: string | null = null;
+  private _selected: string | null = null;
 
-  constructor(private readonly _open: (name: string) => void) {
-    this._list = h('ul', { className: 'pn-job-list', 'data-testid': 'paddle-job-list' });
+  constructor(
+    private readonly _open: (name: string) => void,
+    private readonly _announce: (text: string) => void = () => undefined
+  ) {
+    this._list = h('ul', {
+      className: 'pn-job-list',
+      'data-testid': 'paddle-job-list',
+      role: 'listbox',
+      'aria-label': __('Paddle jobs')
+    });
     this._empty = h(
       'div',
       { className: 'pn-empty', 'data-testid': 'paddle-empty', hidden: true },
-      h('p', {}, 'No jobs yet.'),
+      h('p', {}, __('No jobs yet.')),
       h(
         'p',
         {},
-        'Submit one with “New job” above, with %%paddle_submit in a notebook, ' +
-          'or with paddle-nbext submit in a terminal. It appears here without a reload.'
+        __(
+          'Submit one with the + button above, with %1 in a notebook, or with %2 in a terminal. It appears here without a reload.',
+          '%%paddle_submit',
+          'paddle-nbext submit'
+        )
       )
     );
     this._loading = h(
       'div',
       { className: 'pn-loading', 'data-testid': 'paddle-loading' },
-      'Loading jobs…'
+      __('Loading jobs…')
     );
     this.node = h('div', { className: 'pn-list-view' }, this._loading, this._empty, this._list);
     this._list.addEventListener('click', event => {
       const row = (event.target as Element).closest('[data-job]');
       if (row) {
-        this._open(row.getAttribute('data-job')!);
+        const name = row.getAttribute('data-job')!;
+        this._setCurrent(name, false);
+        this._open(name);
       }
     });
-    this._list.addEventListener('keydown', event => {
-      const row = (event.target as Element).closest('[data-job]');
-      if (row && (event.key === 'Enter' || event.key === ' ')) {
-        event.preventDefault();
-        this._open(row.getAttribute('data-job')!);
-      }
-    });
+    this._list.addEventListener('keydown', event => this._onKey(event));
+  }
+
+  /** The job whose view is in front (`aria-selected`). */
+  setSelected(name: string | null): void {
+    if (name === this._selected) {
+      return;
+    }
+    if (this._selected) {
+      this._rows.get(this._selected)?.node.setAttribute('aria-selected', 'false');
+    }
+    this._selected = name;
+    if (name) {
+      this._rows.get(name)?.node.setAttribute('aria-selected', 'true');
+      this._setCurrent(name, false);
+    }
+  }
+
+  /** Put keyboard focus on a job's row (coming back from its view). */
+  focusRow(name: string): boolean {
+    const row = this._rows.get(name);
+    if (!row) {
+      return false;
+    }
+    this._setCurrent(name, true);
+    return true;
   }
 
   /** Bring the DOM in line with the state, touching only rows whose job changed. */
@@ -66,6 +104,9 @@ export class JobListView {
       if (!state.jobs.has(name)) {
         row.node.remove();
         this._rows.delete(name);
+        if (this._current === name) {
+          this._current = null;
+        }
       }
     }
     for (const name of state.order) {
@@ -75,13 +116,23 @@ export class JobListView {
         this._rows.set(name, this._createRow(job, now));
       } else if (row.job !== job) {
         const fresh = this._createRow(job, now);
+        const hadFocus = row.node === document.activeElement;
         row.node.replaceWith(fresh.node);
         this._rows.set(name, fresh);
+        if (hadFocus) {
+          fresh.node.focus();
+        }
+        if (row.job.phase !== job.phase) {
+          this._announce(__('Job %1 is now %2', name, job.phase));
+        }
       }
     }
     if (state.order !== this._order || this._list.childElementCount !== state.order.length) {
       this._reorder(state.order);
       this._order = state.order;
+    }
+    if (this._current === null && state.order.length) {
+      this._setCurrent(state.order[0], false);
     }
   }
 
@@ -116,11 +167,66 @@ export class JobListView {
     }
   }
 
+  private _onKey(event: KeyboardEvent): void {
+    const row = (event.target as Element).closest('[data-job]');
+    if (!row) {
+      return;
+    }
+    const name = row.getAttribute('data-job')!;
+    const at = this._order.indexOf(name);
+    let next: string | undefined;
+    switch (event.key) {
+      case 'Enter':
+      case ' ':
+        event.preventDefault();
+        this._open(name);
+        return;
+      case 'ArrowDown':
+        next = this._order[Math.min(this._order.length - 1, at + 1)];
+        break;
+      case 'ArrowUp':
+        next = this._order[Math.max(0, at - 1)];
+        break;
+      case 'Home':
+        next = this._order[0];
+        break;
+      case 'End':
+        next = this._order[this._order.length - 1];
+        break;
+      default:
+        return;
+    }
+    event.preventDefault();
+    if (next) {
+      this._setCurrent(next, true);
+    }
+  }
+
+  private _setCurrent(name: string, focus: boolean): void {
+    if (this._current !== name) {
+      if (this._current) {
+        this._rows.get(this._current)?.node.setAttribute('tabindex', '-1');
+      }
+      this._current = name;
+    }
+    const row = this._rows.get(name);
+    if (row) {
+      row.node.setAttribute('tabindex', '0');
+      if (focus) {
+        row.node.focus();
+        row.node.scrollIntoView({ block: 'nearest' });
+      }
+    }
+  }
+
   private _createRow(job: IJobStatus, now: number): IRow {
-    const counts: Child[] = roleSummaries(job).map(({ role, text, tone, title }) =>
-      h('span', { className: 'pn-count', 'data-role': role, 'data-tone': tone, title }, text)
+    const summaries = roleSummaries(job);
+    const summary = countsText(job);
+    const age = h(
+      'span',
+      { className: 'pn-age', title: absoluteTime(job.created) },
+      formatAge(job.created, now)
     );
-    const age = h('span', { className: 'pn-age', title: job.created }, formatAge(job.created, now));
     const node = h(
       'li',
       {
@@ -128,14 +234,24 @@ export class JobListView {
         'data-testid': 'paddle-job-row',
         'data-job': job.name,
         'data-phase': job.phase,
-        tabindex: 0,
-        role: 'button',
-        title: job.message || job.phase
+        id: `pn-job-row-${job.name}`,
+        role: 'option',
+        tabindex: job.name === this._current ? 0 : -1,
+        'aria-selected': job.name === this._selected ? 'true' : 'false',
+        'aria-label': [
+          job.name,
+          job.phase,
+          summary,
+          __('created %1 ago', formatAge(job.created, now))
+        ]
+          .filter(Boolean)
+          .join(', '),
+        title: job.message ? `${job.name}: ${job.message}` : job.name
       },
       h(
         'div',
         { className: 'pn-row-top' },
-        h('span', { className: 'pn-job-name' }, job.name),
+        h('span', { className: 'pn-job-name', title: job.name }, job.name),
         h(
           'span',
           { className: `pn-badge ${phaseClass(job.phase)}`, 'data-testid': 'paddle-job-phase' },
@@ -145,7 +261,13 @@ export class JobListView {
       h(
         'div',
         { className: 'pn-row-bottom' },
-        h('span', { className: 'pn-counts' }, ...counts),
+        h(
+          'span',
+          { className: 'pn-counts', title: summary },
+          ...summaries.map(({ role, text, tone, title }) =>
+            h('span', { className: 'pn-count', 'data-role': role, 'data-tone': tone, title }, text)
+          )
+        ),
         age
       )
     );

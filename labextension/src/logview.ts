@@ -10,6 +10,8 @@
  * (follow with auto-scroll that never fights someone reading above).
  */
 
+import { lastTraceback } from './logtext';
+
 interface IChunk {
   node: HTMLElement;
   lines: number;
@@ -51,6 +53,9 @@ export class LogView {
   private _scrollFrame = 0;
   private _flushed: Array<() => void> = [];
 
+  private _matches: Range[] = [];
+  private _match = -1;
+
   constructor(
     readonly maxLines = 20000,
     readonly linesPerFrame = 2500
@@ -58,6 +63,8 @@ export class LogView {
     this.node = document.createElement('div');
     this.node.className = 'pn-log';
     this.node.setAttribute('data-testid', 'paddle-log');
+    // A live region of its own kind: screen readers announce appended lines politely.
+    this.node.setAttribute('role', 'log');
     this.node.tabIndex = 0;
     this._trimmed = document.createElement('div');
     this._trimmed.className = 'pn-log-trimmed';
@@ -127,6 +134,7 @@ export class LogView {
       this._pre.appendChild(fragment);
       this._trim();
       this.node.setAttribute('data-lines', String(this._lines));
+      this.node.setAttribute('data-written', String(this._lines + this._dropped));
       this._scrollToEnd();
       if (this._pending.length) {
         return; // the waiters are told once everything is written
@@ -192,7 +200,159 @@ export class LogView {
     }
   }
 
+  /** Name the log for assistive technology ("Log of trainer 1"). */
+  setLabel(label: string): void {
+    this.node.setAttribute('aria-label', label);
+  }
+
+  /**
+   * Mark the last Python traceback and scroll it into view (a failed replica's log opens on
+   * its error, not on the shutdown lines after it).  Returns false when the log has none.
+   */
+  highlightTraceback(): boolean {
+    const span = lastTraceback(this.text());
+    if (!span) {
+      return false;
+    }
+    // Find the blocks the span covers and rebuild them as before / traceback / after.
+    let offset = 0;
+    let first = -1;
+    let last = -1;
+    let firstOffset = 0;
+    for (let i = 0; i < this._chunks.length; i++) {
+      const length = this._chunks[i].node.textContent?.length ?? 0;
+      if (first < 0 && span.start < offset + length) {
+        first = i;
+        firstOffset = offset;
+      }
+      if (first >= 0 && span.end <= offset + length) {
+        last = i;
+        break;
+      }
+      offset += length;
+    }
+    if (first < 0 || last < 0) {
+      return false;
+    }
+    const covered = this._chunks.slice(first, last + 1);
+    const text = covered.map(chunk => chunk.node.textContent ?? '').join('');
+    const pieces: Array<[string, string]> = [
+      ['pn-log-block', text.slice(0, span.start - firstOffset)],
+      [
+        'pn-log-block pn-log-traceback',
+        text.slice(span.start - firstOffset, span.end - firstOffset)
+      ],
+      ['pn-log-block', text.slice(span.end - firstOffset)]
+    ];
+    const fresh: IChunk[] = [];
+    let mark: HTMLElement | null = null;
+    for (const [className, piece] of pieces) {
+      if (!piece) {
+        continue;
+      }
+      const node = document.createElement('div');
+      node.className = className;
+      node.textContent = piece;
+      if (className.includes('pn-log-traceback')) {
+        node.setAttribute('data-testid', 'paddle-log-traceback');
+        mark = node;
+      }
+      fresh.push({ node, lines: countLines(piece) });
+    }
+    covered[0].node.before(...fresh.map(chunk => chunk.node));
+    covered.forEach(chunk => chunk.node.remove());
+    this._chunks.splice(first, covered.length, ...fresh);
+    this._stickToBottom = false;
+    if (mark) {
+      // Scroll the log pane only (scrollIntoView would also scroll the view above it away).
+      const target = mark;
+      const align = (): void => {
+        this.node.scrollTop +=
+          target.getBoundingClientRect().top - this.node.getBoundingClientRect().top - 4;
+      };
+      align();
+      // Blocks above may have had estimated heights (content-visibility): aim again next frame.
+      requestAnimationFrame(align);
+    }
+    return true;
+  }
+
+  /**
+   * Highlight every match of `query` (case-insensitive) and scroll to the `step`-th next one
+   * (1 forward, -1 back, 0 the first).  Returns [current (1-based, 0 for none), total].
+   */
+  search(query: string, step: 1 | -1 | 0): [number, number] {
+    const needle = query.toLowerCase();
+    if (step === 0 || !this._matches.length) {
+      this._matches = needle ? this._findRanges(needle) : [];
+      this._match = -1;
+    }
+    const total = this._matches.length;
+    if (!total) {
+      this._paintMatches();
+      return [0, 0];
+    }
+    this._match = step === -1 ? (this._match - 1 + total) % total : (this._match + 1) % total;
+    this._paintMatches();
+    const range = this._matches[this._match];
+    const target = range.startContainer.parentElement;
+    if (target) {
+      this._stickToBottom = false;
+      const box = range.getBoundingClientRect?.();
+      const view = this.node.getBoundingClientRect();
+      if (box && box.height) {
+        this.node.scrollTop += box.top - view.top - view.height / 3;
+      } else {
+        target.scrollIntoView({ block: 'center' });
+      }
+    }
+    return [this._match + 1, total];
+  }
+
+  /** Forget the search (the highlights go). */
+  clearSearch(): void {
+    this._matches = [];
+    this._match = -1;
+    this._paintMatches();
+  }
+
+  private _findRanges(needle: string): Range[] {
+    this._pre.normalize();
+    const ranges: Range[] = [];
+    const walker = document.createTreeWalker(this._pre, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node && ranges.length < 10000; node = walker.nextNode()) {
+      const haystack = (node.textContent ?? '').toLowerCase();
+      for (
+        let at = haystack.indexOf(needle);
+        at >= 0;
+        at = haystack.indexOf(needle, at + needle.length)
+      ) {
+        const range = document.createRange();
+        range.setStart(node, at);
+        range.setEnd(node, at + needle.length);
+        ranges.push(range);
+      }
+    }
+    return ranges;
+  }
+
+  /** Paint matches with the CSS Custom Highlight API where the browser has it. */
+  private _paintMatches(): void {
+    const registry = (globalThis as { CSS?: { highlights?: Map<string, unknown> } }).CSS
+      ?.highlights;
+    const HighlightClass = (globalThis as { Highlight?: new (...ranges: Range[]) => unknown })
+      .Highlight;
+    if (!registry || !HighlightClass) {
+      return;
+    }
+    registry.set('pn-search', new HighlightClass(...this._matches));
+    const current = this._matches[this._match];
+    registry.set('pn-search-current', current ? new HighlightClass(current) : new HighlightClass());
+  }
+
   clear(): void {
+    this._matches = [];
+    this._match = -1;
     this._pending = [];
     if (this._frame) {
       cancelAnimationFrame(this._frame);
@@ -205,6 +365,7 @@ export class LogView {
     this._pre.textContent = '';
     this._stickToBottom = true;
     this.node.setAttribute('data-lines', '0');
+    this.node.setAttribute('data-written', '0');
     const waiting = this._flushed;
     this._flushed = [];
     waiting.forEach(resolve => resolve());

@@ -8,6 +8,7 @@ import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { ApiError, PaddleApi, readText } from './api';
+import { IMetricsSummary } from './metrics';
 import { SseParser, backoffDelay } from './sse';
 import {
   Action,
@@ -37,6 +38,7 @@ export class JobsModel implements IDisposable {
   private _state: IJobsState = initialState;
   private _changed = new Signal<this, IJobsState>(this);
   private _finished = new Signal<this, ITransition[]>(this);
+  private _metrics = new Signal<this, IMetricsSummary>(this);
   private _disposed = false;
   private _started = false;
   private _abort: AbortController | null = null;
@@ -58,6 +60,11 @@ export class JobsModel implements IDisposable {
   /** Jobs that just reached Succeeded or Failed (for notifications). */
   get finished(): ISignal<this, ITransition[]> {
     return this._finished;
+  }
+
+  /** A running job's replicas reported new points (the server sends at most two a second per job). */
+  get metrics(): ISignal<this, IMetricsSummary> {
+    return this._metrics;
   }
 
   get config(): IServerConfig | null {
@@ -205,6 +212,9 @@ export class JobsModel implements IDisposable {
       case 'resync':
         this.dispatch({ type: 'resync' });
         void this.reload();
+        break;
+      case 'metrics':
+        this._metrics.emit(payload as IMetricsSummary);
         break;
     }
   }

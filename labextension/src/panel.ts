@@ -1,101 +1,155 @@
 /**
- * The left-sidebar panel: a header (New job, refresh), a banner for problems and connection
- * state, and one of three views — the job list, a job's details, the New job form.
+ * The left-sidebar panel: a JupyterLab toolbar (New job, refresh, connection dot), a banner for
+ * problems, and the job list (or the New job form).  A job opens in the main area; this panel
+ * stays the list.
  */
-import { LabIcon } from '@jupyterlab/ui-components';
-import { Widget } from '@lumino/widgets';
+import {
+  LabIcon,
+  Toolbar,
+  addIcon,
+  addToolbarButtonClass,
+  refreshIcon
+} from '@jupyterlab/ui-components';
+import { Panel, Widget } from '@lumino/widgets';
 
 import { ApiError, PaddleApi } from './api';
-import { JobDetailView } from './detailview';
 import { h } from './dom';
-import { JobFormView } from './formview';
+import { IFormPrefill, JobFormView } from './formview';
+import { __ } from './i18n';
 import { JobListView } from './listview';
 import { JobsModel } from './model';
 import { IJobsState } from './state';
 
+// A paddle blade over a stack of job rows: not the Table of Contents' lines.
 const ICON_SVG =
   '<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">' +
   '<g class="jp-icon3" fill="#616161">' +
-  '<rect x="3" y="4" width="18" height="4" rx="1"/><rect x="3" y="10" width="12" height="4" rx="1"/>' +
-  '<rect x="3" y="16" width="15" height="4" rx="1"/><circle cx="19" cy="12" r="2"/></g></svg>';
+  '<path d="M17.3 2.2a3 3 0 0 1 4.3 4.2l-3.1 3.2a3 3 0 0 1-3.2.7l-4.6 4.6-1.6-1.6 4.6-4.6a3 3 0 0 1 .7-3.2z"/>' +
+  '<rect x="2" y="15" width="9" height="2.6" rx="1"/><rect x="2" y="19.4" width="14" height="2.6" rx="1"/>' +
+  '<circle cx="4.5" cy="11" r="2"/></g></svg>';
 
 export const paddleIcon = new LabIcon({ name: 'paddle-nbext:jobs', svgstr: ICON_SVG });
 
-type View = 'list' | 'detail' | 'form';
+type View = 'list' | 'form';
 
-export class PaddlePanel extends Widget {
+export interface IPanelOptions {
+  model: JobsModel;
+  api: PaddleApi;
+  /** Open (or bring to front) a job's view in the main area. */
+  openJob: (name: string) => void;
+  /** What the New job form starts with when opened from the toolbar (the file browser's folder). */
+  formPrefill?: () => IFormPrefill;
+}
+
+/**
+ * A toolbar icon button as a native `<button>` named by its tooltip (JupyterLab's
+ * `ToolbarButton` renders a custom element carrying `aria-pressed`, which axe reports).
+ */
+function iconButton(
+  icon: LabIcon,
+  label: string,
+  testid: string,
+  onClick: () => void | Promise<void>
+): Widget {
+  const button = h('button', {
+    type: 'button',
+    className: 'jp-ToolbarButtonComponent pn-icon-button',
+    title: label,
+    'aria-label': label,
+    'data-testid': testid
+  });
+  button.appendChild(icon.element({ tag: 'span', className: 'jp-ToolbarButtonComponent-icon' }));
+  button.addEventListener('click', () => void onClick());
+  return addToolbarButtonClass(new Widget({ node: h('div', {}, button) }));
+}
+
+/** The connection as a coloured dot with its state in words for screen readers and hover. */
+class ConnectionDot extends Widget {
+  constructor() {
+    super({ node: h('span', { className: 'pn-connection', 'data-testid': 'paddle-connection' }) });
+  }
+
+  set state(state: IJobsState['connection']) {
+    const labels = {
+      connecting: __('connecting…'),
+      live: __('live'),
+      polling: __('reconnecting (polling)'),
+      stopped: ''
+    };
+    this.node.setAttribute('data-state', state);
+    this.node.title = labels[state] ? __('Job updates: %1', labels[state]) : '';
+    this.node.textContent = '';
+    this.node.appendChild(h('span', { className: 'pn-dot', 'aria-hidden': 'true' }));
+    this.node.appendChild(h('span', { className: 'pn-sr-only' }, labels[state]));
+  }
+}
+
+export class PaddlePanel extends Panel {
   readonly list: JobListView;
-  readonly detail: JobDetailView;
   readonly form: JobFormView;
+  readonly toolbar: Toolbar;
+  private readonly _body: Widget;
   private readonly _banner: HTMLElement;
-  private readonly _connection: HTMLElement;
+  private readonly _connection = new ConnectionDot();
   private readonly _version: HTMLElement;
+  private readonly _live: HTMLElement;
   private _view: View = 'list';
   private _ticker = 0;
+  private readonly _model: JobsModel;
+  private readonly _formPrefill: () => IFormPrefill;
 
-  constructor(
-    readonly model: JobsModel,
-    api: PaddleApi
-  ) {
+  constructor(options: IPanelOptions) {
     super();
+    const { model, api } = options;
+    this._model = model;
+    this._formPrefill = options.formPrefill ?? (() => ({}));
     this.id = 'paddle-nbext-panel';
     this.addClass('pn-panel');
     this.title.icon = paddleIcon;
-    this.title.caption = 'Paddle jobs';
-    this.list = new JobListView(name => this.openJob(name));
-    this.detail = new JobDetailView(api, () => this.showList());
+    this.title.caption = __('Paddle jobs');
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', __('Paddle jobs'));
+    this._live = h('div', {
+      className: 'pn-sr-only',
+      'aria-live': 'polite',
+      'data-testid': 'paddle-announce'
+    });
+    this.list = new JobListView(
+      name => options.openJob(name),
+      text => this.announce(text)
+    );
     this.form = new JobFormView(
       api,
       () => this.showList(),
       job => {
         model.dispatch({ type: 'job', job });
-        this.openJob(job.name);
+        this.showList();
+        options.openJob(job.name);
       }
     );
-    const newJob = h(
-      'button',
-      {
-        className: 'pn-button pn-primary',
-        'data-testid': 'paddle-new-job',
-        title: 'Submit a new distributed job'
-      },
-      'New job'
+    this.toolbar = new Toolbar();
+    this.toolbar.addClass('pn-toolbar');
+    const title = new Widget({ node: h('span', { className: 'pn-title' }, __('Paddle jobs')) });
+    this.toolbar.addItem('title', title);
+    this.toolbar.addItem('connection', this._connection);
+    this.toolbar.addItem('spacer', Toolbar.createSpacerItem());
+    this.toolbar.addItem(
+      'new-job',
+      iconButton(addIcon, __('New job: submit a distributed Paddle job'), 'paddle-new-job', () =>
+        this.showForm()
+      )
     );
-    newJob.addEventListener('click', () => void this.showForm());
-    const refresh = h(
-      'button',
-      {
-        className: 'pn-button',
-        'data-testid': 'paddle-refresh',
-        title: 'Reload the job list and reconnect'
-      },
-      'Refresh'
+    this.toolbar.addItem(
+      'refresh',
+      iconButton(refreshIcon, __('Reload the job list and reconnect'), 'paddle-refresh', () =>
+        model.retry()
+      )
     );
-    refresh.addEventListener('click', () => model.retry());
-    this._connection = h('span', {
-      className: 'pn-connection',
-      'data-testid': 'paddle-connection'
-    });
     this._banner = h('div', {
       className: 'pn-banner',
       'data-testid': 'paddle-banner',
-      role: 'alert',
       hidden: true
     });
-    const header = h(
-      'div',
-      { className: 'pn-header' },
-      h('span', { className: 'pn-title' }, 'Paddle jobs'),
-      this._connection,
-      h('span', { className: 'pn-spacer' }),
-      newJob,
-      refresh
-    );
-    this.node.appendChild(header);
-    this.node.appendChild(this._banner);
-    this.node.appendChild(this.list.node);
-    this.node.appendChild(this.detail.node);
-    this.node.appendChild(this.form.node);
     // The version of the server extension (what actually runs the jobs), in a quiet footer;
     // hidden until known, and left hidden when the server extension is missing (the banner
     // says so).
@@ -104,7 +158,19 @@ export class PaddlePanel extends Widget {
       'data-testid': 'paddle-version',
       hidden: true
     });
-    this.node.appendChild(this._version);
+    this._body = new Widget({
+      node: h(
+        'div',
+        { className: 'pn-panel-body' },
+        this._banner,
+        this.list.node,
+        this.form.node,
+        this._version,
+        this._live
+      )
+    });
+    this.addWidget(this.toolbar);
+    this.addWidget(this._body);
     this.node.setAttribute('data-testid', 'paddle-panel');
     void this._loadVersion(api);
     // eslint-disable-next-line @typescript-eslint/unbound-method -- Lumino calls the slot with the thisArg passed beside it.
@@ -113,11 +179,24 @@ export class PaddlePanel extends Widget {
     this._setView('list');
   }
 
+  get view(): View {
+    return this._view;
+  }
+
+  /** Say something once to screen readers (the panel's one polite live region). */
+  announce(text: string): void {
+    this._live.textContent = text;
+  }
+
   private async _loadVersion(api: PaddleApi): Promise<void> {
     try {
       const { version, api: apiVersion } = await api.version();
       this._version.textContent = `paddle-nbext ${version}`;
-      this._version.title = `paddle-nbext server extension ${version}, REST API ${apiVersion}`;
+      this._version.title = __(
+        'paddle-nbext server extension %1, REST API %2',
+        version,
+        apiVersion
+      );
       this._version.hidden = false;
     } catch (error) {
       // A missing server extension is already explained by the banner.
@@ -127,32 +206,21 @@ export class PaddlePanel extends Widget {
     }
   }
 
-  openJob(name: string): void {
-    const job = this.model.job(name);
-    if (!job) {
-      return;
-    }
-    this.detail.show(job);
-    this._setView('detail');
-  }
-
   showList(): void {
-    this.detail.reset();
     this._setView('list');
-    this.list.update(this.model.state);
+    this.list.update(this._model.state);
   }
 
-  async showForm(): Promise<void> {
-    this.detail.reset();
-    const config = this.model.config ?? (await this.model.loadConfig());
-    this.form.reset(config);
+  async showForm(prefill: IFormPrefill = this._formPrefill()): Promise<void> {
+    const config = this._model.config ?? (await this._model.loadConfig());
+    this.form.reset(config, prefill);
     this._setView('form');
+    this.form.focusFirst();
   }
 
   private _setView(view: View): void {
     this._view = view;
     this.list.node.hidden = view !== 'list';
-    this.detail.node.hidden = view !== 'detail';
     this.form.node.hidden = view !== 'form';
     this.node.setAttribute('data-view', view);
   }
@@ -162,29 +230,12 @@ export class PaddlePanel extends Widget {
     this._banner.hidden = !problem;
     this._banner.textContent = problem ? problem.message : '';
     this._banner.setAttribute('data-kind', problem?.kind ?? '');
-    const labels = {
-      connecting: 'connecting…',
-      live: 'live',
-      polling: 'reconnecting (polling)',
-      stopped: ''
-    };
-    this._connection.textContent = labels[state.connection];
-    this._connection.setAttribute('data-state', state.connection);
-    if (this._view === 'list' || !this.isVisible) {
-      this.list.update(state);
-    }
-    if (this._view === 'detail' && this.detail.name) {
-      const job = state.jobs.get(this.detail.name);
-      if (job) {
-        this.detail.update(job);
-      } else if (state.loaded) {
-        this.showList();
-      }
-    }
+    this._connection.state = state.connection;
+    this.list.update(state);
   }
 
   protected onAfterShow(): void {
-    this.list.update(this.model.state);
+    this.list.update(this._model.state);
     this.list.tick();
     if (!this._ticker) {
       this._ticker = window.setInterval(() => this.list.tick(), 10000);
@@ -201,9 +252,8 @@ export class PaddlePanel extends Widget {
       return;
     }
     window.clearInterval(this._ticker);
-    this.detail.stopLog();
     // eslint-disable-next-line @typescript-eslint/unbound-method -- Lumino calls the slot with the thisArg passed beside it.
-    this.model.changed.disconnect(this._onChange, this);
+    this._model.changed.disconnect(this._onChange, this);
     super.dispose();
   }
 }

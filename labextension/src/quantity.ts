@@ -177,3 +177,29 @@ export function formatBytes(amount: Fraction): string {
   }
   return amount.toNumber().toFixed(2);
 }
+
+const UNIT_TYPO = /^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpPeE])(?:i?[bB]|iB)\s*$/;
+const CORE_WORDS = /^\s*(\d+(?:\.\d+)?)\s*(?:cpus?|cores?|vcpus?)\s*$/i;
+
+/**
+ * The quantity someone probably meant when they typed a spelling from elsewhere: `4GB`,
+ * `4 GiB` and `512mb` are memory as other tools write it (`4Gi`, `512Mi`), `2 cores` is `2`.
+ * Null when the text parses as it is or no fix is obvious.
+ */
+export function suggestQuantity(text: string, kind: 'cpu' | 'memory'): string | null {
+  try {
+    parseQuantity(text);
+    return null;
+  } catch {
+    // not a quantity as typed: look for an obvious fix below
+  }
+  if (kind === 'memory') {
+    const match = UNIT_TYPO.exec(text);
+    if (match) {
+      const unit = match[2].toUpperCase();
+      return `${match[1]}${unit}i`;
+    }
+  }
+  const cores = CORE_WORDS.exec(text);
+  return kind === 'cpu' && cores ? cores[1] : null;
+}

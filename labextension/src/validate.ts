@@ -164,7 +164,9 @@ function parseName(name: string, field: IFieldSchema, ctx: IContext): unknown {
   if (typeof raw !== 'string') {
     throw new FieldError(
       name,
-      'must be a non-empty string (or leave it out to get a generated name)'
+      name === 'job_name'
+        ? 'must be a non-empty string (or leave it out to get a generated name)'
+        : 'must be a non-empty string (or leave it out)'
     );
   }
   const length = [...raw].length;

@@ -11,13 +11,18 @@ import re
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from .lab_server import APP_START_TIMEOUT_MS, LabServer, open_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
 PANEL = "#paddle-nbext-panel"
+
+
+def job_view(page: Page, name: str) -> Locator:
+    """The main-area view of one job."""
+    return page.locator(f'[data-testid="paddle-detail"][data-job="{name}"]')
 
 
 def open_lab_panel(page: Page, lab: LabServer) -> None:
@@ -66,6 +71,7 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     # The form is the served job schema: sections from the field table, the image hidden on the local backend.
     expect(panel.locator(".pn-form-group legend")).to_have_text(["Code", "Replicas", "Resources", "Run"])
     expect(panel.locator('[data-testid="paddle-field-image"]')).to_be_hidden()
+    panel.locator('[data-testid="paddle-field-mode"]').select_option("ps")
     fill_form(page, job_name="browser-ps", entry_point="python ps_train.py", trainer_package="ps_pkg", pservers="1", trainers="2")
     expect(submit).to_be_enabled()
     fill_form(page, trainer_cpu="2 cores")
@@ -79,37 +85,44 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     page.screenshot(path=str(screenshots / "form-new-job.png"))
     submit.click()
 
-    # The detail view follows the job live from the event stream: Running, then Succeeded.
-    phase = panel.locator('[data-testid="paddle-detail-phase"]')
-    expect(panel.locator('[data-testid="paddle-detail-name"]')).to_have_text("browser-ps")
+    # The job opens in the main area and follows the job live from the event stream: Running,
+    # then Succeeded; the sidebar stays the list.
+    view = job_view(page, "browser-ps")
+    phase = view.locator('[data-testid="paddle-detail-phase"]')
+    expect(view.locator('[data-testid="paddle-detail-name"]')).to_have_text("browser-ps")
+    expect(page.locator(PANEL)).to_have_attribute("data-view", "list")
     expect(phase).to_have_text("Running", timeout=120_000)
-    expect(panel.locator('[data-testid="paddle-replica-row"]')).to_have_count(3)
-    counts = panel.locator('[data-testid="paddle-detail-counts"]')
+    expect(view.locator('[data-testid="paddle-replica-row"]')).to_have_count(3)
+    counts = view.locator('[data-testid="paddle-detail-counts"]')
     expect(phase).to_have_text("Succeeded", timeout=240_000)
     # Once ended, the counts say what happened, not what is running (no "0/2").
     expect(counts).to_have_text("pserver 1/1 finished · trainers 2/2 succeeded")
     # The end of the job is announced with a JupyterLab notification.
     expect(page.get_by_text("Paddle job browser-ps succeeded").first).to_be_visible()
-    expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="trainer-1"]')).to_contain_text("Succeeded")
-    expect(panel.locator('[data-testid="paddle-replica-row"][data-replica="pserver-0"]')).to_contain_text(
+    expect(view.locator('[data-testid="paddle-replica-row"][data-replica="trainer-1"]')).to_contain_text("Succeeded")
+    expect(view.locator('[data-testid="paddle-replica-row"][data-replica="pserver-0"]')).to_contain_text(
         "Stopped by the job runner once the trainers finished"
     )
     page.screenshot(path=str(screenshots / "job-succeeded.png"))
 
     # A trainer's log shows the loss lines.
-    panel.locator('[data-testid="paddle-replica-row"][data-replica="trainer-0"] [data-testid="paddle-replica-logs"]').click()
-    log = panel.locator('[data-testid="paddle-log"]')
+    view.locator('[data-testid="paddle-replica-row"][data-replica="trainer-0"] [data-testid="paddle-replica-logs"]').click()
+    log = view.locator('[data-testid="paddle-log"]')
     expect(log).to_contain_text(re.compile(r"step \d+ loss \d"), timeout=30_000)
-    expect(panel.locator('[data-testid="paddle-log-status"]')).to_have_text("trainer 0")
+    expect(view.locator('[data-testid="paddle-log-status"]')).to_have_text(
+        # The view opened while the job ran, so it follows (per view) until the replica ends.
+        re.compile(r"^trainer 0(: replica ended)?( · \d+ Paddle noise lines hidden)?$")
+    )
     page.screenshot(path=str(screenshots / "job-logs.png"))
 
     # Copy spec puts the spec on the clipboard and says so.
-    panel.locator('[data-testid="paddle-copy-spec"]').click()
+    view.locator('[data-testid="paddle-copy-spec"]').click()
     expect(page.get_by_text("Spec of browser-ps copied to the clipboard.").first).to_be_visible()
-    expect(panel.locator('[data-testid="paddle-spec"]')).to_contain_text('"entry_point": "python ps_train.py"')
+    view.locator(".pn-spec-section > summary").click()
+    expect(view.locator('[data-testid="paddle-spec"]')).to_contain_text('"entry_point": "python ps_train.py"')
 
     # Back in the list the job is shown as Succeeded with the same words for its replicas.
-    panel.locator('[data-testid="paddle-back"]').click()
+    view.locator('[data-testid="paddle-back"]').click()
     row = panel.locator('[data-testid="paddle-job-row"][data-job="browser-ps"]')
     expect(row).to_have_attribute("data-phase", "Succeeded")
     expect(row.locator('.pn-count[data-role="pserver"]')).to_have_text("pserver 1/1 finished")
@@ -117,22 +130,26 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
 
     # A second, long job: cancel it (with confirmation), then delete it.
     panel.locator('[data-testid="paddle-new-job"]').click()
+    panel.locator('[data-testid="paddle-field-mode"]').select_option("ps")
     fill_form(page, job_name="browser-long", entry_point="python ps_train.py --steps 1000000", trainer_package="ps_pkg", trainers="1")
     submit.click()
+    view = job_view(page, "browser-long")
+    phase = view.locator('[data-testid="paddle-detail-phase"]')
     expect(phase).to_have_text(re.compile("Pending|Running"))
     expect(phase).to_have_text("Running", timeout=120_000)
-    panel.locator('[data-testid="paddle-cancel"]').click()
+    view.locator('[data-testid="paddle-cancel"]').click()
     dialog = page.locator(".jp-Dialog")
     expect(dialog).to_contain_text("Cancel job browser-long?")
     page.screenshot(path=str(screenshots / "cancel-confirm.png"))
     dialog.locator("button.jp-mod-warn").click()
     expect(phase).to_have_text("Cancelled", timeout=60_000)
-    expect(panel.locator('[data-testid="paddle-cancel"]')).to_be_disabled()
+    expect(view.locator('[data-testid="paddle-cancel"]')).to_be_disabled()
 
-    panel.locator('[data-testid="paddle-delete"]').click()
+    view.locator('[data-testid="paddle-delete"]').click()
     expect(dialog).to_contain_text("Delete job browser-long?")
     dialog.locator("button.jp-mod-warn").click()
     expect(page.locator(PANEL)).to_have_attribute("data-view", "list")
+    expect(view).to_have_count(0)
     expect(panel.locator('[data-testid="paddle-job-row"][data-job="browser-long"]')).to_have_count(0)
     expect(panel.locator('[data-testid="paddle-job-row"][data-job="browser-ps"]')).to_have_count(1)
     assert lab.api("GET", "jobs/browser-long").status_code == 404

@@ -1,0 +1,383 @@
+/**
+ * One job in the main area (a `MainAreaWidget` per job, so views can be dragged, split and
+ * restored): the reason at the top, phase and replica summary, times that tick, actions, a
+ * slot for live training metrics, the replica table, the log and the spec.
+ *
+ * A failed job opens on its failed replica's log with the traceback marked and in view.
+ */
+import { Message } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+
+import { PaddleApi } from './api';
+import { clear, h } from './dom';
+import {
+  absoluteTime,
+  countsText,
+  formatAge,
+  formatDuration,
+  phaseClass,
+  replicaName,
+  replicaReason
+} from './format';
+import { __ } from './i18n';
+import { IReplicaRef, LogPanel, replicaKey } from './logpanel';
+import { replicaToOpen } from './replicas';
+import { IJobStatus, IReplica, TERMINAL_PHASES } from './types';
+
+/** What the action buttons do (dialogs and notifications live with the app, `jobtab.ts`). */
+export interface IJobActions {
+  /** Confirm and cancel; the job's new status, or null when kept or it failed. */
+  cancel(name: string): Promise<IJobStatus | null>;
+  /** Confirm and delete; true once deleted. */
+  remove(name: string, running: boolean): Promise<boolean>;
+  copySpec(job: IJobStatus): void;
+}
+
+export interface IJobViewOptions {
+  api: PaddleApi;
+  actions: IJobActions;
+  job: IJobStatus;
+  tail: number;
+  /** Esc or "← Jobs": back to the job's row in the sidebar list. */
+  back: (name: string) => void;
+  /** Open one replica's log in a tab of its own. */
+  openLog?: (name: string, ref: IReplicaRef) => void;
+}
+
+export class JobView extends Widget {
+  readonly name: string;
+  readonly logs: LogPanel;
+  private _job: IJobStatus;
+  private _opened = false;
+  private _readerChoseReplica = false;
+  private _metrics: Widget | null = null;
+  private _ticker = 0;
+  private readonly _heading: HTMLElement;
+  private readonly _badge: HTMLElement;
+  private readonly _message: HTMLElement;
+  private readonly _times: HTMLElement;
+  private readonly _counts: HTMLElement;
+  private readonly _cancel: HTMLButtonElement;
+  private readonly _replicas: HTMLTableSectionElement;
+  private readonly _spec: HTMLPreElement;
+  /** Where issue 14's training metrics go (`setMetricsWidget`). */
+  readonly metricsSlot: HTMLElement;
+
+  constructor(private readonly _options: IJobViewOptions) {
+    super();
+    const job = _options.job;
+    this.name = job.name;
+    this._job = job;
+    this.addClass('pn-job-view');
+    this.node.setAttribute('data-testid', 'paddle-detail');
+    this.node.setAttribute('data-job', job.name);
+    this._heading = h(
+      'h2',
+      { className: 'pn-detail-name', 'data-testid': 'paddle-detail-name', tabindex: -1 },
+      job.name
+    );
+    this._badge = h('span', { className: 'pn-badge', 'data-testid': 'paddle-detail-phase' });
+    this._message = h('p', {
+      className: 'pn-detail-message',
+      'data-testid': 'paddle-detail-message'
+    });
+    this._counts = h('p', { className: 'pn-detail-counts', 'data-testid': 'paddle-detail-counts' });
+    this._times = h('p', { className: 'pn-detail-times', 'data-testid': 'paddle-detail-times' });
+    const back = h(
+      'button',
+      {
+        className: 'pn-button pn-back',
+        type: 'button',
+        'data-testid': 'paddle-back',
+        title: __('Back to the job list (Esc)')
+      },
+      __('← Jobs')
+    );
+    back.addEventListener('click', () => this._options.back(this.name));
+    this._cancel = h(
+      'button',
+      { className: 'pn-button', type: 'button', 'data-testid': 'paddle-cancel' },
+      __('Cancel')
+    );
+    const remove = h(
+      'button',
+      { className: 'pn-button pn-danger', type: 'button', 'data-testid': 'paddle-delete' },
+      __('Delete')
+    );
+    const copy = h(
+      'button',
+      { className: 'pn-button', type: 'button', 'data-testid': 'paddle-copy-spec' },
+      __('Copy spec')
+    );
+    this._cancel.addEventListener('click', () => void this._cancelJob());
+    remove.addEventListener('click', () => void this._deleteJob());
+    copy.addEventListener('click', () => this._options.actions.copySpec(this._job));
+
+    this._replicas = h('tbody');
+    const table = h(
+      'table',
+      { className: 'pn-replicas', 'data-testid': 'paddle-replicas' },
+      h('caption', { className: 'pn-sr-only' }, __('Replicas of %1', job.name)),
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          h('th', { scope: 'col' }, __('Replica')),
+          h('th', { scope: 'col' }, __('Phase')),
+          h('th', { scope: 'col' }, __('Reason')),
+          h('th', { scope: 'col' }, __('Restarts')),
+          h('th', { scope: 'col' }, __('Ran')),
+          h('th', { scope: 'col' }, h('span', { className: 'pn-sr-only' }, __('Log')))
+        )
+      ),
+      this._replicas
+    );
+    this._spec = h(
+      'pre',
+      { className: 'pn-spec', 'data-testid': 'paddle-spec' },
+      JSON.stringify(job.spec, null, 2)
+    );
+    this.logs = new LogPanel(_options.api, job.name, {
+      tail: _options.tail,
+      follow: !TERMINAL_PHASES.has(job.phase),
+      openInTab: _options.openLog ? ref => _options.openLog!(this.name, ref) : undefined
+    });
+    this.metricsSlot = h('section', {
+      className: 'pn-metrics',
+      'data-testid': 'paddle-metrics',
+      'aria-label': __('Training metrics'),
+      hidden: true
+    });
+    this.node.appendChild(
+      h(
+        'div',
+        { className: 'pn-job-view-body' },
+        h('div', { className: 'pn-detail-head' }, back, this._heading, this._badge),
+        this._message,
+        this._counts,
+        this._times,
+        h('div', { className: 'pn-actions' }, this._cancel, remove, copy),
+        this.metricsSlot,
+        h('h3', {}, __('Replicas')),
+        h('div', { className: 'pn-table-scroll' }, table),
+        h('h3', {}, __('Logs')),
+        this.logs.node,
+        h('details', { className: 'pn-spec-section' }, h('summary', {}, __('Spec')), this._spec)
+      )
+    );
+    this.node.addEventListener('keydown', event => {
+      if (event.key === 'Escape' && !event.defaultPrevented) {
+        event.preventDefault();
+        this._options.back(this.name);
+      }
+    });
+    this.logs.node.addEventListener('change', event => {
+      if ((event.target as Element).getAttribute('data-testid') === 'paddle-log-replica') {
+        this._readerChoseReplica = true;
+      }
+    });
+    this._render(job);
+  }
+
+  get job(): IJobStatus {
+    return this._job;
+  }
+
+  /**
+   * Put a widget (issue 14's metrics chart) in the metrics section; `null` empties it.  The
+   * view owns nothing of it beyond attaching and detaching.
+   */
+  setMetricsWidget(widget: Widget | null): void {
+    if (this._metrics?.isAttached) {
+      Widget.detach(this._metrics);
+    }
+    this._metrics = widget;
+    this.metricsSlot.hidden = widget === null;
+    this._attachMetrics();
+  }
+
+  /** Lumino attaches only into a host in the document: before that, wait for onAfterAttach. */
+  private _attachMetrics(): void {
+    if (this._metrics && !this._metrics.isAttached && this.isAttached) {
+      Widget.attach(this._metrics, this.metricsSlot);
+    }
+  }
+
+  /** Move keyboard focus to the job's heading (after opening it from the list). */
+  focusHeading(): void {
+    this._heading.focus();
+  }
+
+  /** A new status of this job from the event stream. */
+  setJob(job: IJobStatus): void {
+    if (job === this._job) {
+      return;
+    }
+    const wasFailed = this._job.phase === 'Failed';
+    this._job = job;
+    this._render(job);
+    if (job.phase === 'Failed' && !wasFailed && this._opened && !this._readerChoseReplica) {
+      void this._openOn(job);
+    }
+  }
+
+  /** Refresh the relative times (called on a timer while the view is visible). */
+  tick(): void {
+    const job = this._job;
+    const now = Date.now();
+    const parts = [
+      [__('created %1 ago', formatAge(job.created, now)), job.created],
+      job.started ? [__('started %1 ago', formatAge(job.started, now)), job.started] : null,
+      job.finished
+        ? [__('ran %1', formatDuration(job.started ?? job.created, job.finished)), job.finished]
+        : null,
+      [__('backend %1', job.backend), null]
+    ].filter((part): part is [string, string | null] => part !== null);
+    clear(this._times);
+    parts.forEach(([text, iso], i) => {
+      if (i) {
+        this._times.appendChild(document.createTextNode(' · '));
+      }
+      this._times.appendChild(
+        iso ? h('time', { dateTime: iso, title: absoluteTime(iso) }, text) : h('span', {}, text)
+      );
+    });
+    for (const row of this._replicas.querySelectorAll<HTMLElement>('tr[data-replica]')) {
+      const replica = job.replicas.find(r => replicaKey(r) === row.getAttribute('data-replica'));
+      const cell = row.querySelector('.pn-ran');
+      if (replica && cell && cell.textContent !== ranFor(replica)) {
+        cell.textContent = ranFor(replica);
+      }
+    }
+  }
+
+  private _render(job: IJobStatus): void {
+    this.title.label = job.name;
+    this.title.caption = `${job.name}: ${job.phase}${job.message ? ` — ${job.message}` : ''}`;
+    this.node.setAttribute('data-phase', job.phase);
+    this._badge.className = `pn-badge ${phaseClass(job.phase)}`;
+    this._badge.textContent = job.phase;
+    this._message.textContent = job.message;
+    this._message.classList.toggle('pn-error-text', job.phase === 'Failed');
+    this._counts.textContent = countsText(job);
+    this._cancel.disabled = TERMINAL_PHASES.has(job.phase);
+    this._renderReplicas(job);
+    this.logs.setReplicas(job.replicas);
+    this.tick();
+  }
+
+  private _renderReplicas(job: IJobStatus): void {
+    clear(this._replicas);
+    for (const replica of job.replicas) {
+      const name = replicaName(replica.role, replica.index);
+      const logs = h(
+        'button',
+        {
+          className: 'pn-button pn-small',
+          type: 'button',
+          'data-testid': 'paddle-replica-logs',
+          'aria-label': __('Logs of %1', name)
+        },
+        __('Logs')
+      );
+      logs.addEventListener('click', () => {
+        this._readerChoseReplica = true;
+        this.logs.select(replica);
+        void this.logs.show();
+      });
+      this._replicas.appendChild(
+        h(
+          'tr',
+          {
+            'data-testid': 'paddle-replica-row',
+            'data-replica': replicaKey(replica),
+            'data-phase': replica.phase
+          },
+          h('th', { scope: 'row' }, name),
+          h(
+            'td',
+            {},
+            h('span', { className: `pn-badge ${phaseClass(replica.phase)}` }, replica.phase)
+          ),
+          h('td', { className: 'pn-reason' }, replicaReason(replica, job.phase)),
+          h('td', {}, String(replica.restarts)),
+          h('td', { className: 'pn-ran' }, ranFor(replica)),
+          h('td', {}, logs)
+        )
+      );
+    }
+  }
+
+  /** Load the replica the job opens on; a failed one's traceback is marked and scrolled to. */
+  private async _openOn(job: IJobStatus): Promise<void> {
+    const ref = replicaToOpen(job);
+    if (!ref) {
+      return;
+    }
+    this.logs.select(ref);
+    const outcome = await this.logs.show();
+    if (job.phase === 'Failed' && (outcome === 'loaded' || outcome === 'ended')) {
+      this.logs.log.highlightTraceback();
+    }
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this.tick();
+    if (!this._ticker) {
+      this._ticker = window.setInterval(() => this.tick(), 5000);
+    }
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    window.clearInterval(this._ticker);
+    this._ticker = 0;
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this._attachMetrics();
+    if (!this._opened) {
+      this._opened = true;
+      void this._openOn(this._job);
+    }
+  }
+
+  private async _cancelJob(): Promise<void> {
+    const job = await this._options.actions.cancel(this.name);
+    if (job) {
+      this.setJob(job);
+    }
+  }
+
+  private async _deleteJob(): Promise<void> {
+    this.logs.stop();
+    if (await this._options.actions.remove(this.name, !TERMINAL_PHASES.has(this._job.phase))) {
+      this._options.back(this.name);
+      this.parent?.dispose();
+    }
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    window.clearInterval(this._ticker);
+    this.logs.stop();
+    this.setMetricsWidget(null);
+    super.dispose();
+  }
+}
+
+function ranFor(replica: IReplica): string {
+  if (!replica.started) {
+    return '';
+  }
+  if (!replica.finished) {
+    return __('%1 so far', formatAge(replica.started, Date.now()));
+  }
+  return formatDuration(replica.started, replica.finished);
+}

@@ -1,0 +1,171 @@
+/**
+ * What a job's replicas `report()`: the shapes of `GET /jobs/{name}/metrics` and of the
+ * `metrics` event, and the pure bookkeeping the metrics view does with them — appending the
+ * points after a cursor, knowing when to ask for a fresh downsampled overview, and the words of
+ * the progress bar.  Pure so vitest covers it without a browser.
+ */
+
+export interface IProgress {
+  step: number;
+  total: number;
+  fraction: number;
+  eta_seconds: number | null;
+}
+
+export interface IMetricSeries {
+  step: number[];
+  time: number[];
+  value: number[];
+}
+
+export interface IReplicaMetrics {
+  role: string;
+  index: number;
+  count: number;
+  step: number | null;
+  total: number | null;
+  updated: number | null;
+  eta_seconds: number | null;
+  invalid: number;
+  truncated: boolean;
+  series: { [metric: string]: IMetricSeries };
+}
+
+export interface IMetrics {
+  name: string;
+  cursor: string;
+  points: number | null;
+  progress: IProgress | null;
+  replicas: IReplicaMetrics[];
+}
+
+/** The data of a `metrics` event on `/events`. */
+export interface IMetricsSummary {
+  name: string;
+  cursor: string;
+  progress: IProgress | null;
+  latest: {
+    [replica: string]: { step: number; total: number | null; values: { [metric: string]: number } };
+  };
+}
+
+/** Points per replica and metric the overview asks for. */
+export const OVERVIEW_POINTS = 500;
+/** Past this many points in one line (appended since the overview), the overview is fetched again. */
+export const REFETCH_POINTS = 4 * OVERVIEW_POINTS;
+
+export function replicaId(replica: { role: string; index: number }): string {
+  return `${replica.role}-${replica.index}`;
+}
+
+/** Counts per replica of a cursor (`trainer-0:12,trainer-1:10`). */
+export function cursorCounts(cursor: string): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const part of cursor.split(',')) {
+    const at = part.lastIndexOf(':');
+    if (at > 0) {
+      counts.set(part.slice(0, at), Number(part.slice(at + 1)));
+    }
+  }
+  return counts;
+}
+
+/**
+ * `base` with the points of `newer` (an answer to `since=base.cursor`) appended.  A replica
+ * whose count went down started its file over: its series are replaced, not appended.
+ */
+export function mergeMetrics(base: IMetrics, newer: IMetrics): IMetrics {
+  const old = new Map(base.replicas.map(r => [replicaId(r), r]));
+  const replicas = newer.replicas.map(replica => {
+    const before = old.get(replicaId(replica));
+    if (!before || replica.count < before.count) {
+      return replica;
+    }
+    const series: { [metric: string]: IMetricSeries } = {};
+    for (const [name, columns] of Object.entries(before.series)) {
+      series[name] = columns;
+    }
+    for (const [name, columns] of Object.entries(replica.series)) {
+      const had = series[name];
+      series[name] = had
+        ? {
+            step: had.step.concat(columns.step),
+            time: had.time.concat(columns.time),
+            value: had.value.concat(columns.value)
+          }
+        : columns;
+    }
+    return { ...replica, series };
+  });
+  return { ...newer, points: base.points, replicas };
+}
+
+/** The longest line (points of one replica's metric) in `metrics`. */
+export function longestSeries(metrics: IMetrics): number {
+  let longest = 0;
+  for (const replica of metrics.replicas) {
+    for (const columns of Object.values(replica.series)) {
+      longest = Math.max(longest, columns.step.length);
+    }
+  }
+  return longest;
+}
+
+/** Every metric name reported by any replica, `loss` first, then in first-seen order. */
+export function metricNames(metrics: IMetrics): string[] {
+  const names: string[] = [];
+  for (const replica of metrics.replicas) {
+    for (const name of Object.keys(replica.series)) {
+      if (!names.includes(name)) {
+        names.push(name);
+      }
+    }
+  }
+  return names.sort((a, b) => (a === 'loss' ? -1 : b === 'loss' ? 1 : 0));
+}
+
+/** `1h 5m`, `3m 20s`, `45s`. */
+export function etaText(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) {
+    return '';
+  }
+  const whole = Math.max(0, Math.round(seconds));
+  const hours = Math.floor(whole / 3600);
+  const minutes = Math.floor((whole % 3600) / 60);
+  const secs = whole % 60;
+  if (hours) {
+    return `${hours}h ${minutes}m`;
+  }
+  return minutes ? `${minutes}m ${secs}s` : `${secs}s`;
+}
+
+export interface IProgressView {
+  /** 0..1 */
+  fraction: number;
+  /** `step 120/400 · 30%` */
+  label: string;
+  /** `ETA 3m 20s`, or empty. */
+  eta: string;
+}
+
+/**
+ * What the bar shows for a job's progress and phase: a succeeded job is complete whatever its
+ * last report said; an ended one shows no ETA.  Null when nothing reports a total.
+ */
+export function progressView(progress: IProgress | null, phase: string): IProgressView | null {
+  if (!progress && phase !== 'Succeeded') {
+    return null;
+  }
+  if (!progress) {
+    return { fraction: 1, label: '100%', eta: '' };
+  }
+  const fraction = phase === 'Succeeded' ? 1 : Math.min(1, Math.max(0, progress.fraction));
+  const step = phase === 'Succeeded' ? Math.max(progress.step, progress.total) : progress.step;
+  const running = phase === 'Running';
+  const eta = running && fraction < 1 ? etaText(progress.eta_seconds) : '';
+  return {
+    fraction,
+    label: `${step}/${progress.total} · ${Math.round(fraction * 100)}%`,
+    eta: eta ? `ETA ${eta}` : ''
+  };
+}

@@ -1,0 +1,15 @@
+/** What "Run as Paddle job…" on a file-browser item fills into the New job form. */
+import { PathExt } from '@jupyterlab/coreutils';
+
+import { IFormPrefill } from './formview';
+
+/** A folder is the trainer package; a `.py` file is the entry point of its folder. */
+export function prefillFor(path: string, isDirectory: boolean): IFormPrefill {
+  if (isDirectory) {
+    return { trainer_package: path || '.' };
+  }
+  return {
+    trainer_package: PathExt.dirname(path) || '.',
+    entry_point: `python ${PathExt.basename(path)}`
+  };
+}

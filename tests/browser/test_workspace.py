@@ -1,0 +1,282 @@
+"""The panel as a JupyterLab workspace, in headless Chromium: the sidebar list fits 250 px and
+430 px in the light and dark themes, a job opens in a main-area view that survives a reload, a
+failed job opens on its traceback, keyboard and screen-reader use work, and axe-core finds no
+serious or critical violation on the list, the job view and the form.
+
+Screenshots for the docs go to docs/images/."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from .lab_server import APP_START_TIMEOUT_MS, PANEL_TAB, REPO, LabServer, copy_ps_package, start_lab, stop_lab
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
+
+PANEL = "#paddle-nbext-panel"
+DOC_IMAGES = REPO / "docs" / "images"
+AXE = REPO / "labextension" / "node_modules" / "axe-core" / "axe.min.js"
+FAILED = "browser-fail"
+LONG = "browser-long-running-job-named-at-length"
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+
+
+def _wait_phase(lab: LabServer, name: str, phases: set[str], timeout: float = 240) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    job: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        response = lab.api("GET", f"jobs/{name}")
+        job = response.json() if response.ok else {}
+        if job.get("phase") in phases:
+            return job
+        time.sleep(1)
+    raise AssertionError(f"{name} did not reach {phases}: {json.dumps(job)[:2000]}")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    """A JupyterLab whose app object is reachable from the page (themes are switched with its
+    command), with a job that failed in a trainer and one that keeps running."""
+    server = start_lab(tmp_path_factory.mktemp("lab"), extra_args=["--LabApp.expose_app_in_browser=True"])
+    copy_ps_package(server.home)
+    try:
+        failing = {
+            "job_name": FAILED,
+            "entry_point": "python ps_train.py --raise-trainer 1 --raise-step 5",
+            "trainer_package": "ps_pkg",
+            "pservers": 1,
+            "trainers": 2,
+        }
+        assert server.api("POST", "jobs", json=failing).status_code == 201
+        _wait_phase(server, FAILED, {"Failed"})
+        running = {
+            "job_name": LONG,
+            "entry_point": "python ps_train.py --steps 1000000 --step-delay 0.05",
+            "trainer_package": "ps_pkg",
+            "trainers": 1,
+        }
+        assert server.api("POST", "jobs", json=running).status_code == 201
+        _wait_phase(server, LONG, {"Running"})
+        yield server
+    finally:
+        try:
+            response = server.api("GET", "jobs")
+            for job in response.json().get("jobs", []) if response.ok else []:
+                server.api("DELETE", f"jobs/{job['name']}")
+        finally:
+            stop_lab(server)
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        yield page
+        assert errors == []
+    finally:
+        context.close()
+
+
+def open_lab(page: Page, lab: LabServer, *, reset: bool = True, theme: str = "light", width: int = 250) -> None:
+    page.goto(lab.page_url("lab") + ("&reset" if reset else ""), timeout=APP_START_TIMEOUT_MS)
+    page.locator(PANEL_TAB).wait_for(timeout=APP_START_TIMEOUT_MS)
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands.hasCommand('paddle-nbext:open')")
+    page.evaluate("theme => window.jupyterapp.commands.execute('apputils:change-theme', { theme })", THEMES[theme])
+    page.wait_for_function(
+        "light => document.body.getAttribute('data-jp-theme-light') === light",
+        arg="true" if theme == "light" else "false",
+    )
+    if reset:
+        page.locator(PANEL_TAB).click()
+    expect(page.locator(PANEL)).to_be_visible()
+    set_sidebar_width(page, width)
+
+
+def set_sidebar_width(page: Page, width: int) -> None:
+    """Drag the sidebar's edge until the panel is `width` px wide."""
+    current = page.locator(PANEL).bounding_box()
+    handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
+    box = handle.bounding_box()
+    assert current and box
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + width - current["width"], y, steps=5)
+    page.mouse.up()
+    final = page.locator(PANEL).bounding_box()
+    assert final and abs(final["width"] - width) <= 2, final
+
+
+def axe_violations(page: Page, selector: str) -> list[dict[str, Any]]:
+    """axe-core's serious and critical WCAG 2 A/AA violations inside `selector`."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.add_script_tag(content=AXE.read_text())
+    result = page.evaluate(
+        """selector => window.axe.run(document.querySelector(selector), {
+             runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] }
+           }).then(r => r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical')
+             .map(v => ({ id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' ') + ': ' + n.failureSummary).slice(0, 5) })))""",
+        selector,
+    )
+    return list(result)
+
+
+def no_horizontal_overflow(page: Page, selector: str) -> list[str]:
+    """Elements inside `selector` wider than their box (`scrollWidth > clientWidth`)."""
+    return list(
+        page.evaluate(
+            """selector => [document.querySelector(selector), ...document.querySelectorAll(selector + ' .pn-list-view, ' + selector + ' .pn-job-row, ' + selector + ' .pn-form-view, ' + selector + ' .jp-Toolbar')]
+                 .filter(el => el && el.offsetParent !== null && el.scrollWidth > el.clientWidth + 1)
+                 .map(el => `${el.className}: ${el.scrollWidth} > ${el.clientWidth}`)""",
+            selector,
+        )
+    )
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("width", [250, 430])
+def test_sidebar_list_fits(page: Page, lab: LabServer, width: int, theme: str) -> None:
+    open_lab(page, lab, theme=theme, width=width)
+    panel = page.locator(PANEL)
+    expect(panel.locator('[data-testid="paddle-job-row"]')).to_have_count(2)
+    expect(panel.locator('[data-testid="paddle-connection"]')).to_have_attribute("data-state", "live")
+    assert no_horizontal_overflow(page, PANEL) == []
+    # A long name elides, with the whole name on hover.
+    name = panel.locator(f'[data-job="{LONG}"] .pn-job-name')
+    expect(name).to_have_attribute("title", LONG)
+    if width == 250:
+        assert name.evaluate("el => el.scrollWidth > el.clientWidth")
+    # Each row is two lines: name and badge, summary and age.
+    row_height = panel.locator(f'[data-job="{FAILED}"]').bounding_box()
+    assert row_height and row_height["height"] < 60, row_height
+    # The toolbar holds icon buttons, not wrapping text.
+    toolbar = panel.locator(".jp-Toolbar").first
+    box = toolbar.bounding_box()
+    assert box and box["height"] < 40, box
+    expect(panel.locator('[data-testid="paddle-new-job"]')).to_have_attribute("title", "New job: submit a distributed Paddle job")
+    assert axe_violations(page, PANEL) == []
+    page.screenshot(path=str(DOC_IMAGES / f"sidebar-{width}-{theme}.png"), clip={"x": 0, "y": 0, "width": width + 60, "height": 500})
+
+
+def test_failed_job_opens_on_its_traceback(page: Page, lab: LabServer) -> None:
+    open_lab(page, lab)
+    row = page.locator(f'{PANEL} [data-testid="paddle-job-row"][data-job="{FAILED}"]')
+    expect(row).to_have_attribute("data-phase", "Failed")
+    row.click()
+    view = page.locator(f'[data-testid="paddle-detail"][data-job="{FAILED}"]')
+    expect(view).to_be_visible()
+    # Focus moves to the job's heading; the reason (the error's own words) is at the top.
+    expect(view.locator('[data-testid="paddle-detail-name"]')).to_be_focused()
+    expect(view.locator('[data-testid="paddle-detail-message"]')).to_contain_text("ValueError: bad batch at step 5")
+    # The log is the failed trainer's, with the traceback marked and in view.
+    expect(view.locator('[data-testid="paddle-log-replica"]')).to_have_value("trainer-1")
+    traceback = view.locator('[data-testid="paddle-log-traceback"]')
+    expect(traceback).to_contain_text("Traceback (most recent call last):")
+    expect(traceback).to_contain_text("ValueError: bad batch at step 5")
+    log = view.locator('[data-testid="paddle-log"]')
+    expect(log).to_have_attribute("aria-label", "Log of trainer 1")
+    expect(log).to_have_attribute("role", "log")
+    top = traceback.evaluate("(el) => el.getBoundingClientRect().top - el.closest('.pn-log').getBoundingClientRect().top")
+    height = log.evaluate("el => el.clientHeight")
+    assert 0 <= top < height, (top, height)
+    # Paddle's own logging is hidden by default.
+    expect(view.locator('[data-testid="paddle-log-noise"]')).to_be_checked()
+    assert "going to quit" not in log.inner_text()
+    expect(view.locator('[data-testid="paddle-replica-logs"]').first).to_have_attribute("aria-label", "Logs of pserver 0")
+    assert axe_violations(page, f'[data-testid="paddle-detail"][data-job="{FAILED}"]') == []
+    page.screenshot(path=str(DOC_IMAGES / "job-failed.png"))
+
+    # Search finds and counts.
+    search = view.locator('[data-testid="paddle-log-search"]')
+    search.fill("ValueError")
+    status = view.locator('[data-testid="paddle-log-search-status"]')
+    expect(status).to_have_text(re.compile(r"^1 of [1-9]\d*$"))
+    total = int(status.inner_text().split(" of ")[1])
+    search.press("Enter")
+    expect(status).to_have_text(f"{2 if total > 1 else 1} of {total}")
+
+    # Esc goes back to the job's row in the list, with focus on it.
+    view.locator('[data-testid="paddle-detail-name"]').focus()
+    page.keyboard.press("Escape")
+    expect(row).to_be_focused()
+    expect(row).to_have_attribute("aria-selected", "true")
+    # Arrow keys move through the list; Enter opens.
+    page.keyboard.press("ArrowUp")
+    expect(page.locator(f'{PANEL} [data-job="{LONG}"]')).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator(f'[data-testid="paddle-detail"][data-job="{LONG}"]')).to_be_visible()
+
+
+def test_job_views_are_restored_after_reload(page: Page, lab: LabServer) -> None:
+    open_lab(page, lab)
+    page.locator(f'{PANEL} [data-job="{LONG}"]').click()
+    view = page.locator(f'[data-testid="paddle-detail"][data-job="{LONG}"]')
+    expect(view).to_be_visible()
+    # A running job follows its trainer's log.
+    expect(view.locator('[data-testid="paddle-log"]')).to_contain_text("loss", timeout=60_000)
+    expect(view.locator('[data-testid="paddle-log-follow"]')).to_be_checked()
+    time.sleep(2)  # the layout is saved after a short debounce
+    open_lab(page, lab, reset=False)
+    expect(page.locator(PANEL)).to_be_visible()
+    expect(page.locator(f'[data-testid="paddle-detail"][data-job="{LONG}"]')).to_be_visible(timeout=APP_START_TIMEOUT_MS)
+    page.screenshot(path=str(DOC_IMAGES / "job-running.png"))
+
+
+def test_form_hides_rows_and_reports_on_blur(page: Page, lab: LabServer) -> None:
+    open_lab(page, lab, width=250)
+    # Into the package folder in the file browser, then back to the panel's + button.
+    page.locator('.jp-SideBar [data-id="filebrowser"]').click()
+    page.locator('.jp-DirListing-item[data-isdir="true"]:has-text("ps_pkg")').dblclick()
+    expect(page.locator(".jp-FileBrowser-crumbs")).to_contain_text("ps_pkg")
+    page.locator(PANEL_TAB).click()
+    panel = page.locator(PANEL)
+    panel.locator('[data-testid="paddle-new-job"]').click()
+    expect(panel.locator('[data-testid="paddle-form"]')).to_be_visible()
+    # Rows that do not apply are display: none (the image on the local backend).
+    image_row = panel.locator('[data-testid="paddle-field-image"]').locator("xpath=..")
+    assert image_row.evaluate("el => getComputedStyle(el).display") == "none"
+    panel.locator('[data-testid="paddle-field-mode"]').select_option("collective")
+    pserver_row = panel.locator('[data-testid="paddle-field-pservers"]').locator("xpath=..")
+    assert pserver_row.evaluate("el => getComputedStyle(el).display") == "none"
+    panel.locator('[data-testid="paddle-field-mode"]').select_option("ps")
+    # No errors on open; a required field left empty says so once it is left.
+    expect(panel.locator('[data-testid="paddle-error-entry_point"]')).to_have_text("")
+    panel.locator('[data-testid="paddle-field-entry_point"]').focus()
+    panel.locator('[data-testid="paddle-field-trainer_package"]').focus()
+    expect(panel.locator('[data-testid="paddle-error-entry_point"]')).not_to_have_text("")
+    # The package is prefilled from the file browser's folder.
+    expect(panel.locator('[data-testid="paddle-field-trainer_package"]')).to_have_value("ps_pkg")
+    # 4GB is memory as other tools write it.
+    panel.locator('[data-testid="paddle-field-trainer_mem"]').fill("4GB")
+    suggestion = panel.locator('[data-testid="paddle-suggest-trainer_mem"]')
+    expect(suggestion).to_have_text("Did you mean 4Gi?")
+    suggestion.click()
+    expect(panel.locator('[data-testid="paddle-field-trainer_mem"]')).to_have_value("4Gi")
+    # Advanced fields start collapsed.
+    expect(panel.locator('[data-testid="paddle-form-advanced"]')).not_to_have_attribute("open", "")
+    expect(panel.locator('[data-testid="paddle-field-env"]')).to_be_hidden()
+    assert no_horizontal_overflow(page, PANEL) == []
+    assert axe_violations(page, PANEL) == []
+    page.screenshot(path=str(DOC_IMAGES / "form-250.png"), clip={"x": 0, "y": 0, "width": 310, "height": 900})
+
+
+def test_run_as_paddle_job_from_the_file_browser(page: Page, lab: LabServer) -> None:
+    open_lab(page, lab)
+    page.locator('.jp-SideBar [data-id="filebrowser"]').click()
+    item = page.locator('.jp-DirListing-item[data-isdir="true"]:has-text("ps_pkg")')
+    item.click(button="right")
+    page.locator('.lm-Menu-item:has-text("Run as Paddle job…")').click()
+    panel = page.locator(PANEL)
+    expect(panel.locator('[data-testid="paddle-form"]')).to_be_visible()
+    expect(panel.locator('[data-testid="paddle-field-trainer_package"]')).to_have_value("ps_pkg")
