@@ -2,7 +2,8 @@
 
 Run by paddle-nbext's launcher, which sets the Paddle environment of each role: pservers serve
 the parameters, trainers learn y = X·w + b from batches generated here (no downloads) and print
-`step N loss X` lines whose loss visibly falls.  GEO (`a_sync` with `k_steps`) is the PS mode
+`step N loss X` lines whose loss visibly falls.  Every step is also `report()`ed (step, total,
+loss), so the panel and the notebook draw each trainer's loss curve and the job's progress.  GEO (`a_sync` with `k_steps`) is the PS mode
 that trains with a plain executor loop on the Paddle 3.0 CPU wheel (see docs/paddle-facts.md).
 
 `--crash-trainer I --crash-step N --crash-code C` makes trainer I exit with code C at step N,
@@ -23,6 +24,14 @@ os.environ.setdefault("FLAGS_enable_pir_api", "0")  # PS minimize() needs the le
 import numpy as np  # noqa: E402
 import paddle  # noqa: E402
 import paddle.distributed.fleet as fleet  # noqa: E402
+
+try:  # on the PYTHONPATH of every paddle-nbext replica; run elsewhere, the script still trains
+    from paddle_nbext_job import report
+except ImportError:
+
+    def report(step: int, total: int | None = None, **metrics: float) -> None:
+        """Nothing to report to outside a paddle-nbext job."""
+
 
 FEATURES = 13
 
@@ -92,8 +101,10 @@ def main() -> int:
             raise ValueError(f"bad batch at step {step}: x has NaN values")
         x, y = next(data)
         (value,) = executor.run(program, feed={"x": x, "y": y}, fetch_list=[loss])
+        loss_value = float(np.asarray(value).mean())
+        report(step + 1, total=args.steps, loss=loss_value)
         if step % args.print_every == 0 or step == args.steps - 1:
-            print(f"step {step} loss {float(np.asarray(value).mean()):.6f}", flush=True)
+            print(f"step {step} loss {loss_value:.6f}", flush=True)
         if args.step_delay:
             time.sleep(args.step_delay)
     fleet.stop_worker()

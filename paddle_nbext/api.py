@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, overload
 from . import display
 from .client import Client
 from .contract import Role, is_terminal
+from .metrics import MetricsTable, table_from
 from .spec import JobSpec
 from .status import JobStatus, SubmitPlan
 
@@ -140,6 +141,16 @@ class Job:
 
     def follow_logs(self, role: str = Role.TRAINER, index: int = 0, *, tail: int | None = None) -> Iterator[str]:
         return self.client.follow_logs(self.name, role=role, index=index, tail=tail)
+
+    def metrics(self, points: int | None = None) -> MetricsTable:
+        """What the replicas `report()`ed: one dict per point (replica, role, index, step, time
+        and the metrics), in each replica's order; `.to_pandas()` gives a DataFrame.  With
+        `points`, at most that many per replica and metric (first, last and extremes kept)."""
+        return table_from(self.metrics_raw(points=points))
+
+    def metrics_raw(self, points: int | None = None, since: str | None = None) -> dict[str, Any]:
+        """The server's answer as is: per replica series, progress, and a `cursor` for `since`."""
+        return self.client.metrics(self.name, points=points, since=since)
 
     def cancel(self) -> Job:
         """Stop the job; its record and logs stay (use `delete()` to remove them)."""

@@ -19,6 +19,7 @@ from ..api import get_client
 from ..client import Client, PaddleNbextError
 from ..contract import Role
 from ..status import JobStatus
+from ..words import replica_name, replica_to_open
 from ._poll import Poller, comm_alive, watch_comm_close
 
 
@@ -27,7 +28,10 @@ class _Row(widgets.HBox):
         self.name = str(status.name)
         self.cells = [widgets.HTML(layout={"width": width}) for width in ("220px", "100px", "260px", "60px")]
         self.logs_button = widgets.Button(
-            description="logs", icon="file-text", layout={"width": "80px"}, tooltip=f"show trainer-0 log of {self.name}"
+            description="logs",
+            icon="file-text",
+            layout={"width": "80px"},
+            tooltip=f"show the log of {self.name}: its failed replica if it failed, else trainer 0",
         )
         self.cancel_button = widgets.Button(description="cancel", icon="stop", layout={"width": "80px"}, button_style="warning")
         self.delete_button = widgets.Button(description="delete", icon="trash", layout={"width": "80px"}, button_style="danger")
@@ -119,14 +123,21 @@ class JobListWidget(widgets.VBox):
         )
 
     # ---- buttons
-    def show_logs(self, name: str, role: str = Role.TRAINER, index: int = 0) -> str:
+    def show_logs(self, name: str, role: str | None = None, index: int | None = None) -> str:
+        """Show a replica's last lines; by default the one the panel opens on (a failed job's
+        failed replica, else trainer 0)."""
+        if role is None or index is None:
+            row = self.rows.get(name)
+            default_role, default_index = replica_to_open(row.status) if row else (Role.TRAINER.value, 0)
+            role = default_role if role is None else role
+            index = default_index if index is None else index
         try:
             text = self.client.logs(name, role=role, index=index, tail=200)
         except PaddleNbextError as error:
             self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
             return ""
         self.logs.value = (
-            f"<b>{html.escape(name)} · {role}-{index}</b> (last 200 lines)"
+            f"<b>{html.escape(name)} · {html.escape(replica_name(role, index))}</b> (last 200 lines)"
             f"<pre class='paddle-logs' style='max-height:300px;overflow:auto'>{html.escape(text) or '(no output yet)'}</pre>"
         )
         return text

@@ -1,4 +1,6 @@
-"""Live status view of one job: phase badge, message, replica table, refreshed until it ends."""
+"""Live status view of one job: phase badge, message, replica table, and what its replicas
+`report()` (a progress bar and a sparkline of the loss, every trainer overlaid), refreshed until
+it ends."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any, Protocol
 import ipywidgets as widgets
 
 from .. import display
+from .. import metrics as job_metrics
 from ..client import ApiError, PaddleNbextError
 from ..contract import is_terminal
 from ..status import JobStatus
@@ -29,6 +32,12 @@ class WatchedJob(Protocol):
 
     def status(self) -> JobStatus: ...
 
+    def metrics_raw(self, points: int | None = None, since: str | None = None) -> dict[str, Any]: ...
+
+
+#: Points per replica the sparkline asks for (it is 220 pixels wide).
+SPARKLINE_POINTS = 110
+
 
 class JobStatusView(widgets.VBox):
     """Shows `job` and refreshes it every `interval` seconds (one request each) until the job ends,
@@ -38,13 +47,16 @@ class JobStatusView(widgets.VBox):
         self.job = job
         self.html = widgets.HTML(value=display.status_html(job.last))
         self.error = widgets.HTML(value="")
-        super().__init__(children=(self.html, self.error), **kwargs)
+        self.metrics = widgets.HTML(value="")
+        super().__init__(children=(self.html, self.metrics, self.error), **kwargs)
         self.add_class("paddle-job-status")
         self.phases: list[str] = [job.phase]
         self.poller = Poller(interval, self.refresh, lambda: comm_alive(self), name=f"paddle-status-{job.name}")
         watch_comm_close(self, self.poller)
         if not is_terminal(job.phase):
             self.poller.start()
+        else:
+            self.refresh_metrics(str(job.phase))
 
     @property
     def phase(self) -> str:
@@ -65,9 +77,19 @@ class JobStatusView(widgets.VBox):
             return True
         self.error.value = ""
         self.html.value = display.status_html(status)
+        self.refresh_metrics(str(status.phase))
         if status.phase != self.phases[-1]:
             self.phases.append(str(status.phase))
         return not status.terminal
+
+    def refresh_metrics(self, phase: str) -> None:
+        """Progress and sparkline from one metrics request; a server without metrics (or a
+        failed request) leaves them as they were: the status matters more."""
+        try:
+            body = self.job.metrics_raw(points=SPARKLINE_POINTS)
+        except PaddleNbextError:
+            return
+        self.metrics.value = job_metrics.metrics_html(body, phase)
 
     def close(self) -> None:
         self.poller.stop()

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 UPDATED, DELETED, RESYNC = "updated", "deleted", "resync"
+#: New points of a running job (`job` holds `MetricsCache.summary`), at most a few per second.
+METRICS = "metrics"
 
 
 @dataclass(frozen=True)
 class JobEvent:
-    kind: str  # "updated" | "deleted" | "resync"
+    kind: str  # "updated" | "deleted" | "resync" | "metrics"
     owner: str
     name: str
     job: dict[str, Any] | None = None
@@ -31,10 +33,15 @@ class EventHub:
     def __init__(self, queue_size: int = 1000) -> None:
         self._queue_size = queue_size
         self._subscribers: set[asyncio.Queue[JobEvent]] = set()
+        self._owners: dict[asyncio.Queue[JobEvent], str] = {}
 
     @property
     def subscriber_count(self) -> int:
         return len(self._subscribers)
+
+    def owners(self) -> set[str]:
+        """Whose streams are open (what metric events are worth producing for)."""
+        return set(self._owners.values())
 
     def publish(self, event: JobEvent) -> None:
         """Deliver to every subscriber; never blocks, never raises. Call on the event loop."""
@@ -49,10 +56,13 @@ class EventHub:
             queue.put_nowait(event)
 
     @asynccontextmanager
-    async def subscribe(self) -> AsyncIterator[asyncio.Queue[JobEvent]]:
+    async def subscribe(self, owner: str | None = None) -> AsyncIterator[asyncio.Queue[JobEvent]]:
         queue: asyncio.Queue[JobEvent] = asyncio.Queue(self._queue_size)
         self._subscribers.add(queue)
+        if owner is not None:
+            self._owners[queue] = owner
         try:
             yield queue
         finally:
             self._subscribers.discard(queue)
+            self._owners.pop(queue, None)

@@ -1,5 +1,7 @@
 """The files a job runs, as one bundle: the stdlib-only runtime (launcher, policy, in-cluster
-master) and the shared contract module they import.
+master), the shared contract module they import, and `pylib/paddle_nbext_job.py`, the module
+training code imports (`report()`); the launcher puts only `pylib/` on the replica's
+`PYTHONPATH`, so the launcher's own files never shadow a module of the user's.
 
 Both backends ship exactly this bundle into a job at submit: the Kubernetes backend into the job
 record ConfigMap that every pod mounts, the local backend into the job's own directory. A job
@@ -13,21 +15,31 @@ from pathlib import Path
 
 import paddle_nbext.contract
 
-from .runtime import cluster_master, launcher, policy, preflight
+from .runtime import cluster_master, launcher, paddle_nbext_job, policy, preflight, supervise
 
-#: bundle file name -> the module that is shipped under that name.
+#: The bundle's directory of modules for training code (on the replica's PYTHONPATH).
+PYLIB = "pylib"
+#: bundle file path (relative, "/"-separated) -> the module that is shipped under that name.
 _MODULES = {
     "launcher.py": launcher,
     "policy.py": policy,
     "preflight.py": preflight,
+    "supervise.py": supervise,
     "cluster_master.py": cluster_master,
     "contract.py": paddle_nbext.contract,
+    f"{PYLIB}/paddle_nbext_job.py": paddle_nbext_job,
 }
 NAMES: tuple[str, ...] = tuple(_MODULES)
 
 
 class RuntimeFilesMissing(OSError):
     """A runtime file cannot be read: the installation is damaged."""
+
+
+def config_key(name: str) -> str:
+    """The ConfigMap key of the bundle file `name` (keys cannot hold "/"; the mount's `path`
+    puts the file back at `name`)."""
+    return name.replace("/", ".")
 
 
 def source_path(name: str) -> Path:
@@ -54,5 +66,7 @@ def write_bundle(directory: Path) -> Path:
     """Write the bundle into `directory` (created); returns the launcher's path there."""
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in read_bundle().items():
-        (directory / name).write_text(text, encoding="utf-8")
+        target = directory / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
     return directory / "launcher.py"

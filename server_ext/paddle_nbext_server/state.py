@@ -17,6 +17,7 @@ from traitlets import TraitError
 from .backends.base import Backend, BackendUnavailable
 from .config import PaddleNbext
 from .events import EventHub
+from .metrics_events import MetricsTicker
 
 STATE_KEY = "paddle_nbext_state"  # web-app settings key of the ExtensionState
 
@@ -41,6 +42,7 @@ class ExtensionState:
         self._started = False
         self._start_failed_at: float | None = None
         self._lock: asyncio.Lock | None = None
+        self._metrics: asyncio.Task[None] | None = None  # metric events (metrics_events.py)
         if error is None:
             self._construct()
 
@@ -94,6 +96,7 @@ class ExtensionState:
                 self.settings.log.error("paddle-nbext: %s", self.error, exc_info=True)
                 return
             self._started, self.error, self._start_failed_at = True, None, None
+            self._metrics = asyncio.create_task(MetricsTicker(self.hub, self.backend).run(), name="paddle-nbext-metric-events")
 
     async def ready_backend(self) -> Backend:
         await self.try_start()
@@ -119,6 +122,9 @@ class ExtensionState:
     async def stop(self) -> None:
         """End open streams, then release the backend's watches (jobs keep running)."""
         self.shutting_down.set()
+        if self._metrics is not None:
+            self._metrics.cancel()
+            self._metrics = None
         if self.backend is not None and self._started:
             self._started = False
             try:

@@ -39,8 +39,9 @@ def test_demo_notebook_runs_and_the_jobs_succeed(kernel_env):
     assert "application/vnd.jupyter.widget-view+json" in submitted[0]["data"]
     assert submitted[0]["data"]["text/plain"].startswith("Job demo-ps: ")
     assert "Job demo-ps: Succeeded" in output_of("job.wait()")
-    assert "pserver-0: Stopped" in output_of("job.wait()")
+    assert "pserver 0: Stopped" in output_of("job.wait()")
     assert "step 199 loss" in output_of('log = job.logs("trainer", 0)')
+    assert "400 points; trainer-0 loss " in output_of("table = job.metrics()")  # 2 trainers × 200 reported steps
     assert "Job demo-cell: Succeeded" in output_of("%%paddle_submit")
     assert "trainer 1 of 2 at" in output_of('pn.Job("demo-cell")')
     assert "application/vnd.jupyter.widget-view+json" in str(

@@ -93,8 +93,8 @@ def test_status_text_and_html_show_phase_counts_and_reasons():
     )
     text = display.status_text(status)
     assert text.splitlines()[0] == "Job job-a: Failed — trainer-1 failed: Exit code 3"
-    assert "pserver 1/1 stopped, trainer 1/2 failed" in text
-    assert "trainer-1: Failed (Exit code 3)" in text
+    assert "pserver 1/1 stopped · trainers 1/2 succeeded, 1 failed" in text
+    assert "trainer 1: Failed (Exit code 3)" in text
     html = display.status_html(status)
     assert "paddle-phase-failed" in html and "Exit code 3" in html and "age 3m" in html
     assert display.jobs_text([status]).splitlines()[1].split()[:2] == ["job-a", "Failed"]
@@ -219,8 +219,8 @@ def test_a_newer_servers_status_is_read_without_breaking():
         }
     )
     assert (status.owner, status.created, status.message, status.finished) == ("", "", "", None)
-    assert display.replica_counts(status) == "trainer 1/2 running"
-    assert "trainer-0: Hibernating" in display.status_text(status)
+    assert display.replica_counts(status) == "trainers 1/2 running"
+    assert "trainer 0: Hibernating" in display.status_text(status)
     with pytest.raises(KeyError):
         JobStatus.from_dict({"phase": "Running"})  # a body without a name is no job status
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from .jobs import CancelHandler, JobHandler, JobsHandler
 from .meta import ConfigHandler, NotFoundHandler, OpenAPIHandler, VersionHandler
+from .metrics import MetricsHandler
 from .streams import EventsHandler, LogsHandler
 
 API_BASE = "paddle/api/v1"
@@ -18,6 +19,7 @@ def routes() -> list[tuple[str, Any]]:
         (rf"{API_BASE}/jobs/?", JobsHandler),
         (rf"{API_BASE}/jobs/{_NAME}/cancel/?", CancelHandler),
         (rf"{API_BASE}/jobs/{_NAME}/logs/?", LogsHandler),
+        (rf"{API_BASE}/jobs/{_NAME}/metrics/?", MetricsHandler),
         (rf"{API_BASE}/jobs/{_NAME}/?", JobHandler),
         (rf"{API_BASE}/events/?", EventsHandler),
         (rf"{API_BASE}/config/?", ConfigHandler),

@@ -4,6 +4,10 @@ Every route requires Jupyter authentication (token for kernels, cookie + XSRF fo
 without it the answer is 403 with the JSON error body.  Handlers raise `BackendError`s,
 `SpecError`s or `HTTPError`s; `write_error` turns all of them into
 `{"error": code, "message": sentence, "field": name-or-null}` with the right status.
+
+Work per request is bounded: a body over `MAX_BODY_BYTES` or nested deeper than
+`MAX_JSON_DEPTH` is refused before anything reads it as a job, and no error body repeats more
+than a few hundred characters of what the request sent.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from paddle_nbext.rules import clip
 from paddle_nbext.spec import SpecError, validate_name
 
 from ..backends.base import Backend, BackendError, JobNotFound
@@ -28,9 +33,20 @@ _HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    413: "too_large",
     422: "invalid",
+    429: "too_many",
     503: "unavailable",
 }
+
+
+#: The largest request body read: a job spec is a few hundred bytes, a cell body
+#: (`entry_script`, at most 1 MiB of UTF-8) at most about twice that once JSON-escaped.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+#: The deepest nesting of a request body: a job spec nests two levels (`env`).
+MAX_JSON_DEPTH = 32
+#: Characters of an error body's message (and of each `errors` entry) at most.
+MAX_MESSAGE_LENGTH = 2000
 
 
 class RequestError(BackendError):
@@ -38,6 +54,27 @@ class RequestError(BackendError):
 
     status = 400
     code = "bad_request"
+
+
+class RequestTooLarge(BackendError):
+    """A request body over `MAX_BODY_BYTES` (413)."""
+
+    status = 413
+    code = "too_large"
+
+
+def json_depth(value: Any) -> int:
+    """How deeply `value` nests (a scalar is 0), found without recursion so no input can
+    exhaust the stack."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _error_body(code: str, message: str, field: str | None, **extra: Any) -> dict[str, Any]:
@@ -69,12 +106,19 @@ class PaddleAPIHandler(APIHandler):
     # ---- request parsing
     def json_body(self) -> dict[str, Any]:
         raw = self.request.body or b""
+        if len(raw) > MAX_BODY_BYTES:
+            raise RequestTooLarge(f"the request body is {len(raw)} bytes; at most {MAX_BODY_BYTES} are accepted")
         if not raw.strip():
             raise RequestError("the request body is empty; send the job spec as a JSON object")
+        too_deep = f"the request body nests deeper than {MAX_JSON_DEPTH} levels; a job spec is a flat JSON object"
         try:
             data = json.loads(raw)
+        except RecursionError:
+            raise RequestError(too_deep) from None
         except (ValueError, UnicodeDecodeError) as error:
-            raise RequestError(f"the request body is not valid JSON ({error})") from None
+            raise RequestError(f"the request body is not valid JSON ({clip(str(error), 200)})") from None
+        if json_depth(data) > MAX_JSON_DEPTH:
+            raise RequestError(too_deep)
         if not isinstance(data, dict):
             raise RequestError(f"the request body must be a JSON object, got {type(data).__name__}")
         return data
@@ -88,15 +132,15 @@ class PaddleAPIHandler(APIHandler):
             return True
         if lowered in ("false", "0", "no"):
             return False
-        raise RequestError(f"{name} must be true or false, got {raw!r}", field=name)
+        raise RequestError(f"{name} must be true or false, got {clip(repr(raw))}", field=name)
 
     def query_int(self, name: str, default: int | None, lowest: int = 0) -> int | None:
         raw = self.get_query_argument(name, None)
         if raw is None or raw == "":
             return default
         text = raw.strip()
-        if not text.isdigit() or not text.isascii():
-            raise RequestError(f"{name} must be a whole number of at least {lowest}, got {raw!r}", field=name)
+        if not text.isdigit() or not text.isascii() or len(text) > 18:
+            raise RequestError(f"{name} must be a whole number of at least {lowest}, got {clip(repr(raw))}", field=name)
         value = int(text)
         if value < lowest:
             raise RequestError(f"{name} must be at least {lowest}, got {value}", field=name)
@@ -109,7 +153,7 @@ class PaddleAPIHandler(APIHandler):
         try:
             return validate_name(name)
         except SpecError:
-            raise JobNotFound(f"no job named {name!r}", field=None) from None
+            raise JobNotFound(f"no job named {clip(repr(name))}", field=None) from None
 
     # ---- responses
     def write_json(self, body: Any, status: int = 200) -> None:
@@ -135,9 +179,11 @@ class PaddleAPIHandler(APIHandler):
             field = None
         else:
             code, message, field = "internal_error", "internal server error; see the Jupyter server log", None
+        if "errors" in extra:
+            extra["errors"] = {clip(str(k)): clip(str(v), MAX_MESSAGE_LENGTH) for k, v in extra["errors"].items()}
         self.set_status(status_code)
         self.clear_header("Content-Type")
-        self.finish(json.dumps(_error_body(code, str(message), field, **extra)))
+        self.finish(json.dumps(_error_body(code, clip(str(message), MAX_MESSAGE_LENGTH), clip(field) if field else None, **extra)))
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
         """Expected request errors are logged in one line, not as tracebacks."""

@@ -14,7 +14,8 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from paddle_nbext.spec import JobSpec, SpecError
+from paddle_nbext.rules import check_entry_script
+from paddle_nbext.spec import JobSpec
 from paddle_nbext.status import JobStatus
 
 from ..backends.base import SubmitRequest
@@ -78,9 +79,7 @@ class JobsHandler(PaddleAPIHandler):
     async def post(self) -> None:
         dry_run = self.query_bool("dry_run")
         body = self.json_body()
-        entry_script = body.pop("entry_script", None)
-        if entry_script is not None and not isinstance(entry_script, str):
-            raise SpecError("entry_script", "must be a string of Python source (the cell body)")
+        entry_script = check_entry_script(body.pop("entry_script", None))
         settings = self.state.settings
         spec = JobSpec.from_dict(body, defaults=settings.job_defaults(), limits=settings.limits())
         backend = await self.backend()

@@ -4,12 +4,14 @@
 Both are plain coroutines on the server's event loop: no thread per client.  Each waits on
 three things at once — the next item, the client going away, the server shutting down — so a
 closed browser tab or a stopping server ends the stream at once instead of holding it open.
+Each user may hold `c.PaddleNbext.max_streams_per_user` of them at once; one more is a 429.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
@@ -19,15 +21,27 @@ from tornado.iostream import StreamClosedError
 
 from paddle_nbext.contract import ROLES, Role
 
-from ..events import DELETED, RESYNC, UPDATED, JobEvent
+from ..backends.base import BackendError
+from ..events import DELETED, METRICS, RESYNC, UPDATED, JobEvent
 from .base import PaddleAPIHandler, RequestError
 from .jobs import newest_first
 
 T = TypeVar("T")
 
 
+#: Web-app settings key of the open streams per owner (one count per server).
+OPEN_STREAMS_KEY = "paddle_nbext_open_streams"
+
+
 class _Stop(Exception):
     """The client went away or the server is shutting down."""
+
+
+class TooManyStreams(BackendError):
+    """The user holds `max_streams_per_user` streams already (429)."""
+
+    status = 429
+    code = "too_many"
 
 
 class StreamingHandler(PaddleAPIHandler):
@@ -35,6 +49,7 @@ class StreamingHandler(PaddleAPIHandler):
 
     _closed: asyncio.Event
     _watchers: tuple[asyncio.Task[Any], ...] = ()
+    _stream_owner: str | None = None
 
     def initialize(self, **kwargs: Any) -> None:
         super().initialize(**kwargs)
@@ -43,11 +58,36 @@ class StreamingHandler(PaddleAPIHandler):
     def on_connection_close(self) -> None:
         self._closed.set()
 
+    def claim_stream(self, owner: str) -> None:
+        """Count this stream against the owner's `max_streams_per_user`, or refuse it (429)."""
+        open_streams: Counter[str] = self.settings.setdefault(OPEN_STREAMS_KEY, Counter())
+        limit = self.state.settings.max_streams_per_user
+        if open_streams[owner] >= limit:
+            raise TooManyStreams(
+                f"you have {open_streams[owner]} event and log streams open, the most this server allows per user "
+                f"(c.PaddleNbext.max_streams_per_user = {limit}); close another tab or log follow first"
+            )
+        open_streams[owner] += 1
+        self._stream_owner = owner
+
+    def _release_stream(self) -> None:
+        owner, self._stream_owner = self._stream_owner, None
+        if owner is not None:
+            open_streams: Counter[str] = self.settings.setdefault(OPEN_STREAMS_KEY, Counter())
+            open_streams[owner] -= 1
+            if open_streams[owner] <= 0:
+                del open_streams[owner]
+
+    def on_finish(self) -> None:
+        self._release_stream()  # however the request ended, its stream no longer counts
+
     def release(self) -> None:
-        """Cancel the watcher tasks (call when the stream is over, however it ended)."""
+        """Cancel the watcher tasks and stop counting the stream (call when the stream is over,
+        however it ended)."""
         for task in self._watchers:
             task.cancel()
         self._watchers = ()
+        self._release_stream()
 
     async def next_or_stop(self, awaitable: Awaitable[T], timeout: float | None = None) -> T | None:
         """The awaitable's result; None when `timeout` passed first; `_Stop` when the client
@@ -97,7 +137,7 @@ def _sse(event: str, data: Any) -> str:
 
 
 class EventsHandler(StreamingHandler):
-    """First `snapshot` (the caller's jobs), then `job` / `deleted` / `resync` as they happen,
+    """First `snapshot` (the caller's jobs), then `job` / `deleted` / `resync` / `metrics` as they happen,
     with `: ping` comments in between so proxies keep the connection open."""
 
     CONTENT_TYPE = "text/event-stream; charset=utf-8"
@@ -108,8 +148,9 @@ class EventsHandler(StreamingHandler):
         backend = await self.backend()
         owner = self.owner
         ping = self.state.settings.stream_ping_interval
+        self.claim_stream(owner)
         # Subscribe before listing, so no change between the two is lost.
-        async with self.state.hub.subscribe() as queue:
+        async with self.state.hub.subscribe(owner) as queue:
             jobs = await backend.list_jobs(owner)
             snapshot = await asyncio.to_thread(lambda: _sse("snapshot", {"jobs": newest_first(jobs)}))
             self.set_header("Content-Type", self.CONTENT_TYPE)
@@ -129,6 +170,8 @@ class EventsHandler(StreamingHandler):
                         await self.send(_sse("job", event.job))
                     elif event.kind == DELETED:
                         await self.send(_sse("deleted", {"name": event.name}))
+                    elif event.kind == METRICS:
+                        await self.send(_sse("metrics", event.job))
             except _Stop:
                 pass
             finally:
@@ -163,6 +206,7 @@ class LogsHandler(StreamingHandler):
             return
         # Let the backend check job and replica before the 200 goes out, so errors are JSON bodies.
         await backend.read_logs(name, owner, role, index, tail=0)
+        self.claim_stream(owner)
         self.set_header("Content-Type", self.CONTENT_TYPE)
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
