@@ -30,13 +30,18 @@ class _Word(str, Enum):
 
 
 class Phase(_Word):
-    """Where a job is. `TERMINAL_PHASES` are the ends: a job there never changes again."""
+    """Where a job is. `TERMINAL_PHASES` are the ends: a job there never changes again.
+
+    `UNKNOWN` is a job whose recorded state cannot be read (a damaged file): shown as such, with
+    the file named in its message, rather than guessed at; it is not an end, and only the file
+    being written again (or the job deleted) changes it."""
 
     PENDING = "Pending"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     CANCELLED = "Cancelled"
+    UNKNOWN = "Unknown"
 
 
 class ReplicaPhase(_Word):

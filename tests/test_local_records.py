@@ -1,7 +1,7 @@
 """The local backend's job-dir records (`backends/local/records.py`): they round-trip, files of
 the release before versioning still read (users upgrade mid-job), files of a newer release are
-refused with words the listing shows as the job's message, and damaged files behave as before
-(a damaged status reads as Pending, a damaged job.json is no job)."""
+refused with words the listing shows as the job's message, and damaged files are listed as
+Unknown naming the file (more in test_local_damaged_records.py)."""
 
 from __future__ import annotations
 
@@ -244,14 +244,16 @@ def test_a_watching_backend_leaves_newer_jobs_alone_and_ends_lost_old_ones(tmp_p
     assert (newer / "status.json").read_text() == before
 
 
-def test_damaged_files_behave_as_before(tmp_path: Path) -> None:
+def test_damaged_files_are_listed_as_unknown_naming_the_file(tmp_path: Path) -> None:
     write_job_dir(tmp_path, "half", job=OLD_JOB, status='{"name": "half", "phase": "Runn')
     write_job_dir(tmp_path, "typo", job=OLD_JOB, status=json.dumps({**OLD_STATUS, "replicas": "none"}))
     write_job_dir(tmp_path, "nojob", job='{"owner": "alice", "spec"', status=OLD_STATUS)
+    write_job_dir(tmp_path, "nobody", job='{"spec": {"job_name"')
     jobs = listed(tmp_path)
-    assert set(jobs) == {"half", "typo"}
-    for name in ("half", "typo"):
-        assert jobs[name].phase == "Pending" and jobs[name].message == "Starting the job master."
+    assert set(jobs) == {"half", "typo", "nojob"}
+    for name, file_name in (("half", "status.json"), ("typo", "status.json"), ("nojob", "job.json")):
+        assert jobs[name].phase == "Unknown"
+        assert f"{tmp_path / name / file_name} cannot be read" in jobs[name].message
         assert jobs[name].created == OLD_JOB["created"]
-    with pytest.raises(JobNotFound):
-        asyncio.run(backend(tmp_path).get_job("nojob", OWNER))
+    with pytest.raises(JobNotFound):  # nothing names an owner: nobody may be shown it
+        asyncio.run(backend(tmp_path).get_job("nobody", OWNER))

@@ -60,6 +60,19 @@ class PaddleNbext(LoggingConfigurable):
         config=True,
         help="The users' home directory; trainer packages must live under it [the server's $HOME].",
     )
+    secret_env = List(
+        Unicode(),
+        config=True,
+        help=(
+            "Environment variables of the server that jobs must never see, besides the Jupyter and Hub tokens "
+            "(always kept out): names or shell-style patterns, e.g. ['AWS_SECRET_ACCESS_KEY', 'VAULT_*']."
+        ),
+    )
+    max_streams_per_user = Int(
+        32,
+        config=True,
+        help="Open event and log-follow streams one user may hold at once; one more is refused with 429.",
+    )
     stream_ping_interval = Float(
         15.0,
         config=True,
@@ -67,11 +80,11 @@ class PaddleNbext(LoggingConfigurable):
     )
 
     # ---- validation: every message names the trait and what is allowed
-    @validate("max_pservers", "max_trainers", "max_gpu_per_replica", "max_restarts")
+    @validate("max_pservers", "max_trainers", "max_gpu_per_replica", "max_restarts", "max_streams_per_user")
     def _non_negative(self, proposal: dict[str, Any]) -> int:
         name = proposal["trait"].name
         value: int = proposal["value"]
-        lowest = 1 if name in ("max_pservers", "max_trainers") else 0
+        lowest = 1 if name in ("max_pservers", "max_trainers", "max_streams_per_user") else 0
         if value < lowest:
             raise _trait_error(name, f"must be at least {lowest}, got {value}")
         return value

@@ -22,7 +22,7 @@ from local_jobs import (
     wait_until,
 )
 
-from paddle_nbext_server.backends.base import InvalidRequest, JobExists, JobNotFound
+from paddle_nbext_server.backends.base import InvalidRequest, JobExists, JobNotFound, SubmitRequest
 from paddle_nbext_server.backends.local.records import Plan, read_record
 
 SLEEPER = "sleep 120"
@@ -321,3 +321,27 @@ def test_replicas_run_the_bundle_written_at_submit_with_a_bare_interpreter(home,
     # probe copy of the bundle), the only program it ran is the job's own launcher.
     ran = [call for call in calls.read_text().split() if not call.endswith("/preflight.py")]
     assert ran == [plan.launcher], "the replica must run the job's own launcher with the configured python"
+
+
+def test_a_job_waiting_behind_another_users_job_is_not_told_its_name(home) -> None:
+    """Admission counts every job on the machine but names only the asking user's own."""
+
+    async def scenario():
+        backend = backend_for(home, max_cpu=1.0, cpu_overcommit=1.0)
+        await backend.submit(request(home, **collective(job_name="secret-plan")))
+        await wait_until(backend, "secret-plan", lambda s: s.phase == "Running")
+        theirs = request(home, **collective(job_name="bobs-job"))
+        await backend.submit(SubmitRequest(spec=theirs.spec, owner="bob", home=home))
+        deadline = asyncio.get_running_loop().time() + 120
+        while "Waiting for resources" not in (waiting := await backend.get_job("bobs-job", "bob")).message:
+            assert asyncio.get_running_loop().time() < deadline, waiting.message
+            await asyncio.sleep(0.1)
+        await backend.cancel("bobs-job", "bob")
+        await backend.cancel("secret-plan", OWNER)
+        return waiting
+
+    waiting = asyncio.run(scenario())
+    assert waiting.phase == "Pending"
+    assert "held by 1 running job of other users" in waiting.message, waiting.message
+    assert "secret-plan" not in waiting.message
+    assert leftover_processes(home, "secret-plan") == []

@@ -3,10 +3,12 @@
 It turns the few `PADDLE_NBEXT_*` inputs (docs/architecture.md, "Launcher") into the Paddle
 environment contract for the replica's role and mode, makes trainers wait until every pserver
 port accepts (Paddle 3.0's own wait is a no-op, so a trainer that starts early dies with
-"Connection refused"), and then runs `/bin/sh -c <entry>` in the package dir.
+"Connection refused"), and then runs the entry point in the package dir: as a plain command, or
+through `/bin/sh -c` when it needs a shell (`supervise.entry_argv`).
 
-Where the runner keeps the output itself (the local backend) the launcher replaces itself with
-the shell, so the runner sees the entry point's own exit code and signals reach it directly.  On
+Where the runner keeps the output itself (the local backend) the launcher stays the entry
+point's parent and supervisor (`supervise.run_supervised`): it passes on the entry point's exit
+code, and when the runner dies it kills everything the entry point started.  On
 Kubernetes a pod's log goes with the pod (deletion, `ttlSecondsAfterFinished`, a lost node), and
 with `restartPolicy: Never` a retry is a new pod, so the API has no "previous" log either.  There
 the launcher stays as the entry point's parent: it tees the entry point's stdout and stderr to its
@@ -44,9 +46,10 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
         from paddle_nbext import contract
 
 if __package__:
-    from . import preflight
-else:  # a plain script: the bundle's preflight.py beside this file
+    from . import preflight, supervise
+else:  # a plain script: the bundle's preflight.py and supervise.py beside this file
     import preflight  # type: ignore[import-not-found,no-redef]
+    import supervise  # type: ignore[import-not-found,no-redef]
 
 Mode, Role = contract.Mode, contract.Role
 
@@ -93,9 +96,11 @@ def replica_index(env: Mapping[str, str]) -> int:
     return int(raw)
 
 
-def build_env(base: Mapping[str, str]) -> dict[str, str]:
+def build_env(base: Mapping[str, str], pylib: str | None = None) -> dict[str, str]:
     """The replica's full environment: `base` without stale contract variables, plus the Paddle
-    contract for its role, index and mode.  Pure, so every role and mode is unit-testable."""
+    contract for its role, index and mode, and where `report()` writes (`metrics_file`), with
+    the bundle's `pylib` (when given) first on `PYTHONPATH`.  Pure, so every role and mode is
+    unit-testable."""
     mode = _require(base, "PADDLE_NBEXT_MODE")
     role = _require(base, "PADDLE_NBEXT_ROLE")
     if mode not in tuple(Mode):
@@ -150,6 +155,13 @@ def build_env(base: Mapping[str, str]) -> dict[str, str]:
         if not env.get("CUDA_VISIBLE_DEVICES", "").strip():
             # Without it init_parallel_env takes a legacy path that fails on CPU (docs/paddle-facts.md).
             env.setdefault("PADDLE_DISTRI_BACKEND", "gloo")
+    env.pop(METRICS_FILE_VAR, None)
+    metrics = metrics_file(base, role, index)
+    if metrics is not None:
+        env[METRICS_FILE_VAR] = metrics
+    if pylib is not None:
+        inherited = env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = pylib + (os.pathsep + inherited if inherited else "")
     cpu = base.get("PADDLE_NBEXT_CPU", "").strip()
     if cpu:
         try:
@@ -261,6 +273,36 @@ def log_dir(env: Mapping[str, str]) -> str | None:
     if not home or not job or "/" in job:
         return None
     return os.path.join(home, JOBS_DIR, job, LOGS_DIR)
+
+
+# ---------------------------------------------------------------------------- metrics files
+
+#: The replica's metrics file for `paddle_nbext_job.report()` (that module's FILE_VAR).
+METRICS_FILE_VAR = "PADDLE_NBEXT_METRICS_FILE"
+#: Where metrics files go when set (the local backend: the job's logs/ dir); unset: `log_dir`.
+METRICS_DIR_VAR = "PADDLE_NBEXT_METRICS_DIR"
+METRICS_SUFFIX = ".metrics.jsonl"
+#: The bundle's directory of modules for training code.
+PYLIB = "pylib"
+
+
+def metrics_name(role: str, index: int) -> str:
+    """The metrics file of one replica, beside its logs (shared with the server, which reads it)."""
+    return f"{role}-{index}{METRICS_SUFFIX}"
+
+
+def metrics_file(env: Mapping[str, str], role: str, index: int) -> str | None:
+    """Where this replica's `report()` calls go: `METRICS_DIR_VAR`, else the log dir
+    (Kubernetes: the job's dir on the home volume); None: nowhere (`report()` is a no-op)."""
+    directory = env.get(METRICS_DIR_VAR, "").strip() or log_dir(env)
+    return os.path.join(directory, metrics_name(role, index)) if directory else None
+
+
+def pylib_dir() -> str | None:
+    """The bundle's `pylib/` beside this file (None when run from the installed package, where
+    it is not: its other modules must not become top-level imports of the user's code)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), PYLIB)
+    return path if os.path.isdir(path) else None
 
 
 class ReplicaLog:
@@ -447,7 +489,7 @@ def main() -> int:
     base = dict(os.environ)
     log = open_replica_log(base)
     try:
-        env = build_env(base)
+        env = build_env(base, pylib_dir())
         waits = endpoints_to_wait_for(base)
         timeout = wait_timeout(base)
     except LaunchError as error:
@@ -472,12 +514,10 @@ def main() -> int:
             )
             return WAIT_EXIT_CODE
     os.chdir(workdir)
-    argv = ["/bin/sh", "-c", env["ENTRY"]]
+    argv = supervise.entry_argv(env["ENTRY"], env.get("PATH", ""))
     if log is not None:
         return run_teed(argv, env, log)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execvpe(argv[0], argv, env)  # never returns: the shell replaces this process
+    return supervise.run_supervised(argv, env)
 
 
 if __name__ == "__main__":

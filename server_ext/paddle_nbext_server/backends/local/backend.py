@@ -103,6 +103,21 @@ class LocalBackend(Backend):
     poll_interval = Float(0.1, help="Seconds between checks of running jobs' status files.").tag(config=True)
     wait_timeout = Float(300.0, help="Seconds a trainer waits for every pserver port before failing.").tag(config=True)
     grace_period = Float(5.0, help="Seconds replicas get between SIGTERM and SIGKILL when a job ends.").tag(config=True)
+    memory_headroom = Int(
+        4 << 30,
+        help=(
+            "Bytes of address space a replica may map beyond its memory field before the kernel refuses more "
+            "(RLIMIT_AS; an idle Paddle trainer maps ~2 GiB). Not applied to GPU replicas; 0: no RLIMIT_AS."
+        ),
+    ).tag(config=True)
+    cgroup_root = Unicode(
+        "",
+        help=(
+            "A cgroup v2 dir this server may create children in, with the memory controller in its "
+            "cgroup.subtree_control (e.g. a systemd Delegate=yes slice): each replica then runs in its own child "
+            "cgroup with memory.max = its memory field. Empty: RLIMIT_AS with memory_headroom."
+        ),
+    ).tag(config=True)
 
     @default("python")
     def _default_python(self) -> str:
@@ -137,6 +152,8 @@ class LocalBackend(Backend):
             wait_timeout=self.wait_timeout,
             grace_period=self.grace_period,
             poll_interval=self.poll_interval,
+            memory_headroom=self.memory_headroom,
+            cgroup_root=self.cgroup_root,
         )
 
     def describe(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Replica logs of local jobs: `logs/<role>-<index>.log` (and `.previous.log` after a restart),
 written by the master; read whole, tailed, or followed until the replica ends.
 
-Following reads only what was appended since the last step, starts over when a restart rotated
+Reading a tail costs what the tail costs, not what the file does (`log_tail.read_end`: backwards
+from the end, in bounded memory).  Following reads only what was appended since the last step, starts over when a restart rotated
 the file (new inode), and never cuts a UTF-8 character in two between chunks.  All functions
 block (files): the backend runs them in threads.
 """
@@ -12,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...log_tail import read_end
 from ..base import InvalidState
 from .records import NewerRecord, StatusRecord, read_record
 from .store import JobStore
@@ -42,12 +44,13 @@ def tail(text: str, lines: int | None) -> str:
 
 
 def read_log(path: Path, lines: int | None) -> str:
-    """The log's text (a replica that never started has none yet)."""
+    """The log's text (a replica that never started has none yet), or its last `lines` lines."""
     try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        with open(path, "rb") as handle:
+            data, _ = read_end(handle, lines)
     except FileNotFoundError:
         return ""
-    return tail(text, lines)
+    return tail(data.decode("utf-8", errors="replace"), lines)
 
 
 def replica_ended(job_dir: Path, role: str, index: int) -> bool:
@@ -77,11 +80,10 @@ class Follow:
         """The log's last `lines` lines; following continues after them."""
         try:
             with open(self.path, "rb") as handle:
-                data = handle.read()
+                data, self.position = read_end(handle, lines)
                 self.inode = os.fstat(handle.fileno()).st_ino
         except FileNotFoundError:
             return ""
-        self.position = len(data)
         return tail(data.decode("utf-8", errors="replace"), lines)
 
     def step(self) -> tuple[str, bool]:

@@ -14,7 +14,8 @@ What it does, in order:
    only its sibling `contract.py`); each replica in its own process group, output appended to
    `logs/<role>-<index>.log`;
 3. watches exit codes, memory (RSS of each replica's processes, through psutil), the timeout and
-   cancellation (SIGTERM to the master), and applies `policy.decide()`;
+   cancellation (SIGTERM to the master), and applies `policy.decide()`; a restart starts every
+   replica again (`Master.restart_all`: a Paddle trainer cannot rejoin running peers alone);
 4. on the end stops every replica it started (SIGTERM, SIGKILL after the grace period), writes
    the terminal `status.json` and exits.
 
@@ -36,6 +37,7 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import BinaryIO
 
 from paddle_nbext.contract import (
     TERMINAL_PHASES,
@@ -47,7 +49,8 @@ from paddle_nbext.contract import (
 )
 from paddle_nbext.status import JobStatus, ReplicaStatus
 
-from ...runtime import policy
+from ...runtime import policy, supervise
+from . import limits
 from .ports import free_port, port_free
 from .processes import ProcessTable, pid_alive, resident_bytes, signal_replica
 from .records import (
@@ -67,11 +70,14 @@ SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "PADDLE_NBEXT_TOKEN")
 MEMORY_CHECK_EVERY = 0.5
 LOG_TAIL_BYTES = 4096
 ADMISSION_LOCK = ".admission.lock"
+#: Seconds a master keeps trying to record a job's end in a dir that cannot be written.
+FINAL_WRITE_WAIT = 60.0
 
 
 def _set_parent_death_signal() -> None:
     """Runs in the child before exec: if the master dies abruptly (SIGKILL), the kernel sends
-    SIGKILL to the replica, so even then no process is left behind."""
+    SIGKILL to the replica's launcher until the launcher replaces it by its own catchable signal
+    (`supervise.run_supervised`), on which it kills everything below it: no process is left."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -94,6 +100,7 @@ class Replica:
         self.process: subprocess.Popen[bytes] | None = None
         self.stopping = False
         self.kill_reason: str | None = None
+        self.kernel_limit: limits.KernelLimit | None = None  # of the current start
 
     @property
     def role(self) -> str:
@@ -141,6 +148,7 @@ class Master:
         self.admitted: Admitted | None = None
         self.gpu_assignment: dict[str, list[int]] = {}
         self._last_written: str | None = None
+        self._write_failing = False
         self.all_pids: list[int] = []  # every replica process ever started, for the record
         self._base_env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("PADDLE_NBEXT_")}
 
@@ -166,11 +174,27 @@ class Master:
             pids=list(self.all_pids),
         )
 
-    def write_status(self) -> None:
+    def write_status(self) -> bool:
+        """Record the status if it changed; False when it cannot be written (a full disk, a dir
+        made read-only): the job goes on, the write is tried again on the next change or poll,
+        and the first failure of a run of them is said once in master.log."""
         text = self.status().to_json()
-        if text != self._last_written:
+        if text == self._last_written:
+            return True
+        try:
             write_atomic(self.job_dir / StatusRecord.KIND, text)
-            self._last_written = text
+        except OSError as error:
+            if not self._write_failing:
+                print(
+                    f"paddle-nbext local master: cannot write {self.job_dir / StatusRecord.KIND}: {error}; retrying",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self._write_failing = True
+            return False
+        self._last_written = text
+        self._write_failing = False
+        return True
 
     # ---- admission
     def _others_usage(self) -> tuple[float, int, set[int], list[str]]:
@@ -188,7 +212,8 @@ class Master:
             cpu += held.cpu
             memory += held.memory
             gpus.update(held.gpus)
-            names.append(sibling.name)
+            # Only this user's own job names: another user's job is counted, never named.
+            names.append(other.status.name if other.status.owner == self.job.owner else "")
         return cpu, memory, gpus, names
 
     def try_admit(self) -> bool:
@@ -213,7 +238,7 @@ class Master:
                 if request.gpus > len(free_gpus):
                     short.append(f"{request.gpus} GPU (free: {len(free_gpus)} of {len(capacity.gpus)})")
                 if short:
-                    held_by = f"; held by running local job{'s' if len(others) != 1 else ''} {', '.join(sorted(others))}" if others else ""
+                    held_by = _held_by(others)
                     self.message = f"Waiting for resources: the job needs {' and '.join(short)}{held_by}."
                     self.write_status()
                     return False
@@ -263,6 +288,12 @@ class Master:
             if replica.restarts:
                 log.write(f"[paddle-nbext] restart {replica.restarts} of {replica.key}\n".encode())
                 log.flush()
+            kernel_limit = self.kernel_limit_for(replica, log)
+
+            def prepare_child() -> None:
+                _set_parent_death_signal()
+                limits.enter(kernel_limit)
+
             replica.process = subprocess.Popen(
                 [python, self.plan.launcher],
                 stdin=subprocess.DEVNULL,
@@ -271,8 +302,9 @@ class Master:
                 cwd=self.plan.workdir,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_set_parent_death_signal,  # noqa: PLW1509 - the master runs no threads
+                preexec_fn=prepare_child,  # noqa: PLW1509 - the master runs no threads
             )
+        replica.kernel_limit = kernel_limit
         self.all_pids.append(replica.process.pid)
         replica.phase = ReplicaPhase.RUNNING
         replica.reason = None
@@ -281,6 +313,22 @@ class Master:
         replica.finished = None
         replica.stopping = False
         replica.kill_reason = None
+
+    def kernel_limit_for(self, replica: Replica, log: BinaryIO) -> limits.KernelLimit | None:
+        """The kernel memory limit of this start of `replica` (`limits`), its cgroup created; a
+        cgroup that cannot be made falls back to RLIMIT_AS, and the replica's log says why."""
+        planned = limits.planned(replica.plan, self.plan, replica.restarts)
+        if planned is None:
+            return None
+        try:
+            limits.prepare(planned)
+        except OSError as error:
+            fallback = limits.address_space(replica.plan, self.plan)
+            instead = f"{limits.RLIMIT} holds it instead" if fallback is not None else "only the sampler watches it"
+            log.write(f"[paddle-nbext] cannot create the cgroup {planned.cgroup} ({error.strerror or error}); {instead}\n".encode())
+            log.flush()
+            return fallback
+        return planned
 
     @staticmethod
     def signal_replica(replica: Replica, sig: int) -> None:
@@ -300,6 +348,11 @@ class Master:
             self.signal_replica(replica, signal.SIGKILL)  # leftovers of the replica's own children
             replica.exit_code = code
             replica.finished = now_iso()
+            limit = replica.kernel_limit
+            if limit is not None and not replica.kill_reason and not replica.stopping:
+                if limits.stopped_by_kernel(limit, code, self.log_tail(replica)):
+                    replica.kill_reason = limits.reason(limit, replica.plan, replica.memory_text)
+            limits.release(limit)
             if replica.kill_reason:
                 replica.phase, replica.reason = ReplicaPhase.FAILED, replica.kill_reason
             elif replica.stopping:
@@ -327,7 +380,7 @@ class Master:
         for replica, process in watched:
             used = resident_bytes(table.replica_processes(process.pid))
             if used > replica.plan.memory:
-                replica.kill_reason = f"MemoryLimitExceeded: used {format_bytes(used)} of {replica.memory_text}"
+                replica.kill_reason = f"MemoryLimitExceeded: used {format_bytes(used)} of {replica.memory_text} (resident memory, sampled)"
                 self.signal_replica(replica, signal.SIGKILL)
 
     def log_tail(self, replica: Replica) -> str:
@@ -371,6 +424,32 @@ class Master:
             if replica.phase == ReplicaPhase.PENDING:
                 replica.phase = ReplicaPhase.STOPPED
 
+    def stop_adopted(self) -> None:
+        """Kill and reap the master's children that are not replicas it started.  The master is
+        a child subreaper, so a process a replica left running after its launcher was killed is
+        re-parented here instead of to init: it belongs to no live replica and must not run on."""
+        ours = {process.pid for replica in self.replicas if (process := replica.live_process) is not None}
+        for pid in supervise.children_by_parent().get(os.getpid(), []):
+            if pid in ours:
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, os.WNOHANG)
+            except (ProcessLookupError, ChildProcessError, PermissionError):
+                pass
+
+    def restart_all(self) -> None:
+        """Start the job again after a trainer failed with restarts left: every replica is
+        stopped and started anew, each counting one restart (its log of the attempt before is
+        kept as `.previous.log`).  A trainer restarted alone never rejoins: Paddle's PS trainers
+        wait at the pservers' barrier for every trainer when they start (GeoCommunicator's
+        InitParams), and collective ranks rendezvous with all the others, so the peers that kept
+        running (or already finished) would leave it waiting for ever."""
+        self.stop_all()
+        for replica in self.replicas:
+            replica.restarts += 1
+            self.start(replica)
+
     def kill_everything(self) -> None:
         """Last resort on any exit path: no process of this job survives the master."""
         for replica in self.replicas:
@@ -380,6 +459,7 @@ class Master:
                     replica.process.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
+                limits.release(replica.kernel_limit)
 
     # ---- main loop
     @property
@@ -387,11 +467,16 @@ class Master:
         return _CANCEL_REQUESTED
 
     def finish(self, phase: str, message: str) -> None:
+        """Stop every replica and record the end; an end that cannot be written yet is retried
+        for `FINAL_WRITE_WAIT` seconds (the dir may become writable again) before the master
+        exits, after which the server records the job as ended without its master."""
         self.stop_all()
         self.phase = phase
         self.message = message
         self.finished = now_iso()
-        self.write_status()
+        deadline = time.monotonic() + FINAL_WRITE_WAIT
+        while not self.write_status() and time.monotonic() < deadline:
+            time.sleep(1.0)
 
     def record_gone(self) -> bool:
         """True once the job dir was removed under the master (`rm -rf ~/.paddle-jobs/<job>`):
@@ -428,6 +513,7 @@ class Master:
                     self.stop_all()
                     return 0
                 self.check_memory()
+                self.stop_adopted()
                 next_memory_check = time.monotonic() + MEMORY_CHECK_EVERY
             decision = policy.decide(
                 self.observed(),
@@ -438,10 +524,8 @@ class Master:
             if decision.terminal:
                 self.finish(decision.phase, decision.message)
                 return 0
-            for role, index in decision.restart:
-                replica = next(r for r in self.replicas if r.role == role and r.index == index)
-                replica.restarts += 1
-                self.start(replica)
+            if decision.restart:
+                self.restart_all()
             self.phase, self.message = decision.phase, decision.message
             self.write_status()
             time.sleep(self.plan.poll_interval)
@@ -464,6 +548,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m paddle_nbext_server.backends.local.master <job_dir>", file=sys.stderr)
         return 2
     job_dir = Path(argv[0])
+    # Orphans of the replicas come to the master (`Master.stop_adopted`), not to init.
+    supervise.prctl(supervise.PR_SET_CHILD_SUBREAPER, 1)
     try:
         master = Master(job_dir)
     except (OSError, ValueError, NewerRecord) as error:
@@ -482,6 +568,19 @@ def main(argv: list[str]) -> int:
         raise
     finally:
         master.kill_everything()
+
+
+def _held_by(others: list[str]) -> str:
+    """`; held by your running local jobs a, b and 2 jobs of other users` (names: "" for a job of
+    another user, whose name this user may not learn)."""
+    own = sorted(name for name in others if name)
+    foreign = len(others) - len(own)
+    parts = []
+    if own:
+        parts.append(f"your running local job{'s' if len(own) != 1 else ''} {', '.join(own)}")
+    if foreign:
+        parts.append(f"{foreign} running job{'s' if foreign != 1 else ''} of other users")
+    return f"; held by {' and '.join(parts)}" if parts else ""
 
 
 if __name__ == "__main__":

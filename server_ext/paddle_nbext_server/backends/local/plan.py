@@ -33,12 +33,24 @@ class PlanSettings:
     wait_timeout: float
     grace_period: float
     poll_interval: float
+    memory_headroom: int
+    cgroup_root: str
+
+
+def largest_share(spec: JobSpec, resource: str) -> str:
+    """The field to name when a job asks for too much `resource` ("cpu" or "mem") in total:
+    the one whose replicas ask for the most of it (`pserver_mem` when 1 pserver wants 100Ti and
+    the trainers 1Gi), the trainers' on a tie."""
+    trainers = Quantity.parse(getattr(spec, f"trainer_{resource}")) * spec.trainers
+    pservers = Quantity.parse(getattr(spec, f"pserver_{resource}")) * spec.pservers
+    return f"pserver_{resource}" if pservers > trainers else f"trainer_{resource}"
 
 
 def check_fits_at_all(spec: JobSpec, capacity: Capacity) -> ResourceRequest:
     """A job bigger than the whole machine would wait forever: refuse it, naming the field."""
     totals = spec.totals()
     request = ResourceRequest(cpu=float(totals["cpu"]), memory=int(totals["memory"]), gpus=int(totals["gpu"]))
+    cpu_field, memory_field = largest_share(spec, "cpu"), largest_share(spec, "mem")
     if request.gpus and not capacity.gpus:
         raise InvalidRequest(
             "this server's local backend hands out no GPUs (c.LocalBackend.gpu_pool is empty); set trainer_gpu to 0",
@@ -53,14 +65,14 @@ def check_fits_at_all(spec: JobSpec, capacity: Capacity) -> ResourceRequest:
     if request.cpu > capacity.cpu + 1e-9:
         raise InvalidRequest(
             f"the job requests {format_cpu(totals['cpu'])} CPU in total but local jobs may use at most "
-            f"{capacity.cpu:g} (c.LocalBackend.max_cpu × cpu_overcommit); lower trainer_cpu/pserver_cpu or the replica counts",
-            "trainer_cpu",
+            f"{capacity.cpu:g} (c.LocalBackend.max_cpu × cpu_overcommit); lower {cpu_field} or the replica counts",
+            cpu_field,
         )
     if request.memory > capacity.memory:
         raise InvalidRequest(
             f"the job requests {format_bytes(request.memory)} of memory in total but local jobs may use at most "
-            f"{format_bytes(capacity.memory)}; lower trainer_mem/pserver_mem or the replica counts",
-            "trainer_mem",
+            f"{format_bytes(capacity.memory)}; lower {memory_field} or the replica counts",
+            memory_field,
         )
     return request
 
@@ -108,6 +120,8 @@ def build_plan(spec: JobSpec, job_dir: Path, workdir: Path, launcher: Path, reso
         wait_timeout=settings.wait_timeout,
         grace_period=settings.grace_period,
         poll_interval=max(settings.poll_interval, MIN_MASTER_POLL),
+        memory_headroom=settings.memory_headroom,
+        cgroup_root=settings.cgroup_root,
     )
 
 

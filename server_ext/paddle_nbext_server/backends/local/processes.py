@@ -7,18 +7,26 @@ calls `setsid` leaves the group but stays in the tree, and one that double-forks
 but stays in the group; either way it is counted against the replica's memory and stopped with
 it.  Zombies (exited, not yet reaped) count as gone everywhere: they hold no memory and cannot
 be stopped.
+
+Every replica process also carries its job dir in its environment (`JOB_DIR_VAR`, inherited by
+all it starts): when a master is gone, whatever was killed before, `marked_processes` still finds
+what its replicas left running, so the backend can stop them.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from .records import JOB_DIR_VAR
+
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+_PROC = Path("/proc")
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -118,4 +126,42 @@ def signal_replica(leader: int, sig: int) -> None:
         try:
             process.send_signal(sig)
         except _GONE:
+            pass
+
+
+def marked_processes(root: Path) -> dict[str, list[int]]:
+    """Live processes (this one excepted) whose environment names a job dir directly under
+    `root`, as {job dir name: pids}: one pass over /proc.  Processes of other users cannot be
+    read and are not listed; a process that cleared its environment is not found here, but it is
+    still in its replica's process group, which the master and the launcher stop."""
+    wanted = os.path.realpath(root)
+    marker = f"{JOB_DIR_VAR}=".encode()
+    found: dict[str, list[int]] = {}
+    try:
+        entries = list(os.scandir(_PROC))
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"{entry.path}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        for item in environ.split(b"\0"):
+            if item.startswith(marker):
+                job_dir = os.path.realpath(item[len(marker) :].decode("utf-8", errors="replace"))
+                if os.path.dirname(job_dir) == wanted and pid_alive(int(entry.name)):
+                    found.setdefault(os.path.basename(job_dir), []).append(int(entry.name))
+                break
+    return found
+
+
+def kill_processes(pids: Iterable[int]) -> None:
+    """SIGKILL each of `pids`; ones already gone (or not ours) are no error."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass

@@ -10,25 +10,41 @@ without one was written before records were versioned and is read as version 1, 
 submitted by the previous release keeps being listed and managed after an upgrade.  A file with
 a version newer than this code knows is refused with `NewerRecord`, whose words the listing
 shows as the job's message: guessing at a newer layout could misreport or mis-stop a job.
-A file that is not a record at all (half written, hand edited, wrong types) raises
-`RecordDamaged`, a `ValueError`, exactly like unparsable JSON, so callers treat both alike.
+A file that is not a record at all (half written, hand edited, wrong types, a phase or role
+this code does not know, a pid that names no single process) raises `RecordDamaged`, a
+`ValueError`, exactly like unparsable JSON, so callers treat both alike: validation is complete
+enough that a record which reads never fails later (listing, events, stopping its processes).
+The store shows such a job as `Phase.UNKNOWN` with the file named in its message (`damaged_status`)
+and never guesses an outcome in its place.
+
+Files are written atomically and durably (`write_atomic`: a sibling temp file, fsync, rename,
+fsync of the dir), so a crash or power loss leaves the old record or the new one, never a
+truncated or empty file; and read without following symlinks, without blocking on a FIFO and
+up to `MAX_RECORD_BYTES` (`read_text`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import stat
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from paddle_nbext.contract import Phase, ReplicaPhase
+from paddle_nbext.contract import ROLES, Phase, ReplicaPhase
 from paddle_nbext.status import JobStatus, ReplicaStatus
 
 T = TypeVar("T")
 Converter = Callable[[Any], Any]
+
+#: Names the job dir in every replica's environment (and so in all it starts), which is how the
+#: backend finds a job's processes when its master is gone (`processes.marked_processes`).
+JOB_DIR_VAR = "PADDLE_NBEXT_JOB_DIR"
 
 
 class RecordDamaged(ValueError):
@@ -89,6 +105,52 @@ def _optional_integer(value: Any) -> int | None:
     return None if value is None else _integer(value)
 
 
+def _pid(value: Any) -> int:
+    """A process id the runner may signal: above 1 (0 and negative numbers name process groups,
+    1 is init), so a damaged record can never make the backend signal its own group or all."""
+    pid = _integer(value)
+    if pid <= 1:
+        raise _fail("a process id", "a whole number above 1")
+    return pid
+
+
+def _optional_pid(value: Any) -> int | None:
+    return None if value is None else _pid(value)
+
+
+def _pids(value: Any) -> list[int]:
+    if not isinstance(value, list):
+        raise _fail("a list of process ids", "a list")
+    return [_pid(item) for item in value]
+
+
+def _pids_by_name(value: Any) -> dict[str, int]:
+    return {_text(key): _pid(item) for key, item in _object(value).items()}
+
+
+def _word(words: Any, what: str) -> Converter:
+    known = frozenset(str(word) for word in words)
+
+    def convert(value: Any) -> str:
+        if not isinstance(value, str) or value not in known:
+            raise RecordDamaged(f"{what} must be one of {', '.join(sorted(known))}, not {value!r}")
+        return value
+
+    return convert
+
+
+#: The spec counts the status model computes with (`role_counts`, `replica_ended`).
+_SPEC_COUNTS = ("pservers", "trainers", "max_restarts")
+
+
+def _status_spec(value: Any) -> dict[str, Any]:
+    spec = _object(value)
+    for key in _SPEC_COUNTS:
+        if spec.get(key) is not None:
+            _integer(spec[key])
+    return spec
+
+
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail("an amount", "a number")
@@ -109,10 +171,6 @@ def _object(value: Any) -> dict[str, Any]:
 
 def _texts_by_name(value: Any) -> dict[str, str]:
     return {_text(key): _text(item) for key, item in _object(value).items()}
-
-
-def _integers_by_name(value: Any) -> dict[str, int]:
-    return {_text(key): _integer(item) for key, item in _object(value).items()}
 
 
 def _each(convert: Callable[[Any], T]) -> Callable[[Any], list[T]]:
@@ -147,7 +205,11 @@ def _identity(value: Any) -> Any:
 
 def _versioned(kind: str, supported: int, text: str) -> dict[str, Any]:
     """The record's JSON object, refused if a newer release wrote it (no version: version 1)."""
-    data = _object(json.loads(text))
+    try:
+        parsed = json.loads(text)
+    except RecursionError:
+        raise RecordDamaged(f"{kind} is nested too deeply to be a record") from None
+    data = _object(parsed)
     version = data.get("version", 1)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise RecordDamaged(f"{kind} has an unreadable version {version!r}")
@@ -180,7 +242,7 @@ class JobRecord:
         return _build(
             cls,
             data,
-            {"owner": _text, "spec": _object, "created": _text, "created_epoch": _number, "package": _text},
+            {"owner": _text, "spec": _status_spec, "created": _text, "created_epoch": _number, "package": _text},
         )
 
 
@@ -292,6 +354,9 @@ class Plan:
     wait_timeout: float = 300.0
     grace_period: float = 5.0
     poll_interval: float = 0.1
+    # Kernel memory limits (`limits`); a plan of a release without them has none.
+    memory_headroom: int = 0  # bytes of address space beyond a replica's memory (RLIMIT_AS); 0: none
+    cgroup_root: str = ""  # a delegated cgroup v2 dir for per-replica memory.max; "": none
     version: int = VERSION
 
     def endpoints(self, role: str) -> str:
@@ -315,7 +380,10 @@ class Plan:
             # A plain number, not people's `500m`: the launcher turns it into thread counts.
             PADDLE_NBEXT_CPU=f"{replica.cpu:g}",
             PADDLE_NBEXT_WAIT_TIMEOUT=str(self.wait_timeout),
+            # report() writes beside the replica's log (runtime/paddle_nbext_job.py).
+            PADDLE_NBEXT_METRICS_DIR=str(Path(self.job_dir) / "logs"),
         )
+        env[JOB_DIR_VAR] = self.job_dir
         if self.capacity.gpus:
             # The pool is managed: replicas without an assignment must not grab any GPU.
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in (gpus or []))
@@ -347,6 +415,8 @@ class Plan:
                 "wait_timeout": _number,
                 "grace_period": _number,
                 "poll_interval": _number,
+                "memory_headroom": _integer,
+                "cgroup_root": _text,
             },
         )
 
@@ -409,9 +479,9 @@ class StatusRecord:
                 "name": _text,
                 "owner": _text,
                 "backend": _text,
-                "phase": _text,
+                "phase": _word(Phase, "the job's phase"),
                 "message": _text,
-                "spec": _object,
+                "spec": _status_spec,
                 "created": _text,
                 "started": _optional_text,
                 "finished": _optional_text,
@@ -423,10 +493,10 @@ class StatusRecord:
             {**data, "status": status},
             {
                 "status": _identity,
-                "master_pid": _optional_integer,
-                "processes": _integers_by_name,
+                "master_pid": _optional_pid,
+                "processes": _pids_by_name,
                 "admitted": _optional(Admitted.from_data),
-                "pids": _integers,
+                "pids": _pids,
                 "version": _integer,
             },
         )
@@ -437,9 +507,9 @@ def _replica_status(data: Any) -> ReplicaStatus:
         ReplicaStatus,
         data,
         {
-            "role": _text,
+            "role": _word(ROLES, "a replica's role"),
             "index": _integer,
-            "phase": _text,
+            "phase": _word(ReplicaPhase, "a replica's phase"),
             "reason": _optional_text,
             "exit_code": _optional_integer,
             "restarts": _integer,
@@ -465,26 +535,102 @@ def refused_status(name: str, job: JobRecord | None, backend: str, error: NewerR
     return StatusRecord(JobStatus(name, owner, backend, error.phase or Phase.PENDING, error.message, spec, created))
 
 
+def damaged_status(name: str, job: JobRecord, backend: str, message: str) -> StatusRecord:
+    """The listing's entry for a job whose job.json or status.json cannot be read: phase Unknown
+    with the file named in `message`, never an outcome guessed in place of the recorded one."""
+    return StatusRecord(JobStatus(name, job.owner, backend, Phase.UNKNOWN, message, job.spec, job.created))
+
+
+def damage_message(path: Path, error: BaseException) -> str:
+    """What is wrong with a record file, in words naming it, and what the user can do."""
+    if isinstance(error, json.JSONDecodeError):
+        detail = "it is empty" if not error.doc.strip() else f"it is not complete JSON ({error.msg} at char {error.pos})"
+    elif isinstance(error, UnicodeDecodeError):
+        detail = "it is not UTF-8 text"
+    elif isinstance(error, OSError):
+        detail = error.strerror or str(error)
+    else:
+        detail = str(error)
+    return f"{path} cannot be read: {detail}. The job's state is unknown; delete the job, or restore the file."
+
+
+_OWNER_FIELD = re.compile(r'"owner"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def owner_hint(text: str) -> str:
+    """The owner a damaged job.json still names (job.json writes it first, so even a file cut
+    short usually has it); "" when it names none."""
+    match = _OWNER_FIELD.search(text)
+    if match is None:
+        return ""
+    try:
+        owner = json.loads(match.group(1))
+    except ValueError:
+        return ""
+    return owner if isinstance(owner, str) else ""
+
+
 # ---------------------------------------------------------------------------- files
 Record = TypeVar("Record", JobRecord, Plan, StatusRecord)
+
+#: Records are small (a spec, a few hundred replicas); a bigger file is damage, not a record.
+MAX_RECORD_BYTES = 32 << 20
+
+
+def read_text(path: Path) -> str:
+    """A record file's text.  OSError when absent or not a regular file (a symlink is not
+    followed, a FIFO is not waited on), `RecordDamaged` when larger than `MAX_RECORD_BYTES`,
+    UnicodeDecodeError (a ValueError) when not UTF-8."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        data = handle.read(MAX_RECORD_BYTES + 1)
+    if len(data) > MAX_RECORD_BYTES:
+        raise RecordDamaged(f"it is larger than {MAX_RECORD_BYTES >> 20} MiB")
+    return data.decode("utf-8")
 
 
 def read_record(kind: type[Record], job_dir: Path) -> Record:
     """The record of type `kind` in `job_dir` (its file is `kind.KIND`).  OSError when absent,
     `RecordDamaged`/ValueError when unreadable, `NewerRecord` when too new."""
-    with open(job_dir / kind.KIND, encoding="utf-8") as handle:
-        text = handle.read()
-    return kind.from_json(text)
+    return kind.from_json(read_text(job_dir / kind.KIND))
 
 
 def write_record(job_dir: Path, record: JobRecord | Plan | StatusRecord) -> None:
-    """Write `record` to its file in `job_dir`; readers never see half a file (a sibling temp
-    file is renamed over it)."""
+    """Write `record` to its file in `job_dir` (`write_atomic`)."""
     write_atomic(job_dir / record.KIND, record.to_json())
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` by `text` so that readers, a crash and a power loss only ever leave the old
+    file or the new one: a sibling temp file is written and fsynced, renamed over `path`, and the
+    dir fsynced so the rename itself is on disk.  The temp file is removed if anything fails."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in `directory` durable (best effort: some file systems refuse it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

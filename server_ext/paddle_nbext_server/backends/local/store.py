@@ -4,31 +4,47 @@ Everything a reader needs to know about a job dir is answered here, from the fil
 server (this one after a restart, or a second one on the same jobs dir) sees the same jobs:
 which dirs are jobs and whose, their status (with the Pending fallback before the master wrote
 one), whether their master still runs, and how a job whose master vanished is recorded as ended.
+A job dir whose job.json or status.json is damaged is still a job: listed as Unknown with the
+file named (`JobFiles.damaged`), cancellable and deletable, and never rewritten by a guess.
 File layout and the records themselves: `backend` and `records`.
+
+Job names are per user: a job's dir is `<name>`, or `<name>.<owner tag>` when another user's job
+already has `<name>` (`claim`).  Every lookup goes through the asking owner (`job_dir`), so a
+user can neither reach another's job nor learn whether it exists.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
+import hashlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from paddle_nbext.contract import Phase, ReplicaPhase, now_iso
+from paddle_nbext.status import JobStatus
 
-from ..base import InvalidState, JobNotFound
-from .processes import pid_alive, runs_job_master, signal_replica
+from ..base import InvalidState, JobExists, JobNotFound
+from .processes import kill_processes, marked_processes, pid_alive, runs_job_master, signal_replica
 from .records import (
     JobRecord,
     NewerRecord,
+    RecordDamaged,
     StatusRecord,
+    damage_message,
+    damaged_status,
+    owner_hint,
     pending_status,
     read_record,
+    read_text,
     refused_status,
     write_record,
 )
@@ -38,6 +54,10 @@ STARTING_GRACE = 60.0
 BACKEND_NAME = "local"
 MASTER_MODULE = "paddle_nbext_server.backends.local.master"
 STARTING_MESSAGE = "Starting the job master."
+
+#: The file naming a job dir's owner: in the dir from its first moment (see `claim`), so a lookup
+#: can tell whose it is before job.json exists.
+OWNER_FILE = ".owner"
 
 #: (mtime_ns, size, inode) of a file: a changed one means the file was rewritten.
 Signature = tuple[int, int, int]
@@ -52,14 +72,32 @@ def signature(path: Path | str) -> Signature | None:
     return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
+def owner_tag(owner: str) -> str:
+    """A short, stable, file-name-safe stand-in for `owner`: the suffix of the dir of a job whose
+    plain name another user's job has."""
+    return hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def job_name_of(job_dir: Path) -> str:
+    """The job's name from its dir's: `train` for `train/` and for `train.<owner tag>/`."""
+    return job_dir.name.partition(".")[0]
+
+
+def name_taken(name: str) -> JobExists:
+    return JobExists(f"A job named '{name}' already exists; pick another job_name or delete it.", "job_name")
+
+
 @dataclass(frozen=True)
 class JobFiles:
     """What one job dir says, as read.  `refused` is set when a newer paddle-nbext wrote one of
-    its records: `status` then only carries that in words, and nothing may act on the job."""
+    its records: `status` then only carries that in words, and nothing may act on the job.
+    `damaged` is the message when job.json or status.json cannot be read: `status` is Unknown
+    and carries it; the job may be cancelled and deleted, but its records are never rewritten."""
 
     job: JobRecord
     record: StatusRecord
     refused: NewerRecord | None = None
+    damaged: str | None = None
 
     @property
     def owner(self) -> str:
@@ -81,30 +119,115 @@ class JobStore:
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
     # ------------------------------------------------------------------ paths and reading
-    def job_dir(self, name: str) -> Path:
-        if not name or "/" in name or name.startswith("."):
+    def _candidates(self, name: str, owner: str) -> tuple[Path, Path]:
+        """(`<name>`, `<name>.<owner tag>`): the two dirs the owner's job `name` may have."""
+        if not name or "/" in name or "." in name:
             raise JobNotFound(f"There is no job named '{name}'.")
-        return self.root / name
+        return self.root / name, self.root / f"{name}.{owner_tag(owner)}"
+
+    def job_dir(self, name: str, owner: str) -> Path:
+        """The dir of `owner`'s job `name`: the tagged one when it exists (only that owner's job
+        can have it), else the plain one, which may be another user's (`load` says whose) or
+        missing (then there is no such job)."""
+        plain, tagged = self._candidates(name, owner)
+        return tagged if os.path.lexists(tagged) else plain
+
+    def dir_owner(self, job_dir: Path) -> str | None:
+        """Whose the dir is, from its owner file or else its job.json (dirs from before names
+        were per user); None when neither says."""
+        try:
+            return (job_dir / OWNER_FILE).read_bytes().decode("utf-8", "surrogatepass").strip() or None
+        except (OSError, UnicodeDecodeError):
+            pass
+        try:
+            return read_record(JobRecord, job_dir).owner or None
+        except NewerRecord as error:
+            return error.owner or None
+        except (OSError, ValueError):
+            return None
+
+    def has_job(self, name: str, owner: str) -> bool:
+        """Whether `owner` has a job named `name` (what the dry run asks; other users' jobs
+        never count)."""
+        plain, tagged = self._candidates(name, owner)
+        return os.path.lexists(tagged) or self.dir_owner(plain) == owner
+
+    def claim(self, name: str, owner: str) -> Path:
+        """Create the dir of `owner`'s new job `name`: `<name>`, or `<name>.<owner tag>` when
+        another user's job has that; `JobExists` when the owner has a job of that name.  The dir
+        is renamed into place with its owner file already in it, so no reader ever sees it
+        without an owner and two submits of one name by one owner cannot both succeed.  OSError
+        when the jobs dir cannot be written."""
+        plain, tagged = self._candidates(name, owner)
+        self.root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".claim-{name}-", dir=self.root))
+        try:
+            (staging / OWNER_FILE).write_bytes(owner.encode("utf-8", "surrogatepass"))
+            if not os.path.lexists(tagged):
+                try:
+                    os.rename(staging, plain)
+                    return plain
+                except OSError as error:
+                    if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                        raise
+                if self.dir_owner(plain) == owner:
+                    raise name_taken(name)
+            try:
+                os.rename(staging, tagged)
+                return tagged
+            except OSError as error:
+                if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise name_taken(name) from None
+                raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def load(self, job_dir: Path) -> JobFiles:
-        """The job dir's records.  OSError/ValueError when job.json is missing or damaged (the dir
-        is not a job, or not yet); a damaged or missing status.json reads as Pending."""
+        """The job dir's records.  OSError when job.json is missing (the dir is not a job, or not
+        yet), ValueError when it is damaged and names no owner (nobody may be shown the job); a
+        status.json not written yet reads as Pending; any other damage reads as Unknown."""
         try:
             job = read_record(JobRecord, job_dir)
         except NewerRecord as error:
             job = JobRecord(owner=error.owner, created=error.created)
-            return JobFiles(job, refused_status(job_dir.name, job, BACKEND_NAME, error), error)
+            return JobFiles(job, refused_status(job_name_of(job_dir), job, BACKEND_NAME, error), error)
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as error:
+            return self._damaged_job(job_dir, error)
         try:
             record = read_record(StatusRecord, job_dir)
         except NewerRecord as error:
-            return JobFiles(job, refused_status(job_dir.name, job, BACKEND_NAME, error), error)
-        except (OSError, ValueError):
-            record = pending_status(job_dir.name, job, BACKEND_NAME, STARTING_MESSAGE)
+            return JobFiles(job, refused_status(job_name_of(job_dir), job, BACKEND_NAME, error), error)
+        except FileNotFoundError:
+            record = pending_status(job_name_of(job_dir), job, BACKEND_NAME, STARTING_MESSAGE)
+        except (OSError, ValueError) as error:
+            message = damage_message(job_dir / StatusRecord.KIND, error)
+            return JobFiles(job, damaged_status(job_name_of(job_dir), job, BACKEND_NAME, message), damaged=message)
         return JobFiles(job, record)
+
+    def _damaged_job(self, job_dir: Path, error: OSError | ValueError) -> JobFiles:
+        """A job whose job.json cannot be read, shown to the owner its status.json (or what is
+        left of job.json) names; RecordDamaged when neither names one."""
+        try:
+            status: JobStatus | None = read_record(StatusRecord, job_dir).status
+        except (OSError, ValueError, NewerRecord):
+            status = None
+        owner = status.owner if status is not None else ""
+        if not owner:
+            try:
+                owner = owner_hint(read_text(job_dir / JobRecord.KIND))
+            except (OSError, ValueError):
+                owner = ""
+        if not owner:
+            raise RecordDamaged(f"{job_dir / JobRecord.KIND} names no owner") from error
+        job = JobRecord(owner=owner, spec=status.spec if status else {}, created=status.created if status else "")
+        message = damage_message(job_dir / JobRecord.KIND, error)
+        return JobFiles(job, damaged_status(job_name_of(job_dir), job, BACKEND_NAME, message), damaged=message)
 
     def owned(self, name: str, owner: str) -> tuple[Path, JobFiles]:
         """The job `name` of `owner`; another owner's job is as missing as no job at all."""
-        job_dir = self.job_dir(name)
+        job_dir = self.job_dir(name, owner)
         try:
             files = self.load(job_dir)
         except (OSError, ValueError):
@@ -114,12 +237,15 @@ class JobStore:
         return job_dir, files
 
     # ------------------------------------------------------------------ the master
-    def launch_master(self, job_dir: Path) -> subprocess.Popen[bytes]:
-        """Start the job's detached master and record its pid in master.pid."""
+    def launch_master(self, job_dir: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start the job's detached master and record its pid in master.pid.  `env` is the
+        environment it and so every replica inherits (the server's without its credentials:
+        `credentials.job_environment`)."""
         with open(job_dir / "master.log", "ab") as log:
             master = subprocess.Popen(
                 [sys.executable, "-m", MASTER_MODULE, str(job_dir)],
                 cwd=job_dir,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -131,9 +257,10 @@ class JobStore:
 
     def master_pid(self, job_dir: Path) -> int | None:
         try:
-            return int((job_dir / "master.pid").read_text().strip())
+            pid = int(read_text(job_dir / "master.pid").strip())
         except (OSError, ValueError):
             return None
+        return pid if pid > 1 else None
 
     def master_alive(self, job_dir: Path, job: JobRecord) -> bool:
         """The job's master runs (a pid reused by another program does not count); before
@@ -166,15 +293,40 @@ class JobStore:
             except OSError:
                 pass
 
+    def stop_orphans(self, name: str | None = None) -> list[int]:
+        """SIGKILL every process that carries the job dir of a job (`name`, else any job of this
+        jobs dir) whose master is gone: what replicas left running when their master and its
+        safeguards were killed, or a job dir removed by hand.  Returns the pids signalled."""
+        stopped: list[int] = []
+        for job_name, pids in marked_processes(self.root).items():
+            if name is not None and job_name != name:
+                continue
+            job_dir = self.root / job_name
+            master = self.master_pid(job_dir)
+            if master is not None and runs_job_master(master, job_dir):
+                continue
+            kill_processes(pids)
+            stopped.extend(pids)
+        return stopped
+
     def mark_lost(self, job_dir: Path, phase: Phase, message: str) -> StatusRecord:
         """The master is gone without a terminal status: stop what it left and record the end.
-        A job a newer release wrote is left as it is (this code cannot write its records)."""
+        A job a newer release wrote is left as it is (this code cannot write its records), and
+        so is a damaged one (its recorded outcome is unknown, and must not be replaced by a
+        guess); their processes are stopped all the same.  When the record cannot be written
+        (the dir became read-only) the end is returned, in memory only, with why."""
         files = self.load(job_dir)
         record = files.record
-        if files.refused is not None or record.terminal:
+        if record.terminal:
+            return record
+        self.stop_orphans(job_dir.name)
+        if files.refused is not None or files.damaged is not None:
             return record
         for leader in record.processes.values():
-            signal_replica(leader, signal.SIGKILL)
+            # A live leader was stopped above if it is still the replica; a live unmarked one is
+            # a pid reused since.  A dead leader's group can only hold the replica's processes.
+            if not pid_alive(leader):
+                signal_replica(leader, signal.SIGKILL)
         stamp = now_iso()
         replicas = [
             dataclasses.replace(r, phase=ReplicaPhase.STOPPED, finished=stamp)
@@ -184,19 +336,25 @@ class JobStore:
         ]
         status = dataclasses.replace(record.status, phase=phase, message=message, finished=stamp, replicas=replicas)
         lost = dataclasses.replace(record, status=status, processes={}, admitted=None)
-        write_record(job_dir, lost)
+        try:
+            write_record(job_dir, lost)
+        except OSError as error:
+            unsaved = f"{message} This end could not be recorded in {job_dir / StatusRecord.KIND}: {error.strerror or error}."
+            return dataclasses.replace(lost, status=dataclasses.replace(status, message=unsaved))
         return lost
 
     # ------------------------------------------------------------------ removal
-    def remove(self, name: str, owner: str) -> None:
-        """Delete the job dir; renamed away first so no reader ever sees a half-deleted job."""
+    def remove(self, name: str, owner: str) -> Path:
+        """Delete the job dir (answered: where it was); renamed away first so no reader ever
+        sees a half-deleted job."""
         job_dir, _ = self.owned(name, owner)
-        child = self._children.pop(name, None)
+        child = self._children.pop(job_dir.name, None)
         if child is not None:
             child.wait(timeout=30)
-        trash = self.root / f".deleting-{name}-{os.getpid()}-{time.monotonic_ns()}"
+        trash = self.root / f".deleting-{job_dir.name}-{os.getpid()}-{time.monotonic_ns()}"
         os.replace(job_dir, trash)
         shutil.rmtree(trash, ignore_errors=True)
+        return job_dir
 
     def forget_master(self, name: str) -> None:
         """Stop tracking (and reap) a master this process started, e.g. after a failed submit."""

@@ -13,6 +13,8 @@ the lock around the map.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import threading
 import time
@@ -32,6 +34,7 @@ ENDED_JOB_RECHECK = 2.0
 #: Seconds between checks that a running job's master is still alive.
 MASTER_CHECK_EVERY = 1.0
 MASTER_LOST = "The job master stopped without recording an end (was it killed?); its replicas were stopped."
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -59,9 +62,10 @@ class Seen:
 
     @property
     def settled(self) -> bool:
-        """Nothing this server does can change the job any more: it ended, or a newer release
-        wrote it (only its files changing can).  Such entries are only re-checked now and then."""
-        return self.status.terminal or self.files.refused is not None
+        """Nothing this server does can change the job any more: it ended, a newer release wrote
+        it, or its records are damaged (only its files changing can).  Such entries are only
+        re-checked now and then."""
+        return self.status.terminal or self.files.refused is not None or self.files.damaged is not None
 
 
 def _not_found(name: str) -> JobNotFound:
@@ -78,6 +82,8 @@ class JobWatcher:
         self._next_ended_check = 0.0  # monotonic time of the next check of ended jobs' job.json
         self._listed_signature: Signature | None = None  # the jobs dir as last listed
         self._listed_names: frozenset[str] = frozenset()
+        self._orphans_swept = False  # the first scan with check_alive stops orphans of every job
+        self._failing: dict[str, str] = {}  # job dir -> the error last logged for it (logged once)
 
     # ------------------------------------------------------------------ the map
     def _entry(self, files: JobFiles, status_signature: Signature | None, job_signature: Signature | None, previous: Seen | None) -> Seen:
@@ -136,42 +142,67 @@ class JobWatcher:
         for name, gone in known.items():
             if name not in names:
                 self.forget(name)
-                events.append(JobEvent(DELETED, gone.owner, name))
-        root = str(self.store.root)
+                events.append(JobEvent(DELETED, gone.owner, gone.status.name))
+        if check_alive and not self._orphans_swept:
+            self._orphans_swept = True
+            for pid in self.store.stop_orphans():
+                log.warning("paddle-nbext: stopped process %d of a local job whose master is gone", pid)
         for name in names:
-            seen: Seen | None = known.get(name)
-            if not check_ended and seen is not None and seen.settled and seen.reported == seen.signature:
-                continue  # an ended job no longer changes; its removal shows in the listing above
-            job_signature = signature(f"{root}/{name}/job.json")  # str paths: this runs per job per poll
-            if seen is not None and seen.job_signature != job_signature:
-                # job.json vanished (deleted by another server) or the dir holds a new job now
-                self.forget(name)
-                events.append(JobEvent(DELETED, seen.owner, name))
-                seen = None
-            if job_signature is None or (seen is not None and seen.status.terminal and seen.reported == seen.signature):
+            try:
+                event = self._scan_job(name, known.get(name), now, check_ended, check_alive, events)
+            except Exception as error:  # noqa: BLE001 - one bad job dir must not stop the others
+                self._report_failure(name, error)
                 continue
-            status_signature = signature(f"{root}/{name}/status.json")
-            job_dir = self.store.root / name
-            entry = seen
-            if entry is None or status_signature != entry.signature:
-                try:
-                    files = self.store.load(job_dir)
-                except (OSError, ValueError):
-                    continue  # not a job dir (yet)
-                entry = self._entry(files, status_signature, job_signature, seen)
-                self._store(name, entry)
-            if check_alive and not entry.settled and now - entry.checked_alive >= MASTER_CHECK_EVERY:
-                entry.checked_alive = now
-                if not self.store.master_alive(job_dir, entry.files.job):
-                    record = self.store.mark_lost(job_dir, Phase.FAILED, MASTER_LOST)
-                    files = JobFiles(entry.files.job, record)
-                    entry = self._entry(files, signature(job_dir / "status.json"), job_signature, entry)
-                    self._store(name, entry)
-            if entry.reported != entry.signature or entry.reported is None and seen is None:
-                entry.reported = entry.signature
-                if report:
-                    events.append(JobEvent(UPDATED, entry.owner, name, entry.status.to_dict()))
+            self._failing.pop(name, None)
+            if event is not None and report:
+                events.append(event)
         return events
+
+    def _report_failure(self, name: str, error: Exception) -> None:
+        """Log a job dir that cannot be scanned once per distinct error, not on every poll."""
+        text = f"{type(error).__name__}: {error}"
+        if self._failing.get(name) != text:
+            self._failing[name] = text
+            log.warning("paddle-nbext: cannot read the local job dir %s: %s", self.store.root / name, text)
+
+    def _scan_job(
+        self, name: str, seen: Seen | None, now: float, check_ended: bool, check_alive: bool, events: list[JobEvent]
+    ) -> JobEvent | None:
+        """Bring one job dir's entry up to date (`scan`); the UPDATED event to publish, if any.
+        A DELETED event for a dir that now holds another job goes straight to `events`."""
+        root = str(self.store.root)
+        if not check_ended and seen is not None and seen.settled and seen.reported == seen.signature:
+            return None  # an ended job no longer changes; its removal shows in the listing above
+        job_signature = signature(f"{root}/{name}/job.json")  # str paths: this runs per job per poll
+        if seen is not None and seen.job_signature != job_signature:
+            # job.json vanished (deleted by another server) or the dir holds a new job now
+            self.forget(name)
+            events.append(JobEvent(DELETED, seen.owner, seen.status.name))
+            seen = None
+        if job_signature is None or (seen is not None and seen.status.terminal and seen.reported == seen.signature):
+            return None
+        status_signature = signature(f"{root}/{name}/status.json")
+        job_dir = self.store.root / name
+        entry = seen
+        if entry is None or status_signature != entry.signature:
+            try:
+                files = self.store.load(job_dir)
+            except (OSError, ValueError):
+                return None  # not a job dir (yet), or a damaged one that names no owner
+            entry = self._entry(files, status_signature, job_signature, seen)
+            self._store(name, entry)
+        if check_alive and not entry.settled and now - entry.checked_alive >= MASTER_CHECK_EVERY:
+            entry.checked_alive = now
+            if not self.store.master_alive(job_dir, entry.files.job):
+                record = self.store.mark_lost(job_dir, Phase.FAILED, MASTER_LOST)
+                files = dataclasses.replace(entry.files, record=record)
+                entry = self._entry(files, signature(job_dir / "status.json"), job_signature, entry)
+                self._store(name, entry)
+        if entry.reported != entry.signature or entry.reported is None and seen is None:
+            event = JobEvent(UPDATED, entry.owner, entry.status.name, entry.status.to_dict())
+            entry.reported = entry.signature
+            return event
+        return None
 
     # ------------------------------------------------------------------ answering
     def from_memory(self, owner: str) -> list[JobStatus]:
@@ -184,12 +215,13 @@ class JobWatcher:
 
     def read_through(self, name: str, owner: str) -> JobStatus:
         """Read the job from disk into memory (signatures taken before reading, so a write in
-        between shows as a change next time)."""
-        job_dir = self.store.job_dir(name)
+        between shows as a change next time).  Memory is keyed by job dir (names are per user)."""
+        job_dir = self.store.job_dir(name, owner)
+        key = job_dir.name
         status_signature = signature(job_dir / "status.json")
         job_signature = signature(job_dir / "job.json")
         with self._lock:
-            old = self._seen.get(name)
+            old = self._seen.get(key)
         if old is not None and job_signature is not None and (status_signature, job_signature) == (old.signature, old.job_signature):
             entry = old
         else:
@@ -199,16 +231,16 @@ class JobWatcher:
                 raise _not_found(name) from None
             same_job = old if old is not None and old.job_signature == job_signature else None
             entry = self._entry(files, status_signature, job_signature, same_job)
-            self._store(name, entry)
+            self._store(key, entry)
         if entry.owner != owner:
             raise _not_found(name)
         return entry.status
 
     def get(self, name: str, owner: str) -> JobStatus:
         """The job's status, from memory when its files did not change since they were read."""
-        job_dir = self.store.job_dir(name)
+        job_dir = self.store.job_dir(name, owner)
         with self._lock:
-            seen = self._seen.get(name)
+            seen = self._seen.get(job_dir.name)
         if (
             seen is not None
             and seen.job_signature is not None

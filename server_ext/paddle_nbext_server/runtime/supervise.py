@@ -1,0 +1,200 @@
+"""How a replica's launcher runs the entry point so that no process of it outlives the replica.
+
+The launcher stays the parent of the entry point instead of replacing itself with a shell:
+
+* the entry point runs as argv when it is one plain command (`python train.py --lr 0.1`), and
+  through `/bin/sh -c` only when it needs a shell (pipes, `;`, `&&`, redirections, variables,
+  globs, a leading `NAME=value`, a builtin such as `cd`): `entry_argv`.  Either way it stays in
+  the replica's process group, which the job runner stops as a whole;
+* the launcher is a child subreaper (`PR_SET_CHILD_SUBREAPER`): what the entry point starts and
+  then orphans (a daemonised helper, a pool worker whose parent died) is re-parented to the
+  launcher rather than to init, so it stays findable as a descendant;
+* the parent-death signal is set on the launcher itself (`PARENT_DEATH_SIGNAL`, catchable, unlike
+  the SIGKILL the runner sets before exec): when the runner dies, however it was killed, the
+  launcher kills every descendant and the replica's process group, then itself.  The signal
+  reaches the process that was forked by the runner, which is now the launcher and not a shell;
+* SIGTERM and SIGINT sent to the launcher alone are passed on to the entry point, and its exit
+  code becomes the launcher's (128 + N for signal N, as a shell reports it).
+
+Linux only for the two `prctl` calls; elsewhere they are skipped and the process group remains
+what the runner stops.  Standard library only: this file is shipped into every job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from types import FrameType
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+#: Delivered to the launcher when the process that started it dies (set by `run_supervised`).
+PARENT_DEATH_SIGNAL = signal.SIGUSR2
+#: Signals the launcher passes on to the entry point (the runner's own stop goes to the group).
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: Characters only a shell gives meaning to, outside quotes and inside double quotes; an entry
+#: point using one runs through `/bin/sh -c`.
+_SHELL_SYNTAX = frozenset("|&;<>()$`*?[]{}~!#\n")
+_DOUBLE_QUOTED_SYNTAX = frozenset("$`")
+
+
+def needs_shell_syntax(entry: str) -> bool:
+    """True when `entry` uses what only a shell does (operators, expansions, globs), quoting
+    considered: `python -c "print(1); x"` is one plain command, `a; b` and `echo $HOME` are not."""
+    quote = ""
+    escaped = False
+    for char in entry:
+        if escaped:
+            escaped = False
+        elif quote == "'":
+            quote = "" if char == "'" else quote
+        elif char == "\\":
+            escaped = True
+        elif quote == '"':
+            if char == '"':
+                quote = ""
+            elif char in _DOUBLE_QUOTED_SYNTAX:
+                return True
+        elif char in "'\"":
+            quote = char
+        elif char in _SHELL_SYNTAX:
+            return True
+    return False
+
+
+_SHELL_WORDS = frozenset({"cd", "exec", "export", "source", ".", "set", "unset", "eval", "ulimit", "umask", "if", "for", "while"})
+SHELL = "/bin/sh"
+
+
+def entry_argv(entry: str, path: str) -> list[str]:
+    """The command that runs `entry`: its words when it is one plain command whose program is on
+    `path` (no shell between the launcher and the program), else `/bin/sh -c entry`."""
+    if needs_shell_syntax(entry):
+        return [SHELL, "-c", entry]
+    try:
+        words = shlex.split(entry)
+    except ValueError:  # an unbalanced quote: the shell says what is wrong
+        return [SHELL, "-c", entry]
+    if not words or "=" in words[0] or words[0] in _SHELL_WORDS:
+        return [SHELL, "-c", entry]
+    program = shutil.which(words[0], path=path or None)
+    if program is None:
+        return [SHELL, "-c", entry]  # the shell's "not found" is the message people know
+    return [program, *words[1:]]
+
+
+def prctl(option: int, value: int) -> bool:
+    """One `prctl` call; False where there is none (not Linux) or it is refused."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def children_by_parent() -> dict[int, list[int]]:
+    """{parent pid: child pids} of every process in /proc (one pass)."""
+    table: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        # The command name is in parentheses and may hold anything, so parse after the last ")".
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            table.setdefault(int(fields[1]), []).append(int(name))
+    return table
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid`, children first."""
+    table = children_by_parent()
+    found: list[int] = []
+    pending = list(table.get(pid, []))
+    while pending:
+        child = pending.pop(0)
+        if child not in found:
+            found.append(child)
+            pending.extend(table.get(child, []))
+    return found
+
+
+def kill_all_below(pid: int) -> None:
+    """SIGKILL every descendant of `pid` and `pid`'s process group, `pid` itself last if it is
+    in that group (the launcher calls this on itself: it does not return then)."""
+    for _ in range(3):  # a process forking while we kill: go again until nothing is left
+        below = descendants(pid)
+        if not below:
+            break
+        for child in below:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+
+def _exit_code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def run_supervised(argv: list[str], env: Mapping[str, str]) -> int:
+    """Run `argv` as the launcher's child in the launcher's process group and return its exit
+    code; no process of it survives the launcher's parent.  Every other child that ends (an
+    orphan re-parented to the launcher) is reaped on the way."""
+    parent = os.getppid()
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    child: list[int] = []
+
+    def parent_died(signum: int, frame: FrameType | None) -> None:
+        kill_all_below(os.getpid())
+        os._exit(128 + signal.SIGKILL)
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child[0], signum)
+
+    signal.signal(PARENT_DEATH_SIGNAL, parent_died)
+    for forwarded in FORWARDED:
+        signal.signal(forwarded, forward)
+    prctl(PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL)
+    if os.getppid() != parent:  # the parent died before the signal was set: nobody supervises us
+        return 128 + signal.SIGKILL
+    sys.stdout.flush()
+    sys.stderr.flush()
+    process = subprocess.Popen(argv, env=dict(env), restore_signals=True)
+    child.append(process.pid)
+    while True:
+        try:
+            reaped, status = os.wait()
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return 1  # cannot happen while the child runs; a failure rather than a hang
+        if reaped == process.pid:
+            process.returncode = _exit_code(status)
+            child.clear()
+            # What the entry point left running would outlive the replica: the runner stops the
+            # group, and the strays that left it are stopped here.
+            for stray in descendants(os.getpid()):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(stray, signal.SIGKILL)
+            return process.returncode
