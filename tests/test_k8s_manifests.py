@@ -13,7 +13,7 @@ from paddle_nbext.spec import JobSpec
 from paddle_nbext_server.backends.kubernetes import manifests
 from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
 from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
-from paddle_nbext_server.runtime_files import NAMES, read_bundle
+from paddle_nbext_server.runtime_files import NAMES, config_key, read_bundle
 
 # Every minor we support: 1.30 (podFailurePolicy and backoffLimitPerIndex are on by default
 # from there) up to the control plane the cluster suite runs (support.controlplane).
@@ -107,7 +107,8 @@ def test_record_holds_spec_and_runtime_files():
     spec, objects = plan()
     record = by_name(objects)[("ConfigMap", "mnist-ps")]
     assert json.loads(record["data"]["spec.json"]) == spec.to_dict()
-    assert set(record["data"]) == {"spec.json", *NAMES}
+    assert set(record["data"]) == {"spec.json", *(config_key(name) for name in NAMES)}
+    assert record["data"]["pylib.paddle_nbext_job.py"] == RUNTIME["pylib/paddle_nbext_job.py"]  # report(), mounted at pylib/
     assert record["data"]["launcher.py"] == RUNTIME["launcher.py"]
     assert record["data"]["contract.py"] == RUNTIME["contract.py"]  # the runtime imports it from beside itself
 

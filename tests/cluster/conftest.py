@@ -18,6 +18,9 @@ Fixtures
 ``cluster``           function scope: a :class:`Cluster`; namespaces it creates are deleted after the test.
 ``module_cluster``    the same for module-scoped fixtures (namespaces deleted after the module).
 ``cluster_substrate`` session scope: the running control plane (or the other cluster's admin config).
+``queued_cluster``    module scope: a :class:`Cluster` on a second control plane of its own with the JobSet
+                      and Kueue controllers beside it (``support.controlplane.queueing``), started only
+                      when a test asks for it; ``queued_cluster.queues`` are those controllers.
 
 Contract (what backend tests code against)
 ------------------------------------------
@@ -65,6 +68,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 from support.controlplane import ControlPlane, ControlPlaneError
 from support.controlplane.kubelet import cri_log, logs_object, pod_status
+from support.controlplane.queueing import QueueControllers
 
 KUBECONFIG_ENV = "PADDLE_NBEXT_TEST_KUBECONFIG"
 WAIT_SECONDS = 60.0
@@ -391,6 +395,26 @@ class Cluster:
         self._admin = None
 
 
+class QueuedSubstrate(ClusterSubstrate):
+    """Our control plane with JobSet and Kueue started beside it (never another cluster's:
+    there the suite cannot start controllers, so the queued tests skip, saying why)."""
+
+    def __init__(self, workdir: Path) -> None:
+        if os.environ.get(KUBECONFIG_ENV):
+            pytest.skip(f"queued tests start JobSet and Kueue beside the suite's own control plane (unset {KUBECONFIG_ENV})")
+        super().__init__(workdir)
+        assert self.plane is not None
+        try:
+            self.queues = QueueControllers(self.plane).start()
+        except ControlPlaneError as error:
+            self.plane.stop()
+            raise RuntimeError(f"no JobSet and Kueue controllers for the queued tests: {error}") from error
+
+    def close(self) -> None:
+        self.queues.stop()
+        super().close()
+
+
 def _placed(pod: Any) -> bool:
     """Bound to a node, or judged unschedulable by the scheduler (its PodScheduled=False)."""
     if pod.spec.node_name:
@@ -415,5 +439,20 @@ def module_cluster(cluster_substrate: ClusterSubstrate) -> Iterator[Cluster]:
 @pytest.fixture
 def cluster(cluster_substrate: ClusterSubstrate) -> Iterator[Cluster]:
     view = Cluster(cluster_substrate)
+    yield view
+    view.cleanup()
+
+
+@pytest.fixture(scope="session")
+def queued_substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueuedSubstrate]:
+    substrate = QueuedSubstrate(tmp_path_factory.mktemp("queued-cluster"))
+    yield substrate
+    substrate.close()
+
+
+@pytest.fixture(scope="module")
+def queued_cluster(queued_substrate: QueuedSubstrate) -> Iterator[Cluster]:
+    view = Cluster(queued_substrate)
+    view.queues = queued_substrate.queues  # type: ignore[attr-defined]
     yield view
     view.cleanup()

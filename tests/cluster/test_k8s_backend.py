@@ -457,7 +457,7 @@ def test_api_unreachable_is_503_with_the_cause_and_recovers(cluster, tmp_path):
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home) as backend:
-            await backend.submit(SubmitRequest(spec("steady", trainers=1), "alice", home))
+            await backend.submit(SubmitRequest(spec("steady", pservers=1, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             pod = pod_of(admin, namespace, "steady", "trainer", 0)
             with cluster.api_down():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -27,8 +28,12 @@ GOMOD = Path(__file__).resolve().parent / "gomod"
 KUBERNETES_VERSION = "v1.37.2"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
+JOBSET_VERSION = "v0.12.0"
+KUEUE_VERSION = "v0.17.1"
 
 CACHE_ENV = "PADDLE_NBEXT_CONTROLPLANE_CACHE"
+KUEUE_METRICS_CERTS_ENV = "PADDLE_NBEXT_KUEUE_METRICS_CERTS"
+ASSETS = "assets"  # beside a component's binaries: the upstream files copied for it (`Component.assets`)
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,12 @@ class Component:
     version: str
     packages: tuple[tuple[str, str], ...]
     ldflags: str
+    # Build-time edits of the upstream sources, (module, file in it, text, replacement): applied
+    # to a copy of that module made for the build, never to Go's module cache or to the repo.
+    patches: tuple[tuple[str, str, str, str], ...] = ()
+    # Files of the upstream module copied beside the binaries, (module, path in it): the CRDs and
+    # webhook registrations the controller needs, so that starting it needs no Go module cache.
+    assets: tuple[tuple[str, str], ...] = ()
 
     @property
     def directory(self) -> Path:
@@ -51,6 +62,8 @@ class Component:
             path = self.directory / name
             if path.is_file():
                 sha.update(name.encode() + b"\0" + path.read_bytes())
+        if self.patches or self.assets:  # (components without them keep the digest they always had)
+            sha.update(repr((self.patches, self.assets)).encode())
         sha.update(_go_version().encode())
         return sha.hexdigest()[:12]
 
@@ -89,6 +102,38 @@ COMPONENTS: tuple[Component, ...] = (
 
 BINARIES = tuple(binary for component in COMPONENTS for _, binary in component.packages)
 
+# The queueing controllers: built with the rest (so one `controlplane build` readies the whole
+# suite) but started only for the tests that need a queued cluster.
+QUEUE_COMPONENTS: tuple[Component, ...] = (
+    Component(
+        "jobset",
+        JOBSET_VERSION,
+        (("sigs.k8s.io/jobset", "jobset-controller"),),
+        "-s -w",
+        assets=(("sigs.k8s.io/jobset", "config/components/crd/bases"), ("sigs.k8s.io/jobset", "config/components/webhook/manifests.yaml")),
+    ),
+    Component(
+        "kueue",
+        KUEUE_VERSION,
+        (("sigs.k8s.io/kueue/cmd/kueue", "kueue"),),
+        "-s -w",
+        assets=(("sigs.k8s.io/kueue", "config/components/crd/bases"), ("sigs.k8s.io/kueue", "config/components/webhook/manifests.yaml")),
+        # Without its in-cluster certificate manager Kueue reads its metrics certificate from a
+        # fixed /etc path; the test control plane runs it as a local process, so the path comes
+        # from the environment instead (cluster.py points it at the test CA's serving pair).
+        patches=(
+            (
+                "sigs.k8s.io/kueue",
+                "cmd/kueue/main.go",
+                'metricsCertPath := "/etc/kueue/metrics/certs"',
+                f'metricsCertPath := os.Getenv("{KUEUE_METRICS_CERTS_ENV}")',
+            ),
+        ),
+    ),
+)
+
+QUEUE_BINARIES = tuple(binary for component in QUEUE_COMPONENTS for _, binary in component.packages)
+
 
 def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "paddle-nbext" / "controlplane")
@@ -117,29 +162,88 @@ def _built(component: Component) -> bool:
     return all(os.access(folder / binary, os.X_OK) for _, binary in component.packages)
 
 
-def find_binaries() -> dict[str, Path] | None:
-    """Paths of every binary if all are built for today's pins, else None (nothing is built)."""
+def find_binaries(components: tuple[Component, ...] = COMPONENTS) -> dict[str, Path] | None:
+    """Paths of every binary of ``components`` (the core control plane unless told) if all are
+    built for today's pins, else None (nothing is built)."""
     try:
-        if not all(_built(c) for c in COMPONENTS):
+        if not all(_built(c) for c in components):
             return None
     except ControlPlaneError:
         return None
-    return {binary: binary_dir(c) / binary for c in COMPONENTS for _, binary in c.packages}
+    return {binary: binary_dir(c) / binary for c in components for _, binary in c.packages}
 
 
-def build(*, log: bool = True) -> dict[str, Path]:
+def find_queue_binaries() -> dict[str, Path] | None:
+    """Paths of the JobSet and Kueue controllers if both are built for today's pins, else None."""
+    return find_binaries(QUEUE_COMPONENTS)
+
+
+def build(*, log: bool = True, components: tuple[Component, ...] = COMPONENTS + QUEUE_COMPONENTS) -> dict[str, Path]:
     """Build what is missing (reusing the cache) and return every binary's path.
 
     Prints each component's build time, so the cold and warm costs are visible in CI's log."""
-    for component in COMPONENTS:
+    for component in components:
         if _built(component):
             if log:
                 print(f"controlplane: {component.module} {component.version} is built ({binary_dir(component)})", file=sys.stderr)
             continue
         _build(component, log=log)
-    found = find_binaries()
+    found = find_binaries(components)
     assert found is not None
     return found
+
+
+def _module_dir(component: Component, module: str, env: dict[str, str]) -> Path:
+    """Where the Go module cache holds `module` at the version our go.mod pins."""
+    found = subprocess.run(
+        [_go(), "mod", "download", "-json", module], cwd=component.directory, env=env, capture_output=True, text=True, check=False
+    )
+    directory = json.loads(found.stdout or "{}").get("Dir")
+    if found.returncode != 0 or not directory:
+        raise ControlPlaneError(f"building {component.module}: cannot find module {module}: {found.stderr.strip() or found.stdout.strip()}")
+    return Path(directory)
+
+
+def _copy_assets(component: Component, staging: Path, env: dict[str, str]) -> None:
+    target = staging / ASSETS
+    for module, name in component.assets:
+        source = _module_dir(component, module, env) / name
+        if source.is_dir():
+            shutil.copytree(source, target / source.name, dirs_exist_ok=True)
+        elif source.is_file():
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target / source.name)
+        else:
+            raise ControlPlaneError(f"building {component.module}: {module} has no {name}")
+        for copied in (target / source.name).rglob("*") if source.is_dir() else [target / source.name]:
+            copied.chmod(0o755 if copied.is_dir() else 0o644)  # the module cache's files are read-only
+
+
+def _patched_modfile(component: Component, staging: Path, env: dict[str, str]) -> Path | None:
+    """For a component with patches: a copy of each patched module in ``staging`` with the edits
+    applied, and a go.mod (ours plus a `replace` of that module by the copy) to build with.  Go
+    allows no overlay of files in its module cache, and the cache itself stays untouched.  A patch
+    whose text is not found fails the build (a new release moved it: update the patch)."""
+    if not component.patches:
+        return None
+    replaces: dict[str, Path] = {}
+    for module, name, text, replacement in component.patches:
+        if module not in replaces:
+            copy = staging / "src" / module.replace("/", "_")
+            shutil.copytree(_module_dir(component, module, env), copy)
+            for path in [copy, *copy.rglob("*")]:
+                path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache's files are read-only
+            replaces[module] = copy
+        source = replaces[module] / name
+        original = source.read_text() if source.is_file() else ""
+        if text not in original:
+            raise ControlPlaneError(f"building {component.module}: {module}/{name} does not contain {text!r}; update the patch in build.py")
+        source.write_text(original.replace(text, replacement))
+    modfile = staging / "build.mod"
+    lines = [(component.directory / "go.mod").read_text(), *(f"replace {module} => {copy}" for module, copy in replaces.items())]
+    modfile.write_text("\n".join(lines) + "\n")
+    shutil.copyfile(component.directory / "go.sum", staging / "build.sum")
+    return modfile
 
 
 def _build(component: Component, *, log: bool) -> None:
@@ -156,6 +260,7 @@ def _build(component: Component, *, log: bool) -> None:
             file=sys.stderr,
         )
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
+    modfile = _patched_modfile(component, staging, env)
     with log_path.open("w") as out:
         # Listing every package in one `go build -o DIR` shares the compile of their common code.
         result = subprocess.run(
@@ -163,6 +268,7 @@ def _build(component: Component, *, log: bool) -> None:
                 _go(),
                 "build",
                 "-trimpath",
+                *([f"-modfile={modfile}"] if modfile else []),
                 "-ldflags",
                 component.ldflags,
                 "-o",
@@ -181,6 +287,11 @@ def _build(component: Component, *, log: bool) -> None:
         raise ControlPlaneError(
             f"building {component.module} {component.version} failed (go build exit code "
             f"{result.returncode}); full log: {log_path}\n" + "\n".join(tail)
+        )
+    _copy_assets(component, staging, env)
+    for leftover in ("src", "build.mod", "build.sum"):
+        shutil.rmtree(staging / leftover, ignore_errors=True) if (staging / leftover).is_dir() else (staging / leftover).unlink(
+            missing_ok=True
         )
     for package, binary in component.packages:
         # `go build -o DIR` names each binary after its package path's last element ("." is our

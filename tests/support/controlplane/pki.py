@@ -162,3 +162,26 @@ def create(directory: Path) -> Pki:
         signing.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
     )
     return pki
+
+
+def issue_later(pki: Pki, name: str, *, common: str, organizations: tuple[str, ...] = (), server: bool = False) -> tuple[Path, Path]:
+    """A certificate and key signed by the existing CA of ``pki`` (``<name>.crt``/``.key``): a
+    client identity, or with ``server`` a serving pair for 127.0.0.1 (a webhook's).  For the
+    components only some clusters run (the queueing controllers), so the others do not make them."""
+    ca_key = serialization.load_pem_private_key((pki.directory / "ca.key").read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca_name = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes()).subject
+    key = _key()
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+    builder = (
+        _builder(_name(common, organizations), ca_name, key.public_key())
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    )
+    if server:
+        sans = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert_path, key_path = pki.client(name)
+    _write(cert_path, builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+    _write(key_path, _pem_key(key))
+    return cert_path, key_path

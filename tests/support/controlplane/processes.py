@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .errors import ControlPlaneError
@@ -78,10 +78,11 @@ def _pgid_of(pid: int) -> int | None:
 class Process:
     """A named command whose output goes to ``log_path``."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path) -> None:
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> None:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
+        self.env = {**os.environ, **env} if env else None  # None: inherit ours
         self.popen: subprocess.Popen[bytes] | None = None
 
     @property
@@ -93,7 +94,7 @@ class Process:
         with self.log_path.open("ab") as log:
             try:
                 self.popen = subprocess.Popen(
-                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=self.env
                 )
             except OSError as error:
                 raise ControlPlaneError(f"{self.name} could not be started ({self.argv[0]}: {error})") from error

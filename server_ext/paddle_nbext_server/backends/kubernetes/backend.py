@@ -22,29 +22,45 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
 
-from paddle_nbext.contract import CANCELLED_ANNOTATION, JOB_LABEL, MANAGED_BY_LABEL, MANAGER, ROLES, STATUS_ANNOTATION, Phase, now_iso
+from paddle_nbext.contract import (
+    CANCELLED_ANNOTATION,
+    JOB_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGER,
+    RECORD_UID_LABEL,
+    ROLES,
+    STATUS_ANNOTATION,
+    Phase,
+    now_iso,
+)
 from paddle_nbext.spec import JobSpec, SpecError
 from paddle_nbext.status import JobStatus, ReplicaStatus
 
 from ... import package, runtime_files
 from ...events import DELETED as EV_DELETED
 from ...events import UPDATED, JobEvent
+from ...metrics import MetricsFile
 from ...runtime import cluster_master, policy
 from ..base import Backend, BackendUnavailable, InvalidRequest, InvalidState, JobExists, JobNotFound, SubmitRequest
 from . import home_volume as homes
+from . import jobset as jobsets
 from . import logs as replica_logs
-from . import manifests
-from .cache import WatchCache, describe_failure
+from . import manifests, queue_status
+from . import metrics as replica_metrics
+from .cache import WORKLOADS, WatchCache, describe_failure
 from .connection import Connection, connect
-from .settings import ManifestSettings
+from .settings import JOBSET_MODE, WORKLOAD_MODES, ManifestSettings, role_job_name
 from .status import final_of, job_status
 from .usernames import Scheme
 
 SELECTOR = f"{MANAGED_BY_LABEL}={MANAGER}"
 HUB_SELECTOR = "app=jupyterhub,component=hub"  # Zero to JupyterHub's hub pod and ConfigMap
 _ROLE = "|".join(ROLES)
-JOB_OF_JOB = re.compile(rf"^(.+)-(?:{_ROLE})$")  # <job>-<role>
-JOB_OF_POD = re.compile(rf"^(.+)-(?:{_ROLE})-\d+-[a-z0-9]+$")  # <job>-<role>-<index>-<random>
+JOB_OF_JOB = re.compile(rf"^(.+)-(?:{_ROLE})(?:-0)?$")  # <job>-<role>, JobSet's <job>-<role>-0
+JOB_OF_POD = re.compile(rf"^(.+)-(?:{_ROLE})(?:-0)?-\d+-[a-z0-9]+$")  # <job>-<role>[-0]-<index>-<random>
+#: The API groups a workload mode or a queue needs, (group, version).
+JOBSET_API = (jobsets.GROUP, jobsets.VERSION)
+KUEUE_API = ("kueue.x-k8s.io", "v1beta2")
 #: A pod's phases that end it (Kubernetes' words, not the job's `Phase`).
 POD_ENDED = (cluster_master.POD_SUCCEEDED, cluster_master.POD_FAILED)
 WARNING_TEXT = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')  # RFC 7234: warn-code warn-agent "warn-text"
@@ -113,6 +129,18 @@ class KubernetesBackend(Backend):
     ).tag(config=True)
     sync_timeout = Float(10.0, help="Seconds start() waits for the first list of the cache.").tag(config=True)
     reconcile_interval = Float(5.0, help="Seconds between checks of job timeouts.").tag(config=True)
+    workload_mode = Enum(
+        list(WORKLOAD_MODES),
+        "jobs",
+        help="How a job's replicas are created: 'jobs' (a native Job per role, no operator needed) or 'jobset' (one JobSet, "
+        "jobset.x-k8s.io/v1alpha2, that a queue such as Kueue admits whole; needs JobSet installed).",
+    ).tag(config=True)
+    default_queue = Unicode(
+        "", help="Kueue LocalQueue (label kueue.x-k8s.io/queue-name) of jobs that name none; empty: jobs are not queued."
+    ).tag(config=True)
+    allowed_queues = List(
+        Unicode(), help="LocalQueues a job may name in its 'queue' field; empty: only default_queue (and none if that is empty)."
+    ).tag(config=True)
 
     @default("home_path")
     def _default_home_path(self) -> str:
@@ -141,6 +169,7 @@ class KubernetesBackend(Backend):
         self._finishing: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
+        self._apis: dict[tuple[str, str], bool] = {}  # (group, version) -> served (JobSet, Kueue)
 
     # ================================================================== connection and cache
 
@@ -161,6 +190,11 @@ class KubernetesBackend(Backend):
             self.log.warning("paddle-nbext kubernetes backend: %s", error.message)
             return
         assert self._cache is not None
+        connection = await self._conn()
+        if self.workload_mode == JOBSET_MODE:
+            await self._api_exists(connection, JOBSET_API)
+        if self._queued:
+            await self._api_exists(connection, KUEUE_API)
         if not await self._cache.wait_synced(self.sync_timeout):
             self.log.warning("paddle-nbext: the job cache is not synced yet: %s", self._cache.error or "slow API")
 
@@ -202,7 +236,9 @@ class KubernetesBackend(Backend):
     async def _ensure_cache(self) -> WatchCache:
         if self._cache is None:
             connection = await self._conn()
-            self._cache = WatchCache(connection.api, connection.namespace, SELECTOR, asyncio.get_running_loop(), self._on_change)
+            self._cache = WatchCache(
+                connection.api, connection.namespace, SELECTOR, asyncio.get_running_loop(), self._on_change, workloads=self._queued
+            )
             self._cache.start()
             self._ticker = asyncio.create_task(self._tick())
         return self._cache
@@ -243,6 +279,16 @@ class KubernetesBackend(Backend):
         else:
             info["ok"] = self._cache.connected and self._cache.synced
             info["error"] = self._cache.error
+        info["workload_mode"] = self.workload_mode
+        info["jobset_api"] = self._apis.get(JOBSET_API)  # None: not asked (yet)
+        if self.workload_mode == JOBSET_MODE and self._apis.get(JOBSET_API) is False:
+            info["ok"] = False
+            info["error"] = (
+                f"workload_mode is 'jobset' but the cluster serves no JobSet API ({jobsets.API_VERSION}): "
+                "install JobSet (admin guide: 'Workload modes') or set c.KubernetesBackend.workload_mode = 'jobs'"
+            )
+        if self._queued:
+            info["queues"] = {"default": self.default_queue, "allowed": list(self.allowed_queues), "kueue_api": self._apis.get(KUEUE_API)}
         return info
 
     def _settings(self, namespace: str) -> ManifestSettings:
@@ -268,6 +314,8 @@ class KubernetesBackend(Backend):
             master_image=self.master_image,
             image_pull_policy=self.image_pull_policy,
             shm_size=self.shm_size,
+            workload_mode=self.workload_mode,
+            default_queue=self.default_queue,
         )
 
     def _unavailable(self, doing: str, error: BaseException) -> BackendUnavailable:
@@ -401,6 +449,8 @@ class KubernetesBackend(Backend):
         workdir_local = job_dir / "package" if snapshot else source
         workdir = self._container_path(workdir_local, request.home)
         runtime = await asyncio.to_thread(self._runtime_bundle)
+        self._check_queue(spec)
+        await self._require_workload_api(connection)
         plan = manifests.build_plan(spec, owner, self._settings(connection.namespace), home=home, workdir=workdir, runtime=runtime)
         if dry_run:
             preview = self._preview_status(spec, owner)
@@ -412,7 +462,7 @@ class KubernetesBackend(Backend):
         uid = record["metadata"]["uid"]
         try:
             if snapshot:
-                await asyncio.to_thread(self._snapshot, source, job_dir, request.entry_script)
+                await asyncio.to_thread(self._snapshot, source, job_dir, request.entry_script, request.home)
             for manifest in plan[1:]:
                 await self._create(manifests.set_owner_uid(manifest, uid), created, spec.job_name)
         except BaseException:
@@ -463,16 +513,114 @@ class KubernetesBackend(Backend):
         )
 
     @staticmethod
-    def _snapshot(source: Path, job_dir: Path, entry_script: str | None) -> None:
+    def _snapshot(source: Path, job_dir: Path, entry_script: str | None, home: Path) -> None:
         target = job_dir / "package"
         if job_dir.exists():  # left by an earlier job of the same name (its record is gone: we got the name)
             shutil.rmtree(job_dir)
         job_dir.mkdir(parents=True)
         try:
-            package.make_snapshot(source, target, entry_script)
+            package.make_snapshot(source, target, entry_script, home=home)  # links: only into the home
         except SpecError as error:
             shutil.rmtree(job_dir, ignore_errors=True)
             raise InvalidRequest(error.message, field=error.field) from None
+
+    def _verb_for(self, verb: str, kind: str) -> Any:
+        """The client call `verb` ("create" or "delete") of `kind`, taking (namespace, body) or
+        (name, namespace) as the typed APIs do; a JobSet goes through the custom objects API."""
+        if kind == "JobSet":
+            assert self._connection is not None
+            custom = client.CustomObjectsApi(self._connection.api)
+            where = (jobsets.GROUP, jobsets.VERSION)
+
+            def create(namespace: str, body: dict[str, Any], **kwargs: Any) -> Any:
+                return custom.create_namespaced_custom_object(*where, namespace, jobsets.PLURAL, body, **kwargs)
+
+            def delete(name: str, namespace: str, **kwargs: Any) -> Any:
+                return custom.delete_namespaced_custom_object(*where, namespace, jobsets.PLURAL, name, **kwargs)
+
+            return create if verb == "create" else delete
+        api, suffix = self._api_for(kind)
+        return getattr(api, f"{verb}_namespaced_{suffix}")
+
+    # ================================================================== workload modes and queues
+
+    @property
+    def _queued(self) -> bool:
+        """Whether this deployment sends jobs to Kueue (then Workloads are watched for status)."""
+        return bool(self.default_queue or self.allowed_queues)
+
+    def _role_job(self, job: str, role: str) -> str:
+        return role_job_name(self.workload_mode, job, role)
+
+    def _check_queue(self, spec: JobSpec) -> None:
+        """A job may name a queue only from `allowed_queues` (or the default)."""
+        if not spec.queue or spec.queue == self.default_queue:
+            return
+        allowed = [self.default_queue, *self.allowed_queues] if self.default_queue else list(self.allowed_queues)
+        if spec.queue not in allowed:
+            offered = f"allowed queues: {', '.join(allowed)}" if allowed else "this server sends jobs to no queue"
+            raise InvalidRequest(f"queue '{spec.queue}' is not allowed on this server; {offered}", field="queue")
+
+    async def _api_exists(self, connection: Connection, group_version: tuple[str, str]) -> bool | None:
+        """Whether the API server serves `group_version` (discovery, once per connection; None
+        when it could not be asked)."""
+        if group_version not in self._apis:
+            custom = client.CustomObjectsApi(connection.api)
+            try:
+                await self._call(
+                    f"look for the {'/'.join(group_version)} API", custom.get_api_resources, *group_version, _preload_content=False
+                )
+                self._apis[group_version] = True
+            except ApiException as error:
+                if error.status != 404:
+                    return None
+                self._apis[group_version] = False
+            except BackendUnavailable:
+                return None
+        return self._apis[group_version]
+
+    async def _require_workload_api(self, connection: Connection) -> None:
+        if self.workload_mode == JOBSET_MODE and await self._api_exists(connection, JOBSET_API) is False:
+            raise BackendUnavailable(
+                f"c.KubernetesBackend.workload_mode is 'jobset' but the cluster serves no JobSet API ({jobsets.API_VERSION}): "
+                "install JobSet (admin guide: 'Workload modes') or set workload_mode = 'jobs'"
+            )
+
+    def _workload_owners(self, job: str) -> list[tuple[str, str, str]]:
+        """(label, kind, name) of the objects Kueue makes a Workload for: the JobSet, or each role's Job."""
+        if self.workload_mode == JOBSET_MODE:
+            return [("job", "JobSet", job)]
+        return [(role, "Job", self._role_job(job, role)) for role in (manifests.MASTER, *ROLES)]
+
+    def _queue_words(self, job: str) -> dict[str, queue_status.QueueWords]:
+        if self._cache is None or not self._queued:
+            return {}
+        return queue_status.job_words(self._cache.stores["workloads"].values(), self._workload_owners(job))
+
+    async def _deactivate_workloads(self, job: str) -> None:
+        """Kueue's own stop for a job it manages: `spec.active=false` on its Workloads (Kueue then
+        suspends the JobSet or Jobs, removes their pods and frees the quota)."""
+        if self._cache is None or not self._queued:
+            return
+        connection = await self._conn()
+        custom = client.CustomObjectsApi(connection.api)
+        workloads = list(self._cache.stores["workloads"].values())
+        for _, kind, name in self._workload_owners(job):
+            for workload in queue_status.owned_workloads(workloads, kind, name):
+                try:
+                    await self._call(
+                        f"deactivate the Kueue Workload of {name}",
+                        custom.patch_namespaced_custom_object,
+                        *WORKLOADS[:2],
+                        connection.namespace,
+                        WORKLOADS[2],
+                        workload["metadata"]["name"],
+                        {"spec": {"active": False}},
+                        _preload_content=False,
+                    )
+                except ApiException as error:
+                    if error.status != 404:
+                        self.log.warning("paddle-nbext: could not deactivate Workload of %s: %s", name, describe_failure(error))
 
     def _api_for(self, kind: str) -> tuple[Any, str]:
         assert self._connection is not None
@@ -489,8 +637,7 @@ class KubernetesBackend(Backend):
     async def _create(self, manifest: dict[str, Any], created: list[dict[str, Any]], job: str) -> dict[str, Any]:
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         namespace = manifest["metadata"]["namespace"]
-        api, suffix = self._api_for(kind)
-        create = getattr(api, f"create_namespaced_{suffix}")
+        create = self._verb_for("create", kind)
         try:
             response = await self._call(f"create {kind} {name}", create, namespace, manifest, _preload_content=False)
         except ApiException as error:
@@ -539,8 +686,7 @@ class KubernetesBackend(Backend):
         """Delete what this submit created, newest first (background cascade for Job pods)."""
         for obj in reversed(created):
             kind, name = obj["kind"], obj["metadata"]["name"]
-            api, suffix = self._api_for(kind)
-            delete = getattr(api, f"delete_namespaced_{suffix}")
+            delete = self._verb_for("delete", kind)
             try:
                 await asyncio.to_thread(
                     delete,
@@ -560,6 +706,12 @@ class KubernetesBackend(Backend):
 
     def _on_change(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
+        if kind == "workloads":
+            for reference in meta.get("ownerReferences") or []:
+                owner = str(reference.get("name") or "")
+                named = JOB_OF_JOB.match(owner) if reference.get("kind") == "Job" else None
+                self._mark(named.group(1) if named else owner)
+            return
         if kind in ("events", "pod_events"):
             involved = (obj.get("involvedObject") or {}).get("name") or ""
             named = (JOB_OF_JOB if kind == "events" else JOB_OF_POD).match(involved)
@@ -588,11 +740,12 @@ class KubernetesBackend(Backend):
             return {}
         uid = (record.get("metadata") or {}).get("uid")
         jobs = self._cache.stores["jobs"]
+        queued_words = self._queue_words(job)
         notes: dict[str, cluster_master.RoleNote] = {}
         current: dict[str, str] = {}
         for role in map(str, ROLES):
-            obj = jobs.get(f"{job}-{role}")
-            if obj is None or not _owned_by(obj, uid):
+            obj = jobs.get(self._role_job(job, role))
+            if obj is None or not (_owned_by(obj, uid) or _labelled_for(obj, uid)):
                 continue
             current[role] = (obj.get("metadata") or {}).get("uid", "")
             for condition in (obj.get("status") or {}).get("conditions") or []:
@@ -602,7 +755,11 @@ class KubernetesBackend(Backend):
                         f"{condition.get('reason') or 'Failed'}: {(condition.get('message') or '').strip()}".rstrip(": "), True
                     )
             if role not in notes and (obj.get("spec") or {}).get("suspend"):
-                notes[role] = cluster_master.RoleNote("Suspended: its Job is suspended (waiting to be admitted, e.g. by a queue)")
+                queued = queued_words.get(role) or queued_words.get("job")
+                if queued is not None and queued.waiting:
+                    notes[role] = cluster_master.RoleNote(f"{queued.state}: {queued.text}")
+                else:
+                    notes[role] = cluster_master.RoleNote("Suspended: its Job is suspended (waiting to be admitted, e.g. by a queue)")
         latest: dict[str, tuple[str, str]] = {}
         for event in self._cache.stores["events"].values():
             involved = event.get("involvedObject") or {}
@@ -651,7 +808,11 @@ class KubernetesBackend(Backend):
                     self._pods_by_job.pop(job, None)
                 continue
             status, decision, views = job_status(
-                record, list(self._pods_by_job.get(job, {}).values()), self._role_notes(job, record), self._pod_notes(job)
+                record,
+                list(self._pods_by_job.get(job, {}).values()),
+                self._role_notes(job, record),
+                self._pod_notes(job),
+                queue_note=queue_status.summary(self._queue_words(job)),
             )
             self._statuses[job] = status
             data = status.to_dict()
@@ -738,7 +899,7 @@ class KubernetesBackend(Backend):
                 await self._call(
                     f"stop the {role}s of {job}",
                     batch.patch_namespaced_job,
-                    f"{job}-{role}",
+                    self._role_job(job, role),
                     connection.namespace,
                     cluster_master.STOP_PATCH,
                     _preload_content=False,
@@ -930,6 +1091,7 @@ class KubernetesBackend(Backend):
         cancelled.setdefault("metadata", {}).setdefault("annotations", {})[CANCELLED_ANNOTATION] = "true"
         views, decision = cluster_master.decide_job(cancelled, pods, "", self._role_notes(name, record), self._pod_notes(name))
         if await self._record_final(name, cluster_master.final_status(views, decision), record, cancelled=True):
+            await self._deactivate_workloads(name)
             await self._stop_roles(name, [manifests.MASTER, *ROLES])
         self._flush_now(name)  # ended first some other way: that end is what the job shows
         return self._statuses[name]
@@ -940,7 +1102,15 @@ class KubernetesBackend(Backend):
 
     async def _delete_parts(self, name: str, connection: Any) -> None:
         batch, core = client.BatchV1Api(connection.api), client.CoreV1Api(connection.api)
-        parts: list[tuple[str, Any]] = [(f"{name}-{role}", batch.delete_namespaced_job) for role in (*reversed(ROLES), manifests.MASTER)]
+        parts: list[tuple[str, Any]] = []
+        if self.workload_mode == JOBSET_MODE:
+            custom = client.CustomObjectsApi(connection.api)
+
+            def delete_jobset(jobset: str, namespace: str, **kwargs: Any) -> Any:
+                return custom.delete_namespaced_custom_object(jobsets.GROUP, jobsets.VERSION, namespace, jobsets.PLURAL, jobset, **kwargs)
+
+            parts.append((name, delete_jobset))
+        parts += [(self._role_job(name, role), batch.delete_namespaced_job) for role in (*reversed(ROLES), manifests.MASTER)]
         parts.append((name, core.delete_namespaced_service))
         for part, delete in parts:
             try:
@@ -951,8 +1121,13 @@ class KubernetesBackend(Backend):
                 if error.status != 404:
                     raise BackendUnavailable(f"cannot delete job '{name}': deleting {part} failed: {describe_failure(error)}") from None
 
+    async def metrics_files(self, name: str, owner: str) -> list[MetricsFile]:
+        """The files on the home volume the job's launchers name for `report()` (metrics.py)."""
+        return replica_metrics.metrics_files(self.home_path, await self.get_job(name, owner))
+
     async def delete(self, name: str, owner: str) -> None:
         await self.get_job(name, owner)
+        self.metrics.forget(name)
         connection = await self._conn()
         core = client.CoreV1Api(connection.api)
         # The Jobs and the Service go first, by name: the garbage collector would remove them after
@@ -989,6 +1164,11 @@ class KubernetesBackend(Backend):
 
 def _owned_by(obj: dict[str, Any], uid: str | None) -> bool:
     return any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _labelled_for(obj: dict[str, Any], uid: str | None) -> bool:
+    """A JobSet's child Job belongs to the JobSet, and names the record it was made for by label."""
+    return bool(uid) and ((obj.get("metadata") or {}).get("labels") or {}).get(RECORD_UID_LABEL) == uid
 
 
 def _remove_tree(folder: Path) -> list[str]:

@@ -27,14 +27,18 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
-KINDS = ("configmaps", "jobs", "pods", "events", "pod_events")
+KINDS = ("configmaps", "jobs", "pods", "events", "pod_events", "workloads")
 # Events carry none of our labels: the Job controller's FailedCreate events (quota, LimitRange,
 # PodSecurity, a missing ServiceAccount...) are selected by field instead.  They are the only
 # trace of a pod that could not be created, so status reads them; a Role without `events` rights
 # (deployed before they were needed) only loses those reasons.
 EVENTS_SELECTOR = "involvedObject.kind=Job,reason=FailedCreate"
 POD_EVENTS_SELECTOR = "involvedObject.kind=Pod,reason=FailedMount"  # the kubelet's: a home that cannot be mounted
-OPTIONAL_KINDS = frozenset({"events", "pod_events"})
+# Kueue's Workloads carry none of our labels either (Kueue makes them): all of the namespace's
+# are watched, and only when a queue is configured; without Kueue (404) or without the right to
+# read them (403) status just lacks the queue's words.
+WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
+OPTIONAL_KINDS = frozenset({"events", "pod_events", "workloads"})
 OPTIONAL_RETRY = 60.0
 
 Handler = Callable[[str, str, dict[str, Any]], None]  # (kind, event type, object)
@@ -58,6 +62,7 @@ class _Kind:
     name: str
     list_call: Callable[..., Any]
     field_selector: str | None = None
+    unselected: bool = False  # every object of the namespace (no selector)
     resource_version: str = ""
     synced: bool = False
 
@@ -73,6 +78,7 @@ class WatchCache:
         *,
         watch_timeout: int = 240,
         retry_delay: float = 1.0,
+        workloads: bool = False,
     ) -> None:
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         self.namespace = namespace
@@ -88,6 +94,13 @@ class WatchCache:
             "events": _Kind("events", core.list_namespaced_event, EVENTS_SELECTOR),
             "pod_events": _Kind("pod_events", core.list_namespaced_event, POD_EVENTS_SELECTOR),
         }
+        if workloads:
+            custom = client.CustomObjectsApi(api)
+
+            def list_workloads(namespace: str, **kwargs: Any) -> Any:
+                return custom.list_namespaced_custom_object(*WORKLOADS[:2], namespace, WORKLOADS[2], **kwargs)
+
+            self.kinds["workloads"] = _Kind("workloads", list_workloads, unselected=True)
         self.stores: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
         self.error: str | None = None
         self.warnings: dict[str, str] = {}  # optional kinds that cannot be read, and why
@@ -95,7 +108,7 @@ class WatchCache:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._responses: dict[str, Any] = {}
-        self._synced = {kind: asyncio.Event() for kind in KINDS}
+        self._synced = {kind: asyncio.Event() for kind in self.kinds}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -159,7 +172,7 @@ class WatchCache:
                 if error.status == 410:
                     kind.synced = False  # history gone: re-list
                     continue
-                if error.status == 403 and kind.name in OPTIONAL_KINDS:
+                if kind.name in OPTIONAL_KINDS and (error.status == 403 or (error.status == 404 and kind.unselected)):
                     self._post(self._optional_unreadable, kind.name, describe_failure(error))
                     self._stop.wait(OPTIONAL_RETRY)
                     continue
@@ -173,6 +186,8 @@ class WatchCache:
                 self._stop.wait(self.retry_delay)
 
     def _selectors(self, kind: _Kind) -> dict[str, str]:
+        if kind.unselected:
+            return {}
         return {"field_selector": kind.field_selector} if kind.field_selector else {"label_selector": self.selector}
 
     def _relist(self, kind: _Kind) -> None:

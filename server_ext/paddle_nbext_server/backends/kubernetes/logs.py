@@ -43,6 +43,7 @@ from typing import Any
 from paddle_nbext.contract import ROLES, ReplicaPhase, Role
 from paddle_nbext.status import JobStatus
 
+from ...log_tail import read_end
 from ...runtime import cluster_master, launcher
 from .manifests import CONTAINER
 
@@ -157,18 +158,10 @@ def read_text(path: Path, tail: int | None) -> str:
     """The file's text, or its last `tail` lines, reading only as much of the end as that takes
     (a training log can be large and the failure tail wants 20 lines).  Raises OSError."""
     with open(path, "rb") as handle:
-        if tail is None:
-            data = handle.read()
-        elif tail <= 0:
+        if tail is not None and tail <= 0:
             return ""
-        else:
-            position = handle.seek(0, os.SEEK_END)
-            data = b""
-            while position > 0 and data.count(b"\n") <= tail:
-                step = min(READ_SIZE, position)
-                position -= step
-                handle.seek(position)
-                data = handle.read(step) + data
+        data, _ = read_end(handle, tail)  # bounded: log_tail.MAX_TAIL_BYTES, MAX_LOG_BYTES
+        if tail is not None:
             data = _tail_bytes(data, tail)
     return data.decode("utf-8", errors="replace")
 

@@ -40,7 +40,8 @@ from paddle_nbext.spec import JobSpec
 
 from ... import runtime_files
 from .home_volume import HomeVolume
-from .settings import RUNTIME_MOUNT, ManifestSettings
+from .jobset import QUEUE_LABEL, jobset_of
+from .settings import JOBS_MODE, JOBSET_MODE, RUNTIME_MOUNT, ManifestSettings
 
 CONTAINER = "main"
 #: The role label of the master's Job (and its account): a part of every job, not a replica `Role`.
@@ -69,10 +70,11 @@ def labels(job: str, owner: str, role: str, extra: dict[str, str] | None = None)
     }
 
 
-def endpoints(job: str, role: str, count: int, port: int) -> str:
-    """`<job>-<role>-<i>.<job>:<port>` for every index: the Indexed Job hostnames under the
-    headless Service, stable across pod restarts."""
-    return ",".join(f"{job}-{role}-{index}.{job}:{port}" for index in range(count))
+def endpoints(job: str, role: str, count: int, port: int, role_job: str | None = None) -> str:
+    """`<role job>-<i>.<job>:<port>` for every index: the Indexed Job hostnames (the role's Job
+    is `<job>-<role>` unless told) under the headless Service, stable across pod restarts."""
+    prefix = role_job or f"{job}-{role}"
+    return ",".join(f"{prefix}-{index}.{job}:{port}" for index in range(count))
 
 
 def _metadata(name: str, job: str, owner: str, role: str, settings: ManifestSettings, owned: bool) -> dict[str, Any]:
@@ -105,7 +107,10 @@ def record(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: dict[
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(spec.job_name, spec.job_name, owner, "record", settings, owned=False),
-        "data": {SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True), **{name: runtime[name] for name in runtime_files.NAMES}},
+        "data": {
+            SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True),
+            **{runtime_files.config_key(name): runtime[name] for name in runtime_files.NAMES},
+        },
     }
 
 
@@ -139,8 +144,12 @@ def role_env(spec: JobSpec, role: str, settings: ManifestSettings, workdir: str)
         "PADDLE_NBEXT_JOB": job,
         "PADDLE_NBEXT_MODE": spec.mode,
         "PADDLE_NBEXT_ROLE": role,
-        "PADDLE_NBEXT_PSERVER_ENDPOINTS": endpoints(job, Role.PSERVER, spec.pservers, settings.pserver_port),
-        "PADDLE_NBEXT_TRAINER_ENDPOINTS": endpoints(job, Role.TRAINER, spec.trainers, settings.trainer_port),
+        "PADDLE_NBEXT_PSERVER_ENDPOINTS": endpoints(
+            job, Role.PSERVER, spec.pservers, settings.pserver_port, settings.role_job(job, Role.PSERVER)
+        ),
+        "PADDLE_NBEXT_TRAINER_ENDPOINTS": endpoints(
+            job, Role.TRAINER, spec.trainers, settings.trainer_port, settings.role_job(job, Role.TRAINER)
+        ),
         "PADDLE_NBEXT_ENTRY": spec.entry_point,
         "PADDLE_NBEXT_WORKDIR": workdir,
         "PADDLE_NBEXT_CPU": _threads(spec.pserver_cpu if role == Role.PSERVER else spec.trainer_cpu),
@@ -173,7 +182,10 @@ def _needs_shm(spec: JobSpec, role: str, settings: ManifestSettings) -> bool:
 def _volumes(job: str, home: HomeVolume, shm_size: str | None = None) -> list[dict[str, Any]]:
     volumes = [
         home.volume(),
-        {"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in runtime_files.NAMES]}},
+        {
+            "name": "paddle-nbext-runtime",
+            "configMap": {"name": job, "items": [{"key": runtime_files.config_key(f), "path": f} for f in runtime_files.NAMES]},
+        },
     ]
     if shm_size:
         volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}})
@@ -223,6 +235,9 @@ def _job(
     }
     if settings.ttl_seconds_after_finished is not None:
         body["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
+    queue = settings.queue_of(spec.queue)
+    if queue and settings.workload_mode == JOBS_MODE:
+        meta["labels"][QUEUE_LABEL] = queue  # Kueue admits (unsuspends) each Job on its own
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": body}
 
 
@@ -287,7 +302,10 @@ def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[st
         "restartPolicy": "OnFailure",  # Kubernetes restarts the master; it re-derives all from the API
         "containers": [container],
         "volumes": [
-            {"name": "paddle-nbext-runtime", "configMap": {"name": job, "items": [{"key": f, "path": f} for f in runtime_files.NAMES]}}
+            {
+                "name": "paddle-nbext-runtime",
+                "configMap": {"name": job, "items": [{"key": runtime_files.config_key(f), "path": f} for f in runtime_files.NAMES]},
+            }
         ],
         **extras,
     }
@@ -306,7 +324,12 @@ def master_rbac(spec: JobSpec, owner: str, settings: ManifestSettings) -> list[d
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [job], "verbs": ["get", "patch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [f"{job}-{role}" for role in ROLES], "verbs": ["patch"]},
+        {
+            "apiGroups": ["batch"],
+            "resources": ["jobs"],
+            "resourceNames": [settings.role_job(job, role) for role in ROLES],
+            "verbs": ["patch"],
+        },
     ]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()},
@@ -330,14 +353,21 @@ def build_plan(
     workdir: str,
     runtime: dict[str, str],
 ) -> list[dict[str, Any]]:
-    """Every object of the job, in creation order (record first)."""
-    objects = [record(spec, owner, settings, runtime), service(spec, owner, settings)]
+    """Every object of the job, in creation order (record first).  In `jobset` mode the Service
+    and the Jobs are one JobSet (`jobset.jobset_of`), which makes them."""
+    jobs = [master_job(spec, owner, settings)]
+    if spec.pservers:
+        jobs.append(replica_job(spec, owner, Role.PSERVER.value, settings, home, workdir))
+    jobs.append(replica_job(spec, owner, Role.TRAINER.value, settings, home, workdir))
+    objects = [record(spec, owner, settings, runtime)]
+    if settings.workload_mode != JOBSET_MODE:
+        objects.append(service(spec, owner, settings))
     if not settings.master_service_account_name:
         objects += master_rbac(spec, owner, settings)
-    objects.append(master_job(spec, owner, settings))
-    if spec.pservers:
-        objects.append(replica_job(spec, owner, Role.PSERVER.value, settings, home, workdir))
-    objects.append(replica_job(spec, owner, Role.TRAINER.value, settings, home, workdir))
+    if settings.workload_mode == JOBSET_MODE:
+        objects.append(jobset_of(spec, settings, jobs))
+    else:
+        objects += jobs
     return objects
 
 
@@ -349,4 +379,9 @@ def set_owner_uid(manifest: dict[str, Any], uid: str) -> dict[str, Any]:
         reference["uid"] = uid
     if copy.get("kind") == "Job":
         copy["spec"]["template"]["metadata"].setdefault("labels", {})[RECORD_UID_LABEL] = uid
+    if copy.get("kind") == "JobSet":
+        for replicated in copy["spec"]["replicatedJobs"]:
+            job = replicated["template"]
+            job.setdefault("metadata", {}).setdefault("labels", {})[RECORD_UID_LABEL] = uid
+            job["spec"]["template"]["metadata"].setdefault("labels", {})[RECORD_UID_LABEL] = uid
     return copy

@@ -11,6 +11,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 RUNTIME_MOUNT = "/opt/paddle-nbext"
+#: Workload modes (`c.KubernetesBackend.workload_mode`): one native Job per role, or one JobSet
+#: with a replicated Job per role (admitted by a queue as one whole).
+JOBS_MODE = "jobs"
+JOBSET_MODE = "jobset"
+WORKLOAD_MODES = (JOBS_MODE, JOBSET_MODE)
+
+
+def role_job_name(mode: str, job: str, role: str) -> str:
+    """The name of the Job that runs `role`: `<job>-<role>`, or JobSet's `<job>-<role>-0`
+    (JobSet names each child `<jobset>-<replicatedJob>-<index>`; every role has one)."""
+    return f"{job}-{role}-0" if mode == JOBSET_MODE else f"{job}-{role}"
+
+
 PSERVER_PORT = 6174
 TRAINER_PORT = 6175
 
@@ -36,3 +49,12 @@ class ManifestSettings:
     shm_size: str = "1Gi"  # memory-backed /dev/shm for collective and GPU replicas; "" keeps the 64 MiB default
     pserver_port: int = PSERVER_PORT
     trainer_port: int = TRAINER_PORT
+    workload_mode: str = JOBS_MODE
+    default_queue: str = ""  # Kueue LocalQueue of jobs that name none; empty: not queued
+
+    def queue_of(self, requested: str | None) -> str:
+        """The LocalQueue a job goes to: its own, else the deployment's default ("" for none)."""
+        return requested or self.default_queue
+
+    def role_job(self, job: str, role: str) -> str:
+        return role_job_name(self.workload_mode, job, role)

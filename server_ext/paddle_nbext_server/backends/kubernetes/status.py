@@ -47,9 +47,11 @@ def job_status(
     pods: list[dict[str, Any]],
     role_notes: dict[str, cluster_master.RoleNote] | None = None,
     pod_notes: dict[str, str] | None = None,
+    queue_note: str | None = None,
 ) -> tuple[JobStatus, policy.Decision | None, list[cluster_master.ReplicaView]]:
     """The status users see; the decision is None once the job's end is recorded.
-    The notes (see `cluster_master.decide_job`) say what the Jobs and Events add to the pods."""
+    The notes (see `cluster_master.decide_job`) say what the Jobs and Events add to the pods;
+    `queue_note` (queue_status.summary) is the job's message while it is pending in a queue."""
     meta = record.get("metadata") or {}
     spec = record_spec(record)
     base = {
@@ -75,7 +77,7 @@ def job_status(
     status = JobStatus(
         **base,
         phase=decision.phase,
-        message=decision.message,
+        message=queue_note if queue_note and decision.phase == Phase.PENDING else decision.message,
         started=min(started) if started else None,
         finished=None,
         replicas=[ReplicaStatus(**v.public()) for v in views],
