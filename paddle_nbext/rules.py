@@ -141,15 +141,20 @@ class Limits:
         return getattr(self, name) if name else None
 
 
-def validate_name(name: Any) -> str:
-    """Return the name if it is a DNS-1035 label of at most 40 characters, else raise."""
+def validate_name(name: Any, field: str = "job_name") -> str:
+    """Return the name if it is a DNS-1035 label of at most 40 characters, else raise (naming `field`)."""
     if not isinstance(name, str) or not name:
-        raise SpecError("job_name", "must be a non-empty string (or leave it out to get a generated name)")
+        raise SpecError(
+            field,
+            "must be a non-empty string (or leave it out to get a generated name)"
+            if field == "job_name"
+            else "must be a non-empty string (or leave it out)",
+        )
     if len(name) > NAME_MAX_LENGTH:
-        raise SpecError("job_name", f"'{clip(name)}' is {len(name)} characters long; at most {NAME_MAX_LENGTH} are allowed")
+        raise SpecError(field, f"'{clip(name)}' is {len(name)} characters long; at most {NAME_MAX_LENGTH} are allowed")
     if not _NAME_RE.fullmatch(name):
         raise SpecError(
-            "job_name",
+            field,
             f"'{clip(name)}' is not allowed: use lower-case letters, digits and '-', "
             "starting with a letter and ending with a letter or digit (e.g. 'mnist-ps-1')",
         )
@@ -240,7 +245,7 @@ def _text(row: JobField, data: Mapping[str, Any]) -> str | None:
 
 def _name(row: JobField, data: Mapping[str, Any], limits: Limits) -> str | None:
     raw = data.get(row.name)
-    return None if raw in (None, "") else validate_name(raw)
+    return None if raw in (None, "") else validate_name(raw, row.name)
 
 
 def _command(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:

@@ -315,6 +315,21 @@ class JobSpec:
             )
         ),
     )
+    queue: str | None = field(
+        default=None,
+        metadata=spec_field(
+            FieldInfo(
+                kind="name",
+                label="Queue",
+                group="Run",
+                flag="--queue",
+                metavar="QUEUE",
+                help="Kueue LocalQueue that admits the job on a shared cluster (Kubernetes backend); empty: the server default",
+                placeholder="server default",
+                backends=("kubernetes",),
+            )
+        ),
+    )
 
     #: The field names in table order (set from the table below the class).
     FIELDS: ClassVar[tuple[str, ...]]

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on 127.0.0.1 for the cluster suite (tests/support/controlplane):
 #   bash scripts/controlplane.sh build    compile kube-apiserver, kube-controller-manager,
-#                                         kube-scheduler, kubectl, etcd and KWOK from source at
-#                                         pinned versions into ~/.cache/paddle-nbext/controlplane
+#                                         kube-scheduler, kubectl, etcd, KWOK and the queueing
+#                                         controllers (JobSet, Kueue; started only for the queued
+#                                         tests) from source at pinned versions into
+#                                         ~/.cache/paddle-nbext/controlplane
 #                                         (PADDLE_NBEXT_CONTROLPLANE_CACHE); reused when present
 #   bash scripts/controlplane.sh up       start one and leave it running (prints its kubeconfig)
 #   bash scripts/controlplane.sh down     stop it: no process left, ports free

@@ -149,7 +149,14 @@ def test_name_rules_are_explained() -> None:
 
 def test_defaults_follow_the_design() -> None:
     plain = JobSpec.from_dict({"entry_point": "python train.py"})
-    assert (plain.mode, plain.pservers, plain.trainers, plain.snapshot, plain.max_restarts, plain.timeout) == ("collective", 0, 1, True, 0, None)
+    assert (plain.mode, plain.pservers, plain.trainers, plain.snapshot, plain.max_restarts, plain.timeout) == (
+        "collective",
+        0,
+        1,
+        True,
+        0,
+        None,
+    )
     assert validate_name(plain.job_name)
     ps = JobSpec.from_dict({"entry_point": "python train.py", "mode": "ps"})
     assert (ps.pservers, ps.trainers, ps.roles()) == (1, 1, ("pserver", "trainer"))

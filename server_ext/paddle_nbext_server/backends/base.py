@@ -21,6 +21,7 @@ from paddle_nbext.spec import JobSpec
 from paddle_nbext.status import JobStatus
 
 from ..events import EventHub
+from ..metrics import MetricsCache, MetricsFile
 
 
 class BackendError(Exception):
@@ -89,6 +90,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     def __init__(self, *, events: EventHub, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.events = events
+        self.metrics = MetricsCache()  # parsed metrics files, read by `GET /jobs/{name}/metrics`
 
     async def start(self) -> None:
         """Begin watching jobs (called once when the server extension loads)."""
@@ -120,6 +122,11 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     @abc.abstractmethod
     def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
         """Yield log text as it is written; end when the replica has ended and all is sent."""
+
+    async def metrics_files(self, name: str, owner: str) -> list[MetricsFile]:
+        """Where each replica of the owner's job writes what it `report()`s (metrics.py reads
+        them); `JobNotFound` for anyone else's job, like every call."""
+        raise InvalidState(f"the {self.name or 'configured'} backend keeps no metrics")
 
     @abc.abstractmethod
     async def cancel(self, name: str, owner: str) -> JobStatus:
