@@ -2,10 +2,13 @@
  * paddle-nbext JupyterLab / Notebook 7 extension: the "Paddle jobs" sidebar (the job list and
  * the New job form) and one main-area view per job, restored after a reload.
  *
- * `ILabShell` is not required, so the same plugin works in Notebook 7 (whose shell also has a
- * left area).  The job stream starts at activation, so notifications arrive and jobs submitted
- * from a notebook show up even before the panel is first opened.
+ * `ILabShell` is not required, so the same plugin works in Notebook 7: on its `/tree` page
+ * (`INotebookTree`, optional so JupyterLab alone keeps working) the list is a "Paddle jobs" tab
+ * beside Files and Running; on its notebook pages it is in the left area.  The job stream
+ * starts at activation, so notifications arrive and jobs submitted from a notebook show up
+ * even before the panel is first opened.
  */
+import { INotebookTree } from '@jupyter-notebook/tree';
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification, WidgetTracker } from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
@@ -24,6 +27,7 @@ import { MetricsView } from './metricsview';
 import { JobsModel } from './model';
 import { PaddlePanel, paddleIcon } from './panel';
 import { prefillFor } from './prefill';
+import { IPlacement, shellPlacement, treePlacement } from './placement';
 import { RowProgress } from './rowprogress';
 import { IJobStatus } from './types';
 
@@ -46,7 +50,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     ILauncher,
     ILayoutRestorer,
     ITranslator,
-    IDefaultFileBrowser
+    IDefaultFileBrowser,
+    INotebookTree
   ],
   activate: (
     app: JupyterFrontEnd,
@@ -55,7 +60,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     launcher: ILauncher | null,
     restorer: ILayoutRestorer | null,
     translator: ITranslator | null,
-    fileBrowser: IDefaultFileBrowser | null
+    fileBrowser: IDefaultFileBrowser | null,
+    notebookTree: INotebookTree | null
   ): void => {
     setTranslator(translator);
     const api = new PaddleApi();
@@ -65,10 +71,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const actions = jobActions(api);
     let notify = true;
     let tail = 1000;
+    const placement: IPlacement = notebookTree
+      ? treePlacement(notebookTree)
+      : shellPlacement(app.shell);
 
     /** Back from a job view: the sidebar in front, focus on the job's row. */
     const backToList = (name: string): void => {
-      app.shell.activateById(panel.id);
+      placement.activate(panel);
       panel.showList();
       if (!panel.list.focusRow(name)) {
         panel.node.querySelector<HTMLElement>('[role="option"]')?.focus();
@@ -79,7 +88,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const id = `${name}/${ref.role}-${ref.index}`;
       const open = logTabs.get(id);
       if (open && !open.isDisposed) {
-        app.shell.activateById(open.id);
+        placement.activate(open);
         return;
       }
       const job = model.job(name);
@@ -89,14 +98,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const tab = new LogTabWidget(api, job, ref, tail);
       tab.disposed.connect(() => logTabs.delete(id));
       logTabs.set(id, tab);
-      app.shell.add(tab, 'main', { mode: 'split-bottom' });
+      placement.addView(tab, true);
     };
 
     /** Open a job's view (or bring it to the front) and put focus on its heading. */
     const openJob = async (name: string, focus = true): Promise<JobViewWidget | null> => {
       const open = tracker.find(widget => widget.content.name === name);
       if (open) {
-        app.shell.activateById(open.id);
+        placement.activate(open);
         if (focus) {
           open.content.focusHeading();
         }
@@ -116,8 +125,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       widget.disposed.connect(() => metrics.dispose());
       widget.title.icon = paddleIcon;
       void tracker.add(widget);
-      app.shell.add(widget, 'main');
-      app.shell.activateById(widget.id);
+      placement.addView(widget);
       if (focus) {
         widget.content.focusHeading();
       }
@@ -135,7 +143,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     const rowProgress = new RowProgress(model, panel.node);
     panel.disposed.connect(() => rowProgress.dispose());
-    app.shell.add(panel, 'left', { rank: 600 });
+    placement.addPanel(panel);
     restorer?.add(panel, 'paddle-nbext-panel');
     if (restorer) {
       void restorer.restore(tracker, {
@@ -200,7 +208,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       caption: __('Open the Paddle jobs panel'),
       icon: args => (args.isPalette ? undefined : paddleIcon),
       execute: args => {
-        app.shell.activateById(panel.id);
+        placement.activate(panel);
         const job = args.job as string | undefined;
         if (job) {
           return openJob(job);
@@ -224,7 +232,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: __('New Paddle Job'),
       caption: __('Open the New job form of the Paddle jobs panel'),
       execute: async () => {
-        app.shell.activateById(panel.id);
+        placement.activate(panel);
         await panel.showForm(currentFolder());
       }
     });
@@ -241,7 +249,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         if (!item) {
           return;
         }
-        app.shell.activateById(panel.id);
+        placement.activate(panel);
         await panel.showForm(prefillFor(item.path, item.type === 'directory'));
       }
     });

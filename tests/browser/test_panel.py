@@ -175,10 +175,8 @@ def test_server_rejection_is_shown_on_its_field(page: Page, lab: LabServer) -> N
 
 def test_notebook7_panel_lists_jobs_live(page: Page, lab: LabServer, screenshots: Path) -> None:
     page.goto(lab.page_url("tree"), timeout=APP_START_TIMEOUT_MS)
-    # Notebook 7 shows left-area panels through View → Left Sidebar.
-    page.get_by_role("menuitem", name="View").click(timeout=APP_START_TIMEOUT_MS)
-    page.locator('.lm-Menu-item:has-text("Left Sidebar")').hover()
-    page.locator('.lm-Menu-item:has-text("Show Paddle jobs")').click()
+    # On Notebook 7's /tree page the list is a tab beside Files and Running.
+    page.get_by_role("tab", name="Paddle jobs").click(timeout=APP_START_TIMEOUT_MS)
     panel = page.locator(PANEL)
     expect(panel).to_be_visible()
     expect(panel.locator('[data-testid="paddle-job-row"][data-job="browser-ps"]')).to_have_attribute("data-phase", "Succeeded")
