@@ -126,7 +126,7 @@ class JobSpec:
             FieldInfo(
                 kind="image",
                 label="Image",
-                group="Code",
+                group="Run",  # advanced: the server's default image is what most jobs want
                 flag="--image",
                 metavar="IMAGE",
                 help="container image of every replica (Kubernetes backend); empty: the server default",

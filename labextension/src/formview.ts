@@ -224,7 +224,7 @@ export class JobFormView {
           h(
             'details',
             { className: 'pn-advanced', 'data-testid': 'paddle-form-advanced' },
-            h('summary', {}, __('Advanced: environment, restarts, time limit, snapshot')),
+            h('summary', {}, __('Advanced: image, environment, restarts, time limit, snapshot')),
             section
           )
         );
