@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, overload
 
 from . import display
 from .client import Client
-from .contract import Role, is_terminal
+from .contract import Phase, Role, is_terminal
 from .metrics import MetricsTable, table_from
 from .spec import JobSpec
 from .status import JobStatus, SubmitPlan
@@ -113,9 +113,11 @@ class Job:
     def wait(self, timeout: float | None = None, poll: float = 1.0) -> Job:
         """Block until the job ends (Succeeded, Failed or Cancelled); returns the job.
 
+        A job whose record the server cannot read (phase Unknown, the message naming the damaged
+        file) returns at once too: waiting would never end, and the message says what to do.
         Raises `TimeoutError` naming the current phase when `timeout` seconds pass first."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not self.status().terminal:
+        while not (status := self.status()).terminal and status.phase != Phase.UNKNOWN:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {self.name} is still {self.phase} after {timeout:g} s")
             time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))

@@ -230,3 +230,23 @@ def test_an_unreadable_answer_is_one_sentence():
 
     with pytest.raises(UnexpectedAnswer, match="GET http://x/jobs/a answered a body this client cannot read"):
         _read(JobStatus.from_dict, {"phase": "Running"}, "GET http://x/jobs/a")
+
+
+def test_wait_returns_on_a_job_whose_record_is_damaged():
+    """Phase Unknown never changes by itself: wait() hands it back instead of polling forever."""
+    from paddle_nbext.api import Job
+
+    damaged = JobStatus(
+        name="broken", owner="alice", backend="local", phase="Unknown", message="status.json is damaged", spec={}, created=""
+    )
+
+    class Answers:
+        calls = 0
+
+        def get_job(self, name: str) -> JobStatus:
+            Answers.calls += 1
+            return damaged
+
+    job = Job("broken", client=Answers())  # type: ignore[arg-type]
+    assert job.wait(timeout=30, poll=0.01) is job
+    assert job.phase == "Unknown" and job.last.message == "status.json is damaged" and Answers.calls == 1
