@@ -72,3 +72,15 @@ def test_a_broken_stream_resumes_after_the_last_bytes_it_gave(tmp_path: Path) ->
     assert logs.resume_offset(path, b"step 2\n") == len("step 1\nstep 2\n")
     assert logs.resume_offset(path, b"never written") is None
     assert logs.resume_offset(path, b"") is None
+
+
+def test_a_follow_sends_whole_lines_so_a_breaking_streams_last_words_never_pass_as_output() -> None:
+    """A kubelet that goes away may end the stream with its own words ("context cancelled"),
+    without a newline; only whole lines go out while the stream lasts, and a progress bar that
+    redraws with a carriage return stays at most one frame behind."""
+    from paddle_nbext_server.backends.kubernetes.logs import split_complete
+
+    assert split_complete("step 1\ncontext cancelled") == ("step 1\n", "context cancelled")
+    assert split_complete(" 10%|#  \r 20%|## \r 30") == (" 10%|#  \r 20%|## \r", " 30")
+    assert split_complete("step 2\n") == ("step 2\n", "")
+    assert split_complete("partial") == ("", "partial")

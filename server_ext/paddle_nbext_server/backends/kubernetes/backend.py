@@ -1059,17 +1059,26 @@ class KubernetesBackend(Backend):
             else:
                 chunks = replica_logs.stream_api(response, streams)
                 seen = b""
+                # Only whole lines go out while the stream lasts: what a breaking stream sends last
+                # may be the kubelet's own words ("context cancelled"), not the replica's output.
+                pending = ""
                 try:
                     async for chunk in chunks:
-                        seen = (seen + chunk.encode("utf-8"))[-replica_logs.RESUME_WINDOW :]
-                        yield chunk
+                        complete, pending = replica_logs.split_complete(pending + chunk)
+                        if complete:
+                            seen = (seen + complete.encode("utf-8"))[-replica_logs.RESUME_WINDOW :]
+                            yield complete
                 finally:
                     await chunks.aclose()  # now, not at garbage collection: it frees a stream thread
                 # The container ended, or the stream broke while it runs.  Go on in the pod's file
                 # from where the stream stopped, then in the files of the replica's retries (each a
                 # new pod), until the replica ends.
                 own = await own_file()
-                if own is None or ended():
+                if ended():
+                    if pending:
+                        yield pending  # the replica's last words, without a final newline
+                    return
+                if own is None:
                     return
                 start = (own, await asyncio.to_thread(replica_logs.resume_offset, own, seen))
                 async for chunk in replica_logs.follow_files(directory, role, index, tail=None, ended=ended, start=start):

@@ -188,6 +188,13 @@ def read_attempt(
         return None  # removed meanwhile (the job was deleted)
 
 
+def split_complete(text: str) -> tuple[str, str]:
+    """(the whole lines of `text`, the rest after its last line end). A carriage return ends a
+    line too, so a progress bar that redraws itself with `\r` is at most one frame behind."""
+    end = max(text.rfind("\n"), text.rfind("\r"))
+    return text[: end + 1], text[end + 1 :]
+
+
 def resume_offset(path: Path, seen: bytes) -> int | None:
     """Where in `path` an API stream of the same output stopped: just after the last place its
     last bytes `seen` occur near the file's end; None (go on at the end) if they do not.
