@@ -51,6 +51,22 @@ export function isAdvancedGroup(group: string): boolean {
   return group === 'Run';
 }
 
+/**
+ * What the server's Paddle can run, in its own sentence (`backend.paddle.summary` of the local
+ * backend), and whether a mode is out of reach there; null when the backend does not say.
+ */
+export function paddleNote(
+  backend: IBackendInfo | null | undefined
+): { text: string; limited: boolean } | null {
+  const paddle = backend?.paddle as
+    { summary?: unknown; modes?: unknown; error?: unknown } | null | undefined;
+  if (!paddle || typeof paddle.summary !== 'string' || !paddle.summary) {
+    return null;
+  }
+  const modes = Array.isArray(paddle.modes) ? paddle.modes : [];
+  return { text: paddle.summary, limited: Boolean(paddle.error) || !modes.includes('ps') };
+}
+
 /** The hint under a field: its help, plus this server's bound when it has one. */
 export function hintFor(
   field: IFieldSchema,
@@ -94,6 +110,7 @@ export class JobFormView {
   private readonly _imageList: HTMLDataListElement;
   private _schema: IJobSchema | null = null;
   private _backend = '';
+  private readonly _paddleNote: HTMLElement;
   private _serverErrors: FormErrors = {};
   private _busy = false;
   private _gpus: number | null = null;
@@ -112,6 +129,8 @@ export class JobFormView {
       'data-testid': 'paddle-form',
       novalidate: true
     });
+    this._paddleNote = h('div', { className: 'pn-form-note', 'data-testid': 'paddle-form-paddle' });
+    this._paddleNote.hidden = true;
     this._fieldsNode = h('div', { className: 'pn-form-fields' });
     this._totals = h('div', { className: 'pn-totals', 'data-testid': 'paddle-form-totals' });
     this._formError = h('div', {
@@ -131,6 +150,7 @@ export class JobFormView {
       __('Cancel')
     );
     cancel.addEventListener('click', () => this._close());
+    form.appendChild(this._paddleNote);
     form.appendChild(this._fieldsNode);
     form.appendChild(this._totals);
     form.appendChild(this._formError);
@@ -188,6 +208,10 @@ export class JobFormView {
     this._schema = config?.job_schema ?? null;
     this._backend = this._schema?.['x-backend'] ?? config?.backend?.name ?? '';
     this._gpus = gpuCapacity(config?.backend);
+    const note = paddleNote(config?.backend);
+    this._paddleNote.textContent = note?.text ?? '';
+    this._paddleNote.hidden = note === null;
+    this._paddleNote.classList.toggle('pn-form-note-warning', note?.limited ?? false);
     this._serverErrors = {};
     this._touched.clear();
     this._submitTried = false;

@@ -71,6 +71,10 @@ def test_lab_submit_watch_logs_cancel_delete(page: Page, lab: LabServer, screens
     # The form is the served job schema: sections from the field table, the image hidden on the local backend.
     expect(panel.locator(".pn-form-group legend")).to_have_text(["Code", "Replicas", "Resources", "Run"])
     expect(panel.locator('[data-testid="paddle-field-image"]')).to_be_hidden()
+    # The form says what this server's Paddle runs (the pinned wheel: both modes).
+    expect(panel.locator('[data-testid="paddle-form-paddle"]')).to_have_text(
+        "PaddlePaddle 3.0.0 runs parameter-server and collective jobs."
+    )
     panel.locator('[data-testid="paddle-field-mode"]').select_option("ps")
     fill_form(page, job_name="browser-ps", entry_point="python ps_train.py", trainer_package="ps_pkg", pservers="1", trainers="2")
     expect(submit).to_be_enabled()

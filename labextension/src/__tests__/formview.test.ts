@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { PaddleApi } from '../api';
-import { JobFormView } from '../formview';
+import { JobFormView, paddleNote } from '../formview';
 import { IJobStatus, IServerConfig } from '../types';
 import { SCHEMAS } from './schemas';
 
@@ -84,6 +84,35 @@ describe('the New job form is built from the served schema', () => {
     );
     expect(
       view.node.querySelector<HTMLButtonElement>('[data-testid="paddle-submit"]')!.disabled
+    ).toBe(true);
+  });
+});
+
+describe("the form says what the server's Paddle runs", () => {
+  it('shows the local backend summary, as a warning when parameter-server mode is out of reach', () => {
+    expect(paddleNote({ name: 'kubernetes', ok: true })).toBeNull();
+    expect(
+      paddleNote({
+        name: 'local',
+        ok: true,
+        paddle: {
+          summary: 'PaddlePaddle 3.0.0 runs parameter-server and collective jobs.',
+          modes: ['ps', 'collective']
+        }
+      })
+    ).toEqual({
+      text: 'PaddlePaddle 3.0.0 runs parameter-server and collective jobs.',
+      limited: false
+    });
+    expect(
+      paddleNote({
+        name: 'local',
+        ok: true,
+        paddle: {
+          summary: 'PaddlePaddle 3.3.1 runs collective jobs only: ...',
+          modes: ['collective']
+        }
+      })?.limited
     ).toBe(true);
   });
 });
