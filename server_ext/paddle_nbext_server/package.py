@@ -277,17 +277,3 @@ def snapshot_package(
     if entry_script is not None:
         write_entry_script(target, entry_script)
     return result
-
-
-def make_snapshot(
-    source: Path,
-    target: Path,
-    entry_script: str | None,
-    *,
-    home: Path | None = None,
-    jobs_dir: Path | None = None,
-    max_bytes: int = MAX_SNAPSHOT_BYTES,
-    max_files: int = MAX_SNAPSHOT_FILES,
-) -> Path:
-    """`snapshot_package`, answering the snapshot's path (the job's working directory)."""
-    return snapshot_package(source, target, entry_script, home=home, jobs_dir=jobs_dir, max_bytes=max_bytes, max_files=max_files).target

@@ -519,7 +519,7 @@ class KubernetesBackend(Backend):
             shutil.rmtree(job_dir)
         job_dir.mkdir(parents=True)
         try:
-            package.make_snapshot(source, target, entry_script, home=home)  # links: only into the home
+            package.snapshot_package(source, target, entry_script, home=home)  # links: only into the home
         except SpecError as error:
             shutil.rmtree(job_dir, ignore_errors=True)
             raise InvalidRequest(error.message, field=error.field) from None

@@ -46,7 +46,7 @@ from ... import runtime_files
 from ...credentials import job_environment
 from ...events import DELETED, UPDATED, JobEvent
 from ...metrics import MetricsFile
-from ...package import make_snapshot, resolve_package
+from ...package import resolve_package, snapshot_package
 from ..base import Backend, BackendUnavailable, InvalidRequest, SubmitRequest
 from . import metrics as local_metrics
 from .logs import Follow, log_path, read_log
@@ -289,7 +289,7 @@ class LocalBackend(Backend):
         spec = request.spec
         workdir = package
         if spec.snapshot:
-            workdir = make_snapshot(package, job_dir / "package", request.entry_script, home=request.home, jobs_dir=self.root)
+            workdir = snapshot_package(package, job_dir / "package", request.entry_script, home=request.home, jobs_dir=self.root).target
         (job_dir / "logs").mkdir()
         launcher = runtime_files.write_bundle(job_dir / "runtime")
         created = now_iso()
