@@ -5,7 +5,8 @@
     paddle-nbext status NAME | logs NAME [--role --index --follow] | wait NAME | cancel NAME | delete NAME
     paddle-nbext metrics NAME [--points N]     # latest reported values and a text sparkline
 
-Exit codes: 0 ok; 1 the job failed (or was cancelled) or the API refused/was unreachable;
+Exit codes: 0 ok; 1 the job failed (or was cancelled), the API refused/was unreachable, or a dry
+run found that the job can never fit the cluster's quota;
 2 usage error (bad flags or invalid job field, found before anything is sent).
 The server comes from `--url`/`--token`, else `PADDLE_NBEXT_API_URL`/`PADDLE_NBEXT_TOKEN`, else the
 running Jupyter server whose root dir contains the current directory.
@@ -23,6 +24,7 @@ from . import metrics as job_metrics
 from .client import Client, PaddleNbextError, dumps
 from .contract import Phase, Role, is_terminal
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
+from .quota import QuotaCheck, Verdict
 from .status import JobStatus
 
 __all__ = ["main", "build_parser"]
@@ -68,7 +70,11 @@ def build_parser() -> Parser:
     submit.add_argument("--script", metavar="FILE", help="Python file sent as the entry script paddle_entry.py")
     submit.add_argument("--wait", action="store_true", help="wait until the job ends; exit 1 unless it succeeded")
     submit.add_argument("--follow", action="store_true", help="stream trainer 0's log, then wait")
-    submit.add_argument("--dry-run", action="store_true", help="validate and print the plan only")
+    submit.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate and print the plan only; on Kubernetes also what the quota has free (exit 1 if it can never fit)",
+    )
 
     commands.add_parser("list", help="list your jobs", description="List your jobs, newest first.")
     for name, text in (
@@ -102,6 +108,16 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
     print(dumps(data) if args.output == "json" else text)
 
 
+def _quota_said(args: argparse.Namespace, quota: QuotaCheck | None) -> int:
+    """After a dry run's plan: the quota sentence (stderr, so the plan on stdout stays JSON; in
+    text output only, as JSON already holds it), and exit 1 when the server would refuse it."""
+    if quota is None:
+        return EXIT_OK
+    if args.output != "json":
+        print(f"Quota: {quota.words}", file=sys.stderr)
+    return EXIT_FAILED if quota.verdict == Verdict.NEVER else EXIT_OK
+
+
 def _phase_code(status: JobStatus) -> int:
     return EXIT_FAILED if status.phase in (Phase.FAILED, Phase.CANCELLED) else EXIT_OK
 
@@ -128,8 +144,9 @@ def _run(args: argparse.Namespace) -> int:
         elif not spec.get("entry_point"):
             raise UsageError("submit: give --entry COMMAND or --script FILE")
         if args.dry_run:
-            print(dumps(submit(script=script, dry_run=True, client=client, **spec).to_dict()))
-            return EXIT_OK
+            plan = submit(script=script, dry_run=True, client=client, **spec)
+            print(dumps(plan.to_dict()))
+            return _quota_said(args, plan.quota)
         job = submit(script=script, client=client, **spec)
         if args.follow:
             for chunk in job.follow_logs():

@@ -324,7 +324,7 @@ class JobSpec:
                 group="Run",
                 flag="--queue",
                 metavar="QUEUE",
-                help="Kueue LocalQueue that admits the job on a shared cluster (Kubernetes backend); empty: the server default",
+                help="queue that admits the job on a shared cluster (Kubernetes backend: a Kueue LocalQueue, or a Volcano Queue with Volcano); empty: the server default",
                 placeholder="server default",
                 backends=("kubernetes",),
             )

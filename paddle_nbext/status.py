@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .contract import ROLES, TERMINAL_PHASES, ReplicaPhase
+from .quota import QuotaCheck
 
 __all__ = ["JobStatus", "ReplicaStatus", "RoleCounts", "SubmitPlan"]
 
@@ -125,10 +126,12 @@ class JobStatus:
 class SubmitPlan:
     """What a dry run answers (`POST /jobs?dry_run=true`): the job as it would start (`job`, its
     `spec` with the server's defaults applied) and the backend's plan, which is backend specific:
-    the processes to start (local) or the namespace and manifests (kubernetes). Nothing exists."""
+    the processes to start (local) or the namespace and manifests (kubernetes). Nothing exists.
+    `quota`: what the cluster's quota says about the job (kubernetes; None where not checked)."""
 
     job: JobStatus
     plan: dict[str, Any]
+    quota: QuotaCheck | None = None
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -136,8 +139,16 @@ class SubmitPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """The dry run's JSON body."""
-        return {"dry_run": True, "job": self.job.to_dict(), "plan": self.plan}
+        body = {"dry_run": True, "job": self.job.to_dict(), "plan": self.plan}
+        if self.quota is not None:
+            body["quota"] = self.quota.to_dict()
+        return body
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SubmitPlan:
-        return cls(job=JobStatus.from_dict(data["job"]), plan=dict(data.get("plan") or {}))
+        quota = data.get("quota")
+        return cls(
+            job=JobStatus.from_dict(data["job"]),
+            plan=dict(data.get("plan") or {}),
+            quota=QuotaCheck.from_dict(quota) if isinstance(quota, Mapping) else None,
+        )

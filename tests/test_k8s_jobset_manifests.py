@@ -8,7 +8,7 @@ import dataclasses
 
 import kubernetes_validate
 import pytest
-from test_k8s_manifests import SETTINGS, by_name, plan
+from test_k8s_manifests import OBJ, SETTINGS, by_name, plan
 
 from paddle_nbext.contract import RECORD_UID_LABEL, ROLE_LABEL
 from paddle_nbext_server.backends.kubernetes import manifests, queue_status
@@ -24,12 +24,12 @@ def env_of(container):
 def test_jobset_mode_is_the_record_and_one_jobset_with_a_replicated_job_per_role():
     _, objects = plan(JOBSET)
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objects]
-    assert kinds == [("ConfigMap", "mnist-ps"), ("JobSet", "mnist-ps")]
+    assert kinds == [("ConfigMap", OBJ), ("JobSet", OBJ)]
     jobset = objects[1]
     assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2"
     assert [r["name"] for r in jobset["spec"]["replicatedJobs"]] == ["master", "pserver", "trainer"]
     assert all(r["replicas"] == 1 for r in jobset["spec"]["replicatedJobs"])
-    assert jobset["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": "mnist-ps", "publishNotReadyAddresses": True}
+    assert jobset["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": OBJ, "publishNotReadyAddresses": True}
     assert jobset["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["trainer"]}
     assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 0}
     # The TTL belongs to the JobSet (it deletes its children), not to the child Jobs.
@@ -47,17 +47,16 @@ def test_jobset_children_keep_the_jobs_mode_pods_with_jobsets_hostnames():
     replicated = {r["name"]: r["template"] for r in objects[1]["spec"]["replicatedJobs"]}
     native = by_name(jobs_mode)
     trainer = replicated["trainer"]
-    assert trainer["spec"]["backoffLimitPerIndex"] == native[("Job", "mnist-ps-trainer")]["spec"]["backoffLimitPerIndex"] == 2
+    assert trainer["spec"]["backoffLimitPerIndex"] == native[("Job", f"{OBJ}-trainer")]["spec"]["backoffLimitPerIndex"] == 2
     assert trainer["spec"]["completionMode"] == "Indexed" and trainer["spec"]["completions"] == 3
     env = env_of(trainer["spec"]["template"]["spec"]["containers"][0])
     # JobSet names the child Job <job>-<role>-0 and its pods' hostnames <job>-<role>-0-<index>.
     assert (
-        env["PADDLE_NBEXT_TRAINER_ENDPOINTS"]
-        == "mnist-ps-trainer-0-0.mnist-ps:6175,mnist-ps-trainer-0-1.mnist-ps:6175,mnist-ps-trainer-0-2.mnist-ps:6175"
+        env["PADDLE_NBEXT_TRAINER_ENDPOINTS"] == f"{OBJ}-trainer-0-0.{OBJ}:6175,{OBJ}-trainer-0-1.{OBJ}:6175,{OBJ}-trainer-0-2.{OBJ}:6175"
     )
-    assert env["PADDLE_NBEXT_PSERVER_ENDPOINTS"] == "mnist-ps-pserver-0-0.mnist-ps:6174,mnist-ps-pserver-0-1.mnist-ps:6174"
-    native_env = env_of(native[("Job", "mnist-ps-trainer")]["spec"]["template"]["spec"]["containers"][0])
-    assert native_env["PADDLE_NBEXT_TRAINER_ENDPOINTS"].startswith("mnist-ps-trainer-0.mnist-ps:6175,")
+    assert env["PADDLE_NBEXT_PSERVER_ENDPOINTS"] == f"{OBJ}-pserver-0-0.{OBJ}:6174,{OBJ}-pserver-0-1.{OBJ}:6174"
+    native_env = env_of(native[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]["containers"][0])
+    assert native_env["PADDLE_NBEXT_TRAINER_ENDPOINTS"].startswith(f"{OBJ}-trainer-0.{OBJ}:6175,")
     assert trainer["metadata"]["labels"][ROLE_LABEL] == "trainer"
 
 
@@ -65,7 +64,7 @@ def test_jobset_children_keep_the_jobs_mode_pods_with_jobsets_hostnames():
 def test_jobset_child_jobs_are_valid_jobs(version):
     _, objects = plan(JOBSET)
     for replicated in objects[1]["spec"]["replicatedJobs"]:
-        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"mnist-ps-{replicated['name']}-0"}, **replicated["template"]}
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{OBJ}-{replicated['name']}-0"}, **replicated["template"]}
         kubernetes_validate.validate(job, version, strict=True)
 
 
@@ -89,7 +88,7 @@ def test_jobs_mode_labels_every_job_for_the_queue_and_its_own_queue_wins():
     assert all(QUEUE_LABEL not in o["metadata"]["labels"] for o in unqueued)
 
 
-def workload(conditions=(), active=True, cluster_queue=None, owner=("JobSet", "mnist-ps")):
+def workload(conditions=(), active=True, cluster_queue=None, owner=("JobSet", OBJ)):
     status = {"conditions": [dict(c) for c in conditions]}
     if cluster_queue:
         status["admission"] = {"clusterQueue": cluster_queue}
@@ -120,11 +119,11 @@ def test_queue_words_from_the_workload_conditions():
 
 def test_queue_summary_names_the_waiting_parts():
     pending = workload([{"type": "QuotaReserved", "status": "False", "message": GPU_MESSAGE}])
-    found = queue_status.job_words([pending], [("job", "JobSet", "mnist-ps")])
+    found = queue_status.job_words([pending], [("job", "JobSet", OBJ)])
     assert queue_status.summary(found) == f"Queued in team-a; waiting for quota: {GPU_MESSAGE}."
-    admitted = workload([{"type": "Admitted", "status": "True"}], owner=("Job", "mnist-ps-pserver"))
-    waiting = workload([{"type": "QuotaReserved", "status": "False", "message": GPU_MESSAGE}], owner=("Job", "mnist-ps-trainer"))
-    parts = queue_status.job_words([admitted, waiting], [("pserver", "Job", "mnist-ps-pserver"), ("trainer", "Job", "mnist-ps-trainer")])
+    admitted = workload([{"type": "Admitted", "status": "True"}], owner=("Job", f"{OBJ}-pserver"))
+    waiting = workload([{"type": "QuotaReserved", "status": "False", "message": GPU_MESSAGE}], owner=("Job", f"{OBJ}-trainer"))
+    parts = queue_status.job_words([admitted, waiting], [("pserver", "Job", f"{OBJ}-pserver"), ("trainer", "Job", f"{OBJ}-trainer")])
     assert queue_status.summary(parts) == f"Trainer: queued in team-a; waiting for quota: {GPU_MESSAGE}."
     assert queue_status.summary({"pserver": queue_status.words(admitted)}) is None
     assert queue_status.job_words([pending], [("job", "JobSet", "other")]) == {}

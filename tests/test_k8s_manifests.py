@@ -33,6 +33,8 @@ SETTINGS = ManifestSettings(
     ttl_seconds_after_finished=3600,
     pod_security_context={"runAsUser": 1000, "fsGroup": 100},
 )
+OWNER = "alice@example.org"
+OBJ = manifests.object_name("mnist-ps", OWNER)  # every object is named from it: mnist-ps-<owner tag>
 
 
 def plan(settings: ManifestSettings = SETTINGS, **fields):
@@ -49,9 +51,7 @@ def plan(settings: ManifestSettings = SETTINGS, **fields):
     }
     data.update(fields)
     spec = JobSpec.from_dict(data)
-    objects = manifests.build_plan(
-        spec, "alice@example.org", settings, home=HOME, workdir="/home/jovyan/.paddle-jobs/mnist-ps/package", runtime=RUNTIME
-    )
+    objects = manifests.build_plan(spec, OWNER, settings, home=HOME, workdir="/home/jovyan/.paddle-jobs/mnist-ps/package", runtime=RUNTIME)
     return spec, objects
 
 
@@ -79,16 +79,16 @@ def test_objects_names_labels_and_ownership():
     _, objects = plan()
     names = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert names == [
-        ("ConfigMap", "mnist-ps"),
-        ("Service", "mnist-ps"),
-        ("Job", "mnist-ps-master"),
-        ("Job", "mnist-ps-pserver"),
-        ("Job", "mnist-ps-trainer"),
+        ("ConfigMap", OBJ),
+        ("Service", OBJ),
+        ("Job", f"{OBJ}-master"),
+        ("Job", f"{OBJ}-pserver"),
+        ("Job", f"{OBJ}-trainer"),
     ]
     for obj in objects:
         labels = obj["metadata"]["labels"]
         assert labels["app.kubernetes.io/managed-by"] == "paddle-nbext"
-        assert labels["paddle-nbext/job"] == "mnist-ps"
+        assert labels["paddle-nbext/job"] == OBJ
         assert labels["team"] == "ml"
         assert obj["metadata"]["annotations"]["paddle-nbext/owner"] == "alice@example.org"
         assert obj["metadata"]["annotations"]["cost-center"] == "42"
@@ -97,7 +97,7 @@ def test_objects_names_labels_and_ownership():
         if obj["kind"] == "ConfigMap":
             assert owners == []
         else:
-            assert [(r["kind"], r["name"]) for r in owners] == [("ConfigMap", "mnist-ps")]
+            assert [(r["kind"], r["name"]) for r in owners] == [("ConfigMap", OBJ)]
     # "alice@example.org" is no label value; the label is a safe, distinct form of it
     owner_label = objects[0]["metadata"]["labels"]["paddle-nbext/owner"]
     assert owner_label.startswith("alice-example.org-") and owner_label != manifests.owner_label("alice-example.org")
@@ -105,7 +105,7 @@ def test_objects_names_labels_and_ownership():
 
 def test_record_holds_spec_and_runtime_files():
     spec, objects = plan()
-    record = by_name(objects)[("ConfigMap", "mnist-ps")]
+    record = by_name(objects)[("ConfigMap", OBJ)]
     assert json.loads(record["data"]["spec.json"]) == spec.to_dict()
     assert set(record["data"]) == {"spec.json", *(config_key(name) for name in NAMES)}
     assert record["data"]["pylib.paddle_nbext_job.py"] == RUNTIME["pylib/paddle_nbext_job.py"]  # report(), mounted at pylib/
@@ -116,7 +116,7 @@ def test_record_holds_spec_and_runtime_files():
 def test_pserver_and_trainer_jobs():
     _, objects = plan()
     jobs = by_name(objects)
-    pserver, trainer = jobs[("Job", "mnist-ps-pserver")], jobs[("Job", "mnist-ps-trainer")]
+    pserver, trainer = jobs[("Job", f"{OBJ}-pserver")], jobs[("Job", f"{OBJ}-trainer")]
     assert pserver["spec"]["completionMode"] == trainer["spec"]["completionMode"] == "Indexed"
     assert (pserver["spec"]["completions"], pserver["spec"]["parallelism"]) == (2, 2)
     assert (trainer["spec"]["completions"], trainer["spec"]["parallelism"]) == (3, 3)
@@ -125,7 +125,7 @@ def test_pserver_and_trainer_jobs():
     for job in (pserver, trainer):
         pod = job["spec"]["template"]["spec"]
         assert pod["restartPolicy"] == "Never"
-        assert pod["subdomain"] == "mnist-ps"
+        assert pod["subdomain"] == OBJ
         assert pod["nodeSelector"] == {"pool": "cpu"}
         assert pod["imagePullSecrets"] == [{"name": "regcred"}]
         assert pod["priorityClassName"] == "batch-low"
@@ -147,18 +147,18 @@ def test_env_contract_per_role():
     _, objects = plan()
     jobs = by_name(objects)
     for role in ("pserver", "trainer"):
-        env = env_of(jobs[("Job", f"mnist-ps-{role}")])
+        env = env_of(jobs[("Job", f"{OBJ}-{role}")])
         assert env["PADDLE_NBEXT_ROLE"] == role
         assert env["PADDLE_NBEXT_JOB"] == "mnist-ps"
         assert env["PADDLE_NBEXT_MODE"] == "ps"
-        assert env["PADDLE_NBEXT_PSERVER_ENDPOINTS"] == "mnist-ps-pserver-0.mnist-ps:6174,mnist-ps-pserver-1.mnist-ps:6174"
-        assert env["PADDLE_NBEXT_TRAINER_ENDPOINTS"].split(",")[2] == "mnist-ps-trainer-2.mnist-ps:6175"
+        assert env["PADDLE_NBEXT_PSERVER_ENDPOINTS"] == f"{OBJ}-pserver-0.{OBJ}:6174,{OBJ}-pserver-1.{OBJ}:6174"
+        assert env["PADDLE_NBEXT_TRAINER_ENDPOINTS"].split(",")[2] == f"{OBJ}-trainer-2.{OBJ}:6175"
         assert env["PADDLE_NBEXT_ENTRY"] == "python train.py --epochs 3"
         assert env["PADDLE_NBEXT_WORKDIR"] == "/home/jovyan/.paddle-jobs/mnist-ps/package"
         assert env["LR"] == "0.1"
         assert "PADDLE_NBEXT_INDEX" not in env  # from JOB_COMPLETION_INDEX of the Indexed Job
-    assert env_of(jobs[("Job", "mnist-ps-pserver")])["PADDLE_NBEXT_CPU"] == "1"  # 500m -> 1 thread
-    service = jobs[("Service", "mnist-ps")]
+    assert env_of(jobs[("Job", f"{OBJ}-pserver")])["PADDLE_NBEXT_CPU"] == "1"  # 500m -> 1 thread
+    service = jobs[("Service", OBJ)]
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
     assert {p["port"] for p in service["spec"]["ports"]} == {6174, 6175}
 
@@ -166,55 +166,97 @@ def test_env_contract_per_role():
 def test_collective_mode_has_no_pservers():
     _, objects = plan(mode="collective", pservers=0, trainers=2)
     jobs = by_name(objects)
-    assert ("Job", "mnist-ps-pserver") not in jobs
-    env = env_of(jobs[("Job", "mnist-ps-trainer")])
+    assert ("Job", f"{OBJ}-pserver") not in jobs
+    env = env_of(jobs[("Job", f"{OBJ}-trainer")])
     assert env["PADDLE_NBEXT_MODE"] == "collective"
     assert env["PADDLE_NBEXT_PSERVER_ENDPOINTS"] == ""
-    assert env["PADDLE_NBEXT_TRAINER_ENDPOINTS"] == "mnist-ps-trainer-0.mnist-ps:6175,mnist-ps-trainer-1.mnist-ps:6175"
+    assert env["PADDLE_NBEXT_TRAINER_ENDPOINTS"] == f"{OBJ}-trainer-0.{OBJ}:6175,{OBJ}-trainer-1.{OBJ}:6175"
 
 
 def test_master_runs_cluster_master_with_its_service_account():
     _, objects = plan()
-    master = by_name(objects)[("Job", "mnist-ps-master")]
+    master = by_name(objects)[("Job", f"{OBJ}-master")]
     pod = master["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "OnFailure"
     assert pod["serviceAccountName"] == "paddle-nbext-master"
     assert pod["containers"][0]["command"][-1].endswith("/cluster_master.py")
     _, own = plan(ManifestSettings(**{**SETTINGS.__dict__, "master_service_account_name": ""}))
     kinds = [(o["kind"], o["metadata"]["name"]) for o in own]
-    assert ("ServiceAccount", "mnist-ps-master") in kinds and ("RoleBinding", "mnist-ps-master") in kinds
-    role = by_name(own)[("Role", "mnist-ps-master")]
-    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["mnist-ps"], "verbs": ["get", "patch"]} in role["rules"]
+    assert ("ServiceAccount", f"{OBJ}-master") in kinds and ("RoleBinding", f"{OBJ}-master") in kinds
+    role = by_name(own)[("Role", f"{OBJ}-master")]
+    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [OBJ], "verbs": ["get", "patch"]} in role["rules"]
 
 
 def test_the_master_never_runs_the_requests_image_nor_deletes_pods():
     """The master holds an API token: it runs in an image the admin chose, never the job's."""
     _, objects = plan(image="someone/own-image:1")
-    master = by_name(objects)[("Job", "mnist-ps-master")]["spec"]["template"]["spec"]["containers"][0]
+    master = by_name(objects)[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]["containers"][0]
     assert master["image"] == "paddlepaddle/paddle:3.0.0"
-    assert by_name(objects)[("Job", "mnist-ps-trainer")]["spec"]["template"]["spec"]["containers"][0]["image"] == "someone/own-image:1"
+    assert by_name(objects)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]["containers"][0]["image"] == "someone/own-image:1"
     _, own = plan(ManifestSettings(**{**SETTINGS.__dict__, "master_service_account_name": "", "master_image": "python:3.12-slim"}))
-    assert by_name(own)[("Job", "mnist-ps-master")]["spec"]["template"]["spec"]["containers"][0]["image"] == "python:3.12-slim"
-    rules = by_name(own)[("Role", "mnist-ps-master")]["rules"]
+    assert by_name(own)[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]["containers"][0]["image"] == "python:3.12-slim"
+    rules = by_name(own)[("Role", f"{OBJ}-master")]["rules"]
     assert not [r for r in rules if "pods" in r["resources"] and "delete" in r["verbs"]]
 
 
 def test_shm_pull_policy_and_owner_references():
     _, objects = plan(mode="collective", pservers=0, trainer_gpu=0)
-    trainer = by_name(objects)[("Job", "mnist-ps-trainer")]["spec"]["template"]["spec"]
+    trainer = by_name(objects)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in trainer["volumes"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in trainer["containers"][0]["volumeMounts"]
     assert "imagePullPolicy" not in trainer["containers"][0]
     _, ps = plan(trainer_gpu=0)  # CPU parameter-server trainers share no tensors through /dev/shm
-    assert "dshm" not in [v["name"] for v in by_name(ps)[("Job", "mnist-ps-trainer")]["spec"]["template"]["spec"]["volumes"]]
+    assert "dshm" not in [v["name"] for v in by_name(ps)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]["volumes"]]
     _, gpu = plan(settings=ManifestSettings(**{**SETTINGS.__dict__, "shm_size": "8Gi", "image_pull_policy": "Always"}))
-    pod = by_name(gpu)[("Job", "mnist-ps-trainer")]["spec"]["template"]["spec"]
+    pod = by_name(gpu)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in pod["volumes"]
     assert pod["containers"][0]["imagePullPolicy"] == "Always"
     for obj in gpu:
         for reference in obj["metadata"].get("ownerReferences", []):
             assert "blockOwnerDeletion" not in reference  # needs finalizers rights on OpenShift; never needed here
-    jobs = [o for o in gpu if o["kind"] == "Job" and o["metadata"]["name"] != "mnist-ps-master"]
+    jobs = [o for o in gpu if o["kind"] == "Job" and o["metadata"]["name"] != f"{OBJ}-master"]
     assert all(
         j["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}] for j in jobs
     )
+
+
+def test_two_owners_may_each_have_a_job_of_one_name_in_a_shared_namespace():
+    """Names are the user's own: alice's and bob's `mnist-ps` share no object name, label or
+    Service selector, so neither submit collides with (or learns about) the other."""
+    _, alice = plan()
+    spec = JobSpec.from_dict({"job_name": "mnist-ps", "entry_point": "python train.py", "pservers": 2, "trainers": 3})
+    bob = manifests.build_plan(spec, "bob", SETTINGS, home=HOME, workdir="/home/jovyan/w", runtime=RUNTIME)
+    assert not set(by_name(alice)) & set(by_name(bob))
+    assert OBJ.startswith("mnist-ps-") and OBJ != manifests.object_name("mnist-ps", "bob")
+    assert {o["metadata"]["labels"]["paddle-nbext/job"] for o in bob} == {manifests.object_name("mnist-ps", "bob")}
+    assert by_name(bob)[("Service", manifests.object_name("mnist-ps", "bob"))]["spec"]["selector"]["paddle-nbext/job"] != OBJ
+    assert manifests.object_name("mnist-ps", OWNER) == OBJ  # stable: the same owner always finds its objects
+
+
+@pytest.mark.parametrize("mode", ["jobs", "jobset"])
+def test_the_longest_job_name_still_gives_names_kubernetes_accepts(mode):
+    """Job names (the pods' job-name label) and pod hostnames are limited to 63 characters:
+    a 40-character job name plus the owner tag leaves room for every role and 5-digit index."""
+    import dataclasses
+
+    longest = "a" * 40
+    settings = dataclasses.replace(SETTINGS, workload_mode=mode)
+    spec = JobSpec.from_dict({"job_name": longest, "entry_point": "python t.py", "pservers": 1, "trainers": 1})
+    objects = manifests.build_plan(spec, "a-user-with-a-long-name@example.org", settings, home=HOME, workdir="/w", runtime=RUNTIME)
+    obj = manifests.object_name(longest, "a-user-with-a-long-name@example.org")
+    assert len(obj) == 47
+    for role in ("master", "pserver", "trainer"):
+        job = settings.role_job(obj, role)
+        assert len(job) <= 63 and len(f"{job}-99999") <= 63
+    for o in objects:
+        assert len(o["metadata"]["name"]) <= 63
+
+
+def test_the_master_is_told_its_records_and_role_jobs_names():
+    """The master reads the record and patches the role Jobs by these names (cluster_master.JobObjects)."""
+    _, objects = plan()
+    env = {
+        e["name"]: e.get("value") for e in by_name(objects)[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["PADDLE_NBEXT_RECORD"] == OBJ
+    assert json.loads(env["PADDLE_NBEXT_ROLE_JOBS"]) == {"pserver": f"{OBJ}-pserver", "trainer": f"{OBJ}-trainer"}

@@ -302,7 +302,7 @@ def test_the_bundle_runs_where_paddle_nbext_is_not_installed(tmp_path) -> None:
     master = subprocess.run(
         [*bare, str(bundle / "cluster_master.py")], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60, check=False
     )
-    assert master.returncode == 2 and "PADDLE_NBEXT_JOB is not set" in master.stderr  # every import resolved
+    assert master.returncode == 2 and "PADDLE_NBEXT_RECORD" in master.stderr  # every import resolved
 
 
 # ------------------------------------------------------------------ Paddle preflight and log level

@@ -9,7 +9,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { IMetrics } from './metrics';
-import { IErrorBody, IJobStatus, IServerConfig } from './types';
+import { IDryRun, IErrorBody, IJobStatus, IServerConfig } from './types';
 
 export const API_PATH = 'paddle/api/v1';
 
@@ -126,6 +126,11 @@ export class PaddleApi {
 
   submit(spec: { [field: string]: unknown }): Promise<IJobStatus> {
     return this.json('POST', 'jobs', spec);
+  }
+
+  /** Validate and plan without creating anything; on Kubernetes the answer says what quota is free. */
+  dryRun(spec: { [field: string]: unknown }): Promise<IDryRun> {
+    return this.json('POST', 'jobs', spec, { dry_run: 'true' });
   }
 
   cancel(name: string): Promise<IJobStatus> {

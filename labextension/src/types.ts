@@ -133,6 +133,32 @@ export interface IServerConfig {
   version: string;
 }
 
+/** One quota object's figures for one resource (Kubernetes quantities; `limit` null: no known bound). */
+export interface IQuotaBound {
+  resource: string;
+  source: string;
+  limit: string | null;
+  free: string;
+}
+
+/** The dry run's `quota`: the job against the namespace's and its queue's quota (Kubernetes). */
+export interface IQuotaCheck {
+  verdict: 'fits' | 'waits' | 'never' | 'unknown';
+  words: string;
+  need: { [resource: string]: string };
+  bounds: IQuotaBound[];
+  field: string | null;
+  unknown: string[];
+}
+
+/** `POST /jobs?dry_run=true`: nothing is created. */
+export interface IDryRun {
+  dry_run: true;
+  job: IJobStatus;
+  plan: { [key: string]: unknown };
+  quota?: IQuotaCheck;
+}
+
 /** The REST error body `{"error", "message", "field"}`. */
 export interface IErrorBody {
   error: string;

@@ -7,6 +7,12 @@ hidden.  Every field is validated on each change with the shared job model (`Job
 the server's limits and defaults), so the message under a field is the one the server would
 return.  Submit stays disabled while anything is invalid; after a successful submit the form
 turns into the live status view of the new job.
+
+On a backend that checks quota (`backend.quota_check` in `GET /config`: Kubernetes), "Check
+resources" asks the server for a dry run and shows its quota sentence ("This job needs 8 CPU,
+32Gi, 4 GPUs; free now: ... — it will wait"): orange when the job will wait, red with Submit
+disabled when it can never run (the server would refuse it).  It is a button, not a check on
+every keystroke: each check reads the namespace's quota objects through the API.
 """
 
 from __future__ import annotations
@@ -21,10 +27,14 @@ from .. import api
 from ..client import ApiError, Client, PaddleNbextError
 from ..contract import Mode
 from ..fields import GROUPS, JobField
+from ..quota import QuotaCheck, Verdict
 from ..spec import JOB_FIELDS, JobSpec, Limits
+from ..status import SubmitPlan
 from .status import JobStatusView
 
 _STYLE = {"description_width": "150px"}
+#: The quota sentence's colour per verdict: waits is a warning, never an error.
+_VERDICT_COLOURS = {Verdict.WAITS: "#b7791f", Verdict.NEVER: "#c53030", Verdict.UNKNOWN: "#718096"}
 _LAYOUT = {"width": "450px"}
 _SHOWN, _HIDDEN = "flex", "none"
 
@@ -32,7 +42,8 @@ _SHOWN, _HIDDEN = "flex", "none"
 class JobForm(widgets.VBox):
     """The form.  `inputs[field]` are the input widgets, `errors[field]` the messages under them,
     `rows[field]` the box holding both (hidden when the field does not apply), `totals` the
-    resources line, `submit_button` the button (disabled while invalid)."""
+    resources line, `submit_button` the button (disabled while invalid); `quota` the quota
+    sentence of the last "Check resources" (`check_button`), cleared by any edit."""
 
     def __init__(self, client: Client | None = None, *, interval: float = 2.0, config: dict[str, Any] | None = None, **kwargs: Any):
         self.client = api.get_client(client)
@@ -48,6 +59,7 @@ class JobForm(widgets.VBox):
         self.errors: dict[str, widgets.HTML] = {}
         self.rows: dict[str, widgets.VBox] = {}
         self._messages: dict[str, str] = {}
+        self.quota_check: QuotaCheck | None = None
         sections: list[widgets.Widget] = []
         for group in GROUPS:
             members = [row for row in JOB_FIELDS if row.info.group == group]
@@ -70,7 +82,15 @@ class JobForm(widgets.VBox):
         self.form_error = widgets.HTML(value="")
         self.submit_button = widgets.Button(description="Submit", button_style="primary", icon="play")
         self.submit_button.on_click(lambda _button: self.submit())
-        super().__init__(children=(self.header, *sections, self.totals, self.form_error, self.submit_button), **kwargs)
+        self.quota = widgets.HTML(value="")
+        self.quota.add_class("paddle-quota")
+        self.check_button = widgets.Button(
+            description="Check resources", icon="search", tooltip="What the cluster's quota has free for this job (a dry run)"
+        )
+        self.check_button.on_click(lambda _button: self.check_resources())
+        self.check_button.layout.display = _SHOWN if backend.get("quota_check") else _HIDDEN
+        actions = widgets.HBox(children=(self.submit_button, self.check_button))
+        super().__init__(children=(self.header, *sections, self.totals, self.quota, self.form_error, actions), **kwargs)
         self.add_class("paddle-job-form")
         self._show_rows()
         self.validate()
@@ -168,7 +188,10 @@ class JobForm(widgets.VBox):
             spec = JobSpec.from_dict(data, defaults={k: v for k, v in self.defaults.items() if k in JobSpec.FIELDS}, limits=self.limits)
             self.totals.value = f"<b>Total:</b> {html.escape(spec.summary())}"
         self.form_error.value = ""
+        self.quota.value = ""  # said of other values
+        self.quota_check = None
         self.submit_button.disabled = bool(errors)
+        self.check_button.disabled = bool(errors)
         return errors
 
     @property
@@ -183,10 +206,34 @@ class JobForm(widgets.VBox):
             self._messages.pop(name, None)
         self.errors[name].value = f"<span style='color:#c53030'>{html.escape(message)}</span>" if message else ""
 
-    # ---- submitting
-    def submit(self) -> api.Job | None:
+    # ---- quota before submit
+    def check_resources(self) -> QuotaCheck | None:
+        """Ask the server's dry run what the quota says about the job as typed; show its sentence."""
         if self.validate():
             return None
+        try:
+            plan: SubmitPlan = api.submit(client=self.client, dry_run=True, **self._payload())
+        except ApiError as error:
+            if error.field in self.errors:
+                self._show(error.field, error.message)
+            else:
+                self.form_error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            return None
+        except PaddleNbextError as error:
+            self.form_error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            return None
+        self.quota_check = plan.quota
+        if plan.quota is None:
+            self.quota.value = "<i>this backend does not check quota</i>"
+            return None
+        colour = _VERDICT_COLOURS.get(plan.quota.verdict, "inherit")
+        self.quota.value = f"<span style='color:{colour}'>{html.escape(plan.quota.words)}</span>"
+        self.submit_button.disabled = plan.quota.verdict == Verdict.NEVER
+        return plan.quota
+
+    # ---- submitting
+    def _payload(self) -> dict[str, Any]:
+        """The spec to send: `data()` with the env lines as a mapping."""
         data = self.data()
         env = {}
         for line in data.pop("env", []):
@@ -194,6 +241,12 @@ class JobForm(widgets.VBox):
             env[key.strip()] = value
         if env:
             data["env"] = env
+        return data
+
+    def submit(self) -> api.Job | None:
+        if self.validate():
+            return None
+        data = self._payload()
         self.submit_button.disabled = True
         try:
             job: api.Job = api.submit(client=self.client, dry_run=False, **data)

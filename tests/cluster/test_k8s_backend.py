@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext.spec import JobSpec
 from paddle_nbext_server.backends.base import BackendUnavailable, InvalidState, JobExists, JobNotFound, SubmitRequest
-from paddle_nbext_server.backends.kubernetes import KubernetesBackend
+from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests
 from paddle_nbext_server.events import DELETED, UPDATED, EventHub
 
 pytestmark = pytest.mark.cluster
@@ -123,9 +123,15 @@ def workspace(cluster: Any, tmp_path: Path, role: dict[str, Any] = NOTEBOOK_ROLE
     return namespace, notebook(cluster, namespace, role), cluster.api_client(), home_dir(tmp_path)
 
 
-def objects_of(api: client.ApiClient, namespace: str, job: str) -> set[tuple[str, str]]:
+def obj(job: str, owner: str = "alice") -> str:
+    """The name the objects of `owner`'s job `job` are made from (`<job>-<owner tag>`)."""
+    return manifests.object_name(job, owner)
+
+
+def objects_of(api: client.ApiClient, namespace: str, job: str, owner: str = "alice") -> set[tuple[str, str]]:
+    """Every object labelled as part of `owner`'s job `job` (the user's name for it)."""
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-    selector = f"paddle-nbext/job={job}"
+    selector = f"paddle-nbext/job={obj(job, owner)}"
     found = {("ConfigMap", o.metadata.name) for o in core.list_namespaced_config_map(namespace, label_selector=selector).items}
     found |= {("Service", o.metadata.name) for o in core.list_namespaced_service(namespace, label_selector=selector).items}
     found |= {("Job", o.metadata.name) for o in batch.list_namespaced_job(namespace, label_selector=selector).items}
@@ -133,8 +139,9 @@ def objects_of(api: client.ApiClient, namespace: str, job: str) -> set[tuple[str
     return found
 
 
-def pod_of(api: client.ApiClient, namespace: str, job: str, role: str, index: int) -> str:
-    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={job},paddle-nbext/role={role}").items
+def pod_of(api: client.ApiClient, namespace: str, job: str, role: str, index: int, owner: str = "alice") -> str:
+    selector = f"paddle-nbext/job={obj(job, owner)},paddle-nbext/role={role}"
+    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
 
     def newest_first(p: Any) -> tuple[Any, bool]:
         return p.metadata.creation_timestamp, p.status.phase in (None, "Pending", "Running")
@@ -193,11 +200,11 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 dry = await backend.submit(SubmitRequest(spec("dry", pservers=2, trainers=2), "alice", home), dry_run=True)
                 kinds = [(m["kind"], m["metadata"]["name"]) for m in dry["plan"]["manifests"]]
                 assert kinds == [
-                    ("ConfigMap", "dry"),
-                    ("Service", "dry"),
-                    ("Job", "dry-master"),
-                    ("Job", "dry-pserver"),
-                    ("Job", "dry-trainer"),
+                    ("ConfigMap", obj("dry")),
+                    ("Service", obj("dry")),
+                    ("Job", obj("dry") + "-master"),
+                    ("Job", obj("dry") + "-pserver"),
+                    ("Job", obj("dry") + "-trainer"),
                 ]
                 trainer_pod = dry["plan"]["manifests"][-1]["spec"]["template"]["spec"]
                 assert {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}} in trainer_pod["volumes"]
@@ -208,18 +215,20 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 assert created["name"] == "mnist" and created["phase"] == "Pending"
                 assert (home / ".paddle-jobs" / "mnist" / "package" / "train.py").is_file()
                 expected = {
-                    ("ConfigMap", "mnist"),
-                    ("Service", "mnist"),
-                    ("Job", "mnist-master"),
-                    ("Job", "mnist-pserver"),
-                    ("Job", "mnist-trainer"),
+                    ("ConfigMap", obj("mnist")),
+                    ("Service", obj("mnist")),
+                    ("Job", obj("mnist") + "-master"),
+                    ("Job", obj("mnist") + "-pserver"),
+                    ("Job", obj("mnist") + "-trainer"),
                 }
                 assert (
                     objects_of(admin, namespace, "mnist") - {o for o in objects_of(admin, namespace, "mnist") if o[0] == "Pod"} == expected
                 )
-                record = client.CoreV1Api(admin).read_namespaced_config_map("mnist", namespace)
-                for job in client.BatchV1Api(admin).list_namespaced_job(namespace, label_selector="paddle-nbext/job=mnist").items:
-                    assert [(o.kind, o.name, o.uid) for o in job.metadata.owner_references] == [("ConfigMap", "mnist", record.metadata.uid)]
+                record = client.CoreV1Api(admin).read_namespaced_config_map(obj("mnist"), namespace)
+                for job in client.BatchV1Api(admin).list_namespaced_job(namespace, label_selector=f"paddle-nbext/job={obj('mnist')}").items:
+                    assert [(o.kind, o.name, o.uid) for o in job.metadata.owner_references] == [
+                        ("ConfigMap", obj("mnist"), record.metadata.uid)
+                    ]
 
                 with pytest.raises(JobExists):
                     await backend.submit(SubmitRequest(spec("mnist"), "alice", home))
@@ -257,10 +266,10 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 final = await eventually(lambda: _where(backend, "mnist", lambda s: s.phase == "Succeeded" and s.finished), "Succeeded")
                 assert replica(final, "pserver", 0).phase == "Stopped"
                 assert final.message == "All 2 trainers finished successfully."
-                record = client.CoreV1Api(admin).read_namespaced_config_map("mnist", namespace)
+                record = client.CoreV1Api(admin).read_namespaced_config_map(obj("mnist"), namespace)
                 assert json.loads(record.metadata.annotations["paddle-nbext/status"])["phase"] == "Succeeded"
                 await eventually(
-                    lambda: _async(lambda: ended(admin, namespace, "mnist-pserver")), "the pserver Job to end (DeadlineExceeded)"
+                    lambda: _async(lambda: ended(admin, namespace, obj("mnist") + "-pserver")), "the pserver Job to end (DeadlineExceeded)"
                 )
 
                 seen = []
@@ -333,7 +342,7 @@ def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):
             cancelled = await backend.cancel("stopme", "alice")
             assert cancelled.phase == "Cancelled"
             assert {r.phase for r in cancelled.replicas} == {"Stopped"}
-            await eventually(lambda: _async(lambda: ended(admin, namespace, "stopme-trainer")), "the trainer Job to end")
+            await eventually(lambda: _async(lambda: ended(admin, namespace, obj("stopme") + "-trainer")), "the trainer Job to end")
             # the record is kept: the job still lists as Cancelled
             assert (await backend.get_job("stopme", "alice")).phase == "Cancelled"
             assert (await backend.cancel("stopme", "alice")).phase == "Cancelled"  # again: a no-op
@@ -349,7 +358,8 @@ def master_env(cluster: Any, namespace: str, tmp_path: Path, job: str) -> dict[s
     token.write_text(user["token"])
     env = {
         **os.environ,
-        "PADDLE_NBEXT_JOB": job,
+        "PADDLE_NBEXT_RECORD": obj(job),
+        "PADDLE_NBEXT_ROLE_JOBS": json.dumps({role: f"{obj(job)}-{role}" for role in ("pserver", "trainer")}),
         "PADDLE_NBEXT_NAMESPACE": namespace,
         "PADDLE_NBEXT_KUBE_API": entry["server"],
         "PADDLE_NBEXT_KUBE_TOKEN_FILE": str(token),
@@ -387,23 +397,25 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
     finally:
         first.kill()  # the pod dies; Kubernetes would start the master again
         first.communicate(timeout=30)
-    assert "paddle-nbext/status" not in (core.read_namespaced_config_map("mastered", namespace).metadata.annotations or {})
+    assert "paddle-nbext/status" not in (core.read_namespaced_config_map(obj("mastered"), namespace).metadata.annotations or {})
 
     cluster.set_pod_status(namespace, pod_of(admin, namespace, "mastered", "trainer", 1), "Succeeded")
     second = subprocess.run([sys.executable, str(MASTER)], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert second.returncode == 0, second.stderr
-    assert "job mastered is over" in second.stdout
-    final = json.loads(core.read_namespaced_config_map("mastered", namespace).metadata.annotations["paddle-nbext/status"])
+    assert f"job {obj('mastered')} is over" in second.stdout
+    final = json.loads(core.read_namespaced_config_map(obj("mastered"), namespace).metadata.annotations["paddle-nbext/status"])
     assert final["phase"] == "Succeeded"
     assert {(r["role"], r["phase"]) for r in final["replicas"]} == {("pserver", "Stopped"), ("trainer", "Succeeded")}
 
     def pservers_gone() -> bool:
         live = [
             p
-            for p in core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=mastered,paddle-nbext/role=pserver").items
+            for p in core.list_namespaced_pod(
+                namespace, label_selector=f"paddle-nbext/job={obj('mastered')},paddle-nbext/role=pserver"
+            ).items
             if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp
         ]
-        return ended(admin, namespace, "mastered-pserver") and not live
+        return ended(admin, namespace, obj("mastered") + "-pserver") and not live
 
     run(eventually(lambda: _async(pservers_gone), "the Job controller to end the pserver Job and stop its pods"))
 
@@ -413,6 +425,85 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
             assert status.phase == "Succeeded" and status.message == "All 2 trainers finished successfully."
 
     run(server_view())
+
+
+def test_two_users_of_one_namespace_may_each_have_a_job_named_train(cluster, tmp_path):
+    """Names are per user: alice's and bob's servers share the jobs namespace (one Role, one
+    notebook account, as a hub without per-user namespaces has it); both submit `train`, each
+    sees and deletes only their own, and bob's dry run says nothing about alice's job."""
+    namespace, kubeconfig, admin, alice_home = workspace(cluster, tmp_path)
+    cluster.home_claim(namespace, "claim-bob")
+    bob_home = home_dir(tmp_path / "bob")
+    hub = EventHub()
+
+    async def scenario() -> None:
+        async with running(kubeconfig, namespace, alice_home, hub) as alice, running(kubeconfig, namespace, bob_home) as bob:
+            async with hub.subscribe() as events:
+                await alice.submit(SubmitRequest(spec("train", mode="collective", pservers=0, trainers=1), "alice", alice_home))
+                dry = await bob.submit(
+                    SubmitRequest(spec("train", mode="collective", pservers=0, trainers=1), "bob", bob_home), dry_run=True
+                )
+                assert dry["job"]["name"] == "train" and "alice" not in json.dumps(dry)
+                created = await bob.submit(SubmitRequest(spec("train", mode="collective", pservers=0, trainers=1), "bob", bob_home))
+                assert created["name"] == "train" and created["owner"] == "bob"
+                update = await asyncio.wait_for(events.get(), WAIT)
+                assert (update.kind, update.owner, update.name) == (UPDATED, "alice", "train")  # the user's name, not the object's
+            await eventually(lambda: _async(lambda: bool(objects_of(admin, namespace, "train", "bob"))), "bob's objects")
+            assert obj("train") != obj("train", "bob")
+            for backend in (alice, bob):
+                await eventually(lambda b=backend: _async(lambda: len(b._statuses) == 2), "both jobs in each server's cache")
+                assert [(j.name, j.owner) for j in await backend.list_jobs("alice")] == [("train", "alice")]
+                assert [(j.name, j.owner) for j in await backend.list_jobs("bob")] == [("train", "bob")]
+            cluster.await_job_pods(namespace)
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "train", "trainer", 0, owner="bob"), "Running")
+            await eventually(lambda: _async(lambda: bob._statuses[obj("train", "bob")].phase == "Running"), "bob's train Running")
+            assert (await alice.get_job("train", "alice")).phase == "Pending"  # alice's pod was not touched
+            await bob.delete("train", "bob")
+            with pytest.raises(JobNotFound):
+                await bob.get_job("train", "bob")
+            assert (await alice.get_job("train", "alice")).owner == "alice"
+            assert ("ConfigMap", obj("train")) in objects_of(admin, namespace, "train")
+            await eventually(lambda: _async(lambda: objects_of(admin, namespace, "train", "bob") == set()), "only bob's objects gone")
+
+    run(scenario())
+
+
+def test_a_job_submitted_before_names_were_per_owner_is_still_shown_run_and_deleted(cluster, tmp_path):
+    """An upgrade finds jobs whose objects carry the bare job name (`old`, `old-trainer`): the
+    server still lists them under their name, follows their pods and deletes every object."""
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    core = client.CoreV1Api(admin)
+
+    def legacy_objects() -> set[str]:
+        selector = "paddle-nbext/job=old"
+        found = {f"ConfigMap {o.metadata.name}" for o in core.list_namespaced_config_map(namespace, label_selector=selector).items}
+        found |= {f"Job {o.metadata.name}" for o in client.BatchV1Api(admin).list_namespaced_job(namespace, label_selector=selector).items}
+        return found
+
+    async def scenario() -> None:
+        async with running(kubeconfig, namespace, home) as backend:
+            dry = await backend.submit(SubmitRequest(spec("old", mode="collective", pservers=0, trainers=1), "alice", home), dry_run=True)
+            plan = json.loads(json.dumps(dry["plan"]["manifests"]).replace(obj("old"), "old"))  # names as 0.1 made them
+            record = core.create_namespaced_config_map(namespace, plan[0])
+            for manifest in plan[1:]:
+                body = manifests.set_owner_uid(manifest, record.metadata.uid)
+                if body["kind"] == "Job":
+                    client.BatchV1Api(admin).create_namespaced_job(namespace, body)
+                else:
+                    core.create_namespaced_service(namespace, body)
+            listed = await eventually(lambda: _async(lambda: [(j.name, j.phase) for j in backend._statuses.values()]), "the old job")
+            assert listed == [("old", "Pending")]
+            assert [j.name for j in await backend.list_jobs("alice")] == ["old"]
+            cluster.await_job_pods(namespace)
+            pod = client.CoreV1Api(admin).list_namespaced_pod(namespace, label_selector="paddle-nbext/job=old,paddle-nbext/role=trainer")
+            cluster.set_pod_status(namespace, pod.items[0].metadata.name, "Running")
+            await eventually(lambda: _where(backend, "old", lambda s: s.phase == "Running"), "the old job Running")
+            await backend.delete("old", "alice")
+            with pytest.raises(JobNotFound):
+                await backend.get_job("old", "alice")
+            await eventually(lambda: _async(lambda: legacy_objects() == set()), "every object of the old job deleted")
+
+    run(scenario())
 
 
 def test_a_second_user_can_neither_see_nor_touch_the_first_users_jobs(cluster, tmp_path):
@@ -433,9 +524,9 @@ def test_a_second_user_can_neither_see_nor_touch_the_first_users_jobs(cluster, t
 
     run(scenario())
     with pytest.raises(ApiException) as denied:
-        client.CoreV1Api(cluster.api_client(bob)).delete_namespaced_config_map("private", first_ns)
+        client.CoreV1Api(cluster.api_client(bob)).delete_namespaced_config_map(obj("private"), first_ns)
     assert denied.value.status == 403
-    assert ("ConfigMap", "private") in objects_of(cluster.api_client(), first_ns, "private")
+    assert ("ConfigMap", obj("private")) in objects_of(cluster.api_client(), first_ns, "private")
 
 
 def test_a_role_missing_one_verb_fails_clearly_and_leaves_nothing(cluster, tmp_path):
@@ -443,7 +534,7 @@ def test_a_role_missing_one_verb_fails_clearly_and_leaves_nothing(cluster, tmp_p
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home) as backend:
-            with pytest.raises(BackendUnavailable, match="creating Job refused-master was forbidden by RBAC") as error:
+            with pytest.raises(BackendUnavailable, match=f"creating Job {obj('refused')}-master was forbidden by RBAC") as error:
                 await backend.submit(SubmitRequest(spec("refused"), "alice", home))
             assert "403" in error.value.message
             await eventually(lambda: _async(lambda: objects_of(admin, namespace, "refused") == set()), "the rollback")

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from support.waiting import eventually
-from test_k8s_backend import NOTEBOOK_ROLE, home_dir, objects_of, run, running, spec, workspace
+from test_k8s_backend import NOTEBOOK_ROLE, home_dir, obj, objects_of, run, running, spec, workspace
 
 from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
 
@@ -81,7 +81,7 @@ def test_a_namespace_that_holds_a_jupyterhub_is_refused_unless_the_admin_allows_
             assert (await allowed.submit(SubmitRequest(spec("beside"), "alice", home)))["phase"] == "Pending"
 
     run(scenario())
-    assert ("ConfigMap", "beside") in objects_of(admin, namespace, "beside")
+    assert ("ConfigMap", obj("beside")) in objects_of(admin, namespace, "beside")
 
 
 def test_the_shared_jobs_namespace_keeps_the_hub_out_of_the_notebooks_reach(cluster: Any, tmp_path: Path) -> None:
@@ -96,10 +96,10 @@ def test_the_shared_jobs_namespace_keeps_the_hub_out_of_the_notebooks_reach(clus
             await backend.submit(SubmitRequest(spec("safe", pservers=1, trainers=1), "alice", home))
 
     run(scenario())
-    jobs = client.BatchV1Api(admin).list_namespaced_job(jobs_ns, label_selector="paddle-nbext/job=safe").items
-    assert {j.metadata.name for j in jobs} == {"safe-master", "safe-pserver", "safe-trainer"}
+    jobs = client.BatchV1Api(admin).list_namespaced_job(jobs_ns, label_selector=f"paddle-nbext/job={obj('safe')}").items
+    assert {j.metadata.name for j in jobs} == {obj("safe") + "-master", obj("safe") + "-pserver", obj("safe") + "-trainer"}
     accounts = {j.metadata.name: j.spec.template.spec.service_account_name for j in jobs}
-    assert accounts == {"safe-master": "paddle-nbext-master", "safe-pserver": None, "safe-trainer": None}
+    assert accounts == {obj("safe") + "-master": "paddle-nbext-master", obj("safe") + "-pserver": None, obj("safe") + "-trainer": None}
 
     notebook = cluster.api_client(kubeconfig)
     core, batch = client.CoreV1Api(notebook), client.BatchV1Api(notebook)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from kubernetes import client
-from test_k8s_backend import pod_of, run, running, spec, workspace
+from test_k8s_backend import obj, pod_of, run, running, spec, workspace
 
 from paddle_nbext_server.backends.base import JobNotFound, SubmitRequest
 from paddle_nbext_server.runtime import launcher, paddle_nbext_job
@@ -47,7 +47,7 @@ def test_metrics_are_read_from_the_home_volume_files(cluster, tmp_path):
             cluster.await_job_pods(namespace)
 
             # The reporting module is in the record and mounted at pylib/ in every pod.
-            record = client.CoreV1Api(admin).read_namespaced_config_map("curve", namespace)
+            record = client.CoreV1Api(admin).read_namespaced_config_map(obj("curve"), namespace)
             assert record.data[config_key(MODULE)].startswith('"""`report()`')
             trainer = client.CoreV1Api(admin).read_namespaced_pod(pod_of(admin, namespace, "curve", "trainer", 0), namespace)
             items = {item.path: item.key for volume in trainer.spec.volumes if volume.config_map for item in volume.config_map.items}

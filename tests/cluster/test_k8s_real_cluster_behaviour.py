@@ -29,6 +29,7 @@ from test_k8s_backend import (
     deploy_docs,
     eventually,
     master_env,
+    obj,
     objects_of,
     pod_of,
     replica,
@@ -198,7 +199,7 @@ def test_a_service_the_api_server_refuses_mid_submit_is_a_4xx_and_nothing_is_lef
                 await eventually(lambda: _async(lambda: _refused(admin, namespace)), "the policy to be in force")
                 with pytest.raises(InvalidRequest) as error:
                     await backend.submit(SubmitRequest(spec("legacy-mnist"), "alice", home))
-                assert "creating Service legacy-mnist failed" in error.value.message
+                assert f"creating Service {obj('legacy-mnist')} failed" in error.value.message
                 assert "Service names starting with legacy- are reserved" in error.value.message
 
         run(scenario())
@@ -232,7 +233,7 @@ def test_ttl_after_finished_removes_the_jobs_and_the_record_keeps_the_outcome(cl
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "brief", "trainer", 0), "Succeeded")
             await eventually(lambda: _where(backend, "brief", lambda s: s.phase == "Succeeded"), "Succeeded")
             await eventually(
-                lambda: _async(lambda: not batch.list_namespaced_job(namespace, label_selector="paddle-nbext/job=brief").items),
+                lambda: _async(lambda: not batch.list_namespaced_job(namespace, label_selector=f"paddle-nbext/job={obj('brief')}").items),
                 "the TTL controller to delete every Job of the job (trainers, pservers, master)",
             )
             status = await backend.get_job("brief", "alice")
@@ -257,9 +258,12 @@ def test_a_per_job_master_role_passes_the_escalation_check_under_the_shipped_rol
             await backend.submit(SubmitRequest(spec("owned"), "alice", home))
 
     run(scenario())
-    role = client.RbacAuthorizationV1Api(admin).read_namespaced_role("owned-master", namespace)
-    assert {"owned"} == {name for rule in role.rules if "configmaps" in rule.resources for name in rule.resource_names}
-    assert client.BatchV1Api(admin).read_namespaced_job("owned-master", namespace).spec.template.spec.service_account_name == "owned-master"
+    role = client.RbacAuthorizationV1Api(admin).read_namespaced_role(obj("owned") + "-master", namespace)
+    assert {obj("owned")} == {name for rule in role.rules if "configmaps" in rule.resources for name in rule.resource_names}
+    assert (
+        client.BatchV1Api(admin).read_namespaced_job(obj("owned") + "-master", namespace).spec.template.spec.service_account_name
+        == obj("owned") + "-master"
+    )
 
 
 def test_a_per_job_master_role_granting_more_than_the_notebook_holds_is_refused(cluster: Any, tmp_path: Path) -> None:
@@ -268,7 +272,7 @@ def test_a_per_job_master_role_granting_more_than_the_notebook_holds_is_refused(
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home, master_service_account_name="") as backend:
-            with pytest.raises(BackendUnavailable, match="creating Role escalated-master was forbidden by RBAC") as error:
+            with pytest.raises(BackendUnavailable, match=f"creating Role {obj('escalated')}-master was forbidden by RBAC") as error:
                 await backend.submit(SubmitRequest(spec("escalated"), "alice", home))
             assert "escalat" in error.value.message  # the API server's own words: "attempting to grant RBAC permissions not currently held"
 
@@ -310,7 +314,7 @@ def test_the_master_evicted_mid_job_exits_non_zero_so_kubernetes_runs_it_again(c
     finally:
         master.kill()
         master.communicate(timeout=30)
-    record = client.CoreV1Api(admin).read_namespaced_config_map("watched", namespace)
+    record = client.CoreV1Api(admin).read_namespaced_config_map(obj("watched"), namespace)
     assert "paddle-nbext/status" not in (record.metadata.annotations or {})
 
 
@@ -341,7 +345,7 @@ def test_no_token_reaches_the_objects_the_responses_the_logs_or_the_replicas(
     seen.append(caplog.text)
     assert all(token not in text for text in seen)
     assert all(text.count("eyJ") == 0 for text in seen[:3])  # no JWT of any kind in what users get back
-    for pod in core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=quiet").items:
+    for pod in core.list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={obj('quiet')}").items:
         if pod.metadata.labels["paddle-nbext/role"] in ("pserver", "trainer"):
             assert pod.spec.automount_service_account_token is False  # user code gets no API credential
             assert not [v for v in pod.spec.volumes if v.projected and any(s.service_account_token for s in v.projected.sources)]
@@ -360,20 +364,20 @@ def test_a_late_succeeded_never_overwrites_cancelled(cluster: Any, tmp_path: Pat
             cluster.await_job_pods(namespace)
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "raced", "trainer", 0), "Running")
             await eventually(lambda: _where(backend, "raced", lambda s: s.phase == "Running"), "Running")
-            before = admin.sanitize_for_serialization(core.read_namespaced_config_map("raced", namespace))
+            before = admin.sanitize_for_serialization(core.read_namespaced_config_map(obj("raced"), namespace))
             assert (await backend.cancel("raced", "alice")).phase == "Cancelled"
             late = {"phase": "Succeeded", "message": "All 1 trainer finished successfully.", "replicas": []}
-            assert await backend._record_final("raced", late, before) is False  # the server's own late end
+            assert await backend._record_final(obj("raced"), late, before) is False  # the server's own late end
             api = cluster_master.Api(
                 env["PADDLE_NBEXT_KUBE_API"], env["PADDLE_NBEXT_KUBE_TOKEN_FILE"], env.get("PADDLE_NBEXT_KUBE_CA_FILE"), False, namespace
             )
             with pytest.raises(cluster_master.ApiError) as refused:  # the master's late end
-                api.record_final("raced", late, before["metadata"]["resourceVersion"])
+                api.record_final(obj("raced"), late, before["metadata"]["resourceVersion"])
             assert refused.value.status == 409
             assert (await backend.get_job("raced", "alice")).phase == "Cancelled"
 
     run(scenario())
-    final = json.loads(core.read_namespaced_config_map("raced", namespace).metadata.annotations["paddle-nbext/status"])
+    final = json.loads(core.read_namespaced_config_map(obj("raced"), namespace).metadata.annotations["paddle-nbext/status"])
     assert final["phase"] == "Cancelled"
 
 
@@ -470,8 +474,8 @@ def test_a_failed_job_whose_pods_are_gone_fails_the_replica(cluster: Any, tmp_pa
     core.delete_namespaced_pod(pod, namespace)
 
     def failed_and_gone() -> bool:
-        conditions = batch.read_namespaced_job_status("lost-trainer", namespace).status.conditions or []
-        pods = core.list_namespaced_pod(namespace, label_selector="paddle-nbext/job=lost,paddle-nbext/role=trainer").items
+        conditions = batch.read_namespaced_job_status(obj("lost") + "-trainer", namespace).status.conditions or []
+        pods = core.list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={obj('lost')},paddle-nbext/role=trainer").items
         return any(c.type == "Failed" and c.status == "True" for c in conditions) and not pods
 
     run(eventually(lambda: _async(failed_and_gone), "the Job to fail and its pod to be removed"))

@@ -28,6 +28,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -392,6 +393,21 @@ class Api:
         selector = urllib.parse.quote(f"{contract.JOB_LABEL}={job}")
         return self.request("GET", self.ns(f"pods?labelSelector={selector}")).get("items") or []
 
+    def suspended_jobs(self, job: JobObjects) -> list[str]:
+        """The job's Jobs that are suspended now: a queue (Kueue) took the job back (a preemption)
+        or has not admitted it yet, and stops their pods itself.  [] when the Role may not list
+        Jobs (a master Role from before 0.2): the master then decides as it always did."""
+        selector = urllib.parse.quote(f"{contract.JOB_LABEL}={job.record}")
+        try:
+            listed = self.request("GET", self.ns(f"jobs?labelSelector={selector}", "apis/batch/v1"))
+        except ApiError as error:
+            if error.status == 403:
+                return []
+            raise
+        return sorted(
+            str((item.get("metadata") or {}).get("name")) for item in listed.get("items") or [] if (item.get("spec") or {}).get("suspend")
+        )
+
     def log_tail(self, pod: str, lines: int = 200) -> str:
         try:
             return str(self.request("GET", self.ns(f"pods/{pod}/log?container={CONTAINER}&tailLines={lines}"), raw=True))
@@ -406,10 +422,10 @@ class Api:
             meta["resourceVersion"] = resource_version
         self.request("PATCH", self.ns(f"configmaps/{job}"), {"metadata": meta}, "application/merge-patch+json")
 
-    def stop_role(self, job: str, role: str) -> None:
+    def stop_role(self, job: JobObjects, role: str) -> None:
         """End the role's Job (see `STOP_PATCH`); the Job controller stops its pods."""
         try:
-            self.request("PATCH", self.ns(f"jobs/{job}-{role}", "apis/batch/v1"), STOP_PATCH, "application/merge-patch+json")
+            self.request("PATCH", self.ns(f"jobs/{job.role_job(role)}", "apis/batch/v1"), STOP_PATCH, "application/merge-patch+json")
         except ApiError as error:
             if error.status != 404:
                 raise
@@ -424,13 +440,39 @@ def failed_trainer_pod(views: list[ReplicaView], decision: policy.Decision) -> s
     return None
 
 
-def reconcile_once(api: Api, job: str) -> bool:
+@dataclass(frozen=True)
+class JobObjects:
+    """The names of the job's objects the master reads and patches, from its environment:
+    `PADDLE_NBEXT_RECORD` (the record ConfigMap, whose name is also the pods' job label: the
+    job's object name, `<job>-<owner tag>`) and `PADDLE_NBEXT_ROLE_JOBS` (JSON role -> Job name:
+    `<obj>-<role>`, or JobSet's child `<obj>-<role>-0`)."""
+
+    record: str
+    role_jobs: dict[str, str]
+
+    def role_job(self, role: str) -> str:
+        return self.role_jobs.get(role) or f"{self.record}-{role}"
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str]) -> JobObjects | None:
+        record = env.get("PADDLE_NBEXT_RECORD", "").strip()
+        if not record:
+            return None
+        try:
+            named = json.loads(env.get("PADDLE_NBEXT_ROLE_JOBS") or "{}")
+        except ValueError:
+            named = {}
+        role_jobs = {str(k): str(v) for k, v in named.items()} if isinstance(named, dict) else {}
+        return cls(record, role_jobs)
+
+
+def reconcile_once(api: Api, job: JobObjects) -> bool:
     """One pass; True when the job is over (recorded) and the master may exit."""
-    record = api.get_record(job)
+    record = api.get_record(job.record)
     if record is None:
         return True  # deleted: the garbage collector takes this pod's Job too
     annotations = (record.get("metadata") or {}).get("annotations") or {}
-    pods = current_pods(record, api.job_pods(job))
+    pods = current_pods(record, api.job_pods(job.record))
     if contract.STATUS_ANNOTATION in annotations:
         final = json.loads(annotations[contract.STATUS_ANNOTATION])
         stopped_roles = {r["role"] for r in final.get("replicas", []) if r.get("phase") == ReplicaPhase.STOPPED}
@@ -440,11 +482,15 @@ def reconcile_once(api: Api, job: str) -> bool:
     views, decision = decide_job(record, pods)
     if not decision.terminal:
         return False
+    if decision.phase == contract.Phase.FAILED and api.suspended_jobs(job):
+        # A preemption: Kueue suspended the Jobs and stops their pods (exit 143), which reads as a
+        # failure; the job is queued again, not over (the server holds back the same way).
+        return False
     failed_pod = failed_trainer_pod(views, decision)
     if failed_pod:
         views, decision = decide_job(record, pods, api.log_tail(failed_pod))
     try:
-        api.record_final(job, final_status(views, decision), (record.get("metadata") or {}).get("resourceVersion"))
+        api.record_final(job.record, final_status(views, decision), (record.get("metadata") or {}).get("resourceVersion"))
     except ApiError as error:
         if error.status == 409:
             return False  # the record changed (a cancel?): the next pass reads it again
@@ -468,18 +514,18 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 
 def main() -> int:
-    job = os.environ.get("PADDLE_NBEXT_JOB")
-    if not job:
-        print("cluster_master: PADDLE_NBEXT_JOB is not set", file=sys.stderr)
+    job = JobObjects.from_environment(os.environ)
+    if job is None:
+        print("cluster_master: PADDLE_NBEXT_RECORD (the job record's name) is not set", file=sys.stderr)
         return 2
     interval = float(os.environ.get("PADDLE_NBEXT_MASTER_INTERVAL", "3"))
     api = Api.from_environment()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    print(f"cluster_master: watching job {job} in namespace {api.namespace}", flush=True)
+    print(f"cluster_master: watching job {job.record} in namespace {api.namespace}", flush=True)
     while True:
         try:
             if reconcile_once(api, job):
-                print(f"cluster_master: job {job} is over", flush=True)
+                print(f"cluster_master: job {job.record} is over", flush=True)
                 return 0
         except (ApiError, OSError, ValueError) as error:  # API restarts, network blips: try again
             print(f"cluster_master: {error}", file=sys.stderr, flush=True)

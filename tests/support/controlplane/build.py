@@ -30,9 +30,11 @@ ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 JOBSET_VERSION = "v0.12.0"
 KUEUE_VERSION = "v0.17.1"
+VOLCANO_VERSION = "v1.14.0"  # volcano.sh/apis, whose types define Volcano v1.14's CRDs
 
 CACHE_ENV = "PADDLE_NBEXT_CONTROLPLANE_CACHE"
 KUEUE_METRICS_CERTS_ENV = "PADDLE_NBEXT_KUEUE_METRICS_CERTS"
+KUEUE_VISIBILITY_CERTS_ENV = "PADDLE_NBEXT_KUEUE_VISIBILITY_CERTS"
 ASSETS = "assets"  # beside a component's binaries: the upstream files copied for it (`Component.assets`)
 
 
@@ -50,6 +52,10 @@ class Component:
     # Files of the upstream module copied beside the binaries, (module, path in it): the CRDs and
     # webhook registrations the controller needs, so that starting it needs no Go module cache.
     assets: tuple[tuple[str, str], ...] = ()
+    # CRDs generated beside the binaries, (module, API package): for an upstream whose Go module
+    # ships only the API types, this component's `controller-gen` writes the CRDs from their
+    # kubebuilder markers into ``assets/bases`` with `CRD_OPTIONS`, as the upstream project does.
+    crds: tuple[tuple[str, str], ...] = ()
 
     @property
     def directory(self) -> Path:
@@ -64,6 +70,8 @@ class Component:
                 sha.update(name.encode() + b"\0" + path.read_bytes())
         if self.patches or self.assets:  # (components without them keep the digest they always had)
             sha.update(repr((self.patches, self.assets)).encode())
+        if self.crds:
+            sha.update(repr((self.crds, CRD_OPTIONS)).encode())
         sha.update(_go_version().encode())
         return sha.hexdigest()[:12]
 
@@ -119,8 +127,9 @@ QUEUE_COMPONENTS: tuple[Component, ...] = (
         "-s -w",
         assets=(("sigs.k8s.io/kueue", "config/components/crd/bases"), ("sigs.k8s.io/kueue", "config/components/webhook/manifests.yaml")),
         # Without its in-cluster certificate manager Kueue reads its metrics certificate from a
-        # fixed /etc path; the test control plane runs it as a local process, so the path comes
-        # from the environment instead (cluster.py points it at the test CA's serving pair).
+        # fixed /etc path, and its visibility API server's from a fixed /visibility; the test
+        # control plane runs it as a local process, so both paths come from the environment
+        # instead (queueing.py points them at serving pairs of the test CA).
         patches=(
             (
                 "sigs.k8s.io/kueue",
@@ -128,11 +137,32 @@ QUEUE_COMPONENTS: tuple[Component, ...] = (
                 'metricsCertPath := "/etc/kueue/metrics/certs"',
                 f'metricsCertPath := os.Getenv("{KUEUE_METRICS_CERTS_ENV}")',
             ),
+            ("sigs.k8s.io/kueue", "pkg/visibility/server.go", '\t"net"\n\t"strings"\n', '\t"net"\n\t"os"\n\t"strings"\n'),
+            (
+                "sigs.k8s.io/kueue",
+                "pkg/visibility/server.go",
+                'certDir = "/visibility"',
+                f'certDir = os.Getenv("{KUEUE_VISIBILITY_CERTS_ENV}")',
+            ),
         ),
     ),
 )
 
 QUEUE_BINARIES = tuple(binary for component in QUEUE_COMPONENTS for _, binary in component.packages)
+
+# Volcano's PodGroup CRD for the gang-scheduling tests: no Volcano process runs (they check what
+# the API server accepts and what the default scheduler leaves alone), so only the CRD is made,
+# by controller-gen at the release Volcano's Makefile pins, from the pinned volcano.sh/apis.
+CRD_OPTIONS = "crd:crdVersions=v1,generateEmbeddedObjectMeta=true"  # Volcano's Makefile's
+GANG_COMPONENTS: tuple[Component, ...] = (
+    Component(
+        "volcano",
+        VOLCANO_VERSION,
+        (("sigs.k8s.io/controller-tools/cmd/controller-gen", "controller-gen"),),
+        "-s -w",
+        crds=(("volcano.sh/apis", "volcano.sh/apis/pkg/apis/scheduling/v1beta1"),),
+    ),
+)
 
 
 def cache_dir() -> Path:
@@ -178,7 +208,7 @@ def find_queue_binaries() -> dict[str, Path] | None:
     return find_binaries(QUEUE_COMPONENTS)
 
 
-def build(*, log: bool = True, components: tuple[Component, ...] = COMPONENTS + QUEUE_COMPONENTS) -> dict[str, Path]:
+def build(*, log: bool = True, components: tuple[Component, ...] = COMPONENTS + QUEUE_COMPONENTS + GANG_COMPONENTS) -> dict[str, Path]:
     """Build what is missing (reusing the cache) and return every binary's path.
 
     Prints each component's build time, so the cold and warm costs are visible in CI's log."""
@@ -217,6 +247,30 @@ def _copy_assets(component: Component, staging: Path, env: dict[str, str]) -> No
             raise ControlPlaneError(f"building {component.module}: {module} has no {name}")
         for copied in (target / source.name).rglob("*") if source.is_dir() else [target / source.name]:
             copied.chmod(0o755 if copied.is_dir() else 0o644)  # the module cache's files are read-only
+
+
+def _generate_crds(component: Component, staging: Path, env: dict[str, str]) -> None:
+    """Run the just-built controller-gen over each API package (resolved by our go.mod, from the
+    module cache) into ``assets/bases``; the Go command must be on its PATH (go/packages)."""
+    if not component.crds:
+        return
+    tool = staging / "controller-gen"
+    path_env = {**env, "PATH": f"{Path(_go()).parent}{os.pathsep}{env.get('PATH', '')}"}
+    for module, package in component.crds:
+        _module_dir(component, module, env)  # a clear error when the pinned module is not there
+        done = subprocess.run(
+            [str(tool), CRD_OPTIONS, f"paths={package}", f"output:crd:artifacts:config={staging / ASSETS / 'bases'}"],
+            cwd=component.directory,
+            env=path_env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise ControlPlaneError(
+                f"building {component.module}: controller-gen could not make the CRDs of {package}: {done.stderr.strip()}"
+            )
 
 
 def _patched_modfile(component: Component, staging: Path, env: dict[str, str]) -> Path | None:
@@ -289,6 +343,7 @@ def _build(component: Component, *, log: bool) -> None:
             f"{result.returncode}); full log: {log_path}\n" + "\n".join(tail)
         )
     _copy_assets(component, staging, env)
+    _generate_crds(component, staging, env)
     for leftover in ("src", "build.mod", "build.sum"):
         shutil.rmtree(staging / leftover, ignore_errors=True) if (staging / leftover).is_dir() else (staging / leftover).unlink(
             missing_ok=True

@@ -3,7 +3,7 @@ kube-scheduler and KWOK, with fake nodes that the scheduler binds pods to.
 
 It is configured the way a kubeadm cluster is where the backend can tell: TLS everywhere with
 client certificates, ServiceAccount tokens signed by a key of ours and served through the
-TokenRequest API, the Node and RBAC authorizers, the default admission plugins (ResourceQuota,
+TokenRequest API, the aggregation layer (front proxy CA and client certificate), the Node and RBAC authorizers, the default admission plugins (ResourceQuota,
 LimitRange, ServiceAccount and PodSecurity among them, NodeRestriction added), and the
 controller-manager's default controllers each under its own ServiceAccount
 (``--use-service-account-credentials``): Job, garbage collector, TTL-after-finished, namespace,
@@ -275,6 +275,16 @@ class ControlPlane:
             f"--kubelet-client-key={kubelet_key}",
             f"--kubelet-certificate-authority={self.pki.ca_cert}",
             "--kubelet-preferred-address-types=InternalIP",
+            # The aggregation layer as kubeadm sets it up: the aggregator proxies to aggregated
+            # API servers (Kueue's visibility API) with the front proxy's client certificate and
+            # names the user in these headers, which only that CA's `front-proxy-client` may set.
+            f"--requestheader-client-ca-file={self.pki.front_proxy_ca_cert}",
+            f"--requestheader-allowed-names={pki.FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={self.pki.front_proxy_client[0]}",
+            f"--proxy-client-key-file={self.pki.front_proxy_client[1]}",
             # No endpoint for the `kubernetes` Service: the reconciler refuses a loopback address,
             # and nothing here runs in a pod that would use it.
             "--endpoint-reconciler-type=none",

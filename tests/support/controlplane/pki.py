@@ -6,6 +6,11 @@ sees the same users: ``system:kube-controller-manager`` and ``system:kube-schedu
 the API server's bootstrap policy), an admin in ``system:masters``, and the API server's client
 for kubelets (KWOK serves ``pods/log`` as the kubelet would).  A separate RSA key pair signs and
 verifies ServiceAccount tokens.
+
+As in kubeadm, a second CA (the front proxy's) signs only the client certificate the API server's
+aggregator presents to aggregated API servers (Kueue's visibility API): they trust the user it
+names in its request headers because that CA signed it, and no other client of the cluster CA
+can pass for the aggregator.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ CLIENTS = {
     "kwok": ("paddle-nbext-kwok", ("system:masters",)),
     "kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
 }
+#: The common name of the aggregator's client certificate (``--requestheader-allowed-names``).
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,14 @@ class Pki:
     @property
     def kwok_key(self) -> Path:
         return self.directory / "kwok-serving.key"
+
+    @property
+    def front_proxy_ca_cert(self) -> Path:
+        return self.directory / "front-proxy-ca.crt"
+
+    @property
+    def front_proxy_client(self) -> tuple[Path, Path]:
+        return self.directory / "front-proxy-client.crt", self.directory / "front-proxy-client.key"
 
     @property
     def service_account_key(self) -> Path:
@@ -103,12 +118,9 @@ def _builder(subject: x509.Name, issuer: x509.Name, public: ec.EllipticCurvePubl
     )
 
 
-def create(directory: Path) -> Pki:
-    """Make a CA and every certificate and key in ``directory`` (created; existing files replaced)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    pki = Pki(directory)
+def _ca(common: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     ca_key = _key()
-    ca_name = _name("paddle-nbext-test-ca")
+    ca_name = _name(common)
     ca = (
         _builder(ca_name, ca_name, ca_key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -128,16 +140,31 @@ def create(directory: Path) -> Pki:
         )
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_key, ca
+
+
+def create(directory: Path) -> Pki:
+    """Make the CAs and every certificate and key in ``directory`` (created; existing files replaced)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = Pki(directory)
+    ca_key, ca = _ca("paddle-nbext-test-ca")
     _write(pki.ca_cert, ca.public_bytes(serialization.Encoding.PEM))
     _write(directory / "ca.key", _pem_key(ca_key))
 
     def issue(
-        cert_path: Path, key_path: Path, subject: x509.Name, *, server: bool, names: tuple[str, ...] = (), ips: tuple[str, ...] = ()
+        cert_path: Path,
+        key_path: Path,
+        subject: x509.Name,
+        *,
+        server: bool,
+        names: tuple[str, ...] = (),
+        ips: tuple[str, ...] = (),
+        signer: tuple[ec.EllipticCurvePrivateKey, x509.Certificate] = (ca_key, ca),
     ) -> None:
         key = _key()
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
         builder = (
-            _builder(subject, ca_name, key.public_key())
+            _builder(subject, signer[1].subject, key.public_key())
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         )
@@ -145,7 +172,7 @@ def create(directory: Path) -> Pki:
             sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
             sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(ca_key, hashes.SHA256())
+        cert = builder.sign(signer[0], hashes.SHA256())
         _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
         _write(key_path, _pem_key(key))
 
@@ -154,6 +181,9 @@ def create(directory: Path) -> Pki:
     for client, (common, organizations) in CLIENTS.items():
         cert_path, key_path = pki.client(client)
         issue(cert_path, key_path, _name(common, organizations), server=False)
+    front_proxy_key, front_proxy_ca = _ca("paddle-nbext-front-proxy-ca")
+    _write(pki.front_proxy_ca_cert, front_proxy_ca.public_bytes(serialization.Encoding.PEM))
+    issue(*pki.front_proxy_client, _name(FRONT_PROXY_CLIENT), server=False, signer=(front_proxy_key, front_proxy_ca))
 
     signing = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write(pki.service_account_key, _pem_key(signing))
@@ -164,10 +194,14 @@ def create(directory: Path) -> Pki:
     return pki
 
 
-def issue_later(pki: Pki, name: str, *, common: str, organizations: tuple[str, ...] = (), server: bool = False) -> tuple[Path, Path]:
+def issue_later(
+    pki: Pki, name: str, *, common: str, organizations: tuple[str, ...] = (), server: bool = False, names: tuple[str, ...] = ()
+) -> tuple[Path, Path]:
     """A certificate and key signed by the existing CA of ``pki`` (``<name>.crt``/``.key``): a
-    client identity, or with ``server`` a serving pair for 127.0.0.1 (a webhook's).  For the
-    components only some clusters run (the queueing controllers), so the others do not make them."""
+    client identity, or with ``server`` a serving pair for 127.0.0.1 (a webhook's) that also
+    carries the DNS ``names`` (an aggregated API server's ``<service>.<namespace>.svc``, the name
+    the aggregator checks).  For the components only some clusters run (the queueing
+    controllers), so the others do not make them."""
     ca_key = serialization.load_pem_private_key((pki.directory / "ca.key").read_bytes(), password=None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
     ca_name = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes()).subject
@@ -179,7 +213,7 @@ def issue_later(pki: Pki, name: str, *, common: str, organizations: tuple[str, .
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     )
     if server:
-        sans = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+        sans = [*(x509.DNSName(n) for n in ("localhost", *names)), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     cert_path, key_path = pki.client(name)
     _write(cert_path, builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))

@@ -10,6 +10,15 @@ upstream webhook registrations (copied beside the binaries at build time) are re
 kinds this suite uses (Jobs, JobSets, Kueue's own objects) are registered: Kueue's integrations
 for other frameworks are off, and a registered webhook nobody serves would refuse every object.
 
+Kueue's visibility API (pending workloads and their positions) is an aggregated API server: the
+API server's aggregator proxies ``/apis/visibility.kueue.x-k8s.io/...`` to it, authenticating
+with the front proxy's client certificate (``cluster.py``'s requestheader flags).  The
+aggregator finds it through the APIService's Service; with no pod network that Service is of
+type ExternalName naming 127.0.0.1 (the aggregator then dials ``<externalName>:<APIService
+port>``), and the visibility server listens on 127.0.0.1 only, with a certificate of the test CA
+for ``visibility-server.kueue-system.svc``, the name the aggregator checks against the
+APIService's ``caBundle``.
+
 Started only for the tests that ask for a queued cluster (``queued_cluster`` fixture), on a
 control plane of their own, so the rest of the suite never runs behind these webhooks.
 """
@@ -28,7 +37,7 @@ from typing import Any
 import yaml
 
 from . import pki
-from .build import ASSETS, KUEUE_METRICS_CERTS_ENV, QUEUE_COMPONENTS, binary_dir, find_queue_binaries
+from .build import ASSETS, KUEUE_METRICS_CERTS_ENV, KUEUE_VISIBILITY_CERTS_ENV, QUEUE_COMPONENTS, binary_dir, find_queue_binaries
 from .cluster import START_TIMEOUT, ControlPlane, free_port
 from .errors import ControlPlaneError
 from .processes import Process
@@ -37,6 +46,9 @@ KUEUE_NAMESPACE = "kueue-system"
 #: API groups whose webhooks are registered; Kueue's integrations are exactly the matching kinds.
 SERVED_GROUPS = frozenset({"batch", "jobset.x-k8s.io", "kueue.x-k8s.io"})
 KUEUE_INTEGRATIONS = ("batch/job", "jobset.x-k8s.io/jobset")
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+VISIBILITY_VERSIONS = ("v1beta1", "v1beta2")  # what Kueue v0.17 serves
+VISIBILITY_SERVICE = "visibility-server"  # upstream's name (config/components/visibility)
 
 
 def _assets(module: str) -> Path:
@@ -110,9 +122,10 @@ class QueueControllers:
             self.plane.api("POST", "/api/v1/namespaces", {"metadata": {"name": KUEUE_NAMESPACE}})
             serving = self._serving_pair()
             self._start_jobset(serving)
-            self._start_kueue(serving)
+            self._start_kueue(serving, self._serving_pair("kueue-visibility", f"{VISIBILITY_SERVICE}.{KUEUE_NAMESPACE}.svc"))
             self._register_webhooks()
             self._await_admission()
+            self._register_visibility()
         except BaseException:
             self.stop()
             raise
@@ -143,11 +156,11 @@ class QueueControllers:
                     raise ControlPlaneError(f"the CustomResourceDefinition {name} was not Established within {START_TIMEOUT:.0f} s")
                 time.sleep(0.1)
 
-    def _serving_pair(self) -> Path:
-        """A directory with tls.crt/tls.key for 127.0.0.1, as controller-runtime's webhook server
-        (and Kueue's metrics server) read them."""
-        cert, key = pki.issue_later(self.plane.pki, "queueing-webhook", common="queueing-webhook", server=True)
-        folder = self.directory / "certs"
+    def _serving_pair(self, name: str = "queueing-webhook", *names: str) -> Path:
+        """A directory with tls.crt/tls.key for 127.0.0.1 (and ``names``), as controller-runtime's
+        webhook server, Kueue's metrics server and its visibility server read them."""
+        cert, key = pki.issue_later(self.plane.pki, name, common=name, server=True, names=names)
+        folder = self.directory / ("certs" if name == "queueing-webhook" else f"certs-{name}")
         folder.mkdir(exist_ok=True)
         (folder / "tls.crt").write_bytes(cert.read_bytes())
         (folder / "tls.key").write_bytes(key.read_bytes())
@@ -201,7 +214,7 @@ class QueueControllers:
         )
         process.wait_ready(lambda: _tls_answers(self.ports["jobset-webhook"], self.plane.pki.ca_cert), START_TIMEOUT, "serving webhooks")
 
-    def _start_kueue(self, certs: Path) -> None:
+    def _start_kueue(self, certs: Path, visibility_certs: Path) -> None:
         config = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
@@ -212,6 +225,7 @@ class QueueControllers:
             "metrics": {"bindAddress": "0"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.ports['kueue-health']}"},
             "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)},
+            "visibilityServer": {"bindAddress": "127.0.0.1", "bindPort": self.ports["kueue-visibility"]},
         }
         path = self.directory / "kueue.yaml"
         path.write_text(yaml.safe_dump(config))
@@ -221,11 +235,11 @@ class QueueControllers:
                 str(self.binaries["kueue"]),
                 f"--config={path}",
                 f"--kubeconfig={self._kubeconfig('kueue')}",
-                # The visibility API (pending positions) is an aggregated API server, which the
-                # API server reaches only through a Service: no pod network here, so it is off.
-                "--feature-gates=VisibilityOnDemand=false",
+                # The visibility server takes its port from this flag unless the configuration's
+                # differs from its default (8082): the same port either way.
+                f"--visibility-server-port={self.ports['kueue-visibility']}",
             ],
-            env={KUEUE_METRICS_CERTS_ENV: str(certs)},
+            env={KUEUE_METRICS_CERTS_ENV: str(certs), KUEUE_VISIBILITY_CERTS_ENV: str(visibility_certs)},
         )
         process.wait_ready(lambda: _tls_answers(self.ports["kueue-webhook"], self.plane.pki.ca_cert), START_TIMEOUT, "serving webhooks")
 
@@ -251,5 +265,49 @@ class QueueControllers:
 
         kueue.wait_ready(admits, START_TIMEOUT, "admitting objects through its webhooks")
 
+    def _register_visibility(self) -> None:
+        """Kueue's visibility API behind the aggregator: an ExternalName Service naming 127.0.0.1
+        and an APIService per served version (verified TLS: the test CA as ``caBundle``); ready
+        once the aggregator reports each Available (it has reached Kueue's discovery)."""
+        self.processes["kueue"].wait_ready(
+            lambda: _tls_answers(self.ports["kueue-visibility"], self.plane.pki.ca_cert), START_TIMEOUT, "serving the visibility API"
+        )
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": VISIBILITY_SERVICE, "namespace": KUEUE_NAMESPACE},
+            "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
+        }
+        self.plane.api("POST", f"/api/v1/namespaces/{KUEUE_NAMESPACE}/services", service)
+        ca_bundle = base64.b64encode(self.plane.pki.ca_cert.read_bytes()).decode()
+        names = []
+        for version in VISIBILITY_VERSIONS:
+            name = f"{version}.{VISIBILITY_GROUP}"
+            api_service = {
+                "apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService",
+                "metadata": {"name": name},
+                "spec": {
+                    "group": VISIBILITY_GROUP,
+                    "version": version,
+                    "groupPriorityMinimum": 100,
+                    "versionPriority": 100 + VISIBILITY_VERSIONS.index(version),
+                    "caBundle": ca_bundle,
+                    "service": {"name": VISIBILITY_SERVICE, "namespace": KUEUE_NAMESPACE, "port": self.ports["kueue-visibility"]},
+                },
+            }
+            self.plane.api("POST", "/apis/apiregistration.k8s.io/v1/apiservices", api_service)
+            names.append(name)
 
-__all__ = ["KUEUE_NAMESPACE", "QueueControllers", "webhook_configurations"]
+        def available() -> bool:
+            for name in names:
+                found = self.plane.api("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{name}")
+                conditions = (found.get("status") or {}).get("conditions") or []
+                if not any(c["type"] == "Available" and c["status"] == "True" for c in conditions):
+                    return False
+            return True
+
+        self.processes["kueue"].wait_ready(available, START_TIMEOUT, "reached by the aggregator (APIService Available)")
+
+
+__all__ = ["KUEUE_NAMESPACE", "VISIBILITY_GROUP", "QueueControllers", "webhook_configurations"]

@@ -33,6 +33,7 @@ from paddle_nbext.contract import (
     Phase,
     now_iso,
 )
+from paddle_nbext.quota import QuotaCheck, Verdict
 from paddle_nbext.spec import JobSpec, SpecError
 from paddle_nbext.status import JobStatus, ReplicaStatus
 
@@ -45,11 +46,11 @@ from ..base import Backend, BackendUnavailable, InvalidRequest, InvalidState, Jo
 from . import home_volume as homes
 from . import jobset as jobsets
 from . import logs as replica_logs
-from . import manifests, queue_status
+from . import manifests, queue_positions, queue_status, quota_reads, volcano, volcano_status
 from . import metrics as replica_metrics
 from .cache import WORKLOADS, WatchCache, describe_failure
 from .connection import Connection, connect
-from .settings import JOBSET_MODE, WORKLOAD_MODES, ManifestSettings, role_job_name
+from .settings import GANG_SCHEDULERS, JOBSET_MODE, WORKLOAD_MODES, ManifestSettings, role_job_name
 from .status import final_of, job_status
 from .usernames import Scheme
 
@@ -61,6 +62,9 @@ JOB_OF_POD = re.compile(rf"^(.+)-(?:{_ROLE})(?:-0)?-\d+-[a-z0-9]+$")  # <job>-<r
 #: The API groups a workload mode or a queue needs, (group, version).
 JOBSET_API = (jobsets.GROUP, jobsets.VERSION)
 KUEUE_API = ("kueue.x-k8s.io", "v1beta2")
+PODGROUP_API = (volcano.GROUP, volcano.VERSION)
+#: The kinds of a plan that are custom resources: (group, version, plural).
+CUSTOM_OBJECTS = {"JobSet": (jobsets.GROUP, jobsets.VERSION, jobsets.PLURAL), volcano.KIND: (*PODGROUP_API, volcano.PLURAL)}
 #: A pod's phases that end it (Kubernetes' words, not the job's `Phase`).
 POD_ENDED = (cluster_master.POD_SUCCEEDED, cluster_master.POD_FAILED)
 WARNING_TEXT = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')  # RFC 7234: warn-code warn-agent "warn-text"
@@ -129,6 +133,10 @@ class KubernetesBackend(Backend):
     ).tag(config=True)
     sync_timeout = Float(10.0, help="Seconds start() waits for the first list of the cache.").tag(config=True)
     reconcile_interval = Float(5.0, help="Seconds between checks of job timeouts.").tag(config=True)
+    queue_position_interval = Float(
+        3.0,
+        help="Seconds between reads of Kueue's visibility API for the queue positions of waiting jobs (only while some wait).",
+    ).tag(config=True)
     workload_mode = Enum(
         list(WORKLOAD_MODES),
         "jobs",
@@ -140,6 +148,13 @@ class KubernetesBackend(Backend):
     ).tag(config=True)
     allowed_queues = List(
         Unicode(), help="LocalQueues a job may name in its 'queue' field; empty: only default_queue (and none if that is empty)."
+    ).tag(config=True)
+    gang_scheduler = Enum(
+        list(GANG_SCHEDULERS),
+        "",
+        help="Gang scheduler of the pservers and trainers: '' (the default scheduler) or 'volcano' (schedulerName volcano "
+        "and one scheduling.volcano.sh PodGroup per job covering all of them; needs Volcano installed and workload_mode "
+        "'jobs'; default_queue, allowed_queues and a job's queue then name Volcano Queues, not Kueue LocalQueues).",
     ).tag(config=True)
 
     @default("home_path")
@@ -161,15 +176,20 @@ class KubernetesBackend(Backend):
         self._hub_checked = False
         self._hub_problem: str | None = None
         self._security_context: dict[str, Any] | None = None
+        # Keyed by the job's object name (`manifests.object_name`: `<job>-<owner tag>`), the record's
+        # name and the pods' job label, so that two owners' jobs of one name never mix.
         self._pods_by_job: dict[str, dict[str, dict[str, Any]]] = {}
         self._statuses: dict[str, JobStatus] = {}
+        self._keys: dict[tuple[str, str], str] = {}  # (owner, job name) -> object name
         self._published: dict[str, dict[str, Any]] = {}
         self._dirty: set[str] = set()
         self._flush_scheduled = False
         self._finishing: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
-        self._apis: dict[tuple[str, str], bool] = {}  # (group, version) -> served (JobSet, Kueue)
+        self._apis: dict[tuple[str, str], bool] = {}  # (group, version) -> served (JobSet, Kueue, Volcano)
+        self._positions = queue_positions.QueuePositions(interval=self.queue_position_interval, log=self.log)
+        self._releasing: set[str] = set()  # jobs whose PodGroup is being deleted
 
     # ================================================================== connection and cache
 
@@ -195,6 +215,8 @@ class KubernetesBackend(Backend):
             await self._api_exists(connection, JOBSET_API)
         if self._queued:
             await self._api_exists(connection, KUEUE_API)
+        if self.gang_scheduler:
+            await self._api_exists(connection, PODGROUP_API)
         if not await self._cache.wait_synced(self.sync_timeout):
             self.log.warning("paddle-nbext: the job cache is not synced yet: %s", self._cache.error or "slow API")
 
@@ -237,10 +259,17 @@ class KubernetesBackend(Backend):
         if self._cache is None:
             connection = await self._conn()
             self._cache = WatchCache(
-                connection.api, connection.namespace, SELECTOR, asyncio.get_running_loop(), self._on_change, workloads=self._queued
+                connection.api,
+                connection.namespace,
+                SELECTOR,
+                asyncio.get_running_loop(),
+                self._on_change,
+                workloads=self._queued,
+                podgroups=bool(self.gang_scheduler),
             )
             self._cache.start()
             self._ticker = asyncio.create_task(self._tick())
+            self._start_queue_positions(connection)
         return self._cache
 
     async def stop(self) -> None:
@@ -266,6 +295,7 @@ class KubernetesBackend(Backend):
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {"name": self.name, "ok": False, "error": None, "home_volume": self.home_volume}
+        info["quota_check"] = True  # a dry run answers with `quota` (forms show it before submit)
         if self._connection is not None:
             info.update(namespace=self._connection.namespace, source=self._connection.source)
         if self._hub_problem:
@@ -289,6 +319,8 @@ class KubernetesBackend(Backend):
             )
         if self._queued:
             info["queues"] = {"default": self.default_queue, "allowed": list(self.allowed_queues), "kueue_api": self._apis.get(KUEUE_API)}
+            info["queues"]["positions"] = self._positions.describe()
+        self._describe_gang(info)
         return info
 
     def _settings(self, namespace: str) -> ManifestSettings:
@@ -316,6 +348,7 @@ class KubernetesBackend(Backend):
             shm_size=self.shm_size,
             workload_mode=self.workload_mode,
             default_queue=self.default_queue,
+            gang_scheduler=self.gang_scheduler,
         )
 
     def _unavailable(self, doing: str, error: BaseException) -> BackendUnavailable:
@@ -452,11 +485,20 @@ class KubernetesBackend(Backend):
         self._check_queue(spec)
         await self._require_workload_api(connection)
         plan = manifests.build_plan(spec, owner, self._settings(connection.namespace), home=home, workdir=workdir, runtime=runtime)
+        quota_check = await self._check_quota(connection, spec, plan)
         if dry_run:
             preview = self._preview_status(spec, owner)
-            return {"dry_run": True, "job": preview.to_dict(), "plan": {"namespace": connection.namespace, "manifests": plan}}
+            return {
+                "dry_run": True,
+                "job": preview.to_dict(),
+                "plan": {"namespace": connection.namespace, "manifests": plan},
+                "quota": quota_check.to_dict(),
+            }
+        if quota_check.verdict == Verdict.NEVER:  # refused before anything is created
+            raise InvalidRequest(quota_check.words, field=quota_check.field)
         cache = await self._ensure_cache()
-        await self._wait_for_the_old_pods(spec.job_name)
+        key = manifests.object_name(spec.job_name, owner)
+        await self._wait_for_the_old_pods(key, spec.job_name)
         created: list[dict[str, Any]] = []
         record = await self._create(plan[0], created, spec.job_name)
         uid = record["metadata"]["uid"]
@@ -471,20 +513,20 @@ class KubernetesBackend(Backend):
                 await asyncio.to_thread(shutil.rmtree, job_dir, True)
             raise
         cache.put("configmaps", record)
-        self._flush_now(spec.job_name)
-        status = self._statuses.get(spec.job_name)
+        self._flush_now(key)
+        status = self._statuses.get(key)
         return (status or self._preview_status(spec, owner)).to_dict()
 
-    async def _wait_for_the_old_pods(self, job: str) -> None:
+    async def _wait_for_the_old_pods(self, key: str, job: str) -> None:
         """A job of this name was just deleted and some of its pods still run while they stop:
         they write into the job's directory, where the new snapshot would go.  Wait for them
         (`resubmit_wait`), then say why the name cannot be used yet."""
 
         def still_running() -> list[str]:
-            if self._cache is not None and job in self._cache.stores["configmaps"]:
+            if self._cache is not None and key in self._cache.stores["configmaps"]:
                 return []  # a live job of that name: the record's create answers 409 as usual
             return sorted(
-                name for name, pod in self._pods_by_job.get(job, {}).items() if (pod.get("status") or {}).get("phase") not in POD_ENDED
+                name for name, pod in self._pods_by_job.get(key, {}).items() if (pod.get("status") or {}).get("phase") not in POD_ENDED
             )
 
         deadline = asyncio.get_running_loop().time() + self.resubmit_wait
@@ -526,28 +568,42 @@ class KubernetesBackend(Backend):
 
     def _verb_for(self, verb: str, kind: str) -> Any:
         """The client call `verb` ("create" or "delete") of `kind`, taking (namespace, body) or
-        (name, namespace) as the typed APIs do; a JobSet goes through the custom objects API."""
-        if kind == "JobSet":
+        (name, namespace) as the typed APIs do; a JobSet or a PodGroup goes through the custom objects API."""
+        if kind in CUSTOM_OBJECTS:
             assert self._connection is not None
             custom = client.CustomObjectsApi(self._connection.api)
-            where = (jobsets.GROUP, jobsets.VERSION)
+            group, version, plural = CUSTOM_OBJECTS[kind]
 
             def create(namespace: str, body: dict[str, Any], **kwargs: Any) -> Any:
-                return custom.create_namespaced_custom_object(*where, namespace, jobsets.PLURAL, body, **kwargs)
+                return custom.create_namespaced_custom_object(group, version, namespace, plural, body, **kwargs)
 
             def delete(name: str, namespace: str, **kwargs: Any) -> Any:
-                return custom.delete_namespaced_custom_object(*where, namespace, jobsets.PLURAL, name, **kwargs)
+                return custom.delete_namespaced_custom_object(group, version, namespace, plural, name, **kwargs)
 
             return create if verb == "create" else delete
         api, suffix = self._api_for(kind)
         return getattr(api, f"{verb}_namespaced_{suffix}")
 
+    async def _check_quota(self, connection: Connection, spec: JobSpec, plan: list[dict[str, Any]]) -> QuotaCheck:
+        """Quota before submit (quota_reads.py): the namespace's ResourceQuotas and, for a job
+        Kueue queues, its ClusterQueue; read on dry runs and submits only, never per list."""
+        return await quota_reads.check_quota(
+            self._call,
+            connection.api,
+            connection.namespace,
+            plan,
+            queue=(spec.queue or self.default_queue) if self._queued else "",
+            gpu_resource=self.gpu_resource_name,
+            priority_class=self.priority_class_name,
+        )
+
     # ================================================================== workload modes and queues
 
     @property
     def _queued(self) -> bool:
-        """Whether this deployment sends jobs to Kueue (then Workloads are watched for status)."""
-        return bool(self.default_queue or self.allowed_queues)
+        """Whether this deployment sends jobs to Kueue (then Workloads are watched for status); with
+        Volcano the queues are Volcano's (named in the PodGroup), not Kueue's."""
+        return bool(self.default_queue or self.allowed_queues) and not self.gang_scheduler
 
     def _role_job(self, job: str, role: str) -> str:
         return role_job_name(self.workload_mode, job, role)
@@ -585,6 +641,82 @@ class KubernetesBackend(Backend):
                 f"c.KubernetesBackend.workload_mode is 'jobset' but the cluster serves no JobSet API ({jobsets.API_VERSION}): "
                 "install JobSet (admin guide: 'Workload modes') or set workload_mode = 'jobs'"
             )
+        if problem := await self._gang_problem(connection):
+            raise BackendUnavailable(problem)
+
+    # ------------------------------------------------------------------ Volcano (volcano.py)
+
+    async def _gang_problem(self, connection: Connection | None) -> str | None:
+        """Why jobs cannot be gang-scheduled as configured (None: they can, or no gang scheduler).
+        Without a connection only what the configuration and an earlier discovery tell."""
+        if not self.gang_scheduler:
+            return None
+        if problem := volcano.combination_problem(self.workload_mode):
+            return problem
+        served = self._apis.get(PODGROUP_API) if connection is None else await self._api_exists(connection, PODGROUP_API)
+        return volcano.missing_api_problem() if served is False else None
+
+    def _describe_gang(self, info: dict[str, Any]) -> None:
+        """/config: the gang scheduler, whether its PodGroup API is served, and its queues."""
+        info["gang_scheduler"] = self.gang_scheduler or None
+        if not self.gang_scheduler:
+            return
+        info["volcano"] = {
+            "scheduler_name": volcano.SCHEDULER_NAME,
+            "podgroup_api": self._apis.get(PODGROUP_API),  # None: not asked (yet)
+            "default_queue": self.default_queue or None,
+            "allowed_queues": list(self.allowed_queues),
+        }
+        problem = volcano.combination_problem(self.workload_mode)
+        if problem is None and self._apis.get(PODGROUP_API) is False:
+            problem = volcano.missing_api_problem()
+        if problem:
+            info["ok"] = False
+            info["error"] = problem
+
+    def _pod_group(self, job: str) -> dict[str, Any] | None:
+        """The job's PodGroup from the cache (one of an earlier job of the same name is not it)."""
+        if self._cache is None or not self.gang_scheduler:
+            return None
+        record = self._cache.stores["configmaps"].get(job)
+        found = self._cache.stores["podgroups"].get(job)
+        if record is None or found is None or not _owned_by(found, (record.get("metadata") or {}).get("uid")):
+            return None
+        return found
+
+    def _gang_note(self, job: str) -> str | None:
+        return volcano_status.job_note(self._pods_by_job.get(job, {}).values(), self._pod_group(job))
+
+    def _release_gang(self, job: str) -> None:
+        """An ended job's PodGroup goes at once: Volcano keeps the gang's `minResources` reserved
+        in its queue while a PodGroup waits, so a cancelled job would hold the queue.  The record
+        stays (the garbage collector would remove the PodGroup only with the record)."""
+        found = self._pod_group(job)
+        if found is None or job in self._releasing:
+            return
+        self._releasing.add(job)
+
+        async def release() -> None:
+            try:
+                connection = await self._conn()
+                await self._call(
+                    f"delete the PodGroup of {job}",
+                    self._verb_for("delete", volcano.KIND),
+                    found["metadata"]["name"],
+                    connection.namespace,
+                    _preload_content=False,
+                )
+            except ApiException as error:
+                if error.status != 404:
+                    self.log.warning("paddle-nbext: could not delete the PodGroup of %s: %s", job, describe_failure(error))
+            except BackendUnavailable as error:
+                self.log.warning("paddle-nbext: could not delete the PodGroup of %s: %s", job, error.message)
+            finally:
+                self._releasing.discard(job)
+
+        task = asyncio.create_task(release())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _workload_owners(self, job: str) -> list[tuple[str, str, str]]:
         """(label, kind, name) of the objects Kueue makes a Workload for: the JobSet, or each role's Job."""
@@ -595,7 +727,33 @@ class KubernetesBackend(Backend):
     def _queue_words(self, job: str) -> dict[str, queue_status.QueueWords]:
         if self._cache is None or not self._queued:
             return {}
-        return queue_status.job_words(self._cache.stores["workloads"].values(), self._workload_owners(job))
+        return queue_status.job_words(self._cache.stores["workloads"].values(), self._workload_owners(job), self._positions.words_of)
+
+    def _deciding_pods(self, job: str) -> list[dict[str, Any]]:
+        """The pods the job's status is decided on: none while Kueue has evicted (preempted) its
+        Workload, because Kueue is then stopping them (SIGTERM: exit code 143) and the job is
+        queued to run again, not failed; the replicas then say why (`_role_notes`)."""
+        if queue_status.stopped_by_kueue(self._queue_words(job)):
+            return []
+        return list(self._pods_by_job.get(job, {}).values())
+
+    def _start_queue_positions(self, connection: Connection) -> None:
+        """Queue positions of waiting jobs, refreshed in the background (queue_positions.py);
+        a Workload whose position moved re-marks its job, like a change of the Workload."""
+        if not self._queued:
+            return
+
+        def workloads() -> list[dict[str, Any]]:
+            return list(self._cache.stores["workloads"].values()) if self._cache is not None else []
+
+        queues = [q for q in (self.default_queue, *self.allowed_queues) if q]
+        task = asyncio.create_task(
+            self._positions.run(
+                connection.api, connection.namespace, workloads, queues, lambda w: self._on_change("workloads", "MODIFIED", w)
+            )
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _deactivate_workloads(self, job: str) -> None:
         """Kueue's own stop for a job it manages: `spec.active=false` on its Workloads (Kueue then
@@ -707,6 +865,7 @@ class KubernetesBackend(Backend):
     def _on_change(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         if kind == "workloads":
+            self._positions.poke()
             for reference in meta.get("ownerReferences") or []:
                 owner = str(reference.get("name") or "")
                 named = JOB_OF_JOB.match(owner) if reference.get("kind") == "Job" else None
@@ -784,7 +943,8 @@ class KubernetesBackend(Backend):
                 stamp = event.get("lastTimestamp") or event.get("eventTime") or ""
                 if name not in latest or stamp >= latest[name][0]:
                     latest[name] = (stamp, str(event.get("message") or "").strip())
-        return {name: f"FailedMount: {message}" for name, (_, message) in latest.items()}
+        mounts = {name: f"FailedMount: {message}" for name, (_, message) in latest.items()}
+        return {**volcano_status.pod_notes(self._pods_by_job.get(job, {}).values(), self._pod_group(job)), **mounts}
 
     def _mark(self, job: str) -> None:
         self._dirty.add(job)
@@ -803,22 +963,27 @@ class KubernetesBackend(Backend):
                 status = self._statuses.pop(job, None)
                 self._published.pop(job, None)
                 if status is not None:
-                    self.events.publish(JobEvent(EV_DELETED, status.owner, job))
+                    if self._keys.get((status.owner, status.name)) == job:
+                        del self._keys[(status.owner, status.name)]
+                    self.events.publish(JobEvent(EV_DELETED, status.owner, status.name))
                 if not self._pods_by_job.get(job):
                     self._pods_by_job.pop(job, None)
                 continue
             status, decision, views = job_status(
                 record,
-                list(self._pods_by_job.get(job, {}).values()),
+                self._deciding_pods(job),
                 self._role_notes(job, record),
                 self._pod_notes(job),
-                queue_note=queue_status.summary(self._queue_words(job)),
+                queue_note=queue_status.summary(self._queue_words(job)) or self._gang_note(job),
             )
             self._statuses[job] = status
+            if status.terminal:
+                self._release_gang(job)
+            self._keys[(status.owner, status.name)] = job
             data = status.to_dict()
             if self._published.get(job) != data:
                 self._published[job] = data
-                self.events.publish(JobEvent(UPDATED, status.owner, job, data))
+                self.events.publish(JobEvent(UPDATED, status.owner, status.name, data))
             if decision is not None and decision.terminal and job not in self._finishing:
                 self._finishing.add(job)
                 task = asyncio.create_task(self._finish(job, record, views, decision))
@@ -828,6 +993,8 @@ class KubernetesBackend(Backend):
     async def _finish(self, job: str, record: dict[str, Any], views: list[Any], decision: policy.Decision) -> None:
         """The server's share of the master's work: record the end, stop what still runs."""
         try:
+            if queue_status.stopped_by_kueue(self._queue_words(job)):
+                return  # Kueue evicted it since: its pods end by Kueue's stop, the job waits (`_deciding_pods`)
             failed = cluster_master.failed_trainer_pod(views, decision)
             if failed:
                 tail = await self._log_tail(failed)
@@ -934,10 +1101,20 @@ class KubernetesBackend(Backend):
 
     async def get_job(self, name: str, owner: str) -> JobStatus:
         await self._synced_cache()
-        status = self._statuses.get(name)
-        if status is None or status.owner != owner:
+        status = self._statuses.get(self._keys.get((owner, name), ""))
+        if status is None or status.owner != owner or status.name != name:
             raise JobNotFound(f"no job named '{name}'")
         return status
+
+    def _key(self, status: JobStatus) -> str:
+        """The object name of a job the cache holds (its record's name: `<job>-<owner tag>`, or
+        the bare job name for a job submitted before names were per owner)."""
+        return self._keys.get((status.owner, status.name)) or manifests.object_name(status.name, status.owner)
+
+    def _name_of(self, key: str) -> str:
+        """The user's name of the job whose objects are named `key`."""
+        status = self._statuses.get(key)
+        return status.name if status is not None else key
 
     # ================================================================== logs
 
@@ -945,7 +1122,7 @@ class KubernetesBackend(Backend):
         desired = int(status.spec.get(f"{role}s") or 0) if role in ROLES else 0
         if not 0 <= index < desired:
             raise InvalidState(f"job '{status.name}' has no {role} {index} (it has {desired} {role}s)", field="index")
-        pods = [p for p in self._pods_by_job.get(status.name, {}).values() if cluster_master.pod_identity(p) == (role, index)]
+        pods = [p for p in self._pods_by_job.get(self._key(status), {}).values() if cluster_master.pod_identity(p) == (role, index)]
         if not pods:
             raise InvalidState(f"{role} {index} of job '{status.name}' has no pod (not started yet, or removed after the job ended)")
         return str(cluster_master.newest_pod(pods)["metadata"]["name"])
@@ -960,7 +1137,7 @@ class KubernetesBackend(Backend):
             if error.field == "index":
                 raise
             pod = None
-        return pod, replica_logs.replica_pods(self._pods_by_job.get(status.name, {}).values(), role, index)
+        return pod, replica_logs.replica_pods(self._pods_by_job.get(self._key(status), {}).values(), role, index)
 
     async def _open_pod_log(self, doing: str, pod: str, tail: int | None, **options: Any) -> Any:
         """One `pods/log` request of the main container (the raw response: read or streamed)."""
@@ -981,9 +1158,9 @@ class KubernetesBackend(Backend):
         async def from_file() -> str | None:
             if replica is None:
                 return None
-            job, role, index, pods = replica
+            key, role, index, pods = replica
             return await asyncio.to_thread(
-                replica_logs.read_attempt, self.home_path, job, role, index, pods, pod, tail=tail, previous=previous
+                replica_logs.read_attempt, self.home_path, self._name_of(key), role, index, pods, pod, tail=tail, previous=previous
             )
 
         if previous and (text := await from_file()) is not None:
@@ -1029,14 +1206,15 @@ class KubernetesBackend(Backend):
         pods are gone or when every API stream is taken."""
 
         status = await self.get_job(name, owner)
+        key = self._key(status)
         pod, pods = self._log_source(status, role, index)
         directory = replica_logs.log_dir(self.home_path, name)
 
         def ended() -> bool:
-            return replica_logs.replica_ended(self._statuses.get(name), role, index)
+            return replica_logs.replica_ended(self._statuses.get(key), role, index)
 
         async def own_file() -> Path | None:
-            current = replica_logs.replica_pods(self._pods_by_job.get(name, {}).values(), role, index) or pods
+            current = replica_logs.replica_pods(self._pods_by_job.get(key, {}).values(), role, index) or pods
             files = await asyncio.to_thread(replica_logs.attempt_files, directory, role, index)
             return replica_logs.attempt_file(files, current, pod, previous=False)
 
@@ -1094,22 +1272,24 @@ class KubernetesBackend(Backend):
         if status.terminal:
             return status
         assert self._cache is not None
-        record = self._cache.stores["configmaps"][name]
-        pods = list(self._pods_by_job.get(name, {}).values())
+        key = self._key(status)
+        record = self._cache.stores["configmaps"][key]
+        pods = list(self._pods_by_job.get(key, {}).values())
         cancelled = json.loads(json.dumps(record))
         cancelled.setdefault("metadata", {}).setdefault("annotations", {})[CANCELLED_ANNOTATION] = "true"
-        views, decision = cluster_master.decide_job(cancelled, pods, "", self._role_notes(name, record), self._pod_notes(name))
-        if await self._record_final(name, cluster_master.final_status(views, decision), record, cancelled=True):
-            await self._deactivate_workloads(name)
-            await self._stop_roles(name, [manifests.MASTER, *ROLES])
-        self._flush_now(name)  # ended first some other way: that end is what the job shows
-        return self._statuses[name]
+        views, decision = cluster_master.decide_job(cancelled, pods, "", self._role_notes(key, record), self._pod_notes(key))
+        if await self._record_final(key, cluster_master.final_status(views, decision), record, cancelled=True):
+            await self._deactivate_workloads(key)
+            await self._stop_roles(key, [manifests.MASTER, *ROLES])
+        self._flush_now(key)  # ended first some other way: that end is what the job shows
+        return self._statuses[key]
 
     def _flush_now(self, job: str) -> None:
         self._dirty.add(job)
         self._flush()
 
-    async def _delete_parts(self, name: str, connection: Any) -> None:
+    async def _delete_parts(self, key: str, name: str, connection: Any) -> None:
+        """Delete the Jobs (or JobSet) and the Service of the job whose objects are named `key`."""
         batch, core = client.BatchV1Api(connection.api), client.CoreV1Api(connection.api)
         parts: list[tuple[str, Any]] = []
         if self.workload_mode == JOBSET_MODE:
@@ -1118,9 +1298,11 @@ class KubernetesBackend(Backend):
             def delete_jobset(jobset: str, namespace: str, **kwargs: Any) -> Any:
                 return custom.delete_namespaced_custom_object(jobsets.GROUP, jobsets.VERSION, namespace, jobsets.PLURAL, jobset, **kwargs)
 
-            parts.append((name, delete_jobset))
-        parts += [(self._role_job(name, role), batch.delete_namespaced_job) for role in (*reversed(ROLES), manifests.MASTER)]
-        parts.append((name, core.delete_namespaced_service))
+            parts.append((key, delete_jobset))
+        parts += [(self._role_job(key, role), batch.delete_namespaced_job) for role in (*reversed(ROLES), manifests.MASTER)]
+        parts.append((key, core.delete_namespaced_service))
+        if self.gang_scheduler:
+            parts.append((key, self._verb_for("delete", volcano.KIND)))  # the PodGroup `<obj>`
         for part, delete in parts:
             try:
                 await self._call(
@@ -1135,7 +1317,7 @@ class KubernetesBackend(Backend):
         return replica_metrics.metrics_files(self.home_path, await self.get_job(name, owner))
 
     async def delete(self, name: str, owner: str) -> None:
-        await self.get_job(name, owner)
+        key = self._key(await self.get_job(name, owner))
         self.metrics.forget(name)
         connection = await self._conn()
         core = client.CoreV1Api(connection.api)
@@ -1143,12 +1325,12 @@ class KubernetesBackend(Backend):
         # the record, but only a moment later, and a resubmit of the name in that moment would
         # collide with them.  Their pods terminate in the background (the status of a new job of
         # the same name ignores them: they carry the old record's uid).
-        await self._delete_parts(name, connection)
+        await self._delete_parts(key, name, connection)
         try:
             await self._call(
                 f"delete job {name}",
                 core.delete_namespaced_config_map,
-                name,
+                key,
                 connection.namespace,
                 propagation_policy="Background",
                 _preload_content=False,
@@ -1157,7 +1339,8 @@ class KubernetesBackend(Backend):
             if error.status != 404:
                 raise BackendUnavailable(f"cannot delete job '{name}': {describe_failure(error)}") from None
         if self._cache is not None:
-            self._cache.forget("configmaps", name)
+            self._cache.forget("configmaps", key)
+            self._flush_now(key)  # gone from the list when delete returns, not a loop turn later
         job_dir = Path(self.home_path) / JOBS_DIR / name
         if job_dir.is_dir():
             left = await asyncio.to_thread(_remove_tree, job_dir)

@@ -27,7 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
-KINDS = ("configmaps", "jobs", "pods", "events", "pod_events", "workloads")
+KINDS = ("configmaps", "jobs", "pods", "events", "pod_events", "workloads", "podgroups")
 # Events carry none of our labels: the Job controller's FailedCreate events (quota, LimitRange,
 # PodSecurity, a missing ServiceAccount...) are selected by field instead.  They are the only
 # trace of a pod that could not be created, so status reads them; a Role without `events` rights
@@ -38,7 +38,12 @@ POD_EVENTS_SELECTOR = "involvedObject.kind=Pod,reason=FailedMount"  # the kubele
 # are watched, and only when a queue is configured; without Kueue (404) or without the right to
 # read them (403) status just lacks the queue's words.
 WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
-OPTIONAL_KINDS = frozenset({"events", "pod_events", "workloads"})
+# Volcano's PodGroups are ours (labelled like the job's other objects), watched only with
+# gang_scheduler 'volcano'; without Volcano's API (404) or the right to read them (403) status
+# keeps the pods' own words.
+PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+OPTIONAL_KINDS = frozenset({"events", "pod_events", "workloads", "podgroups"})
+CUSTOM_KINDS = frozenset({"workloads", "podgroups"})  # a 404 means the API is not installed
 OPTIONAL_RETRY = 60.0
 
 Handler = Callable[[str, str, dict[str, Any]], None]  # (kind, event type, object)
@@ -79,6 +84,7 @@ class WatchCache:
         watch_timeout: int = 240,
         retry_delay: float = 1.0,
         workloads: bool = False,
+        podgroups: bool = False,
     ) -> None:
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         self.namespace = namespace
@@ -101,6 +107,13 @@ class WatchCache:
                 return custom.list_namespaced_custom_object(*WORKLOADS[:2], namespace, WORKLOADS[2], **kwargs)
 
             self.kinds["workloads"] = _Kind("workloads", list_workloads, unselected=True)
+        if podgroups:
+            groups = client.CustomObjectsApi(api)
+
+            def list_podgroups(namespace: str, **kwargs: Any) -> Any:
+                return groups.list_namespaced_custom_object(*PODGROUPS[:2], namespace, PODGROUPS[2], **kwargs)
+
+            self.kinds["podgroups"] = _Kind("podgroups", list_podgroups)
         self.stores: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
         self.error: str | None = None
         self.warnings: dict[str, str] = {}  # optional kinds that cannot be read, and why
@@ -172,7 +185,9 @@ class WatchCache:
                 if error.status == 410:
                     kind.synced = False  # history gone: re-list
                     continue
-                if kind.name in OPTIONAL_KINDS and (error.status == 403 or (error.status == 404 and kind.unselected)):
+                if kind.name in OPTIONAL_KINDS and (
+                    error.status == 403 or (error.status == 404 and (kind.unselected or kind.name in CUSTOM_KINDS))
+                ):
                     self._post(self._optional_unreadable, kind.name, describe_failure(error))
                     self._stop.wait(OPTIONAL_RETRY)
                     continue

@@ -5,9 +5,10 @@ so pservers never hold quota while the trainers wait (three native Jobs are thre
 admitted in parts).  The replicated Jobs are the ones `jobs` mode creates (manifests.py), so the
 pods, the launcher, the master and status are the same; what changes:
 
-- names: JobSet names each child Job `<job>-<role>-0` and its pods' hostnames
-  `<job>-<role>-0-<index>` (the endpoints in the launcher's environment say so);
-- DNS: JobSet's network settings make the headless Service `<job>` (not ready addresses
+- names: JobSet `<obj>` (the job's object name, manifests.object_name) names each child Job
+  `<obj>-<role>-0` and its pods' hostnames `<obj>-<role>-0-<index>` (the endpoints in the
+  launcher's environment say so);
+- DNS: JobSet's network settings make the headless Service `<obj>` (not ready addresses
   published, as peers must resolve before they are ready), so the plan has no Service of ours;
 - success: `successPolicy` ends the JobSet when every trainer succeeded (JobSet then stops the
   pservers and the master, as the master's policy would);
@@ -22,7 +23,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from paddle_nbext.contract import ROLE_LABEL, Role
+from paddle_nbext.contract import JOB_LABEL, ROLE_LABEL, Role
 from paddle_nbext.spec import JobSpec
 
 from .settings import ManifestSettings
@@ -49,16 +50,17 @@ def _replicated(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def jobset_of(spec: JobSpec, settings: ManifestSettings, jobs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The JobSet `<job>` running `jobs` (the master's and the replicas' Job manifests, which
+    """The JobSet `<obj>` running `jobs` (the master's and the replicas' Job manifests, which
     carry the metadata every object of the job has)."""
     meta = copy.deepcopy(jobs[0]["metadata"])
-    meta["name"] = spec.job_name
+    name = meta["labels"][JOB_LABEL]  # the job's object name (manifests.object_name)
+    meta["name"] = name
     meta["labels"][ROLE_LABEL] = WORKLOAD
     queue = settings.queue_of(spec.queue)
     if queue:
         meta["labels"][QUEUE_LABEL] = queue
     body: dict[str, Any] = {
-        "network": {"enableDNSHostnames": True, "subdomain": spec.job_name, "publishNotReadyAddresses": True},
+        "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
         "successPolicy": {"operator": "All", "targetReplicatedJobs": [Role.TRAINER.value]},
         "failurePolicy": {"maxRestarts": 0},
         "replicatedJobs": [_replicated(job) for job in jobs],

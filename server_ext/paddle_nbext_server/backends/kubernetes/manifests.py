@@ -1,14 +1,17 @@
 """Pure functions: a job spec -> the exact Kubernetes objects of that job (docs/admin-guide.md, "A job's objects").
 
+Every object is named from `<obj>` = `object_name(job_name, owner)`, the job's name plus a tag
+of its owner (`train-3f9a0c`): users who share a namespace may each have a job `train`.
 Objects, in creation order (the record first, so every other object can point at it):
-  ConfigMap `<job>`           the job record: spec.json + the runtime bundle the pods run
-  Service `<job>`             headless, publishNotReadyAddresses: stable DNS for every replica
-  Job `<job>-master`          one pod (restartPolicy OnFailure, so Kubernetes restarts it) that
+  ConfigMap `<obj>`           the job record: spec.json + the runtime bundle the pods run
+  Service `<obj>`             headless, publishNotReadyAddresses: stable DNS for every replica
+  Job `<obj>-master`          one pod (restartPolicy OnFailure, so Kubernetes restarts it) that
                               runs cluster_master.py and ends the job cleanly without the server
-  Job `<job>-pserver`         Indexed, completions = parallelism = pservers (ps mode only)
-  Job `<job>-trainer`         Indexed, backoffLimit(PerIndex) from max_restarts, restartPolicy Never
-With `master_service_account_name` empty, a ServiceAccount, Role and RoleBinding `<job>-master`
+  Job `<obj>-pserver`         Indexed, completions = parallelism = pservers (ps mode only)
+  Job `<obj>-trainer`         Indexed, backoffLimit(PerIndex) from max_restarts, restartPolicy Never
+With `master_service_account_name` empty, a ServiceAccount, Role and RoleBinding `<obj>-master`
 (limited to this job's objects by resourceNames) are created for the master as well.
+Every object carries the label `paddle-nbext/job=<obj>` and the owner's name as an annotation.
 
 Everything except the record carries an ownerReference to the record, so deleting the record
 is one call and the garbage collector removes the rest.
@@ -39,15 +42,35 @@ from paddle_nbext.quantity import Quantity
 from paddle_nbext.spec import JobSpec
 
 from ... import runtime_files
+from . import volcano
 from .home_volume import HomeVolume
 from .jobset import QUEUE_LABEL, jobset_of
-from .settings import JOBS_MODE, JOBSET_MODE, RUNTIME_MOUNT, ManifestSettings
+from .settings import JOBS_MODE, JOBSET_MODE, RUNTIME_MOUNT, VOLCANO, ManifestSettings
 
 CONTAINER = "main"
 #: The role label of the master's Job (and its account): a part of every job, not a replica `Role`.
 MASTER = "master"
 UID_PLACEHOLDER = "<uid of the record ConfigMap, filled in at creation>"
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+#: Hex digits of the owner's SHA-256 in object names: with the 40-character job name the longest
+#: object name is 47, which leaves room under Kubernetes' 63 for `-pserver-0-<index>` (JobSet).
+OWNER_TAG_LENGTH = 6
+
+
+def owner_tag(owner: str) -> str:
+    """A short, stable tag of `owner` for object names: a hash (any user name, any length, a
+    DNS-safe result), not the name itself (which may be long or hold characters names cannot)."""
+    return hashlib.sha256(owner.encode()).hexdigest()[:OWNER_TAG_LENGTH]
+
+
+def object_name(job: str, owner: str) -> str:
+    """The name the Kubernetes objects of `owner`'s job `job` are made from, `<job>-<owner tag>`:
+    a job name is the user's own, so two users of one namespace may both have `train` (and a
+    dry run never learns whether another user has a name).  Still a DNS-1035 label, as a
+    Service name must be, because a job name starts with a letter."""
+    return f"{job}-{owner_tag(owner)}"
 
 
 def owner_label(owner: str) -> str:
@@ -71,8 +94,9 @@ def labels(job: str, owner: str, role: str, extra: dict[str, str] | None = None)
 
 
 def endpoints(job: str, role: str, count: int, port: int, role_job: str | None = None) -> str:
-    """`<role job>-<i>.<job>:<port>` for every index: the Indexed Job hostnames (the role's Job
-    is `<job>-<role>` unless told) under the headless Service, stable across pod restarts."""
+    """`<role job>-<i>.<job>:<port>` for every index (`job` is the object name): the Indexed Job
+    hostnames (the role's Job is `<job>-<role>` unless told) under the headless Service, stable
+    across pod restarts."""
     prefix = role_job or f"{job}-{role}"
     return ",".join(f"{prefix}-{index}.{job}:{port}" for index in range(count))
 
@@ -103,10 +127,11 @@ def _metadata(name: str, job: str, owner: str, role: str, settings: ManifestSett
 def record(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: dict[str, str]) -> dict[str, Any]:
     """The job record: the spec (what `GET /jobs/{name}` shows even after the pods are gone)
     and the runtime bundle (`runtime_files.read_bundle()`) every pod mounts."""
+    name = object_name(spec.job_name, owner)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(spec.job_name, spec.job_name, owner, "record", settings, owned=False),
+        "metadata": _metadata(name, name, owner, "record", settings, owned=False),
         "data": {
             SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True),
             **{runtime_files.config_key(name): runtime[name] for name in runtime_files.NAMES},
@@ -115,6 +140,7 @@ def record(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: dict[
 
 
 def service(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[str, Any]:
+    name = object_name(spec.job_name, owner)
     ports = []
     if spec.pservers:
         ports.append({"name": Role.PSERVER.value, "port": settings.pserver_port, "targetPort": settings.pserver_port})
@@ -122,11 +148,11 @@ def service(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[str, 
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(spec.job_name, spec.job_name, owner, "service", settings, owned=True),
+        "metadata": _metadata(name, name, owner, "service", settings, owned=True),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,  # peers must resolve before they are "ready"
-            "selector": {JOB_LABEL: spec.job_name, MANAGED_BY_LABEL: MANAGER},
+            "selector": {JOB_LABEL: name, MANAGED_BY_LABEL: MANAGER},
             "ports": ports,
         },
     }
@@ -136,12 +162,14 @@ def _threads(cpu: str) -> str:
     return str(max(1, math.ceil(Quantity.parse(cpu).value)))
 
 
-def role_env(spec: JobSpec, role: str, settings: ManifestSettings, workdir: str) -> list[dict[str, Any]]:
+def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, workdir: str) -> list[dict[str, Any]]:
     """The launcher's environment contract (docs/architecture.md) for one role; the index comes
-    from JOB_COMPLETION_INDEX, which Kubernetes sets in Indexed Job pods."""
-    job = spec.job_name
+    from JOB_COMPLETION_INDEX, which Kubernetes sets in Indexed Job pods.  PADDLE_NBEXT_JOB is
+    the user's job name (the job's folder in the home, PADDLE_JOB_NAME); the endpoints use the
+    object names."""
+    job = object_name(spec.job_name, owner)
     values = {
-        "PADDLE_NBEXT_JOB": job,
+        "PADDLE_NBEXT_JOB": spec.job_name,
         "PADDLE_NBEXT_MODE": spec.mode,
         "PADDLE_NBEXT_ROLE": role,
         "PADDLE_NBEXT_PSERVER_ENDPOINTS": endpoints(
@@ -225,7 +253,7 @@ def _pod_extras(settings: ManifestSettings, service_account: str) -> dict[str, A
 def _job(
     name: str, spec: JobSpec, owner: str, role: str, settings: ManifestSettings, pod_spec: dict[str, Any], job_spec: dict[str, Any]
 ) -> dict[str, Any]:
-    meta = _metadata(name, spec.job_name, owner, role, settings, owned=True)
+    meta = _metadata(name, object_name(spec.job_name, owner), owner, role, settings, owned=True)
     body: dict[str, Any] = {
         **job_spec,
         "template": {
@@ -242,6 +270,7 @@ def _job(
 
 
 def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, home: HomeVolume, workdir: str) -> dict[str, Any]:
+    job = object_name(spec.job_name, owner)
     count = spec.pservers if role == Role.PSERVER else spec.trainers
     port = settings.pserver_port if role == Role.PSERVER else settings.trainer_port
     container = {
@@ -249,7 +278,7 @@ def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings
         "image": spec.image or settings.default_image,
         "command": ["python3", f"{RUNTIME_MOUNT}/launcher.py"],
         "workingDir": workdir,
-        "env": role_env(spec, role, settings, workdir),
+        "env": role_env(spec, owner, role, settings, workdir),
         "ports": [{"name": role, "containerPort": port}],
         "resources": _resources(spec, role, settings),
         "volumeMounts": _mounts(home, shm=_needs_shm(spec, role, settings)),
@@ -258,9 +287,9 @@ def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings
         container["imagePullPolicy"] = settings.image_pull_policy
     pod_spec = {
         "restartPolicy": "Never",  # a failed pod is replaced by the Job controller, counted per index
-        "subdomain": spec.job_name,  # hostname <job>-<role>-<i>.<job> through the headless Service
+        "subdomain": job,  # hostname <obj>-<role>-<i>.<obj> through the headless Service
         "containers": [container],
-        "volumes": _volumes(spec.job_name, home, settings.shm_size if _needs_shm(spec, role, settings) else None),
+        "volumes": _volumes(job, home, settings.shm_size if _needs_shm(spec, role, settings) else None),
         **_pod_extras(settings, settings.service_account_name),
     }
     job_spec: dict[str, Any] = {
@@ -276,11 +305,11 @@ def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings
         job_spec["backoffLimit"] = spec.max_restarts * count
     else:
         job_spec["backoffLimit"] = 0  # a pserver that ends early fails the job (the policy says so)
-    return _job(f"{spec.job_name}-{role}", spec, owner, role, settings, pod_spec, job_spec)
+    return _job(f"{job}-{role}", spec, owner, role, settings, pod_spec, job_spec)
 
 
 def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[str, Any]:
-    job = spec.job_name
+    job = object_name(spec.job_name, owner)
     service_account = settings.master_service_account_name or f"{job}-master"
     container = {
         "name": CONTAINER,
@@ -289,7 +318,8 @@ def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[st
         "image": settings.master_image or settings.default_image,
         "command": ["python3", f"{RUNTIME_MOUNT}/cluster_master.py"],
         "env": [
-            {"name": "PADDLE_NBEXT_JOB", "value": job},
+            {"name": "PADDLE_NBEXT_RECORD", "value": job},
+            {"name": "PADDLE_NBEXT_ROLE_JOBS", "value": json.dumps({role: settings.role_job(job, role) for role in ROLES})},
             {"name": "PADDLE_NBEXT_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
         ],
@@ -314,7 +344,7 @@ def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[st
 
 def master_rbac(spec: JobSpec, owner: str, settings: ManifestSettings) -> list[dict[str, Any]]:
     """A per-job ServiceAccount + Role + RoleBinding, limited to this job's objects."""
-    job = spec.job_name
+    job = object_name(spec.job_name, owner)
     name = f"{job}-master"
 
     def meta() -> dict[str, Any]:
@@ -330,6 +360,7 @@ def master_rbac(spec: JobSpec, owner: str, settings: ManifestSettings) -> list[d
             "resourceNames": [settings.role_job(job, role) for role in ROLES],
             "verbs": ["patch"],
         },
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},  # suspended by a queue? (preemption)
     ]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()},
@@ -368,6 +399,8 @@ def build_plan(
         objects.append(jobset_of(spec, settings, jobs))
     else:
         objects += jobs
+    if settings.gang_scheduler == VOLCANO:
+        objects = volcano.with_pod_group(objects, spec, settings)  # a PodGroup, pods scheduled by Volcano
     return objects
 
 

@@ -16,6 +16,10 @@ RUNTIME_MOUNT = "/opt/paddle-nbext"
 JOBS_MODE = "jobs"
 JOBSET_MODE = "jobset"
 WORKLOAD_MODES = (JOBS_MODE, JOBSET_MODE)
+#: Gang schedulers (`c.KubernetesBackend.gang_scheduler`): none (the default scheduler, pods one
+#: by one) or Volcano (a PodGroup per job, its replicas placed all together or not at all).
+VOLCANO = "volcano"
+GANG_SCHEDULERS = ("", VOLCANO)
 
 
 def role_job_name(mode: str, job: str, role: str) -> str:
@@ -50,7 +54,8 @@ class ManifestSettings:
     pserver_port: int = PSERVER_PORT
     trainer_port: int = TRAINER_PORT
     workload_mode: str = JOBS_MODE
-    default_queue: str = ""  # Kueue LocalQueue of jobs that name none; empty: not queued
+    default_queue: str = ""  # Kueue LocalQueue (Volcano Queue with gang_scheduler 'volcano') of jobs that name none
+    gang_scheduler: str = ""  # "" or VOLCANO (volcano.py)
 
     def queue_of(self, requested: str | None) -> str:
         """The LocalQueue a job goes to: its own, else the deployment's default ("" for none)."""

@@ -54,8 +54,10 @@ def job_status(
     `queue_note` (queue_status.summary) is the job's message while it is pending in a queue."""
     meta = record.get("metadata") or {}
     spec = record_spec(record)
-    base = {
-        "name": meta.get("name", ""),
+    base: dict[str, Any] = {
+        # The user's name of the job (the record is named `<job>-<owner tag>`; a record from before
+        # names were per owner has the bare name, which its spec holds too).
+        "name": str(spec.get("job_name") or meta.get("name", "")),
         "owner": record_owner(record),
         "backend": BACKEND_NAME,
         "spec": spec,
