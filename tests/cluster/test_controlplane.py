@@ -179,6 +179,37 @@ def test_deleted_pods_stop_on_sigterm_or_linger_for_their_grace_period(cluster: 
     assert stubborn.metadata.deletion_timestamp is not None and stubborn.status.phase == "Running"
 
 
+def test_a_stopped_container_that_ran_says_when_it_started(cluster: Any) -> None:
+    """As a kubelet writes it: the terminated state of a container that ran has `startedAt`
+    (what tells a replica's log file exists), one that never ran has none.  A finalizer keeps
+    the stopped pods to be read."""
+    ns = cluster.new_namespace()
+    v1 = client.CoreV1Api(cluster.api_client())
+    for name in ("ran", "never"):
+        v1.create_namespaced_pod(
+            ns,
+            {
+                "metadata": {"name": name, "finalizers": ["paddle-nbext.test/keep"]},
+                "spec": {"containers": [{"name": "main", "image": "paddle:3.0.0"}]},
+            },
+        )
+    cluster.set_pod_status(ns, "ran", "Running")
+    for name in ("ran", "never"):
+        v1.delete_namespaced_pod(name, ns)
+
+    def stopped(name: str) -> Any:
+        pod = v1.read_namespaced_pod(name, ns)
+        return pod if pod.status.phase == "Failed" else None
+
+    ran = eventually(lambda: stopped("ran"), "ran stopped")
+    terminated = ran.status.container_statuses[0].state.terminated
+    assert terminated.exit_code == 143 and terminated.started_at is not None
+    never = eventually(lambda: stopped("never"), "never stopped")
+    assert never.status.container_statuses[0].state.terminated.started_at is None
+    for name in ("ran", "never"):
+        v1.patch_namespaced_pod(name, ns, {"metadata": {"finalizers": None}})
+
+
 def test_an_eviction_marks_the_pod_as_disrupted(cluster: Any) -> None:
     ns = cluster.new_namespace()
     v1 = client.CoreV1Api(cluster.api_client())

@@ -89,6 +89,9 @@ def _terminated(exit_code: int, reason: str) -> str:
             "    terminated:",
             f"      exitCode: {exit_code}",
             f"      reason: {reason}",
+            # As a kubelet: a container that ran says when it started (its pod's start time here);
+            # one that never ran has no startedAt.
+            "{{ with $.status.startTime }}      startedAt: {{ . | Quote }}{{ end }}",
             "      finishedAt: {{ $now | Quote }}",
             "{{ end }}",
         ]
