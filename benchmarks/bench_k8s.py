@@ -557,6 +557,7 @@ class Bench:
         from support.controlplane.kubelet import pod_status
 
         from paddle_nbext.contract import Phase
+        from paddle_nbext_server.backends.kubernetes import manifests as m
         from paddle_nbext_server.events import UPDATED
 
         if self.args.changes > self.args.jobs:
@@ -567,12 +568,13 @@ class Bench:
         async with hub.subscribe() as queue:
             for index in range(self.args.changes):
                 job = f"many-{index:04d}"
-                pod = await asyncio.to_thread(self.read_pod, f"{job}-trainer-0")
+                pod_name = f"{m.object_name(job, OWNER)}-trainer-0"
+                pod = await asyncio.to_thread(self.read_pod, pod_name)
                 pod["status"] = pod_status(pod, "Running")
                 while not queue.empty():
                     queue.get_nowait()
                 started = time.perf_counter()
-                write = asyncio.ensure_future(asyncio.to_thread(self.write_status, f"{job}-trainer-0", pod))
+                write = asyncio.ensure_future(asyncio.to_thread(self.write_status, pod_name, pod))
                 while True:
                     event = await asyncio.wait_for(queue.get(), 30)
                     if event.kind == UPDATED and event.name == job and (event.job or {}).get("phase") == Phase.RUNNING:

@@ -37,7 +37,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.controlplane import ControlPlane  # noqa: E402
-from support.controlplane.queueing import QueueControllers  # noqa: E402
+from support.controlplane.queueing import queued_control_plane  # noqa: E402
 
 from paddle_nbext.spec import JobSpec  # noqa: E402
 from paddle_nbext_server.backends.base import SubmitRequest  # noqa: E402
@@ -233,19 +233,11 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=50)
     parser.add_argument("--list-jobs", type=int, default=1000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-kueue-") as work:
+    with tempfile.TemporaryDirectory(prefix="bench-kueue-") as work, queued_control_plane(Path(work)) as (plane, queues):
         home = Path(work) / "home"
         (home / "mnist").mkdir(parents=True)
         (home / "mnist" / "train.py").write_text("print('training')\n")
-        plane = ControlPlane(Path(work) / "controlplane").start()
-        try:
-            queues = QueueControllers(plane).start()
-            try:
-                result = asyncio.run(run(args, plane, home))
-            finally:
-                queues.stop()
-        finally:
-            plane.stop()
+        result = asyncio.run(run(args, plane, home))
     result["controllers_start_seconds"] = queues.startup_seconds
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "kueue.json").write_text(json.dumps(result, indent=2) + "\n")

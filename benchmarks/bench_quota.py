@@ -35,7 +35,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.controlplane import ControlPlane  # noqa: E402
-from support.controlplane.queueing import QueueControllers  # noqa: E402
+from support.controlplane.queueing import queued_control_plane  # noqa: E402
 
 from paddle_nbext.spec import JobSpec  # noqa: E402
 from paddle_nbext_server.backends.base import SubmitRequest  # noqa: E402
@@ -192,19 +192,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=50)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-quota-") as work:
+    with tempfile.TemporaryDirectory(prefix="bench-quota-") as work, queued_control_plane(Path(work)) as (plane, queues):
         home = Path(work) / "home"
         (home / "mnist").mkdir(parents=True)
         (home / "mnist" / "train.py").write_text("print('training')\n")
-        plane = ControlPlane(Path(work) / "controlplane").start()
-        try:
-            queues = QueueControllers(plane).start()
-            try:
-                result = asyncio.run(run(args, plane, home))
-            finally:
-                queues.stop()
-        finally:
-            plane.stop()
+        result = asyncio.run(run(args, plane, home))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "quota.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "quota.md").write_text(markdown(result))

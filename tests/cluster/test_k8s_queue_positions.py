@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from test_k8s_backend import MASTER_ROLE, _async, eventually, home_dir, obj, pod_of, run, running, spec
-from test_k8s_queued import KUEUE, ROLE, pods, workloads_of
+from test_k8s_queued import KUEUE, ROLE, create_once, pods, workloads_of
 
 from paddle_nbext.contract import STATUS_ANNOTATION
 from paddle_nbext_server.backends.base import SubmitRequest
@@ -182,11 +182,7 @@ def high_priority_job(admin: client.ApiClient, namespace: str, queue: str, cpu: 
     (created once per cluster), asking for all of the queue's CPU; returns its name."""
     custom = client.CustomObjectsApi(admin)
     priority = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": HIGH_PRIORITY}, "value": 1000}
-    try:
-        custom.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", priority)
-    except ApiException as error:
-        if error.status != 409:
-            raise
+    create_once(custom, "workloadpriorityclasses", priority)
     container = {
         "name": "urgent",
         "image": "busybox",

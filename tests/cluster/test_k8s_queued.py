@@ -51,16 +51,21 @@ def pods(admin: client.ApiClient, namespace: str, job: str) -> list[Any]:
     return list(client.CoreV1Api(admin).list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={obj(job)}").items)
 
 
+def create_once(custom: client.CustomObjectsApi, plural: str, body: dict[str, Any]) -> None:
+    """A cluster-scoped Kueue object the tests of a module share: made by the first, kept after."""
+    try:
+        custom.create_cluster_custom_object(*KUEUE, plural, body)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
 def quota(admin: client.ApiClient, namespace: str, name: str, cpu: str, memory: str = "64Gi") -> None:
     """A ResourceFlavor, a ClusterQueue `name` with that much quota and a LocalQueue `name` in
     `namespace` pointing at it: the admin guide's recipe."""
     custom = client.CustomObjectsApi(admin)
     flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}}
-    try:
-        custom.create_cluster_custom_object(*KUEUE, "resourceflavors", flavor)
-    except ApiException as error:
-        if error.status != 409:
-            raise
+    create_once(custom, "resourceflavors", flavor)
     cluster_queue = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",

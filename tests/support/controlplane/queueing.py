@@ -26,11 +26,13 @@ control plane of their own, so the rest of the suite never runs behind these web
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import socket
 import ssl
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -311,3 +313,18 @@ class QueueControllers:
 
 
 __all__ = ["KUEUE_NAMESPACE", "VISIBILITY_GROUP", "QueueControllers", "webhook_configurations"]
+
+
+@contextlib.contextmanager
+def queued_control_plane(workdir: Path) -> Iterator[tuple[ControlPlane, QueueControllers]]:
+    """A control plane in `workdir` with JobSet and Kueue beside it, for the block (benchmarks
+    run on one of their own); both are stopped after it, whatever happens."""
+    plane = ControlPlane(workdir / "controlplane").start()
+    try:
+        queues = QueueControllers(plane).start()
+        try:
+            yield plane, queues
+        finally:
+            queues.stop()
+    finally:
+        plane.stop()
