@@ -410,6 +410,7 @@ def test_a_read_write_once_home_pins_the_job_to_the_notebooks_node(cluster: Any,
             await backend.submit(SubmitRequest(spec("pinned", mode="collective", pservers=0, trainers=2), "alice", home))
 
     run(scenario())
+    cluster.await_job_pods(namespace)  # the Job controller makes the pods after the submit returns
     for index in (0, 1):
         pod = core.read_namespaced_pod(pod_of(admin, namespace, "pinned", "trainer", index), namespace)
         assert pod.spec.node_selector == {"kubernetes.io/hostname": "kwok-cpu-1"}
