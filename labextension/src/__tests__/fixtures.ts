@@ -1,4 +1,5 @@
-import { IJobStatus } from '../types';
+import { IJobStatus, IServerConfig } from '../types';
+import { SCHEMAS } from './schemas';
 
 /** A job status as the server sends it (docs/architecture.md, "Job status"). */
 export function job(name: string, overrides: Partial<IJobStatus> = {}): IJobStatus {
@@ -18,5 +19,24 @@ export function job(name: string, overrides: Partial<IJobStatus> = {}): IJobStat
     },
     replicas: [],
     ...overrides
+  };
+}
+
+/** What `GET /config` answers for `backend`, with the job schema of one limits set
+ * (tests/vectors/job_spec_schemas.json) and `extra` backend facts (capacity, quota_check). */
+export function serverConfig(
+  backend: string,
+  limits: 'default' | 'tight' = 'tight',
+  extra: Partial<IServerConfig['backend']> = {}
+): IServerConfig {
+  const schema = { ...SCHEMAS[limits], 'x-backend': backend };
+  return {
+    backend: { name: backend, ok: true, error: null, ...extra },
+    defaults: {},
+    job_schema: schema,
+    limits: schema['x-limits'],
+    images: [],
+    default_image: null,
+    version: '0'
   };
 }

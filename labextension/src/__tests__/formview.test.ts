@@ -4,19 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { PaddleApi } from '../api';
 import { JobFormView, paddleNote } from '../formview';
 import { IJobStatus, IServerConfig } from '../types';
+import { serverConfig } from './fixtures';
 import { SCHEMAS } from './schemas';
 
 function config(backend: string): IServerConfig {
-  const schema = { ...SCHEMAS.tight, 'x-backend': backend };
-  return {
-    backend: { name: backend, ok: true, error: null },
-    defaults: {},
-    job_schema: schema,
-    limits: schema['x-limits'],
-    images: [],
-    default_image: null,
-    version: '0'
-  };
+  return serverConfig(backend);
 }
 
 function open(backend: string): JobFormView {

@@ -4,8 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PaddleApi } from '../api';
 import { JobFormView, QUOTA_CHECK_DELAY, checksQuota, quotaNote } from '../formview';
 import { IDryRun, IQuotaCheck, IServerConfig } from '../types';
-import { job } from './fixtures';
-import { SCHEMAS } from './schemas';
+import { job, serverConfig } from './fixtures';
 
 const WAITS: IQuotaCheck = {
   verdict: 'waits',
@@ -25,16 +24,7 @@ const NEVER: IQuotaCheck = {
 };
 
 function config(quotaCheck: boolean): IServerConfig {
-  const schema = { ...SCHEMAS.tight, 'x-backend': 'kubernetes' };
-  return {
-    backend: { name: 'kubernetes', ok: true, error: null, quota_check: quotaCheck },
-    defaults: {},
-    job_schema: schema,
-    limits: schema['x-limits'],
-    images: [],
-    default_image: null,
-    version: '0'
-  };
+  return serverConfig('kubernetes', 'tight', { quota_check: quotaCheck });
 }
 
 /** A form whose dry runs answer `answers` in turn (the last one again after that). */

@@ -11,7 +11,7 @@ import { suggestQuantity } from '../quantity';
 import { replicaToOpen } from '../replicas';
 import { IJobsState, initialState, reduce } from '../state';
 import { IJobStatus, IReplica, IServerConfig } from '../types';
-import { job } from './fixtures';
+import { job, serverConfig } from './fixtures';
 import { SCHEMAS } from './schemas';
 import { Widget } from '@lumino/widgets';
 
@@ -227,16 +227,7 @@ describe('the job list is a listbox with one Tab stop', () => {
 });
 
 function config(backend: string, gpus?: string[]): IServerConfig {
-  const schema = { ...SCHEMAS.default, 'x-backend': backend };
-  return {
-    backend: { name: backend, ok: true, error: null, capacity: gpus ? { gpus } : undefined },
-    defaults: {},
-    job_schema: schema,
-    limits: schema['x-limits'],
-    images: [],
-    default_image: null,
-    version: '0'
-  };
+  return serverConfig(backend, 'default', { capacity: gpus ? { gpus } : undefined });
 }
 
 describe('the New job form', () => {
