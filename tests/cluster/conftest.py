@@ -229,12 +229,39 @@ class Cluster:
             time.sleep(0.1)
 
     # --- the controllers' work ------------------------------------------------------------------
+    def _unmade_jobset_children(self, namespace: str, jobs: list[Any]) -> list[str]:
+        """Child Jobs an admitted (unsuspended, unfinished) JobSet should have running but that the
+        JobSet controller has not made or resumed yet; [] where no JobSet API is served."""
+        custom = kubernetes.client.CustomObjectsApi(self._core().api_client)
+        try:
+            jobsets = custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets")["items"]
+        except ApiException as error:
+            if error.status == 404:
+                return []
+            raise
+        live = {job.metadata.name for job in jobs if not job.spec.suspend}
+        unmade = []
+        for jobset in jobsets:
+            conditions = (jobset.get("status") or {}).get("conditions") or []
+            if jobset["spec"].get("suspend") or any(c["type"] in ("Completed", "Failed") and c["status"] == "True" for c in conditions):
+                continue
+            for replicated in jobset["spec"]["replicatedJobs"]:
+                for index in range(int(replicated.get("replicas", 1))):
+                    child = f"{jobset['metadata']['name']}-{replicated['name']}-{index}"
+                    if child not in live:
+                        unmade.append(child)
+        return unmade
+
     def await_job_pods(self, namespace: str) -> None:
+        """Waits until kube-controller-manager has made (and kube-scheduler placed) the pods of
+        every unfinished, unsuspended Indexed Job in `namespace`, and, for an admitted JobSet,
+        until the JobSet controller has made and resumed its child Jobs first."""
         batch = kubernetes.client.BatchV1Api(self._core().api_client)
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
-            missing = []
-            for job in batch.list_namespaced_job(namespace).items:
+            listed = batch.list_namespaced_job(namespace).items
+            missing = self._unmade_jobset_children(namespace, listed)
+            for job in listed:
                 spec, status = job.spec, job.status
                 done = any(c.type in ("Complete", "Failed") and c.status == "True" for c in (status.conditions or []))
                 if spec.completion_mode != "Indexed" or spec.suspend or done:
