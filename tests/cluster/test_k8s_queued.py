@@ -28,11 +28,13 @@ QUEUES_ROLE = next(d for d in deploy_docs("notebook-role-queues.yaml") if d["kin
 ROLE = {**NOTEBOOK_ROLE, "rules": NOTEBOOK_ROLE["rules"] + QUEUES_ROLE["rules"]}
 
 
-def queued_workspace(cluster: Any, tmp_path: Any) -> tuple[str, str, client.ApiClient, Any]:
+def queued_workspace(cluster: Any, tmp_path: Any, role: dict[str, Any] = ROLE) -> tuple[str, str, client.ApiClient, Any]:
+    """A fresh namespace with alice's home claim, the shared master account and the notebook's
+    kubeconfig under `role` (the notebook Role plus the queue rules unless told)."""
     namespace = cluster.new_namespace()
     cluster.home_claim(namespace, "claim-alice")
     cluster.kubeconfig_for(namespace, "paddle-nbext-master", MASTER_ROLE)  # the master's account (deploy/rbac/master-role.yaml)
-    return namespace, cluster.kubeconfig_for(namespace, "paddle-notebook", ROLE), cluster.api_client(), home_dir(tmp_path)
+    return namespace, cluster.kubeconfig_for(namespace, "paddle-notebook", role), cluster.api_client(), home_dir(tmp_path)
 
 
 def jobset(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:

@@ -23,13 +23,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from support.controlplane.build import ASSETS, GANG_COMPONENTS, binary_dir, build
 from test_k8s_backend import (
-    MASTER_ROLE,
     NOTEBOOK_ROLE,
     _async,
     _where,
     deploy_docs,
     eventually,
-    home_dir,
     obj,
     replica,
     run,
@@ -37,6 +35,7 @@ from test_k8s_backend import (
     spec,
     without_verb,
 )
+from test_k8s_queued import queued_workspace
 
 from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
 
@@ -101,10 +100,7 @@ def podgroup_api(cluster: Any) -> Iterator[None]:
 
 
 def volcano_workspace(cluster: Any, tmp_path: Any, role: dict[str, Any] = ROLE) -> tuple[str, str, client.ApiClient, Any]:
-    namespace = cluster.new_namespace()
-    cluster.home_claim(namespace, "claim-alice")
-    cluster.kubeconfig_for(namespace, "paddle-nbext-master", MASTER_ROLE)  # the master's account (deploy/rbac/master-role.yaml)
-    return namespace, cluster.kubeconfig_for(namespace, "paddle-notebook", role), cluster.api_client(), home_dir(tmp_path)
+    return queued_workspace(cluster, tmp_path, role)
 
 
 def pod_group(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:

@@ -646,15 +646,20 @@ class KubernetesBackend(Backend):
 
     # ------------------------------------------------------------------ Volcano (volcano.py)
 
-    async def _gang_problem(self, connection: Connection | None) -> str | None:
-        """Why jobs cannot be gang-scheduled as configured (None: they can, or no gang scheduler).
-        Without a connection only what the configuration and an earlier discovery tell."""
+    async def _gang_problem(self, connection: Connection) -> str | None:
+        """Why jobs cannot be gang-scheduled as configured (None: they can, or no gang scheduler),
+        asking the cluster (discovery, once per connection) whether it serves PodGroups."""
+        if self.gang_scheduler and volcano.combination_problem(self.workload_mode) is None:
+            await self._api_exists(connection, PODGROUP_API)
+        return self._known_gang_problem()
+
+    def _known_gang_problem(self) -> str | None:
+        """`_gang_problem` from the configuration and the last discovery only (for /config)."""
         if not self.gang_scheduler:
             return None
         if problem := volcano.combination_problem(self.workload_mode):
             return problem
-        served = self._apis.get(PODGROUP_API) if connection is None else await self._api_exists(connection, PODGROUP_API)
-        return volcano.missing_api_problem() if served is False else None
+        return volcano.missing_api_problem() if self._apis.get(PODGROUP_API) is False else None
 
     def _describe_gang(self, info: dict[str, Any]) -> None:
         """/config: the gang scheduler, whether its PodGroup API is served, and its queues."""
@@ -667,10 +672,7 @@ class KubernetesBackend(Backend):
             "default_queue": self.default_queue or None,
             "allowed_queues": list(self.allowed_queues),
         }
-        problem = volcano.combination_problem(self.workload_mode)
-        if problem is None and self._apis.get(PODGROUP_API) is False:
-            problem = volcano.missing_api_problem()
-        if problem:
+        if problem := self._known_gang_problem():
             info["ok"] = False
             info["error"] = problem
 
