@@ -23,6 +23,24 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# The real node of the cluster suite (tests/support/controlplane/realnode.py): containerd, runc and
+# the CNI plugins from Debian bookworm, iptables for kube-proxy, mmdebstrap for the Paddle image.
+NODE_PACKAGES="containerd runc containernetworking-plugins iptables mmdebstrap"
+NODE_TOOLS="containerd ctr /usr/sbin/runc /usr/lib/cni/bridge iptables mmdebstrap"
+missing_node_tool=""
+for tool in $NODE_TOOLS; do
+  command -v "$tool" >/dev/null 2>&1 || missing_node_tool="$tool"
+done
+if [ -n "$missing_node_tool" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt_get update -qq
+    # shellcheck disable=SC2086
+    apt_get install -y -qq --no-install-recommends $NODE_PACKAGES >/dev/null
+  else
+    echo "setup: $missing_node_tool is missing (the real-node tests need it): sudo apt-get install $NODE_PACKAGES" >&2
+  fi
+fi
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

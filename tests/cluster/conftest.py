@@ -18,6 +18,12 @@ Fixtures
 ``cluster``           function scope: a :class:`Cluster`; namespaces it creates are deleted after the test.
 ``module_cluster``    the same for module-scoped fixtures (namespaces deleted after the module).
 ``cluster_substrate`` session scope: the running control plane (or the other cluster's admin config).
+``real_cluster``      module scope: a :class:`Cluster` on a third control plane with a **real node** beside
+                      its KWOK nodes (``support.controlplane.realnode``: kubelet, containerd, runc, CNI,
+                      kube-proxy and CoreDNS in a network namespace, the Paddle image built here);
+                      ``real_cluster.node`` says how pods get there (image, node selector, tolerations) and
+                      makes homes that the notebook side and the pods share.  If the node cannot start,
+                      every real-node test errors naming the component and its log.
 ``queued_cluster``    module scope: a :class:`Cluster` on a second control plane of its own with the JobSet
                       and Kueue controllers beside it (``support.controlplane.queueing``), started only
                       when a test asks for it; ``queued_cluster.queues`` are those controllers.
@@ -69,6 +75,7 @@ from kubernetes.client.rest import ApiException
 from support.controlplane import ControlPlane, ControlPlaneError
 from support.controlplane.kubelet import cri_log, logs_object, pod_status
 from support.controlplane.queueing import QueueControllers
+from support.realnode_site import RealNodeSite
 
 KUBECONFIG_ENV = "PADDLE_NBEXT_TEST_KUBECONFIG"
 WAIT_SECONDS = 60.0
@@ -442,6 +449,27 @@ class QueuedSubstrate(ClusterSubstrate):
         super().close()
 
 
+class RealNodeSubstrate(ClusterSubstrate):
+    """Our control plane with a real node joined to it, or another cluster with real nodes
+    (PADDLE_NBEXT_TEST_KUBECONFIG with PADDLE_NBEXT_TEST_IMAGE and the node settings, see
+    ``RealNodeSite.from_environment``)."""
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        try:
+            self.site = RealNodeSite.start(self.plane, workdir)
+        except ControlPlaneError as error:
+            if self.plane is not None:
+                self.plane.stop()
+            raise RuntimeError(f"no real node for the real-node tests: {error}") from error
+
+    def close(self) -> None:
+        try:
+            self.site.stop()
+        finally:
+            super().close()
+
+
 def _placed(pod: Any) -> bool:
     """Bound to a node, or judged unschedulable by the scheduler (its PodScheduled=False)."""
     if pod.spec.node_name:
@@ -481,5 +509,20 @@ def queued_substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue
 def queued_cluster(queued_substrate: QueuedSubstrate) -> Iterator[Cluster]:
     view = Cluster(queued_substrate)
     view.queues = queued_substrate.queues  # type: ignore[attr-defined]
+    yield view
+    view.cleanup()
+
+
+@pytest.fixture(scope="session")
+def real_substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeSubstrate]:
+    substrate = RealNodeSubstrate(tmp_path_factory.mktemp("real-cluster"))
+    yield substrate
+    substrate.close()
+
+
+@pytest.fixture(scope="module")
+def real_cluster(real_substrate: RealNodeSubstrate) -> Iterator[Cluster]:
+    view = Cluster(real_substrate)
+    view.node = real_substrate.site  # type: ignore[attr-defined]
     yield view
     view.cleanup()

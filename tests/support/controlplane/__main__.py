@@ -1,11 +1,15 @@
 """``controlplane build|up|down|status``: the control plane from a shell.
 
-- ``build``  compile the pinned binaries into the cache (a no-op when they are there); prints
-             each component's build time;
+- ``build``  compile the pinned binaries into the cache (a no-op when they are there) and build
+             the real node's images (``images``); prints each component's build time;
+- ``images`` build the real node's images alone (pause, the Paddle job image), reused while
+             their inputs are unchanged;
 - ``up``     start a control plane in ``--state-dir`` and leave it running; prints the admin
              kubeconfig's path and the start time (export it as PADDLE_NBEXT_TEST_KUBECONFIG to
              point the suite at this cluster, or use it with kubectl);
-- ``down``   stop what ``up`` started there (no process left, ports free);
+             ``up --real-node`` also joins the real node (kubelet, containerd, CoreDNS...);
+- ``down``   stop what ``up`` started there (no process left, ports free; the real node's
+             processes, mounts, cgroups and network namespace removed);
 - ``status`` say whether one is running there.
 
 Exit code 1 with a message naming what failed and its log file when anything goes wrong.
@@ -19,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import images, realnode
 from .build import build, cache_dir
 from .cluster import ControlPlane, port_open
 from .errors import ControlPlaneError
@@ -27,7 +32,8 @@ from .processes import pid_alive
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="controlplane", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("build", "up", "down", "status"))
+    parser.add_argument("command", choices=("build", "images", "up", "down", "status"))
+    parser.add_argument("--real-node", action="store_true", help="`up`: join the real node too")
     parser.add_argument(
         "--state-dir",
         type=Path,
@@ -39,14 +45,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             started = time.monotonic()
-            build()
-            print(f"controlplane: binaries ready in {time.monotonic() - started:.1f} s")
+            binaries = build()
+            _build_images(binaries["pause"])
+            print(f"controlplane: binaries and images ready in {time.monotonic() - started:.1f} s")
+        elif args.command == "images":
+            _build_images(build()["pause"])
         elif args.command == "up":
             if _running(state_dir):
                 raise ControlPlaneError(f"a control plane is already running in {state_dir}; `controlplane down` stops it")
             build()
             plane = ControlPlane(state_dir).start()
             print(f"controlplane: up in {plane.startup_seconds:.1f} s at {plane.server}")
+            if args.real_node:
+                try:
+                    node = realnode.RealNode(plane).start()
+                except BaseException:
+                    plane.stop()
+                    raise
+                plane.save_node_state(node.state())
+                print(f"controlplane: real node {realnode.NODE_NAME} Ready in {node.startup_seconds:.1f} s; logs in {node.logs_dir}")
             print(f"controlplane: admin kubeconfig {plane.admin_kubeconfig}")
             print(f"controlplane: logs in {plane.logs_dir()}")
         elif args.command == "down":
@@ -58,6 +75,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"controlplane: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _build_images(pause: Path) -> None:
+    started = time.monotonic()
+    missing = realnode.missing_tools()
+    if missing:
+        raise ControlPlaneError(f"the real node's images and node need {', '.join(missing)}: `bash scripts/setup.sh` installs them")
+    for image in images.build_images(pause):
+        print(f"controlplane: image {image.reference} ready ({image.archive})", file=sys.stderr)
+    print(f"controlplane: images ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
 
 
 def _running(state_dir: Path) -> bool:

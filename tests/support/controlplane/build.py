@@ -31,6 +31,8 @@ KWOK_VERSION = "v0.8.0"
 JOBSET_VERSION = "v0.12.0"
 KUEUE_VERSION = "v0.17.1"
 VOLCANO_VERSION = "v1.14.0"  # volcano.sh/apis, whose types define Volcano v1.14's CRDs
+COREDNS_VERSION = "v1.15.0"
+PAUSE_VERSION = "3.10"  # our own pause program (gomod/pause), tagged like the upstream image it stands in for
 
 CACHE_ENV = "PADDLE_NBEXT_CONTROLPLANE_CACHE"
 KUEUE_METRICS_CERTS_ENV = "PADDLE_NBEXT_KUEUE_METRICS_CERTS"
@@ -109,6 +111,21 @@ COMPONENTS: tuple[Component, ...] = (
 )
 
 BINARIES = tuple(binary for component in COMPONENTS for _, binary in component.packages)
+
+# The real node (``realnode.py``): its kubelet and kube-proxy from the same pinned Kubernetes in a
+# module of their own (so the control plane's digest, and every warm cache of it, stays as it
+# was), cluster DNS, and the pause program of the sandbox image.  containerd, runc and the CNI
+# plugins are Debian bookworm's packages (``realnode.NODE_PACKAGES``).
+NODE_COMPONENTS: tuple[Component, ...] = (
+    Component(
+        "node",
+        KUBERNETES_VERSION,
+        (("k8s.io/kubernetes/cmd/kubelet", "kubelet"), ("k8s.io/kubernetes/cmd/kube-proxy", "kube-proxy")),
+        _k8s_ldflags(),
+    ),
+    Component("coredns", COREDNS_VERSION, ((".", "coredns"),), "-s -w"),
+    Component("pause", PAUSE_VERSION, ((".", "pause"),), "-s -w"),
+)
 
 # The queueing controllers: built with the rest (so one `controlplane build` readies the whole
 # suite) but started only for the tests that need a queued cluster.
@@ -203,12 +220,20 @@ def find_binaries(components: tuple[Component, ...] = COMPONENTS) -> dict[str, P
     return {binary: binary_dir(c) / binary for c in components for _, binary in c.packages}
 
 
+def find_node_binaries() -> dict[str, Path] | None:
+    """Paths of the real node's kubelet, kube-proxy, CoreDNS and pause if built, else None."""
+    return find_binaries(NODE_COMPONENTS)
+
+
 def find_queue_binaries() -> dict[str, Path] | None:
     """Paths of the JobSet and Kueue controllers if both are built for today's pins, else None."""
     return find_binaries(QUEUE_COMPONENTS)
 
 
-def build(*, log: bool = True, components: tuple[Component, ...] = COMPONENTS + QUEUE_COMPONENTS + GANG_COMPONENTS) -> dict[str, Path]:
+ALL_COMPONENTS = COMPONENTS + QUEUE_COMPONENTS + GANG_COMPONENTS + NODE_COMPONENTS
+
+
+def build(*, log: bool = True, components: tuple[Component, ...] = ALL_COMPONENTS) -> dict[str, Path]:
     """Build what is missing (reusing the cache) and return every binary's path.
 
     Prints each component's build time, so the cold and warm costs are visible in CI's log."""

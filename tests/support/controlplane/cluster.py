@@ -36,6 +36,9 @@ from .build import BINARIES, find_binaries
 from .errors import ControlPlaneError
 from .processes import Process, log_tail, pid_alive, stop_group
 
+# The real node's own components (realnode.py): their watches are not what the audit log is for.
+NODE_USERS = ("system:kube-proxy", "paddle-nbext-test:coredns")
+
 START_TIMEOUT = 90.0
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_RANGE = "10.96.0.0/16"
@@ -93,6 +96,7 @@ class ControlPlane:
         self.pki = pki.Pki(self.state_dir / "pki")
         self.processes: dict[str, Process] = {}
         self.startup_seconds: float | None = None
+        self.node_state: dict[str, Any] | None = None  # a real node joined by `controlplane up --real-node`
 
     # --- addresses and credentials ----------------------------------------------------------------
     @property
@@ -242,7 +246,7 @@ class ControlPlane:
             "kind": "Policy",
             "omitStages": ["RequestReceived"],
             "rules": [
-                {"level": "None", "users": [pki.CLIENTS[c][0] for c in ("controller-manager", "scheduler", "kwok")]},
+                {"level": "None", "users": [*(pki.CLIENTS[c][0] for c in ("controller-manager", "scheduler", "kwok")), *NODE_USERS]},
                 {"level": "None", "userGroups": ["system:serviceaccounts:kube-system", "system:nodes"]},
                 {"level": "None", "nonResourceURLs": ["/healthz*", "/readyz*", "/livez*", "/version", "/metrics"]},
                 {"level": "Metadata"},
@@ -421,8 +425,14 @@ class ControlPlane:
         return revision
 
     # --- state for the command line ---------------------------------------------------------------
+    def save_node_state(self, node: dict[str, Any]) -> None:
+        """Remember a real node joined by `controlplane up --real-node`, for `down`."""
+        self.node_state = node
+        self._save_state()
+
     def _save_state(self) -> None:
         state = {
+            "real_node": self.node_state,
             "ports": asdict(self.ports),
             "pids": {n: p.pid for n, p in self.processes.items()},
             "admin_kubeconfig": str(self.admin_kubeconfig),
@@ -438,6 +448,11 @@ class ControlPlane:
             return []
         state = json.loads(path.read_text())
         stopped = []
+        if state.get("real_node"):
+            from .realnode import RealNode
+
+            RealNode.stop_from_state(state["real_node"])
+            stopped.append("the real node")
         for name, pid in reversed(list(state["pids"].items())):
             if pid and pid_alive(pid):
                 stop_group(pid)

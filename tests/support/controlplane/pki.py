@@ -28,7 +28,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 # Names the API server's certificate must carry: loopback for us, the in-cluster names for
 # clients that connect through the `kubernetes` Service (the master's default).
 SERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
-SERVER_IPS = ("127.0.0.1", "10.96.0.1")
+# NODE_IP: the real node's address (realnode.py), where the node's bridge to the API server listens.
+NODE_IP = "10.200.0.2"
+SERVER_IPS = ("127.0.0.1", "10.96.0.1", NODE_IP)
 
 CLIENTS = {
     "admin": ("paddle-nbext-admin", ("system:masters",)),
@@ -195,12 +197,19 @@ def create(directory: Path) -> Pki:
 
 
 def issue_later(
-    pki: Pki, name: str, *, common: str, organizations: tuple[str, ...] = (), server: bool = False, names: tuple[str, ...] = ()
+    pki: Pki,
+    name: str,
+    *,
+    common: str,
+    organizations: tuple[str, ...] = (),
+    server: bool = False,
+    names: tuple[str, ...] = (),
+    ips: tuple[str, ...] = (),
 ) -> tuple[Path, Path]:
     """A certificate and key signed by the existing CA of ``pki`` (``<name>.crt``/``.key``): a
     client identity, or with ``server`` a serving pair for 127.0.0.1 (a webhook's) that also
     carries the DNS ``names`` (an aggregated API server's ``<service>.<namespace>.svc``, the name
-    the aggregator checks).  For the components only some clusters run (the queueing
+    the aggregator checks) and the addresses ``ips`` (the real node's kubelet).  For the components only some clusters run (the queueing
     controllers), so the others do not make them."""
     ca_key = serialization.load_pem_private_key((pki.directory / "ca.key").read_bytes(), password=None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
@@ -213,7 +222,8 @@ def issue_later(
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     )
     if server:
-        sans = [*(x509.DNSName(n) for n in ("localhost", *names)), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+        sans: list[x509.GeneralName] = [x509.DNSName(n) for n in ("localhost", *names)]
+        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", *ips)]
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     cert_path, key_path = pki.client(name)
     _write(cert_path, builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))

@@ -1,0 +1,120 @@
+"""The real node itself: it runs pods that reach cluster DNS and the API server, a run that crashed
+leaves nothing a new start cannot sweep, and a stop leaves no process, mount, cgroup, network
+namespace or veth behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client
+from support.controlplane import node_cleanup
+from support.controlplane.realnode import NODE_NAME
+
+pytestmark = pytest.mark.cluster
+
+POD_WAIT = 180.0
+
+
+def probe_pod(site: Any, name: str, script: str) -> dict[str, Any]:
+    placement = site.placement()
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": placement["node_selector"],
+            "tolerations": placement["tolerations"],
+            "securityContext": site.security_context(),
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": site.image,
+                    "imagePullPolicy": site.pull_policy,
+                    "command": ["python3", "-c", script],
+                    "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def run_pod(core: client.CoreV1Api, namespace: str, manifest: dict[str, Any]) -> tuple[str, str]:
+    """Create the pod and wait until it ends; (phase, its log from the kubelet)."""
+    name = manifest["metadata"]["name"]
+    core.create_namespaced_pod(namespace, manifest)
+    deadline = time.monotonic() + POD_WAIT
+    pod = core.read_namespaced_pod(name, namespace)
+    while pod.status.phase not in ("Succeeded", "Failed"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pod {name} did not end: {pod.status}")
+        time.sleep(0.2)
+        pod = core.read_namespaced_pod(name, namespace)
+    return pod.status.phase, core.read_namespaced_pod_log(name, namespace)
+
+
+DNS_AND_API = """
+import socket, ssl, urllib.request, os
+print('api', socket.gethostbyname('kubernetes.default.svc'))
+token = open('/var/run/secrets/kubernetes.io/serviceaccount/token').read()
+context = ssl.create_default_context(cafile='/var/run/secrets/kubernetes.io/serviceaccount/ca.crt')
+request = urllib.request.Request('https://kubernetes.default.svc/version', headers={'Authorization': 'Bearer ' + token})
+print('version', urllib.request.urlopen(request, context=context, timeout=10).status)
+print('uid', os.getuid())
+"""
+
+
+def test_a_pod_on_the_real_node_resolves_and_reaches_the_api_server_as_the_notebook_uid(real_cluster: Any) -> None:
+    site = real_cluster.node
+    namespace = real_cluster.new_namespace()
+    core = client.CoreV1Api(real_cluster.api_client())
+    deadline = time.monotonic() + 60
+    while not core.list_namespaced_service_account(namespace).items and time.monotonic() < deadline:
+        time.sleep(0.1)
+    phase, log = run_pod(core, namespace, probe_pod(site, "probe", DNS_AND_API))
+    assert phase == "Succeeded", log
+    assert "api 10.96.0.1" in log and "version 200" in log and "uid 1000" in log, log
+    pod = core.read_namespaced_pod("probe", namespace)
+    if site.node_name:
+        assert pod.spec.node_name == site.node_name
+
+
+def test_a_crashed_node_is_swept_by_the_next_start_and_a_stop_leaves_nothing(real_cluster: Any) -> None:
+    site = real_cluster.node
+    if site.node is None:
+        pytest.skip("the node's own processes are the suite's only on its own control plane")
+    node = site.node
+    namespace = real_cluster.new_namespace()
+    core = client.CoreV1Api(real_cluster.api_client())
+    deadline = time.monotonic() + 60
+    while not core.list_namespaced_service_account(namespace).items and time.monotonic() < deadline:
+        time.sleep(0.1)
+    core.create_namespaced_pod(namespace, probe_pod(site, "sleeper", "import time; print('up', flush=True); time.sleep(3600)"))
+    deadline = time.monotonic() + POD_WAIT
+    while core.read_namespaced_pod("sleeper", namespace).status.phase != "Running":
+        assert time.monotonic() < deadline, core.read_namespaced_pod("sleeper", namespace).status
+        time.sleep(0.2)
+
+    # A crash: every process of the node killed at once, nothing cleaned up.
+    for process in node.processes.values():
+        if process.pid:
+            os.kill(process.pid, signal.SIGKILL)
+    left = node_cleanup.leftovers(node.root)
+    assert any(line.startswith("process") for line in left) and any(line.startswith("mount") for line in left), left
+    assert any(line.startswith("cgroup") for line in left) and f"network namespace {node_cleanup.node_network.NETNS}" in left, left
+    node.processes.clear()
+
+    # The next start sweeps it all first and comes up Ready; the old pod is gone with the crash.
+    core.delete_namespaced_pod("sleeper", namespace, grace_period_seconds=0)
+    node.start()
+    ready = core.read_node(NODE_NAME)
+    assert any(c.type == "Ready" and c.status == "True" for c in ready.status.conditions)
+    phase, log = run_pod(core, namespace, probe_pod(site, "after-crash", "print('alive again')"))
+    assert phase == "Succeeded" and "alive again" in log
+
+    # An orderly stop leaves nothing behind; the node comes back for the tests after this one.
+    node.stop()
+    assert node_cleanup.leftovers(node.root) == []
+    node.start()

@@ -1,0 +1,340 @@
+"""A real Kubernetes node beside the test control plane: real pods, real containers, real Paddle.
+
+``RealNode(plane).start()`` joins one node, ``pnb-real-node``, to a running ``ControlPlane``:
+
+- containerd and runc (Debian bookworm's 1.6.20 and 1.1.5: pinned by the release, installed by
+  ``scripts/setup.sh``, and the pair this machine's hybrid cgroups are known to run; 1.37's kubelet
+  talks to containerd 1.6 through its cgroup-driver fallback) with the CNI plugins of Debian's
+  ``containernetworking-plugins`` (bridge, host-local, portmap, loopback);
+- kubelet and kube-proxy built from the control plane's own pinned Kubernetes, CoreDNS from its
+  pinned module (``build.NODE_COMPONENTS``), the images built here (``images.py``) and imported
+  into containerd; nothing is pulled;
+- all of it in the network namespace of ``node_network.py``, with relays to the API server
+  (``netbridge.py``), the ``kubernetes`` Service's endpoint at the node, cluster DNS at the node's
+  address for every pod.
+
+The node is labelled and tainted ``paddle-nbext.test/real-node=true``: the KWOK nodes keep every
+other test's pods, and a test (or an admin's backend config) sends pods here with that node
+selector and toleration.  ``stop()`` deletes the node's pods, stops every process and removes every
+mount, cgroup and namespace (``node_cleanup.py``); ``start()`` first sweeps what a crashed run left.
+One real node per machine (fixed namespace, addresses and cgroup root): ``default_root()``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from . import images, node_cleanup, node_config, node_network, pki
+from .build import cache_dir, find_node_binaries
+from .errors import ControlPlaneError
+from .node_config import NODE_LABEL, NODE_NAME, NODE_TAINT, NodePaths
+from .node_network import API_PORT, NODE_IP
+from .processes import Process, log_tail
+
+if TYPE_CHECKING:
+    from .cluster import ControlPlane
+
+START_TIMEOUT = 120.0
+DRAIN_TIMEOUT = 60.0
+BRIDGE = Path(__file__).resolve().parent / "netbridge.py"
+COREDNS_USER = "paddle-nbext-test:coredns"
+PROXY_USER = "system:kube-proxy"  # bound to system:node-proxier by the API server's bootstrap policy
+#: (command, Debian package) the node needs on the machine.
+NODE_TOOLS = (
+    ("containerd", "containerd"),
+    ("containerd-shim-runc-v2", "containerd"),
+    ("ctr", "containerd"),
+    (str(node_config.RUNC), "runc"),
+    (str(node_config.CNI_BIN / "bridge"), "containernetworking-plugins"),
+    ("iptables", "iptables"),
+    ("nsenter", "util-linux"),
+    ("ip", "iproute2"),
+    ("mmdebstrap", "mmdebstrap"),
+)
+NODE_PACKAGES = tuple(sorted({package for _, package in NODE_TOOLS}))
+__all__ = ["NODE_LABEL", "NODE_NAME", "NODE_PACKAGES", "NODE_TAINT", "RealNode", "default_root", "missing_tools"]
+
+
+def default_root() -> Path:
+    return cache_dir() / "realnode"
+
+
+def missing_tools() -> list[str]:
+    """``command (package)`` for each tool of the node this machine lacks."""
+    return [f"{tool} (Debian package {package})" for tool, package in NODE_TOOLS if shutil.which(tool) is None]
+
+
+def pod_placement() -> dict[str, Any]:
+    """What a pod (or the backend's config) sets to run on the real node."""
+    return {"node_selector": {NODE_LABEL[0]: NODE_LABEL[1]}, "tolerations": [dict(NODE_TAINT, operator="Equal")]}
+
+
+class RealNode:
+    """One real node of ``plane``; everything it keeps is under ``root``."""
+
+    def __init__(self, plane: ControlPlane, root: Path | None = None) -> None:
+        self.plane = plane
+        self.paths = NodePaths((root or default_root()).resolve())
+        self.processes: dict[str, Process] = {}
+        self.startup_seconds: float | None = None
+        self.images: list[images.Image] = []
+
+    @property
+    def root(self) -> Path:
+        return self.paths.root
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.paths.logs
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> RealNode:
+        missing = missing_tools()
+        if missing:
+            raise ControlPlaneError(
+                f"the real node needs {', '.join(missing)}; `bash scripts/setup.sh` installs them "
+                f"(apt-get install {' '.join(NODE_PACKAGES)})"
+            )
+        binaries = find_node_binaries()
+        if binaries is None:
+            raise ControlPlaneError(
+                "no real node: kubelet, kube-proxy, CoreDNS or pause is not built for the pinned versions; "
+                "run `bash scripts/controlplane.sh build`"
+            )
+        self.binaries = binaries
+        self.images = images.build_images(binaries["pause"])
+        started = time.monotonic()
+        node_cleanup.sweep(self.root)
+        for directory in (self.paths.logs, self.paths.pki, self.paths.cni_conf_dir, self.paths.pod_logs, self.paths.kubelet_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        try:
+            kubeconfigs = self._credentials()
+            node_network.create()
+            self._start_bridges()
+            self._start_containerd()
+            self._import_images()
+            self._make_cgroup_roots()
+            self._publish_api_endpoint()
+            self._start_kubelet(kubeconfigs["kubelet"])
+            self._start_proxy(kubeconfigs["proxy"])
+            self._start_coredns(kubeconfigs["coredns"])
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def stop(self) -> None:
+        """Delete the node's pods (the kubelet stops their containers), stop every process, then
+        remove whatever is left; raises if anything of the node remains."""
+        if "kubelet" in self.processes and self.processes["kubelet"].running():
+            with contextlib.suppress(Exception):
+                self._drain()
+        for name in reversed(list(self.processes)):
+            self.processes[name].stop()
+        self.processes.clear()
+        node_cleanup.sweep(self.root)
+        left = node_cleanup.leftovers(self.root)
+        if left:
+            raise ControlPlaneError("the real node left behind: " + "; ".join(left))
+
+    def __enter__(self) -> RealNode:  # noqa: PYI034 - Python 3.10 has no typing.Self
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self, name: str, argv: list[str]) -> Process:
+        process = Process(name, node_network.inside(argv), self.paths.logs / f"{name}.log")
+        process.start()
+        self.processes[name] = process
+        return process
+
+    def state(self) -> dict[str, Any]:
+        return {"root": str(self.root), "pids": {n: p.pid for n, p in self.processes.items()}}
+
+    @staticmethod
+    def stop_from_state(state: dict[str, Any]) -> None:
+        """Stop a node that `controlplane up --real-node` left running (no API needed)."""
+        node_cleanup.sweep(Path(state["root"]))
+
+    # --- credentials --------------------------------------------------------------------------------
+    def _kubeconfig(self, name: str, cert: Path, key: Path) -> Path:
+        path = self.paths.root / f"{name}.kubeconfig"
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": name,
+            "clusters": [
+                {
+                    "name": "controlplane",
+                    "cluster": {
+                        "server": f"https://{NODE_IP}:{API_PORT}",
+                        "certificate-authority-data": base64.b64encode(self.plane.pki.ca_cert.read_bytes()).decode(),
+                    },
+                }
+            ],
+            "users": [{"name": name, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+            "contexts": [{"name": name, "context": {"cluster": "controlplane", "user": name}}],
+        }
+        path.write_text(yaml.safe_dump(doc))
+        path.chmod(0o600)
+        return path
+
+    def _credentials(self) -> dict[str, Path]:
+        own = pki.Pki(self.plane.pki.directory)
+        self.serving = pki.issue_later(own, "realnode-serving", common=NODE_NAME, server=True, names=(NODE_NAME,), ips=(NODE_IP,))
+        identities = {
+            "kubelet": (f"system:node:{NODE_NAME}", ("system:nodes",)),
+            "proxy": (PROXY_USER, ()),
+            "coredns": (COREDNS_USER, ()),
+        }
+        kubeconfigs = {}
+        for name, (common, organizations) in identities.items():
+            cert, key = pki.issue_later(own, f"realnode-{name}", common=common, organizations=organizations)
+            kubeconfigs[name] = self._kubeconfig(name, cert, key)
+        for path, body in node_config.coredns_rbac(COREDNS_USER):
+            self._create(path, body)
+        return kubeconfigs
+
+    def _create(self, path: str, body: dict[str, Any]) -> None:
+        try:
+            self.plane.api("POST", path, body)
+        except urllib.error.HTTPError as error:
+            if error.code != 409:
+                raise ControlPlaneError(f"the real node could not create {path}: {error.code} {error.read().decode(errors='replace')}")
+
+    # --- components ---------------------------------------------------------------------------------
+    def _start_bridges(self) -> None:
+        socket_path = self.paths.api_socket
+        host = Process(
+            "apiserver-bridge-host",
+            [sys.executable, str(BRIDGE), "--listen", f"unix:{socket_path}", "--to", f"tcp:127.0.0.1:{self.plane.ports.apiserver}"],
+            self.paths.logs / "apiserver-bridge-host.log",
+        )
+        host.start()
+        self.processes[host.name] = host
+        host.wait_ready(socket_path.exists, START_TIMEOUT, "listening")
+        node = self._run("apiserver-bridge-node", [sys.executable, str(BRIDGE), "--listen", f"tcp:{NODE_IP}:{API_PORT}", "--to", f"unix:{socket_path}"])
+        node.wait_ready(lambda: "netbridge:" in log_tail(node.log_path), START_TIMEOUT, "listening")
+
+    def _ctr(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["ctr", "--address", str(self.paths.containerd_socket), "--namespace", "k8s.io", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def _start_containerd(self) -> None:
+        self.paths.containerd_config.write_text(node_config.containerd_toml(self.paths, images.PAUSE_IMAGE))
+        (self.paths.cni_conf_dir / "10-pnb-pods.conflist").write_text(node_config.cni_conflist(self.paths))
+        containerd = self._run("containerd", ["containerd", "--config", str(self.paths.containerd_config)])
+        containerd.wait_ready(lambda: self._ctr("version", timeout=5).returncode == 0, START_TIMEOUT, "answering (ctr version)")
+
+    def _import_images(self) -> None:
+        for image in self.images:
+            done = self._ctr("images", "import", str(image.archive))
+            if done.returncode != 0:
+                raise ControlPlaneError(
+                    f"containerd could not import {image.reference} from {image.archive}: {done.stderr.strip() or done.stdout.strip()}"
+                )
+            listed = self._ctr("images", "ls", "-q")
+            if image.reference not in listed.stdout.split():
+                raise ControlPlaneError(f"containerd imported {image.archive} but lists no {image.reference}: {listed.stdout.strip()}")
+
+    def _make_cgroup_roots(self) -> None:
+        """The kubelet's cgroupRoot must exist in every v1 hierarchy before it starts."""
+        for hierarchy in node_cleanup.CGROUP_BASE.iterdir():
+            if (hierarchy / "cgroup.procs").exists() and hierarchy.name != "unified":
+                (hierarchy / node_config.CGROUP_ROOT).mkdir(exist_ok=True)
+
+    def _publish_api_endpoint(self) -> None:
+        """``kubernetes.default.svc`` for pods: the Service's endpoint is the node's relay."""
+        self._create("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", node_config.kubernetes_endpoint_slice())
+
+    def _node(self) -> dict[str, Any] | None:
+        try:
+            return dict(self.plane.api("GET", f"/api/v1/nodes/{NODE_NAME}"))
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise
+
+    def ready(self) -> bool:
+        node = self._node()
+        conditions = ((node or {}).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    def _start_kubelet(self, kubeconfig: Path) -> None:
+        self.paths.resolv_conf.write_text(f"# pods resolve through cluster DNS at {NODE_IP}\n")
+        self.paths.kubelet_config.write_text(node_config.kubelet_yaml(self.paths, self.plane.pki.ca_cert, self.serving))
+        kubelet = self._run(
+            "kubelet",
+            [
+                str(self.binaries["kubelet"]),
+                f"--config={self.paths.kubelet_config}",
+                f"--kubeconfig={kubeconfig}",
+                f"--root-dir={self.paths.kubelet_dir}",
+                f"--cert-dir={self.paths.pki}",
+                f"--hostname-override={NODE_NAME}",
+                f"--node-ip={NODE_IP}",
+                f"--node-labels={NODE_LABEL[0]}={NODE_LABEL[1]}",
+                "--v=1",
+            ],
+        )
+        kubelet.wait_ready(self.ready, START_TIMEOUT, f"registered as node {NODE_NAME} and Ready")
+
+    def _start_proxy(self, kubeconfig: Path) -> None:
+        self.paths.proxy_config.write_text(node_config.kube_proxy_yaml(kubeconfig))
+        proxy = self._run("kube-proxy", [str(self.binaries["kube-proxy"]), f"--config={self.paths.proxy_config}", "--v=1"])
+
+        def healthy() -> bool:
+            url = f"http://{NODE_IP}:{node_config.PROXY_HEALTH_PORT}/healthz"
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return bool(response.status == 200)
+
+        proxy.wait_ready(healthy, START_TIMEOUT, "healthy (its iptables rules synced)")
+
+    def _start_coredns(self, kubeconfig: Path) -> None:
+        self.paths.corefile.write_text(node_config.corefile(kubeconfig))
+        coredns = self._run("coredns", [str(self.binaries["coredns"]), "-conf", str(self.paths.corefile)])
+
+        def ready() -> bool:
+            with urllib.request.urlopen(f"http://{NODE_IP}:{node_config.DNS_READY_PORT}/ready", timeout=2) as response:
+                return bool(response.status == 200)
+
+        coredns.wait_ready(ready, START_TIMEOUT, "ready (its kubernetes plugin synced)")
+
+    # --- tear-down ------------------------------------------------------------------------------------
+    def _drain(self) -> None:
+        """Delete every pod bound to the node at once and wait until containerd runs none."""
+        selector = f"spec.nodeName={NODE_NAME}"
+        pods = self.plane.api("GET", f"/api/v1/pods?fieldSelector={selector}")["items"]
+        for pod in pods:
+            meta = pod["metadata"]
+            with contextlib.suppress(urllib.error.HTTPError):
+                self.plane.api("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", {"gracePeriodSeconds": 0})
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline:
+            listed = self._ctr("containers", "ls", "-q", timeout=10)
+            if listed.returncode != 0 or not listed.stdout.strip():
+                return
+            time.sleep(0.2)
+
+    def describe(self) -> str:
+        """For failure messages: where the node's logs are."""
+        return f"real node {NODE_NAME}: logs in {self.paths.logs}; " + json.dumps(self.state())

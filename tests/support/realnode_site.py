@@ -1,0 +1,142 @@
+"""What the real-node tests know about where real pods run: the node, the image, the homes.
+
+On the suite's own control plane (the default) ``RealNodeSite.start`` joins a ``RealNode`` and
+uses the Paddle image built here; pods are sent to the node by its label and toleration, run as
+the notebook's uid 1000 / gid 100 (what Zero to JupyterHub sets), and mount the user's home from
+a ``local`` PersistentVolume on the node, bound through the ``claim-{username}`` claim the admin
+guide gives, standing in for CephFS.  The notebook side (a real ``jupyter server`` run as that
+uid) sees the same directory, as a notebook pod sees its home.
+
+Against another cluster with real nodes (``PADDLE_NBEXT_TEST_KUBECONFIG``) the same tests run
+when ``PADDLE_NBEXT_TEST_IMAGE`` names a Paddle 3.0 image the nodes have and
+``PADDLE_NBEXT_TEST_NODE_HOMES`` a directory that is the same on this machine and on the node
+labelled ``paddle-nbext.test/real-node=true`` (e.g. a shared mount); the node needs the taint only
+if other workloads should stay off it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+from kubernetes.client.rest import ApiException
+
+from support.controlplane import ControlPlane, ControlPlaneError
+from support.controlplane.images import PADDLE_IMAGE
+from support.controlplane.realnode import NODE_LABEL, NODE_NAME, RealNode, pod_placement
+
+IMAGE_ENV = "PADDLE_NBEXT_TEST_IMAGE"
+HOMES_ENV = "PADDLE_NBEXT_TEST_NODE_HOMES"
+NOTEBOOK_UID = 1000
+NOTEBOOK_GID = 100
+BIND_WAIT = 60.0
+
+
+@dataclass
+class RealNodeSite:
+    node: RealNode | None
+    image: str
+    pull_policy: str
+    homes: Path
+    uid: int = NOTEBOOK_UID
+    gid: int = NOTEBOOK_GID
+    _volumes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, plane: ControlPlane | None, workdir: Path) -> RealNodeSite:
+        if plane is None:  # another cluster
+            image, homes = os.environ.get(IMAGE_ENV), os.environ.get(HOMES_ENV)
+            if not image or not homes:
+                raise ControlPlaneError(
+                    f"the real-node tests on another cluster need {IMAGE_ENV} (a Paddle 3.0 image its nodes have) and "
+                    f"{HOMES_ENV} (a directory shared by this machine and the node labelled {NODE_LABEL[0]}={NODE_LABEL[1]})"
+                )
+            return cls(None, image, "IfNotPresent", Path(homes))
+        node = RealNode(plane).start()
+        # Homes live where uid 1000 can reach them (pytest's own temporary tree is root's alone).
+        homes = Path(tempfile.mkdtemp(prefix="pnb-homes-", dir="/tmp"))
+        homes.chmod(0o755)
+        return cls(node, PADDLE_IMAGE, "Never", homes)
+
+    def stop(self) -> None:
+        try:
+            if self.node is not None:
+                self.node.stop()
+        finally:
+            if self.node is not None:
+                shutil.rmtree(self.homes, ignore_errors=True)
+
+    @property
+    def node_name(self) -> str | None:
+        return NODE_NAME if self.node is not None else None
+
+    def placement(self) -> dict[str, Any]:
+        """The backend settings that send job pods to the real node (what an admin would set)."""
+        return pod_placement()
+
+    def security_context(self) -> dict[str, int]:
+        return {"runAsUser": self.uid, "runAsGroup": self.gid, "fsGroup": self.gid}
+
+    def new_home(self, user: str) -> Path:
+        """An empty home of ``user``'s, owned by the notebook uid."""
+        home = Path(tempfile.mkdtemp(prefix=f"{user}-", dir=self.homes))
+        home.chmod(0o755)
+        os.chown(home, self.uid, self.gid)
+        return home
+
+    def home_claim(self, api: kubernetes.client.ApiClient, namespace: str, claim: str, home: Path) -> None:
+        """``claim`` in ``namespace``, bound to a ``local`` PersistentVolume of ``home`` on the node."""
+        core = kubernetes.client.CoreV1Api(api)
+        volume = core.create_persistent_volume(
+            {
+                "metadata": {"generateName": "pnb-local-home-", "labels": {"paddle-nbext/test": "true"}},
+                "spec": {
+                    "capacity": {"storage": "10Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": "",
+                    "claimRef": {"namespace": namespace, "name": claim},
+                    "local": {"path": str(home)},
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [{"matchExpressions": [{"key": NODE_LABEL[0], "operator": "In", "values": [NODE_LABEL[1]]}]}]
+                        }
+                    },
+                },
+            }
+        )
+        self._volumes.append(volume.metadata.name)
+        core.create_namespaced_persistent_volume_claim(
+            namespace,
+            {
+                "metadata": {"name": claim},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "",
+                    "volumeName": volume.metadata.name,
+                    "resources": {"requests": {"storage": "10Gi"}},
+                },
+            },
+        )
+        deadline = time.monotonic() + BIND_WAIT
+        while core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase != "Bound":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"PersistentVolumeClaim {claim} was not Bound to the local home volume")
+            time.sleep(0.1)
+
+    def release_volumes(self, api: kubernetes.client.ApiClient) -> None:
+        core = kubernetes.client.CoreV1Api(api)
+        for name in self._volumes:
+            with contextlib.suppress(ApiException):
+                core.delete_persistent_volume(name)
+        self._volumes.clear()
+
+    def describe(self) -> str:
+        return self.node.describe() if self.node is not None else f"another cluster's node labelled {NODE_LABEL[0]}={NODE_LABEL[1]}"
