@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -150,6 +151,27 @@ def test_entry_runs_in_the_workdir_with_the_contract(tmp_path) -> None:
     result = subprocess.run([sys.executable, launcher.__file__], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 4  # the entry point's own exit code, not the launcher's
     assert (tmp_path / "out.txt").read_text().strip() == "1 127.0.0.1:7102"
+
+
+def test_python_in_the_entry_point_runs_where_the_image_has_only_python3(tmp_path) -> None:
+    """Debian's python3 package installs no `python`: the entry point still runs, with the
+    interpreter that runs the launcher (in a pod: the image's, the one with Paddle)."""
+    only_python3 = tmp_path / "bin"
+    only_python3.mkdir()
+    (only_python3 / "python3").symlink_to(sys.executable)
+    for tool in ("sh", "echo"):  # what the entry point's shell needs
+        found = shutil.which(tool)
+        assert found is not None
+        (only_python3 / tool).symlink_to(found)
+    env = inputs(
+        PADDLE_NBEXT_MODE="collective",
+        PADDLE_NBEXT_WORKDIR=str(tmp_path),
+        PADDLE_NBEXT_ENTRY="python -c 'import sys; open(\"out.txt\", \"w\").write(sys.executable)' && echo done",
+        PATH=str(only_python3),
+    )
+    result = subprocess.run([sys.executable, launcher.__file__], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "done" in result.stdout and (tmp_path / "out.txt").read_text() == sys.executable
 
 
 # ------------------------------------------------------------------ replica log files (Kubernetes)

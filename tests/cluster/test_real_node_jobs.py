@@ -221,8 +221,8 @@ def test_a_geo_parameter_server_job_trains_in_real_pods_and_its_logs_outlive_the
         time.sleep(0.2)
     assert not notebook.job_pods("geo"), notebook.pods("geo")
     after = notebook.log("geo", "trainer", 1)
-    assert losses(after) == losses(notebook.log("geo", "trainer", 1)) and len(losses(after)) >= 2
-    assert "loss" in notebook.log("geo", "pserver", 0) or notebook.log("geo", "pserver", 0) is not None
+    assert len(losses(after)) >= 2 and losses(after)[-1] < losses(after)[0], after[-2000:]
+    assert (notebook.home / ".paddle-jobs").is_dir()
 
 
 def test_a_collective_job_trains_over_gloo_between_real_pods(notebook: Notebook) -> None:

@@ -514,7 +514,8 @@ def main() -> int:
             )
             return WAIT_EXIT_CODE
     os.chdir(workdir)
-    argv = supervise.entry_argv(env["ENTRY"], env.get("PATH", ""))
+    env["PATH"] = supervise.with_python_on_path(env.get("PATH", ""))
+    argv = supervise.entry_argv(env["ENTRY"], env["PATH"])
     if log is not None:
         return run_teed(argv, env, log)
     return supervise.run_supervised(argv, env)

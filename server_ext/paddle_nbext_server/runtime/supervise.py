@@ -73,6 +73,26 @@ _SHELL_WORDS = frozenset({"cd", "exec", "export", "source", ".", "set", "unset",
 SHELL = "/bin/sh"
 
 
+def with_python_on_path(path: str) -> str:
+    """``path`` with a ``python`` on it.  Entry points say ``python train.py``, but many images
+    (Debian's and Ubuntu's python3 packages, distroless) have only ``python3``: there the shell
+    answered "python: not found" (exit 127) and the job failed before any user code ran.  When
+    ``path`` has no ``python``, a private directory whose ``python`` is the interpreter running
+    this launcher (the image's, the one with Paddle) is put first; otherwise ``path`` is kept."""
+    if shutil.which("python", path=path or None) is not None or not sys.executable:
+        return path
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="paddle-nbext-bin-")
+    alias = os.path.join(directory, "python")
+    # A script, not a symlink: exec'd by its own path, a virtualenv's interpreter still finds its
+    # pyvenv.cfg (a symlink elsewhere would start it without the environment's packages).
+    with open(alias, "w", encoding="utf-8") as script:
+        script.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    os.chmod(alias, 0o755)
+    return directory + (os.pathsep + path if path else "")
+
+
 def entry_argv(entry: str, path: str) -> list[str]:
     """The command that runs `entry`: its words when it is one plain command whose program is on
     `path` (no shell between the launcher and the program), else `/bin/sh -c entry`."""
