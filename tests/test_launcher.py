@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -166,7 +166,7 @@ def test_python_in_the_entry_point_runs_where_the_image_has_only_python3(tmp_pat
     env = inputs(
         PADDLE_NBEXT_MODE="collective",
         PADDLE_NBEXT_WORKDIR=str(tmp_path),
-        PADDLE_NBEXT_ENTRY="python -c 'import sys; open(\"out.txt\", \"w\").write(sys.executable)' && echo done",
+        PADDLE_NBEXT_ENTRY='python -c \'import sys; open("out.txt", "w").write(sys.executable)\' && echo done',
         PATH=str(only_python3),
     )
     result = subprocess.run([sys.executable, launcher.__file__], env=env, capture_output=True, text=True, timeout=60)

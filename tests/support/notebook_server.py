@@ -88,7 +88,9 @@ class NotebookServer:
     def log(self) -> Path:
         return self.jupyter.log_path
 
-    def api(self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None, timeout: float = 60) -> requests.Response:
+    def api(
+        self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None, timeout: float = 60
+    ) -> requests.Response:
         return requests.request(
             method, f"{self.base}/{path.lstrip('/')}", json=body, params=params, headers=self.jupyter.headers, timeout=timeout
         )

@@ -106,7 +106,9 @@ class RealNodeSite:
                     "local": {"path": str(home)},
                     "nodeAffinity": {
                         "required": {
-                            "nodeSelectorTerms": [{"matchExpressions": [{"key": NODE_LABEL[0], "operator": "In", "values": [NODE_LABEL[1]]}]}]
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": NODE_LABEL[0], "operator": "In", "values": [NODE_LABEL[1]]}]}
+                            ]
                         }
                     },
                 },

@@ -102,7 +102,7 @@ def _write_archive(reference: str, layers: list[Path], config: dict[str, object]
     partial = target.with_name(target.name + f".partial-{os.getpid()}")
     with tarfile.open(partial, "w") as tar:
         _add_bytes(tar, config_name, config_bytes)
-        for layer, diff_id in zip(layers, diff_ids):
+        for layer, diff_id in zip(layers, diff_ids, strict=True):
             tar.add(layer, arcname=f"{diff_id[7:]}/layer.tar")
         _add_bytes(tar, "manifest.json", json.dumps(manifest).encode())
     partial.rename(target)

@@ -214,7 +214,8 @@ class RealNode:
             self.plane.api("POST", path, body)
         except urllib.error.HTTPError as error:
             if error.code != 409:
-                raise ControlPlaneError(f"the real node could not create {path}: {error.code} {error.read().decode(errors='replace')}")
+                detail = error.read().decode(errors="replace")
+                raise ControlPlaneError(f"the real node could not create {path}: {error.code} {detail}") from None
 
     # --- components ---------------------------------------------------------------------------------
     def _start_bridges(self) -> None:
@@ -227,7 +228,9 @@ class RealNode:
         host.start()
         self.processes[host.name] = host
         host.wait_ready(socket_path.exists, START_TIMEOUT, "listening")
-        node = self._run("apiserver-bridge-node", [sys.executable, str(BRIDGE), "--listen", f"tcp:{NODE_IP}:{API_PORT}", "--to", f"unix:{socket_path}"])
+        node = self._run(
+            "apiserver-bridge-node", [sys.executable, str(BRIDGE), "--listen", f"tcp:{NODE_IP}:{API_PORT}", "--to", f"unix:{socket_path}"]
+        )
         node.wait_ready(lambda: "netbridge:" in log_tail(node.log_path), START_TIMEOUT, "listening")
 
     def _ctr(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
