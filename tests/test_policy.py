@@ -124,3 +124,41 @@ def test_the_rank_whose_code_failed_is_named_not_the_one_that_aborted_because_of
     replicas[0] = Observed("trainer", 0, FAILED, exit_code=134, log_tail="FatalError: `Process abort signal` is detected\n")
     replicas[1] = Observed("trainer", 1, FAILED, exit_code=1, log_tail="Traceback (most recent call last):\nValueError: bad batch\n")
     assert decide(replicas, max_restarts=0).message == "trainer 1 failed with exit code 1: ValueError: bad batch"
+
+
+ABORT_TAIL = "FatalError: `Process abort signal` is detected by the operating system.\n"
+
+
+def test_a_rank_aborted_before_its_failing_peer_ended_waits_for_the_peer_to_be_named() -> None:
+    """Seen on the real node: rank 1 raised, rank 0's gloo aborted at once, and rank 0's pod
+    ended first; the job must not blame rank 0 while rank 1 (its traceback still being
+    written) runs, but name rank 1 once it has ended."""
+    aborted = Observed("trainer", 0, FAILED, exit_code=134, log_tail=ABORT_TAIL, finished="2026-12-01T21:30:00Z")
+    waiting = decide([aborted, Observed("trainer", 1, RUNNING)], max_restarts=0, now=aborted_at(aborted) + 2)
+    assert waiting.phase == RUNNING and not waiting.stop
+    assert "trainer 0 ended with exit code 134" in waiting.message and "waiting for the other trainers" in waiting.message
+
+    raised = Observed("trainer", 1, FAILED, exit_code=1, log_tail="Traceback (most recent call last):\nValueError: bad batch\n")
+    named = decide([aborted, raised], max_restarts=0, now=aborted_at(aborted) + 4)
+    assert named.phase == FAILED and named.message.startswith("trainer 1 failed with exit code 1: ValueError: bad batch")
+
+
+def test_an_aborted_rank_is_named_once_its_peers_do_not_end_in_time() -> None:
+    aborted = Observed("trainer", 0, FAILED, exit_code=134, log_tail=ABORT_TAIL, finished="2026-12-01T21:30:00+00:00")
+    late = decide([aborted, Observed("trainer", 1, RUNNING)], max_restarts=0, now=aborted_at(aborted) + 60)
+    assert late.phase == FAILED and late.message.startswith("trainer 0 failed with exit code 134")
+    assert ("trainer", 1) in late.stop
+
+
+def test_a_failure_of_the_code_itself_is_named_at_once_and_without_a_clock_nothing_waits() -> None:
+    crashed = Observed("trainer", 0, FAILED, exit_code=1, log_tail="ValueError: x\n", finished="2026-12-01T21:30:00Z")
+    assert decide([crashed, Observed("trainer", 1, RUNNING)], max_restarts=0, now=aborted_at(crashed)).phase == FAILED
+    aborted = Observed("trainer", 0, FAILED, exit_code=134, log_tail=ABORT_TAIL, finished="2026-12-01T21:30:00Z")
+    assert decide([aborted, Observed("trainer", 1, RUNNING)], max_restarts=0).phase == FAILED
+
+
+def aborted_at(replica: Observed) -> float:
+    import datetime
+
+    assert replica.finished is not None
+    return datetime.datetime.fromisoformat(replica.finished.replace("Z", "+00:00")).timestamp()

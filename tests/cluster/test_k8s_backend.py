@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext.spec import JobSpec
-from paddle_nbext_server.backends.base import BackendUnavailable, InvalidState, JobExists, JobNotFound, SubmitRequest
+from paddle_nbext_server.backends.base import BackendUnavailable, JobExists, JobNotFound, ReplicaNotFound, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests
 from paddle_nbext_server.events import DELETED, UPDATED, EventHub
 
@@ -256,7 +256,7 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                     lambda: _where(backend, "mnist", lambda s: s.phase == "Running" and s.to_dict()["roles"]["trainer"]["running"] == 2),
                     "Running",
                 )
-                with pytest.raises(InvalidState, match="no trainer 7"):
+                with pytest.raises(ReplicaNotFound, match="no trainer 7"):
                     await backend.read_logs("mnist", "alice", "trainer", 7)
 
                 cluster.set_pod_status(namespace, pod_of(admin, namespace, "mnist", "trainer", 0), "Succeeded")
@@ -614,7 +614,7 @@ def test_replica_logs_tail_and_follow_through_the_api_server(cluster, tmp_path):
             assert tail.splitlines() == ["trainer 1 step 4", "trainer 1 step 5"]
             async with contextlib.aclosing(backend.follow_logs("talk", "alice", "trainer", 0)) as stream:
                 assert "trainer 0 step 1" in await anext(stream)
-            with pytest.raises(InvalidState, match="no trainer 7"):
+            with pytest.raises(ReplicaNotFound, match="no trainer 7"):
                 await backend.read_logs("talk", "alice", "trainer", 7)
 
     run(scenario())

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,40 +24,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from support.notebook_server import NotebookServer
+from support.realnode_notebook import NOTEBOOK_ACCOUNT, apply_shipped_rbac, prepare_notebook
 
 # Each test waits for real pods (JOB_WAIT at most per state); the suite-wide 300 s is too short.
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples"
 USER = "jovyan"
 # Real pods on a shared 2-core machine: image already there, but Paddle's import and a gloo
 # rendezvous take tens of seconds under load.
 JOB_WAIT = 300.0
 ENDED = ("Succeeded", "Failed", "Cancelled")
 SMALL = {"pserver_cpu": "250m", "trainer_cpu": "250m", "pserver_mem": "1Gi", "trainer_mem": "1536Mi"}
-
-
-def shipped(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((REPO / "deploy" / "rbac" / name).read_text()) if d]
-
-
-def apply_shipped_rbac(api: client.ApiClient, namespace: str) -> None:
-    """deploy/rbac/notebook-role.yaml and master-role.yaml as an admin applies them, plus the
-    notebook's ServiceAccount (Zero to JupyterHub's singleuser.serviceAccountName)."""
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "paddle-notebook"}})
-    for doc in shipped("notebook-role.yaml") + shipped("master-role.yaml"):
-        doc["metadata"]["namespace"] = namespace
-        create = {
-            "ServiceAccount": core.create_namespaced_service_account,
-            "Role": rbac.create_namespaced_role,
-            "RoleBinding": rbac.create_namespaced_role_binding,
-        }[doc["kind"]]
-        create(namespace, doc)
 
 
 @dataclass
@@ -188,38 +166,14 @@ def notebook(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
     apply_shipped_rbac(admin, namespace)
     token = (
         client.CoreV1Api(admin)
-        .create_namespaced_service_account_token("paddle-notebook", namespace, {"spec": {"expirationSeconds": 7200}})
+        .create_namespaced_service_account_token(NOTEBOOK_ACCOUNT, namespace, {"spec": {"expirationSeconds": 7200}})
         .status.token
     )
-    kubeconfig = Path(real_cluster.kubeconfig_with_token(token, namespace))
-    home = site.new_home(USER)
-    shutil.copytree(EXAMPLES, home / "examples")
-    site.home_claim(admin, namespace, f"claim-{USER}", home)
-    # The notebook's token lives beside the home, readable by the notebook's uid only.
-    private = kubeconfig.with_name(f"{home.name}.kubeconfig")
-    private = site.homes / private.name
-    shutil.copyfile(kubeconfig, private)
-    settings = {
-        "PaddleNbext": {"backend": "kubernetes"},
-        "KubernetesBackend": {
-            "kubeconfig": str(private),
-            "namespace": namespace,
-            "home_volume": "pvc",
-            "home_pvc_template": "claim-{username}",
-            "home_path": str(home),
-            "default_image": site.image,
-            "image_pull_policy": site.pull_policy,
-            "pod_security_context": site.security_context(),
-            **site.placement(),
-        },
-    }
-    for path in [home, *home.rglob("*"), private]:
-        os.lchown(path, site.uid, site.gid)
-    private.chmod(0o600)
+    setup = prepare_notebook(site, admin, namespace, Path(real_cluster.kubeconfig_with_token(token, namespace)), USER)
     log_dir = tmp_path_factory.mktemp("notebook-logs")
-    server = NotebookServer(home, settings, user=USER, uid=site.uid, gid=site.gid, log_dir=log_dir)
+    server = NotebookServer(setup.home, setup.settings, user=USER, uid=site.uid, gid=site.gid, log_dir=log_dir)
     server.start()
-    book = Notebook(server, namespace, home, admin, real_cluster, settings, log_dir)
+    book = Notebook(server, namespace, setup.home, admin, real_cluster, setup.settings, log_dir)
     try:
         yield book
     finally:
@@ -297,9 +251,12 @@ def test_a_trainer_that_raises_fails_the_job_with_the_exception_line(notebook: N
     )
     final = notebook.ended("raises")
     assert final["phase"] == "Failed", describe(final)
-    assert "ValueError: bad batch at step 5: x has NaN values" in final["message"], final["message"]
-    failed = [r for r in final["replicas"] if r["phase"] == "Failed"]
-    assert [(r["role"], r["index"]) for r in failed] == [("trainer", 1)], describe(final)
+    assert "ValueError: bad batch at step 5: x has NaN values" in final["message"], (
+        final["message"] + "\n--- trainer 1's log ---\n" + notebook.log("raises", "trainer", 1)[-4000:]
+    )
+    assert final["message"].startswith("trainer 1 failed with Exit code 1"), describe(final)
+    raised = next(r for r in final["replicas"] if r["index"] == 1)
+    assert raised["phase"] == "Failed" and raised["exit_code"] == 1, describe(final)
     assert "Traceback" in notebook.log("raises", "trainer", 1)
 
 

@@ -175,8 +175,11 @@ async def test_job_lifecycle_owner_isolation_and_name_conflicts(api, package):
         running = await wait_for(api, "sleeper", {"Running"})
         assert running["roles"]["trainer"]["desired"] == 1
 
-        # Logs of a replica that does not exist, then the real one.
-        assert_error(await api("GET", "jobs/sleeper/logs", params={"role": "pserver"}), 409)
+        # Logs of a replica that does not exist (404 naming the field to change), then the real one.
+        missing_role = assert_error(await api("GET", "jobs/sleeper/logs", params={"role": "pserver"}), 404, "not_found", "role")
+        assert "has no pservers" in missing_role["message"], missing_role
+        missing_index = assert_error(await api("GET", "jobs/sleeper/logs", params={"index": "99"}), 404, "not_found", "index")
+        assert "has no trainer 99: it has 1 trainer (index 0 to 0)" in missing_index["message"], missing_index
         while "started" not in (await api("GET", "jobs/sleeper/logs", params={"role": "trainer", "index": 0}))[1]:
             import asyncio
 

@@ -52,13 +52,13 @@ class RealNodeSite:
     @classmethod
     def start(cls, plane: ControlPlane | None, workdir: Path) -> RealNodeSite:
         if plane is None:  # another cluster
-            image, homes = os.environ.get(IMAGE_ENV), os.environ.get(HOMES_ENV)
-            if not image or not homes:
+            image, shared = os.environ.get(IMAGE_ENV), os.environ.get(HOMES_ENV)
+            if not image or not shared:
                 raise ControlPlaneError(
                     f"the real-node tests on another cluster need {IMAGE_ENV} (a Paddle 3.0 image its nodes have) and "
                     f"{HOMES_ENV} (a directory shared by this machine and the node labelled {NODE_LABEL[0]}={NODE_LABEL[1]})"
                 )
-            return cls(None, image, "IfNotPresent", Path(homes))
+            return cls(None, image, "IfNotPresent", Path(shared))
         node = RealNode(plane).start()
         # Homes live where uid 1000 can reach them (pytest's own temporary tree is root's alone).
         homes = Path(tempfile.mkdtemp(prefix="pnb-homes-", dir="/tmp"))

@@ -48,6 +48,20 @@ class JobNotFound(BackendError):
     code = "not_found"
 
 
+class ReplicaNotFound(JobNotFound):
+    """The job exists but has no such replica (the log of trainer 9 of a two-trainer job):
+    `field` is `role` when the job has no replica of that role at all, else `index`."""
+
+
+def replica_not_found(job: str, role: str, index: int, count: int) -> ReplicaNotFound:
+    """The one sentence both backends answer for a replica the job does not have."""
+    if count == 0:
+        return ReplicaNotFound(f"job '{job}' has no {role}s; ask for a role it has (role=trainer)", "role")
+    return ReplicaNotFound(
+        f"job '{job}' has no {role} {index}: it has {count} {role}{'s' if count != 1 else ''} (index 0 to {count - 1})", "index"
+    )
+
+
 class JobExists(BackendError):
     status = 409
     code = "name_taken"

@@ -74,7 +74,7 @@ class ReplicaView:
     pod: str | None = None
 
     def observed(self, log_tail: str = "") -> policy.Observed:
-        return policy.Observed(self.role, self.index, self.phase, self.exit_code, self.restarts, self.reason, log_tail)
+        return policy.Observed(self.role, self.index, self.phase, self.exit_code, self.restarts, self.reason, log_tail, self.finished)
 
     def public(self) -> dict[str, Any]:
         data = asdict(self)
@@ -297,6 +297,7 @@ def decide_job(
         cancelled=cancelled,
         timed_out_after=timed_out(record, spec),
         runner_restarts=False,
+        now=time.time(),
     )
     return views, decision
 
@@ -313,6 +314,11 @@ def final_status(views: list[ReplicaView], decision: policy.Decision) -> dict[st
 
 
 # --------------------------------------------------------------------------- the API, stdlib only
+
+
+#: Lines of a failed replica's log read to find why it failed: Paddle's fatal-signal block (a C++
+#: stack, a framed summary) can follow the Python traceback for well over a hundred lines.
+FAILURE_TAIL_LINES = 1000
 
 
 class ApiError(Exception):
@@ -408,7 +414,7 @@ class Api:
             str((item.get("metadata") or {}).get("name")) for item in listed.get("items") or [] if (item.get("spec") or {}).get("suspend")
         )
 
-    def log_tail(self, pod: str, lines: int = 200) -> str:
+    def log_tail(self, pod: str, lines: int = FAILURE_TAIL_LINES) -> str:
         try:
             return str(self.request("GET", self.ns(f"pods/{pod}/log?container={CONTAINER}&tailLines={lines}"), raw=True))
         except (ApiError, OSError):

@@ -42,6 +42,7 @@ class Observed:
     restarts: int = 0
     reason: str | None = None
     log_tail: str = ""
+    finished: str | None = None  # ISO 8601 UTC, when it ended (seconds resolution)
 
 
 @dataclass
@@ -78,6 +79,40 @@ SIGNALS = {
 #: Signals a replica usually dies of *because another one failed*: a collective rank aborts
 #: (SIGABRT) when its peer dies, and a runner or the kubelet stops the rest (SIGTERM).
 CONSEQUENTIAL_SIGNALS = frozenset({6, 15})
+
+
+#: Seconds a job whose failed trainers were all aborted or stopped (a consequence) waits for the
+#: other trainers to end: the rank whose code failed often ends after the ranks it took down
+#: (its traceback and Paddle's shutdown lines take longer than a peer's abort), and the job's
+#: message must name it, not the first rank that happened to die.
+SETTLE_SECONDS = 15.0
+
+
+def _epoch(stamp: str | None) -> float | None:
+    """Seconds since the epoch of an ISO 8601 UTC time (``2026-12-01T21:30:00Z``), None if unreadable."""
+    if not stamp:
+        return None
+    import datetime
+
+    try:
+        moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
+
+
+def _settling(failed: list[Observed], trainers: list[Observed], now: float | None) -> bool:
+    """Whether to wait before naming a failure: every finally failed trainer died of a
+    consequential signal, another trainer still runs, and the first of them ended less than
+    `SETTLE_SECONDS` ago (`now` None: never wait)."""
+    if now is None or not failed or any(_signal_of(t.exit_code) not in CONSEQUENTIAL_SIGNALS for t in failed):
+        return False
+    if not any(t.phase == ReplicaPhase.RUNNING for t in trainers):
+        return False
+    ends = [e for e in (_epoch(t.finished) for t in failed) if e is not None]
+    return bool(ends) and now - min(ends) < SETTLE_SECONDS
 
 
 def _signal_of(exit_code: int | None) -> int | None:
@@ -148,11 +183,14 @@ def decide(
     cancelled: bool = False,
     timed_out_after: int | None = None,
     runner_restarts: bool = True,
+    now: float | None = None,
 ) -> Decision:
     """Decide the job phase and actions from the replicas' states.
 
     `runner_restarts=False` is for Kubernetes, where the Job controller itself recreates failed
     trainer pods: a failed pod only fails the job once `restarts >= max_restarts`.
+    `now` (seconds since the epoch) lets a failure that looks like a consequence (SIGABRT,
+    SIGTERM) wait up to `SETTLE_SECONDS` for the trainer that caused it to end too.
     """
     running = [(r.role, r.index) for r in replicas if r.phase in (ReplicaPhase.RUNNING, ReplicaPhase.PENDING)]
     trainers = [r for r in replicas if r.role == Role.TRAINER]
@@ -162,6 +200,14 @@ def decide(
         return Decision(Phase.CANCELLED, "Cancelled by the user; logs are kept until the job is deleted.", stop=running)
     if timed_out_after is not None:
         return Decision(Phase.FAILED, f"DeadlineExceeded: the job ran longer than its timeout of {timed_out_after}s.", stop=running)
+    failed = [t for t in trainers if t.phase == ReplicaPhase.FAILED and t.restarts >= max_restarts]
+    if _settling(failed, trainers, now):
+        first = min(failed, key=_blame_order)
+        return Decision(
+            Phase.RUNNING,
+            f"trainer {first.index} ended with {first.reason or describe_exit(first.exit_code)}; "
+            "waiting for the other trainers to end to name the failure that caused it.",
+        )
     for trainer in sorted(trainers, key=_blame_order):
         if trainer.phase == ReplicaPhase.FAILED and trainer.restarts >= max_restarts:
             how = trainer.reason or describe_exit(trainer.exit_code)

@@ -106,6 +106,16 @@ def _write_archive(reference: str, layers: list[Path], config: dict[str, object]
             tar.add(layer, arcname=f"{diff_id[7:]}/layer.tar")
         _add_bytes(tar, "manifest.json", json.dumps(manifest).encode())
     partial.rename(target)
+    _forget_older(target)
+
+
+def _forget_older(current: Path) -> None:
+    """Archives of the same image from earlier inputs (a changed pin or builder): removed, so the
+    cache holds one ~1 GB archive per image, not one per change."""
+    stem = current.name.rsplit("-", 1)[0]
+    for old in current.parent.glob(f"{stem}-*.tar"):
+        if old != current and old.name.rsplit("-", 1)[0] == stem:
+            old.unlink(missing_ok=True)
 
 
 def pause_image(pause_binary: Path, *, log: bool = True) -> Image:

@@ -31,6 +31,7 @@ from paddle_nbext.contract import (
     ROLES,
     STATUS_ANNOTATION,
     Phase,
+    ReplicaPhase,
     now_iso,
 )
 from paddle_nbext.quota import QuotaCheck, Verdict
@@ -42,7 +43,7 @@ from ...events import DELETED as EV_DELETED
 from ...events import UPDATED, JobEvent
 from ...metrics import MetricsFile
 from ...runtime import cluster_master, policy
-from ..base import Backend, BackendUnavailable, InvalidRequest, InvalidState, JobExists, JobNotFound, SubmitRequest
+from ..base import Backend, BackendUnavailable, InvalidRequest, InvalidState, JobExists, JobNotFound, SubmitRequest, replica_not_found
 from . import home_volume as homes
 from . import jobset as jobsets
 from . import logs as replica_logs
@@ -286,11 +287,15 @@ class KubernetesBackend(Backend):
             self._connection = None
 
     async def _tick(self) -> None:
-        """Jobs with a timeout end without any pod change: look at running ones now and then."""
+        """Some jobs end without any pod change: one past its timeout, and one whose failed
+        trainer was aborted by another's failure and waits (`policy.SETTLE_SECONDS`) for the
+        cause to show.  Look at those now and then."""
         while True:
             await asyncio.sleep(self.reconcile_interval)
             for name, status in list(self._statuses.items()):
-                if not status.terminal and status.spec.get("timeout"):
+                if status.terminal:
+                    continue
+                if status.spec.get("timeout") or any(r.phase == ReplicaPhase.FAILED for r in status.replicas):
                     self._mark(name)
 
     def describe(self) -> dict[str, Any]:
@@ -1014,7 +1019,8 @@ class KubernetesBackend(Backend):
 
     async def _log_tail(self, pod: str) -> str:
         try:
-            return await self.read_pod_log(pod, tail=200, previous=False)
+            # Enough lines to reach back past Paddle's fatal-signal block to the Python traceback.
+            return await self.read_pod_log(pod, tail=cluster_master.FAILURE_TAIL_LINES, previous=False)
         except (ApiException, BackendUnavailable):
             return ""
 
@@ -1123,7 +1129,7 @@ class KubernetesBackend(Backend):
     def _pod_of(self, status: JobStatus, role: str, index: int) -> str:
         desired = int(status.spec.get(f"{role}s") or 0) if role in ROLES else 0
         if not 0 <= index < desired:
-            raise InvalidState(f"job '{status.name}' has no {role} {index} (it has {desired} {role}s)", field="index")
+            raise replica_not_found(status.name, role, index, desired)
         pods = [p for p in self._pods_by_job.get(self._key(status), {}).values() if cluster_master.pod_identity(p) == (role, index)]
         if not pods:
             raise InvalidState(f"{role} {index} of job '{status.name}' has no pod (not started yet, or removed after the job ended)")
@@ -1135,9 +1141,7 @@ class KubernetesBackend(Backend):
 
         try:
             pod: str | None = self._pod_of(status, role, index)
-        except InvalidState as error:
-            if error.field == "index":
-                raise
+        except InvalidState:  # the replica has no pod (any more): its file on the home may have the log
             pod = None
         return pod, replica_logs.replica_pods(self._pods_by_job.get(self._key(status), {}).values(), role, index)
 

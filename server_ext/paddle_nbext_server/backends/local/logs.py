@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...log_tail import read_end
-from ..base import InvalidState
+from ..base import replica_not_found
 from .records import NewerRecord, StatusRecord, read_record
 from .store import JobStore
 
@@ -23,14 +23,13 @@ _MAX_CONTINUATION = 4
 
 
 def log_path(store: JobStore, name: str, owner: str, role: str, index: int, previous: bool) -> tuple[Path, Path]:
-    """(job dir, the replica's log file) of the owner's job; 409 naming the job's replicas when
-    it has no such replica."""
+    """(job dir, the replica's log file) of the owner's job; 404 naming the field (`role` or
+    `index`) when it has no such replica."""
     job_dir, files = store.owned(name, owner)
     files.require_manageable()
     known = {(r.role, r.index) for r in files.record.status.replicas}
     if (role, index) not in known:
-        have = ", ".join(f"{r} {i}" for r, i in sorted(known)) or "none"
-        raise InvalidState(f"Job '{name}' has no replica {role} {index}; its replicas are: {have}.", "role")
+        raise replica_not_found(name, role, index, sum(1 for r, _ in known if r == role))
     return job_dir, job_dir / "logs" / f"{role}-{index}{'.previous' if previous else ''}.log"
 
 

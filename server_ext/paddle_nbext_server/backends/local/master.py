@@ -199,6 +199,20 @@ class Master:
     # ---- admission
     def _others_usage(self) -> tuple[float, int, set[int], list[str]]:
         cpu, memory, gpus, names = 0.0, 0, set(), []
+        for _, other in self._admitted_others():
+            held = other.admitted
+            assert held is not None
+            cpu += held.cpu
+            memory += held.memory
+            gpus.update(held.gpus)
+            # Only this user's own job names: another user's job is counted, never named.
+            names.append(other.status.name if other.status.owner == self.job.owner else "")
+        return cpu, memory, gpus, names
+
+    def _admitted_others(self) -> list[tuple[Path, StatusRecord]]:
+        """The other jobs of this jobs dir that hold resources now (admitted, not ended, their
+        master alive), with their status records."""
+        found = []
         for sibling in self.job_dir.parent.iterdir():
             if sibling == self.job_dir or not sibling.is_dir():
                 continue
@@ -206,15 +220,22 @@ class Master:
                 other = read_record(StatusRecord, sibling)
             except (OSError, ValueError, NewerRecord):
                 continue
-            held = other.admitted
-            if held is None or other.terminal or not pid_alive(other.master_pid):
+            if other.admitted is None or other.terminal or not pid_alive(other.master_pid):
                 continue
-            cpu += held.cpu
-            memory += held.memory
-            gpus.update(held.gpus)
-            # Only this user's own job names: another user's job is counted, never named.
-            names.append(other.status.name if other.status.owner == self.job.owner else "")
-        return cpu, memory, gpus, names
+            found.append((sibling, other))
+        return found
+
+    def _others_ports(self) -> set[int]:
+        """Every replica port the other admitted jobs planned: they may not listen yet (their
+        replicas are still starting), so the kernel would call those ports free."""
+        ports: set[int] = set()
+        for sibling, _ in self._admitted_others():
+            try:
+                plan = read_record(Plan, sibling)
+            except (OSError, ValueError, NewerRecord):
+                continue
+            ports.update(replica.host_port[1] for replica in plan.replicas)
+        return ports
 
     def try_admit(self) -> bool:
         """Take the job's resources if they are free; else set the Pending message and say no."""
@@ -247,7 +268,7 @@ class Master:
                     self.gpu_assignment[replica.key] = free_gpus[len(taken) : len(taken) + replica.plan.gpus]
                     taken.extend(self.gpu_assignment[replica.key])
                 self.admitted = Admitted(cpu=request.cpu, memory=request.memory, gpus=taken)
-                self._recheck_ports()
+                self._recheck_ports(self._others_ports())
                 self.phase = Phase.RUNNING
                 self.message = "Starting replicas."
                 self.started = now_iso()
@@ -257,17 +278,22 @@ class Master:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _recheck_ports(self) -> None:
-        """Ports were picked at submit; a job that waited may find one taken since: pick anew."""
+    def _recheck_ports(self, others: set[int]) -> None:
+        """Ports were picked at submit, by asking the kernel, with no lock: two jobs submitted
+        together can be given the same one, and a job that waited may find one taken since.
+        Under the admission lock, a port another admitted job planned (``others``: it may not
+        listen yet), one this job plans twice, or one something listens on, is picked anew."""
         changed = False
         planned = {r.host_port[1] for r in self.plan.replicas}
+        seen: set[int] = set()
         for replica in self.plan.replicas:
             host, port = replica.host_port
-            if not port_free(host, port):
-                new_port = free_port(host, avoid=planned)
-                planned.add(new_port)
-                replica.endpoint = f"{host}:{new_port}"
+            if port in others or port in seen or not port_free(host, port):
+                port = free_port(host, avoid=planned | others | seen)
+                planned.add(port)
+                replica.endpoint = f"{host}:{port}"
                 changed = True
+            seen.add(port)
         if changed:
             write_record(self.job_dir, self.plan)
 
@@ -403,6 +429,7 @@ class Master:
                 restarts=r.restarts,
                 reason=r.kill_reason if r.phase == ReplicaPhase.FAILED else None,
                 log_tail=self.log_tail(r) if r.phase == ReplicaPhase.FAILED else "",
+                finished=r.finished,
             )
             for r in self.replicas
         ]
@@ -520,6 +547,7 @@ class Master:
                 max_restarts=self.plan.max_restarts,
                 cancelled=self.cancelled,
                 timed_out_after=self.timed_out(),
+                now=time.time(),
             )
             if decision.terminal:
                 self.finish(decision.phase, decision.message)

@@ -195,6 +195,8 @@ class JobStore:
             raise
         except (OSError, ValueError) as error:
             return self._damaged_job(job_dir, error)
+        if not job.owner:  # `{}` reads as a record of nobody's: damaged all the same
+            return self._damaged_job(job_dir, RecordDamaged("it names no owner"))
         try:
             record = read_record(StatusRecord, job_dir)
         except NewerRecord as error:
@@ -207,8 +209,8 @@ class JobStore:
         return JobFiles(job, record)
 
     def _damaged_job(self, job_dir: Path, error: OSError | ValueError) -> JobFiles:
-        """A job whose job.json cannot be read, shown to the owner its status.json (or what is
-        left of job.json) names; RecordDamaged when neither names one."""
+        """A job whose job.json cannot be read, shown to the owner its status.json, what is left
+        of job.json, or the dir's owner file names; RecordDamaged when none names one."""
         try:
             status: JobStatus | None = read_record(StatusRecord, job_dir).status
         except (OSError, ValueError, NewerRecord):
@@ -219,6 +221,9 @@ class JobStore:
                 owner = owner_hint(read_text(job_dir / JobRecord.KIND))
             except (OSError, ValueError):
                 owner = ""
+        if not owner:
+            # The owner file the dir was claimed with (job.json emptied to `{}` names nobody).
+            owner = self.dir_owner(job_dir) or ""
         if not owner:
             raise RecordDamaged(f"{job_dir / JobRecord.KIND} names no owner") from error
         job = JobRecord(owner=owner, spec=status.spec if status else {}, created=status.created if status else "")

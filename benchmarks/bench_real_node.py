@@ -1,0 +1,301 @@
+"""Benchmark: real Paddle jobs on the real node, through paddle-nbext against the bare floor.
+
+A control plane and the real node (tests/support/controlplane) are started; a notebook user is set
+up as the real-node tests set one up (shipped RBAC, token, ``claim-jovyan`` home, a real
+``jupyter server`` as uid 1000 with the ``kubernetes`` backend).  For each job -- a 2 pserver + 2
+trainer GEO job (examples/ps_train.py) and a 2-trainer collective job (examples/collective_train.py)
+-- rounds alternate between:
+
+- **paddle-nbext**: ``POST /jobs`` through the server; the job's master, Service, record and Jobs
+  made by the backend, replicas run by the launcher;
+- **floor**: the same job's own dry-run manifests (``POST /jobs?dry_run=1``) applied with
+  ``kubectl apply`` as the admin, without the master, each replica's command replaced by the same
+  training script run bare: the launcher's environment contract is computed (``build_env``, pure)
+  and the script exec'd at once, with no waiting for pservers, no log tee, no supervision.
+
+Each round records, from the moment of the submit: every replica pod Running, the first
+``step N loss`` line in trainer 0's log (read from the kubelet through the API, the same way for
+both), and the end (paddle-nbext: the job Succeeded; floor: the trainers' Job Complete).  Goal:
+time to first step <= 1.15 x the floor's.  The node's own footprint (RSS of kubelet, containerd,
+shims, kube-proxy, CoreDNS) is read once the jobs have run.
+
+Writes benchmarks/results/real_node.json and real_node.md.
+
+    .venv/bin/python benchmarks/bench_real_node.py [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from kubernetes import client  # noqa: E402
+from kubernetes import config as kube_config  # noqa: E402
+from support.controlplane import ControlPlane, node_cleanup  # noqa: E402
+from support.controlplane.realnode import RealNode  # noqa: E402
+from support.notebook_server import NotebookServer  # noqa: E402
+from support.realnode_notebook import NOTEBOOK_ACCOUNT, apply_shipped_rbac, prepare_notebook  # noqa: E402
+from support.realnode_site import PADDLE_IMAGE, RealNodeSite  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+USER = "jovyan"
+WAIT = 600.0
+GOAL = 1.15
+STEP = re.compile(r"step \d+ loss")
+RESOURCES = {"pserver_cpu": "250m", "trainer_cpu": "250m", "pserver_mem": "1Gi", "trainer_mem": "1536Mi"}
+JOBS = {
+    "ps": {"mode": "ps", "pservers": 2, "trainers": 2, "entry_point": "python ps_train.py --steps 200 --print-every 20"},
+    "collective": {"mode": "collective", "trainers": 2, "entry_point": "python collective_train.py --steps 60 --print-every 10"},
+}
+# The floor's replica command: the launcher's contract computed, then the script itself at once.
+FLOOR_SCRIPT = (
+    "import os, shlex, sys\n"
+    "sys.path.insert(0, '{runtime}')\n"
+    "import launcher\n"
+    "env = launcher.build_env(os.environ, launcher.pylib_dir())\n"
+    "os.chdir(env['TRAINER_PACKAGE'])\n"
+    "argv = shlex.split(env['ENTRY'])\n"
+    "argv[0] = sys.executable\n"
+    "os.execve(sys.executable, argv, env)\n"
+)
+
+
+class Bench:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.plane = ControlPlane(workdir / "controlplane").start()
+        self.node = RealNode(self.plane).start()
+        self.site = RealNodeSite(self.node, PADDLE_IMAGE, "Never", Path(tempfile.mkdtemp(prefix="pnb-homes-", dir="/tmp")))
+        self.site.homes.chmod(0o755)
+        self.admin = kube_config.new_client_from_config(config_file=str(self.plane.admin_kubeconfig))
+        self.core = client.CoreV1Api(self.admin)
+        self.batch = client.BatchV1Api(self.admin)
+        namespace = self.core.create_namespace({"metadata": {"generateName": "pnb-bench-"}}).metadata.name
+        self.namespace = str(namespace)
+        while not self.core.list_namespaced_service_account(self.namespace).items:
+            time.sleep(0.1)
+        apply_shipped_rbac(self.admin, self.namespace)
+        token = self.core.create_namespaced_service_account_token(
+            NOTEBOOK_ACCOUNT, self.namespace, {"spec": {"expirationSeconds": 7200}}
+        ).status.token
+        kubeconfig = workdir / "notebook.kubeconfig"
+        admin_doc = yaml.safe_load(self.plane.admin_kubeconfig.read_text())
+        cluster_entry = admin_doc["clusters"][0]["cluster"]
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "nb",
+                    "clusters": [{"name": "c", "cluster": cluster_entry}],
+                    "users": [{"name": "u", "user": {"token": token}}],
+                    "contexts": [{"name": "nb", "context": {"cluster": "c", "user": "u", "namespace": self.namespace}}],
+                }
+            )
+        )
+        setup = prepare_notebook(self.site, self.admin, self.namespace, kubeconfig, USER)
+        self.home = setup.home
+        self.server = NotebookServer(setup.home, setup.settings, user=USER, uid=self.site.uid, gid=self.site.gid, log_dir=workdir).start()
+        self.kubectl = str(self.plane.binaries["kubectl"])
+
+    def close(self) -> None:
+        self.server.stop()
+        self.site.release_volumes(self.admin)
+        self.node.stop()
+        self.plane.stop()
+
+    # --- observation ---------------------------------------------------------------------------
+    def pods(self, label: str) -> list[Any]:
+        return [
+            p for p in self.core.list_namespaced_pod(self.namespace).items if label in (p.metadata.labels or {}).get("paddle-nbext/job", "")
+        ]
+
+    def observe(self, label: str, replicas: int, done: Any, started: float) -> dict[str, float]:
+        """Seconds from ``started`` to: every replica Running, trainer 0's first step, the end."""
+        marks: dict[str, float] = {}
+        deadline = started + WAIT
+        while time.monotonic() < deadline:
+            pods = [p for p in self.pods(label) if "master" not in p.metadata.name]
+            now = time.monotonic() - started
+            if "running" not in marks and len(pods) >= replicas and all(p.status.phase in ("Running", "Succeeded") for p in pods):
+                marks["running"] = now
+            if "first_step" not in marks:
+                trainer0 = [p for p in pods if re.search(r"trainer-0-[a-z0-9]+$", p.metadata.name) and p.status.phase != "Pending"]
+                for pod in trainer0:
+                    try:
+                        if STEP.search(self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace)):
+                            marks["first_step"] = time.monotonic() - started
+                    except client.ApiException:
+                        pass
+            if "first_step" in marks and done():
+                marks["done"] = time.monotonic() - started
+                return marks
+            time.sleep(0.2)
+        raise RuntimeError(
+            f"{label}: not done within {WAIT:.0f} s (marks so far {marks}); pods {[(p.metadata.name, p.status.phase) for p in self.pods(label)]}"
+        )
+
+    # --- the two ways ------------------------------------------------------------------------------
+    def product(self, kind: str, name: str) -> dict[str, float]:
+        body = {"job_name": name, "trainer_package": "examples", **RESOURCES, **JOBS[kind]}
+        started = time.monotonic()
+        answer = self.server.api("POST", "jobs", body=body)
+        if answer.status_code != 201:
+            raise RuntimeError(f"submit {name}: {answer.status_code} {answer.text}")
+        replicas = int(JOBS[kind].get("pservers", 0)) + int(JOBS[kind]["trainers"])
+
+        def succeeded() -> bool:
+            phase = self.server.api("GET", f"jobs/{name}").json()["phase"]
+            if phase in ("Failed", "Cancelled"):
+                raise RuntimeError(f"{name} ended {phase}: {self.server.api('GET', f'jobs/{name}').json()['message']}")
+            return bool(phase == "Succeeded")
+
+        marks = self.observe(name, replicas, succeeded, started)
+        self.server.api("DELETE", f"jobs/{name}")
+        return marks
+
+    def floor(self, kind: str, name: str) -> dict[str, float]:
+        body = {"job_name": name, "trainer_package": "examples", **RESOURCES, **JOBS[kind]}
+        answer = self.server.api("POST", "jobs", body=body, params={"dry_run": "true"})
+        if answer.status_code != 200:
+            raise RuntimeError(f"dry run {name}: {answer.status_code} {answer.text}")
+        plan = answer.json()["plan"]
+        manifests = plan.get("manifests", plan) if isinstance(plan, dict) else plan
+        documents = []
+        for manifest in manifests:
+            if manifest["kind"] in ("Role", "RoleBinding", "ServiceAccount") or manifest["metadata"]["name"].endswith("-master"):
+                continue
+            manifest.pop("status", None)
+            manifest["metadata"].pop("ownerReferences", None)
+            if manifest["kind"] == "Job":
+                for container in manifest["spec"]["template"]["spec"]["containers"]:
+                    runtime = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == "paddle-nbext-runtime")
+                    container["command"] = ["python3", "-c", FLOOR_SCRIPT.format(runtime=runtime)]
+            documents.append(manifest)
+        path = self.workdir / f"{name}.yaml"
+        path.write_text(yaml.safe_dump_all(documents))
+        replicas = int(JOBS[kind].get("pservers", 0)) + int(JOBS[kind]["trainers"])
+        trainers_job = next(d["metadata"]["name"] for d in documents if d["kind"] == "Job" and "trainer" in d["metadata"]["name"])
+        label = next(d["metadata"]["labels"]["paddle-nbext/job"] for d in documents if d["kind"] == "Job")
+
+        def complete() -> bool:
+            status = self.batch.read_namespaced_job(trainers_job, self.namespace).status
+            if any(c.type == "Failed" and c.status == "True" for c in status.conditions or []):
+                raise RuntimeError(f"floor {name}: the trainers' Job failed")
+            return any(c.type == "Complete" and c.status == "True" for c in status.conditions or [])
+
+        started = time.monotonic()
+        subprocess.run(
+            [self.kubectl, "--kubeconfig", str(self.plane.admin_kubeconfig), "apply", "-f", str(path)], check=True, capture_output=True
+        )
+        marks = self.observe(label, replicas, complete, started)
+        subprocess.run(
+            [self.kubectl, "--kubeconfig", str(self.plane.admin_kubeconfig), "delete", "-f", str(path), "--wait=true"],
+            check=True,
+            capture_output=True,
+        )
+        return marks
+
+    def footprint(self) -> dict[str, float]:
+        """RSS in MB of the node's own processes (kubelet, containerd, shims, kube-proxy, CoreDNS)."""
+        sizes: dict[str, float] = {}
+        for pid in node_cleanup.node_processes(self.node.root):
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            name = Path(command[0].decode()).name
+            if name not in ("kubelet", "containerd", "containerd-shim-runc-v2", "kube-proxy", "coredns"):
+                continue
+            rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0) / 1024
+            sizes[name] = sizes.get(name, 0.0) + rss
+        return {k: round(v, 1) for k, v in sorted(sizes.items())}
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"min": round(min(values), 2), "median": round(statistics.median(values), 2), "max": round(max(values), 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("bench_real_node: the real node needs root", file=sys.stderr)
+        return 1
+    workdir = Path(tempfile.mkdtemp(prefix="pnb-bench-real-"))
+    bench = Bench(workdir)
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {kind: {"paddle-nbext": [], "floor": []} for kind in JOBS}
+    try:
+        for round_number in range(args.rounds):
+            for kind in JOBS:
+                order = ("floor", "paddle-nbext") if round_number % 2 else ("paddle-nbext", "floor")
+                for way in order:
+                    name = f"{kind}-{way.replace('-', '')[:6]}-{round_number}"
+                    marks = bench.product(kind, name) if way == "paddle-nbext" else bench.floor(kind, name)
+                    runs[kind][way].append(marks)
+                    print(f"bench_real_node: {kind} {way} round {round_number}: {marks}", flush=True)
+        footprint = bench.footprint()
+    finally:
+        bench.close()
+    figures: dict[str, Any] = {}
+    for kind, ways in runs.items():
+        figures[kind] = {
+            way: {mark: summary([r[mark] for r in rounds]) for mark in ("running", "first_step", "done")} for way, rounds in ways.items()
+        }
+        ratio = figures[kind]["paddle-nbext"]["first_step"]["median"] / figures[kind]["floor"]["first_step"]["median"]
+        figures[kind]["first_step_ratio"] = round(ratio, 3)
+        figures[kind]["goal_met"] = ratio <= GOAL
+    result = {
+        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "rounds": args.rounds,
+        "goal": f"time to first step <= {GOAL} x floor",
+        "jobs": figures,
+        "node_rss_mb": footprint,
+        "runs": runs,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "real_node.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = [
+        "# Real node: paddle-nbext against the bare floor",
+        "",
+        f"{result['when']}, {os.cpu_count()} CPUs, {args.rounds} interleaved rounds per job; seconds from submit (median, min-max).",
+        "",
+        "| job | way | every replica Running | first step | end |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for kind in JOBS:
+        for way in ("paddle-nbext", "floor"):
+            cells = [
+                f"{figures[kind][way][m]['median']} ({figures[kind][way][m]['min']}-{figures[kind][way][m]['max']})"
+                for m in ("running", "first_step", "done")
+            ]
+            lines.append(f"| {kind} | {way} | " + " | ".join(cells) + " |")
+    lines += ["", "First step, paddle-nbext / floor (goal <= 1.15):", ""]
+    lines += [f"- {kind}: {figures[kind]['first_step_ratio']} ({'met' if figures[kind]['goal_met'] else 'NOT met'})" for kind in JOBS]
+    lines += ["", "Node footprint (RSS, MB): " + ", ".join(f"{k} {v}" for k, v in footprint.items()), ""]
+    (RESULTS / "real_node.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

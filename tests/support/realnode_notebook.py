@@ -1,0 +1,75 @@
+"""A notebook user on the real node, set up as a site admin would: the namespace's shipped RBAC,
+the notebook ServiceAccount's token, the user's home bound through ``claim-{username}``, and the
+``jupyter_server_config.json`` settings of the ``kubernetes`` backend.  Shared by the real-node
+tests and the real-node benchmark, so both measure the same path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from support.realnode_site import RealNodeSite
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+NOTEBOOK_ACCOUNT = "paddle-notebook"  # Zero to JupyterHub's singleuser.serviceAccountName in the shipped RoleBinding
+
+
+def shipped(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((REPO / "deploy" / "rbac" / name).read_text()) if d]
+
+
+def apply_shipped_rbac(api: client.ApiClient, namespace: str) -> None:
+    """deploy/rbac/notebook-role.yaml and master-role.yaml as an admin applies them, plus the
+    notebook's ServiceAccount."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": NOTEBOOK_ACCOUNT}})
+    for doc in shipped("notebook-role.yaml") + shipped("master-role.yaml"):
+        doc["metadata"]["namespace"] = namespace
+        create = {
+            "ServiceAccount": core.create_namespaced_service_account,
+            "Role": rbac.create_namespaced_role,
+            "RoleBinding": rbac.create_namespaced_role_binding,
+        }[doc["kind"]]
+        create(namespace, doc)
+
+
+@dataclass
+class NotebookSetup:
+    home: Path
+    settings: dict[str, Any]
+
+
+def prepare_notebook(site: RealNodeSite, api: client.ApiClient, namespace: str, token_kubeconfig: Path, user: str) -> NotebookSetup:
+    """The user's home (the examples copied in, owned by the notebook uid) bound as
+    ``claim-<user>``, and the server settings; the token's kubeconfig is copied beside the home,
+    readable by the notebook uid only."""
+    home = site.new_home(user)
+    shutil.copytree(EXAMPLES, home / "examples")
+    site.home_claim(api, namespace, f"claim-{user}", home)
+    private = site.homes / f"{home.name}.kubeconfig"
+    shutil.copyfile(token_kubeconfig, private)
+    for path in [home, *home.rglob("*"), private]:
+        os.lchown(path, site.uid, site.gid)
+    private.chmod(0o600)
+    settings = {
+        "PaddleNbext": {"backend": "kubernetes"},
+        "KubernetesBackend": {
+            "kubeconfig": str(private),
+            "namespace": namespace,
+            "home_volume": "pvc",
+            "home_pvc_template": "claim-{username}",
+            "home_path": str(home),
+            "default_image": site.image,
+            "image_pull_policy": site.pull_policy,
+            "pod_security_context": site.security_context(),
+            **site.placement(),
+        },
+    }
+    return NotebookSetup(home, settings)
