@@ -10,8 +10,10 @@ trainer GEO job (examples/ps_train.py) and a 2-trainer collective job (examples/
   made by the backend, replicas run by the launcher;
 - **floor**: the same job's own dry-run manifests (``POST /jobs?dry_run=1``) applied with
   ``kubectl apply`` as the admin, without the master, each replica's command replaced by the same
-  training script run bare: the launcher's environment contract is computed (``build_env``, pure)
-  and the script exec'd at once, with no waiting for pservers, no log tee, no supervision.
+  training script run bare: the launcher's environment contract is computed (``build_env``, pure),
+  the two waits without which a start is not correct are made (the replica's own name in cluster
+  DNS, and a PS trainer's pservers), and the script is exec'd, with no preflight, no log tee and
+  no supervision.
 
 Each round records, from the moment of the submit: every replica pod Running, the first
 ``step N loss`` line in trainer 0's log (read from the kubelet through the API, the same way for
@@ -32,6 +34,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,12 +66,15 @@ JOBS = {
     "ps": {"mode": "ps", "pservers": 2, "trainers": 2, "entry_point": "python ps_train.py --steps 200 --print-every 20"},
     "collective": {"mode": "collective", "trainers": 2, "entry_point": "python collective_train.py --steps 60 --print-every 10"},
 }
-# The floor's replica command: the launcher's contract computed, then the script itself at once.
+# The floor's replica command: the launcher's contract computed, the two waits a correct start
+# needs (its own name in cluster DNS; a PS trainer, its pservers), then the script itself.
 FLOOR_SCRIPT = (
     "import os, shlex, sys\n"
     "sys.path.insert(0, '{runtime}')\n"
     "import launcher\n"
     "env = launcher.build_env(os.environ, launcher.pylib_dir())\n"
+    "assert launcher.wait_resolvable(env['POD_IP'], 300)\n"
+    "assert launcher.wait_for(launcher.endpoints_to_wait_for(os.environ), 300) is None\n"
     "os.chdir(env['TRAINER_PACKAGE'])\n"
     "argv = shlex.split(env['ENTRY'])\n"
     "argv[0] = sys.executable\n"
@@ -146,6 +152,10 @@ class Bench:
             if "first_step" in marks and done():
                 marks["done"] = time.monotonic() - started
                 return marks
+            failed = [p for p in pods if p.status.phase == "Failed"]
+            if failed:
+                log = self.core.read_namespaced_pod_log(failed[0].metadata.name, self.namespace, tail_lines=30)
+                raise RuntimeError(f"{label}: replica {failed[0].metadata.name} failed; its log ends:\n{log}")
             time.sleep(0.2)
         raise RuntimeError(
             f"{label}: not done within {WAIT:.0f} s (marks so far {marks}); pods {[(p.metadata.name, p.status.phase) for p in self.pods(label)]}"
@@ -200,6 +210,13 @@ class Bench:
                 raise RuntimeError(f"floor {name}: the trainers' Job failed")
             return any(c.type == "Complete" and c.status == "True" for c in status.conditions or [])
 
+        # The trainer package where the replicas look for it (the product's submit snapshots it
+        # there; the floor's copy is made before its clock starts).
+        container = next(d for d in documents if d["kind"] == "Job")["spec"]["template"]["spec"]["containers"][0]
+        workdir = Path(next(e["value"] for e in container["env"] if e["name"] == "PADDLE_NBEXT_WORKDIR"))
+        shutil.copytree(self.home / "examples", workdir, dirs_exist_ok=True)
+        for owned in [workdir.parent.parent, workdir.parent, workdir, *workdir.rglob("*")]:
+            os.lchown(owned, self.site.uid, self.site.gid)
         started = time.monotonic()
         subprocess.run(
             [self.kubectl, "--kubeconfig", str(self.plane.admin_kubeconfig), "apply", "-f", str(path)], check=True, capture_output=True

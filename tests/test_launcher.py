@@ -142,6 +142,20 @@ def test_trainer_gives_up_naming_the_unreachable_pserver(tmp_path) -> None:
     assert not (tmp_path / "entry-ran").exists()
 
 
+def test_a_replica_whose_own_name_never_resolves_says_so_and_runs_nothing(tmp_path) -> None:
+    env = inputs(
+        PADDLE_NBEXT_MODE="collective",
+        PADDLE_NBEXT_TRAINER_ENDPOINTS="127.0.0.1:7101,no-such-replica.invalid:7102",
+        PADDLE_NBEXT_WORKDIR=str(tmp_path),
+        PADDLE_NBEXT_ENTRY="touch entry-ran",
+        PADDLE_NBEXT_WAIT_TIMEOUT="1",
+    )
+    result = subprocess.run([sys.executable, launcher.__file__], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == launcher.WAIT_EXIT_CODE
+    assert "own address no-such-replica.invalid did not resolve within 1s" in result.stderr
+    assert not (tmp_path / "entry-ran").exists()
+
+
 def test_entry_runs_in_the_workdir_with_the_contract(tmp_path) -> None:
     env = inputs(
         PADDLE_NBEXT_MODE="collective",

@@ -220,6 +220,25 @@ def wait_for(endpoints: list[tuple[str, int]], timeout: float) -> tuple[str, int
     return None
 
 
+def wait_resolvable(host: str, timeout: float) -> bool:
+    """Block until `host` (the replica's own endpoint name) resolves; False after `timeout`
+    seconds.  On Kubernetes a pod's name is published in cluster DNS only once the pod has an
+    address, a moment after its container may already run: Paddle binding its own endpoint
+    before that fails ("Name or service not known") and the job with it."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            socket.getaddrinfo(host, None)
+            return True
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 1.5, MAX_WAIT_DELAY)
+
+
 # ---------------------------------------------------------------------------- replica log files
 
 #: Where the replica's output is also written.  Set: that directory ("" = nowhere).  Unset: on
@@ -503,6 +522,14 @@ def main() -> int:
     if not os.path.isdir(workdir):
         _say(f"paddle-nbext launcher: the package dir {workdir} does not exist", log)
         return 2
+    own_host = env.get("POD_IP", "")
+    if own_host and not wait_resolvable(own_host, timeout):
+        _say(
+            f"paddle-nbext launcher: this replica's own address {own_host} did not resolve within {timeout:g}s "
+            "(PADDLE_NBEXT_WAIT_TIMEOUT); is the job's headless Service there, and cluster DNS running?",
+            log,
+        )
+        return WAIT_EXIT_CODE
     if waits:
         missing = wait_for(waits, timeout)
         if missing is not None:
