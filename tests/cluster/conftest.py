@@ -76,6 +76,7 @@ from support.controlplane import ControlPlane, ControlPlaneError
 from support.controlplane.kubelet import cri_log, logs_object, pod_status
 from support.controlplane.queueing import QueueControllers
 from support.realnode_site import RealNodeSite
+from support.volumes import create_bound_claim
 
 KUBECONFIG_ENV = "PADDLE_NBEXT_TEST_KUBECONFIG"
 WAIT_SECONDS = 60.0
@@ -202,38 +203,8 @@ class Cluster:
         return _write_kubeconfig(path, self._sub.cluster_entry, token, namespace)
 
     def home_claim(self, namespace: str, claim: str) -> None:
-        core = self._core()
-        volume = core.create_persistent_volume(
-            {
-                "metadata": {"generateName": "pnb-home-", "labels": {"paddle-nbext/test": "true"}},
-                "spec": {
-                    "capacity": {"storage": "10Gi"},
-                    "accessModes": ["ReadWriteMany"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": "",
-                    "claimRef": {"namespace": namespace, "name": claim},
-                    "csi": {"driver": "cephfs.csi.ceph.com", "volumeHandle": f"home-{namespace}-{claim}"},
-                },
-            }
-        )
-        self._volumes.append(volume.metadata.name)
-        core.create_namespaced_persistent_volume_claim(
-            namespace,
-            {
-                "metadata": {"name": claim},
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "storageClassName": "",
-                    "volumeName": volume.metadata.name,
-                    "resources": {"requests": {"storage": "10Gi"}},
-                },
-            },
-        )
-        deadline = time.monotonic() + WAIT_SECONDS
-        while core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase != "Bound":
-            if time.monotonic() > deadline:
-                raise AssertionError(f"PersistentVolumeClaim {claim} was not Bound by kube-controller-manager")
-            time.sleep(0.1)
+        source = {"csi": {"driver": "cephfs.csi.ceph.com", "volumeHandle": f"home-{namespace}-{claim}"}}
+        self._volumes.append(create_bound_claim(self._core(), namespace, claim, source))
 
     # --- the controllers' work ------------------------------------------------------------------
     def _unmade_jobset_children(self, namespace: str, jobs: list[Any]) -> list[str]:

@@ -41,6 +41,17 @@ def probe_pod(site: Any, name: str, script: str) -> dict[str, Any]:
     }
 
 
+def namespace_with_account(real_cluster: Any) -> tuple[str, client.CoreV1Api]:
+    """A fresh namespace once its `default` ServiceAccount exists (pods need it to be admitted)."""
+    namespace = real_cluster.new_namespace()
+    core = client.CoreV1Api(real_cluster.api_client())
+    deadline = time.monotonic() + 60
+    while not core.list_namespaced_service_account(namespace).items:
+        assert time.monotonic() < deadline, f"the ServiceAccount controller made no `default` account in {namespace}"
+        time.sleep(0.1)
+    return namespace, core
+
+
 def run_pod(core: client.CoreV1Api, namespace: str, manifest: dict[str, Any]) -> tuple[str, str]:
     """Create the pod and wait until it ends; (phase, its log from the kubelet)."""
     name = manifest["metadata"]["name"]
@@ -68,11 +79,7 @@ print('uid', os.getuid())
 
 def test_a_pod_on_the_real_node_resolves_and_reaches_the_api_server_as_the_notebook_uid(real_cluster: Any) -> None:
     site = real_cluster.node
-    namespace = real_cluster.new_namespace()
-    core = client.CoreV1Api(real_cluster.api_client())
-    deadline = time.monotonic() + 60
-    while not core.list_namespaced_service_account(namespace).items and time.monotonic() < deadline:
-        time.sleep(0.1)
+    namespace, core = namespace_with_account(real_cluster)
     phase, log = run_pod(core, namespace, probe_pod(site, "probe", DNS_AND_API))
     assert phase == "Succeeded", log
     assert "api 10.96.0.1" in log and "version 200" in log and "uid 1000" in log, log
@@ -86,11 +93,7 @@ def test_a_crashed_node_is_swept_by_the_next_start_and_a_stop_leaves_nothing(rea
     if site.node is None:
         pytest.skip("the node's own processes are the suite's only on its own control plane")
     node = site.node
-    namespace = real_cluster.new_namespace()
-    core = client.CoreV1Api(real_cluster.api_client())
-    deadline = time.monotonic() + 60
-    while not core.list_namespaced_service_account(namespace).items and time.monotonic() < deadline:
-        time.sleep(0.1)
+    namespace, core = namespace_with_account(real_cluster)
     core.create_namespaced_pod(namespace, probe_pod(site, "sleeper", "import time; print('up', flush=True); time.sleep(3600)"))
     deadline = time.monotonic() + POD_WAIT
     while core.read_namespaced_pod("sleeper", namespace).status.phase != "Running":

@@ -20,7 +20,6 @@ import contextlib
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,12 @@ from kubernetes.client.rest import ApiException
 from support.controlplane import ControlPlane, ControlPlaneError
 from support.controlplane.images import PADDLE_IMAGE
 from support.controlplane.realnode import NODE_LABEL, NODE_NAME, RealNode, pod_placement
+from support.volumes import create_bound_claim
 
 IMAGE_ENV = "PADDLE_NBEXT_TEST_IMAGE"
 HOMES_ENV = "PADDLE_NBEXT_TEST_NODE_HOMES"
 NOTEBOOK_UID = 1000
 NOTEBOOK_GID = 100
-BIND_WAIT = 60.0
 
 
 @dataclass
@@ -93,45 +92,10 @@ class RealNodeSite:
 
     def home_claim(self, api: kubernetes.client.ApiClient, namespace: str, claim: str, home: Path) -> None:
         """``claim`` in ``namespace``, bound to a ``local`` PersistentVolume of ``home`` on the node."""
+        selector = {"matchExpressions": [{"key": NODE_LABEL[0], "operator": "In", "values": [NODE_LABEL[1]]}]}
+        source = {"local": {"path": str(home)}, "nodeAffinity": {"required": {"nodeSelectorTerms": [selector]}}}
         core = kubernetes.client.CoreV1Api(api)
-        volume = core.create_persistent_volume(
-            {
-                "metadata": {"generateName": "pnb-local-home-", "labels": {"paddle-nbext/test": "true"}},
-                "spec": {
-                    "capacity": {"storage": "10Gi"},
-                    "accessModes": ["ReadWriteMany"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": "",
-                    "claimRef": {"namespace": namespace, "name": claim},
-                    "local": {"path": str(home)},
-                    "nodeAffinity": {
-                        "required": {
-                            "nodeSelectorTerms": [
-                                {"matchExpressions": [{"key": NODE_LABEL[0], "operator": "In", "values": [NODE_LABEL[1]]}]}
-                            ]
-                        }
-                    },
-                },
-            }
-        )
-        self._volumes.append(volume.metadata.name)
-        core.create_namespaced_persistent_volume_claim(
-            namespace,
-            {
-                "metadata": {"name": claim},
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "storageClassName": "",
-                    "volumeName": volume.metadata.name,
-                    "resources": {"requests": {"storage": "10Gi"}},
-                },
-            },
-        )
-        deadline = time.monotonic() + BIND_WAIT
-        while core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase != "Bound":
-            if time.monotonic() > deadline:
-                raise AssertionError(f"PersistentVolumeClaim {claim} was not Bound to the local home volume")
-            time.sleep(0.1)
+        self._volumes.append(create_bound_claim(core, namespace, claim, source, prefix="pnb-local-home-"))
 
     def release_volumes(self, api: kubernetes.client.ApiClient) -> None:
         core = kubernetes.client.CoreV1Api(api)

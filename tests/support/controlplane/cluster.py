@@ -34,6 +34,7 @@ import yaml
 from . import kwok, pki
 from .build import BINARIES, find_binaries
 from .errors import ControlPlaneError
+from .kubeconfigs import write_client_kubeconfig
 from .processes import Process, log_tail, pid_alive, stop_group
 
 # The real node's own components (realnode.py): their watches are not what the audit log is for.
@@ -138,26 +139,9 @@ class ControlPlane:
 
     def _kubeconfig(self, client: str) -> Path:
         cert, key = self.pki.client(client)
-        path = self.state_dir / f"{client}.kubeconfig"
-        doc = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": client,
-            "clusters": [
-                {
-                    "name": "controlplane",
-                    "cluster": {
-                        "server": self.server,
-                        "certificate-authority-data": base64.b64encode(self.pki.ca_cert.read_bytes()).decode(),
-                    },
-                }
-            ],
-            "users": [{"name": client, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-            "contexts": [{"name": client, "context": {"cluster": "controlplane", "user": client}}],
-        }
-        path.write_text(yaml.safe_dump(doc))
-        path.chmod(0o600)
-        return path
+        return write_client_kubeconfig(
+            self.state_dir / f"{client}.kubeconfig", name=client, server=self.server, ca_cert=self.pki.ca_cert, cert=cert, key=key
+        )
 
     def _admin_ssl(self) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=str(self.pki.ca_cert))

@@ -42,6 +42,7 @@ from . import pki
 from .build import ASSETS, KUEUE_METRICS_CERTS_ENV, KUEUE_VISIBILITY_CERTS_ENV, QUEUE_COMPONENTS, binary_dir, find_queue_binaries
 from .cluster import START_TIMEOUT, ControlPlane, free_port
 from .errors import ControlPlaneError
+from .kubeconfigs import write_client_kubeconfig
 from .processes import Process
 
 KUEUE_NAMESPACE = "kueue-system"
@@ -171,26 +172,9 @@ class QueueControllers:
 
     def _kubeconfig(self, name: str) -> Path:
         cert, key = pki.issue_later(self.plane.pki, name, common=f"paddle-nbext-{name}", organizations=("system:masters",))
-        doc = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": name,
-            "clusters": [
-                {
-                    "name": "controlplane",
-                    "cluster": {
-                        "server": self.plane.server,
-                        "certificate-authority-data": base64.b64encode(self.plane.pki.ca_cert.read_bytes()).decode(),
-                    },
-                }
-            ],
-            "users": [{"name": name, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-            "contexts": [{"name": name, "context": {"cluster": "controlplane", "user": name}}],
-        }
-        path = self.directory / f"{name}.kubeconfig"
-        path.write_text(yaml.safe_dump(doc))
-        path.chmod(0o600)
-        return path
+        return write_client_kubeconfig(
+            self.directory / f"{name}.kubeconfig", name=name, server=self.plane.server, ca_cert=self.plane.pki.ca_cert, cert=cert, key=key
+        )
 
     def _run(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Process:
         process = Process(name, argv, self.plane.logs_dir() / f"{name}.log", env)

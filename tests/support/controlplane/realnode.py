@@ -22,7 +22,6 @@ One real node per machine (fixed namespace, addresses and cgroup root): ``defaul
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import shutil
@@ -34,11 +33,10 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from . import images, node_cleanup, node_config, node_network, pki
 from .build import cache_dir, find_node_binaries
 from .errors import ControlPlaneError
+from .kubeconfigs import write_client_kubeconfig
 from .node_config import NODE_LABEL, NODE_NAME, NODE_TAINT, NodePaths
 from .node_network import API_PORT, NODE_IP
 from .processes import Process, log_tail
@@ -172,26 +170,15 @@ class RealNode:
 
     # --- credentials --------------------------------------------------------------------------------
     def _kubeconfig(self, name: str, cert: Path, key: Path) -> Path:
-        path = self.paths.root / f"{name}.kubeconfig"
-        doc = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": name,
-            "clusters": [
-                {
-                    "name": "controlplane",
-                    "cluster": {
-                        "server": f"https://{NODE_IP}:{API_PORT}",
-                        "certificate-authority-data": base64.b64encode(self.plane.pki.ca_cert.read_bytes()).decode(),
-                    },
-                }
-            ],
-            "users": [{"name": name, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-            "contexts": [{"name": name, "context": {"cluster": "controlplane", "user": name}}],
-        }
-        path.write_text(yaml.safe_dump(doc))
-        path.chmod(0o600)
-        return path
+        """The node's components reach the API server through the node's relay, by the node IP."""
+        return write_client_kubeconfig(
+            self.paths.root / f"{name}.kubeconfig",
+            name=name,
+            server=f"https://{NODE_IP}:{API_PORT}",
+            ca_cert=self.plane.pki.ca_cert,
+            cert=cert,
+            key=key,
+        )
 
     def _credentials(self) -> dict[str, Path]:
         own = pki.Pki(self.plane.pki.directory)
