@@ -10,6 +10,7 @@ Jobs and every pod.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -175,7 +176,12 @@ def test_kueue_admits_a_jobset_whole_or_not_at_all_and_cancel_stops_it_through_k
             await backend.submit(SubmitRequest(spec("waits", pservers=1, trainers=2, trainer_cpu="1", pserver_cpu="1"), "alice", home))
             status = await eventually(
                 lambda: _where(
-                    backend, "waits", lambda s: s.phase == "Pending" and s.message.startswith("Queued in team-a; waiting for quota:")
+                    # The queue position joins the words once Kueue's visibility API has been read.
+                    backend,
+                    "waits",
+                    lambda s: (
+                        s.phase == "Pending" and re.match(r"Queued in team-a( \(position \d+ of \d+\))?; waiting for quota:", s.message)
+                    ),
                 ),
                 "the queue's words",
             )

@@ -936,6 +936,13 @@ class KubernetesBackend(Backend):
                         latest[role] = (stamp, str(event.get("message") or "").strip())
         for role, (_, message) in latest.items():
             notes.setdefault(role, cluster_master.RoleNote(f"FailedCreate: {message}"))
+        for role in map(str, ROLES):
+            # A queued JobSet's child Jobs appear only a moment after its Workload has Kueue's
+            # words (the JobSet controller makes them): a role without its Job yet waits for the
+            # same reason, so it says so, and the replicas never contradict the job's message.
+            queued = queued_words.get(role) or queued_words.get("job")
+            if role not in notes and role not in current and queued is not None and queued.waiting:
+                notes[role] = cluster_master.RoleNote(f"{queued.state}: {queued.text}")
         return notes
 
     def _pod_notes(self, job: str) -> dict[str, str]:
