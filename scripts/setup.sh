@@ -35,7 +35,7 @@ if [ -n "$missing_node_tool" ]; then
   if [ "$(id -u)" = 0 ]; then
     apt_get update -qq
     # shellcheck disable=SC2086
-    apt_get install -y -qq --no-install-recommends $NODE_PACKAGES >/dev/null
+    apt_get install -y -qq $NODE_PACKAGES >/dev/null
   else
     echo "setup: $missing_node_tool is missing (the real-node tests need it): sudo apt-get install $NODE_PACKAGES" >&2
   fi
