@@ -125,6 +125,7 @@ class Bench:
         self.site.release_volumes(self.admin)
         self.node.stop()
         self.plane.stop()
+        shutil.rmtree(self.site.homes, ignore_errors=True)
 
     # --- observation ---------------------------------------------------------------------------
     def pods(self, label: str) -> list[Any]:
