@@ -270,6 +270,7 @@ def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home) -> N
     deadline = time.monotonic() + 60
     while (alive := [pid for pid in pids if pid_alive(pid) or ProcessTable.read().groups.get(pid)]) and time.monotonic() < deadline:
         time.sleep(0.2)
+
     def described(pid: int) -> str:  # what it is, so that a failure says which process stayed
         try:
             return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
