@@ -25,6 +25,7 @@ the shared contract (`paddle_nbext.contract`: roles and modes) beside it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import re
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 if __package__:  # imported from the installed package (the server, the local backend)
     from paddle_nbext import contract
@@ -196,27 +197,37 @@ def wait_timeout(base: Mapping[str, str]) -> float:
 MAX_WAIT_DELAY = 0.2  # seconds between connection attempts to a pserver that is not up yet
 
 
+def _until(ready: Callable[[float], bool], timeout: float) -> bool:
+    """Call `ready(seconds left)` until it is true, with a short back-off; False once `timeout`
+    seconds have passed.  A refused connect on loopback or a not-yet-resolvable pod name costs
+    next to nothing, while every tenth of a second of lateness here delays the whole job: the
+    back-off stays short (`MAX_WAIT_DELAY`)."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        if ready(max(0.0, deadline - time.monotonic())):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 1.5, MAX_WAIT_DELAY)
+
+
+def _accepts(host: str, port: int, left: float) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=min(2.0, max(0.1, left))):
+            return True
+    except OSError:
+        return False
+
+
 def wait_for(endpoints: list[tuple[str, int]], timeout: float) -> tuple[str, int] | None:
     """Block until every endpoint accepts a TCP connection; return the first one that still
     does not when `timeout` seconds have passed, else None."""
     deadline = time.monotonic() + timeout
-    pending = list(endpoints)
-    delay = 0.05
-    while pending:
-        host, port = pending[0]
-        try:
-            with socket.create_connection((host, port), timeout=min(2.0, max(0.1, deadline - time.monotonic()))):
-                pending.pop(0)
-                continue
-        except OSError:
-            pass
-        if time.monotonic() >= deadline:
-            return pending[0]
-        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        # A refused connect on loopback or to a not-yet-resolvable pod name costs next to
-        # nothing, while every tenth of a second of lateness here delays the whole job: keep the
-        # back-off short.
-        delay = min(delay * 1.5, MAX_WAIT_DELAY)
+    for host, port in endpoints:
+        if not _until(functools.partial(_accepts, host, port), max(0.0, deadline - time.monotonic())):
+            return host, port
     return None
 
 
@@ -225,18 +236,15 @@ def wait_resolvable(host: str, timeout: float) -> bool:
     seconds.  On Kubernetes a pod's name is published in cluster DNS only once the pod has an
     address, a moment after its container may already run: Paddle binding its own endpoint
     before that fails ("Name or service not known") and the job with it."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
+
+    def resolves(_left: float) -> bool:
         try:
             socket.getaddrinfo(host, None)
-            return True
         except OSError:
-            pass
-        if time.monotonic() >= deadline:
             return False
-        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        delay = min(delay * 1.5, MAX_WAIT_DELAY)
+        return True
+
+    return _until(resolves, timeout)
 
 
 # ---------------------------------------------------------------------------- replica log files

@@ -16,6 +16,7 @@ Rules, in order:
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass, field
 
@@ -92,8 +93,6 @@ def _epoch(stamp: str | None) -> float | None:
     """Seconds since the epoch of an ISO 8601 UTC time (``2026-12-01T21:30:00Z``), None if unreadable."""
     if not stamp:
         return None
-    import datetime
-
     try:
         moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:

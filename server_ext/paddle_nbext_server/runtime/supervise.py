@@ -30,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from types import FrameType
 
@@ -81,8 +82,6 @@ def with_python_on_path(path: str) -> str:
     this launcher (the image's, the one with Paddle) is put first; otherwise ``path`` is kept."""
     if shutil.which("python", path=path or None) is not None or not sys.executable:
         return path
-    import tempfile
-
     directory = tempfile.mkdtemp(prefix="paddle-nbext-bin-")
     alias = os.path.join(directory, "python")
     # A script, not a symlink: exec'd by its own path, a virtualenv's interpreter still finds its

@@ -197,9 +197,9 @@ class Master:
         return True
 
     # ---- admission
-    def _others_usage(self) -> tuple[float, int, set[int], list[str]]:
+    def _others_usage(self, others: list[tuple[Path, StatusRecord]]) -> tuple[float, int, set[int], list[str]]:
         cpu, memory, gpus, names = 0.0, 0, set(), []
-        for _, other in self._admitted_others():
+        for _, other in others:
             held = other.admitted
             assert held is not None
             cpu += held.cpu
@@ -225,11 +225,12 @@ class Master:
             found.append((sibling, other))
         return found
 
-    def _others_ports(self) -> set[int]:
+    @staticmethod
+    def _others_ports(others: list[tuple[Path, StatusRecord]]) -> set[int]:
         """Every replica port the other admitted jobs planned: they may not listen yet (their
         replicas are still starting), so the kernel would call those ports free."""
         ports: set[int] = set()
-        for sibling, _ in self._admitted_others():
+        for sibling, _ in others:
             try:
                 plan = read_record(Plan, sibling)
             except (OSError, ValueError, NewerRecord):
@@ -243,7 +244,8 @@ class Master:
         with open(self.job_dir.parent / ADMISSION_LOCK, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                used_cpu, used_memory, used_gpus, others = self._others_usage()
+                admitted = self._admitted_others()  # one read of the siblings per admission
+                used_cpu, used_memory, used_gpus, others = self._others_usage(admitted)
                 free_cpu = capacity.cpu - used_cpu
                 free_memory = capacity.memory - used_memory
                 free_gpus = [g for g in capacity.gpus if g not in used_gpus]
@@ -268,7 +270,7 @@ class Master:
                     self.gpu_assignment[replica.key] = free_gpus[len(taken) : len(taken) + replica.plan.gpus]
                     taken.extend(self.gpu_assignment[replica.key])
                 self.admitted = Admitted(cpu=request.cpu, memory=request.memory, gpus=taken)
-                self._recheck_ports(self._others_ports())
+                self._recheck_ports(self._others_ports(admitted))
                 self.phase = Phase.RUNNING
                 self.message = "Starting replicas."
                 self.started = now_iso()
