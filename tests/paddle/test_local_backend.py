@@ -250,7 +250,14 @@ def test_a_second_server_on_the_same_jobs_dir_sees_jobs_come_and_go(home) -> Non
     assert "elsewhere" in appeared and ended["elsewhere"] == "Succeeded" and gone == {}
 
 
-def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home) -> None:
+# Code that fails as soon as its snapshot (its working dir) is gone, the way user code that
+# reads its files lazily does: the master must not act on that failure (a restart, or an end
+# waiting to be written into a dir that no longer exists) instead of exiting.
+FAILS_WITHOUT_ITS_FILES = 'sh -c \'while [ -d "$PWD" ]; do sleep 0.1; done; echo "snapshot gone" >&2; exit 3\''
+
+
+@pytest.mark.parametrize("entry_point", [SLEEPER, FAILS_WITHOUT_ITS_FILES], ids=["code-runs-on", "code-fails"])
+def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home, entry_point: str) -> None:
     """People do `rm -rf ~/.paddle-jobs/<job>`; the job's master must notice that its record is
     gone, stop the replicas and exit, instead of running them forever."""
     import shutil
@@ -260,7 +267,7 @@ def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home) -> N
 
     async def scenario():
         backend = backend_for(home)
-        await backend.submit(request(home, **collective(job_name="orphan")))
+        await backend.submit(request(home, **collective(job_name="orphan", entry_point=entry_point)))
         await wait_until(backend, "orphan", lambda s: s.phase == "Running" and bool(job_record(home, "orphan").get("pids")))
 
     asyncio.run(scenario())

@@ -504,7 +504,7 @@ class Master:
         self.message = message
         self.finished = now_iso()
         deadline = time.monotonic() + FINAL_WRITE_WAIT
-        while not self.write_status() and time.monotonic() < deadline:
+        while not self.write_status() and not self.record_gone() and time.monotonic() < deadline:
             time.sleep(1.0)
 
     def record_gone(self) -> bool:
@@ -537,10 +537,13 @@ class Master:
         next_memory_check = 0.0
         while True:
             self.reap()
+            # Every turn, before any decision: a removed dir also takes the snapshot the replicas
+            # run from, so they soon fail, and acting on that (a restart, or an end that waits
+            # FINAL_WRITE_WAIT to be recorded in a dir that is gone) would keep the job alive.
+            if self.record_gone():
+                self.stop_all()
+                return 0
             if time.monotonic() >= next_memory_check:
-                if self.record_gone():
-                    self.stop_all()
-                    return 0
                 self.check_memory()
                 self.stop_adopted()
                 next_memory_check = time.monotonic() + MEMORY_CHECK_EVERY
