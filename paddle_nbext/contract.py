@@ -93,6 +93,15 @@ RECORD_UID_LABEL = "paddle-nbext/record-uid"
 OWNER_ANNOTATION = "paddle-nbext/owner"
 STATUS_ANNOTATION = "paddle-nbext/status"  # JSON: the final status, written once the job ends
 CANCELLED_ANNOTATION = "paddle-nbext/cancelled"
+#: On a Kubernetes job's replica Jobs and their pods: which whole-job attempt made them ("0" the
+#: first).  A restart deletes every replica Job and makes them again with the next attempt, so
+#: pods of an attempt that is being stopped never count for the one that replaces it.
+ATTEMPT_LABEL = "paddle-nbext/attempt"
+#: On the record: JSON of the job's whole restarts so far (`cluster_master.Restarts`).
+RESTART_ANNOTATION = "paddle-nbext/restart"
+#: The record ConfigMap's key holding the replica Jobs as submitted (JSON list), from which a
+#: whole-job restart makes them again: the same spec, image, snapshot and resources.
+REPLICA_JOBS_KEY = "replica-jobs.json"
 #: The record ConfigMap's key holding the job's spec (`JobSpec.to_dict()` as JSON).
 SPEC_KEY = "spec.json"
 

@@ -3,12 +3,15 @@ and the in-cluster master both read pods through `cluster_master`, so this decid
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from paddle_nbext.contract import RECORD_UID_LABEL
+from paddle_nbext_server.runtime import cluster_master
 from paddle_nbext_server.runtime.cluster_master import (
     current_pods,
     decide_job,
+    job_note,
     newest_pod,
     observe_replicas,
 )
@@ -37,12 +40,12 @@ def test_running_pod_wins_over_a_pending_duplicate_of_the_same_second() -> None:
     assert newest_pod([pending, running]) is running
 
 
-def test_replacement_of_a_failed_pod_stands_for_the_replica_and_counts_a_restart() -> None:
+def test_replacement_of_a_failed_pod_stands_for_the_replica() -> None:
     failed = pod("job-trainer-0-zzzzz", "Failed", exit_code=3)
     replacement = pod("job-trainer-0-aaaaa", "Pending")
     assert newest_pod([failed, replacement]) is replacement
     (view,) = observe_replicas([failed, replacement], pservers=0, trainers=1)
-    assert (view.phase, view.restarts) == ("Pending", 1)
+    assert view.phase == "Pending"
 
 
 def test_a_later_pod_wins_whatever_its_phase() -> None:
@@ -62,17 +65,91 @@ def test_pods_of_an_earlier_job_of_the_same_name_do_not_count() -> None:
     assert [v.phase for v in views] == ["Pending"] and decision.phase == "Pending"
 
 
-def test_an_evicted_newest_pod_waits_for_its_replacement_and_is_no_restart() -> None:
-    evicted = pod("job-trainer-0-aaaaa", "Failed", exit_code=143)
+def _record(spec: dict[str, Any], restarts: dict[str, Any] | None = None, **data: str) -> dict[str, Any]:
+    annotations = {"paddle-nbext/restart": json.dumps(restarts)} if restarts else {}
+    return {
+        "metadata": {"name": "train-2bd806", "uid": "u1", "resourceVersion": "7", "annotations": annotations},
+        "data": {"spec.json": json.dumps(spec), **data},
+    }
+
+
+def _evicted(name: str, index: int = 0, reason: str = "EvictionByEvictionAPI") -> dict[str, Any]:
+    evicted = pod(name, "Failed", index=index, exit_code=143)
     evicted["status"]["conditions"] = [
-        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"}
+        {"type": "DisruptionTarget", "status": "True", "reason": reason, "message": "Eviction API: evicting"}
     ]
-    (view,) = observe_replicas([evicted], pservers=0, trainers=1)
-    assert view.phase == "Pending" and view.restarts == 0
-    assert view.reason == "EvictionByEvictionAPI: Eviction API: evicting; a new pod replaces it"
-    replacement = pod("job-trainer-0-bbbbb", "Running", created="2026-11-29T17:00:09Z")
-    (view,) = observe_replicas([evicted, replacement], pservers=0, trainers=1)
-    assert (view.phase, view.restarts) == ("Running", 0)
+    return evicted
+
+
+PS = {"job_name": "train", "mode": "ps", "pservers": 0, "trainers": 2, "max_restarts": 3}
+
+
+def test_an_evicted_replica_restarts_the_whole_job_without_using_up_max_restarts() -> None:
+    """A replica restarted alone never rejoins its gang: an eviction restarts every replica, and
+    says so; the collective peer that aborted because of it is no failure of its own."""
+    aborted = pod("job-trainer-0-aaaaa", "Failed", index=0, exit_code=134)
+    views, decision = decide_job(_record(PS), [aborted, _evicted("job-trainer-1-bbbbb", index=1)])
+    assert decision.disruption and sorted(decision.restart) == [("trainer", 0), ("trainer", 1)] and not decision.terminal
+    assert decision.message == (
+        "restart 1: trainer 1 was evicted (a node drain or an eviction); all replicas restarting "
+        "(evictions and preemptions do not use up max_restarts)"
+    )
+    # Preempted: the words say which; past MAX_DISRUPTION_RESTARTS the job ends.
+    _, decision = decide_job(_record(PS), [_evicted("job-trainer-1-bbbbb", index=1, reason="PreemptionByScheduler")])
+    assert "trainer 1 was preempted by a higher-priority pod" in decision.message
+    tenth = _evicted("job-trainer-1-bbbbb", index=1)
+    tenth["metadata"]["labels"]["paddle-nbext/attempt"] = "10"
+    _, decision = decide_job(_record(PS, {"attempt": 10, "disruptions": 10}), [tenth])
+    assert decision.phase == "Failed" and "after 10 restarts for evictions and preemptions" in decision.message
+
+
+def test_an_evicted_pod_already_gone_is_read_from_its_failed_job() -> None:
+    """Eviction deletes the pod; the Job's FailJob rule keeps what happened (reason PodFailurePolicy)."""
+    job = {
+        "metadata": {"name": "train-2bd806-trainer", "labels": {"paddle-nbext/role": "trainer"}},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "PodFailurePolicy",
+                    "message": "Pod ns/train-2bd806-trainer-1-x7k2p has condition DisruptionTarget matching FailJob rule at index 0",
+                }
+            ]
+        },
+    }
+    note = job_note("trainer", job)
+    assert note is not None and note.failed and note.disruption == "trainer 1 was evicted, drained or preempted"
+    _, decision = decide_job(_record(PS), [], role_notes={"trainer": note})
+    assert decision.disruption and decision.message.startswith("restart 1: trainer 1 was evicted, drained or preempted; all replicas")
+
+
+def test_a_failed_trainer_with_restarts_left_restarts_the_whole_job_and_counts_for_everyone() -> None:
+    failed = pod("job-trainer-0-aaaaa", "Failed", index=0, exit_code=3)
+    views, decision = decide_job(_record(PS), [failed, pod("job-trainer-1-bbbbb", "Running", index=1)], log_tail="ValueError: bad batch")
+    assert decision.restart == [("trainer", 0)] and not decision.disruption and decision.phase == "Running"
+    assert decision.message == "restart 1 of 3: trainer 0 failed with Exit code 3 (ValueError: bad batch); all replicas restarting"
+    # After two whole restarts (one an eviction) every replica says 2, the budget counts 1.
+    views, decision = decide_job(_record(PS, {"attempt": 2, "failures": 1, "disruptions": 1}), [])
+    assert [v.public()["restarts"] for v in views] == [2, 2] and [v.restarts for v in views] == [1, 1]
+
+
+def test_while_a_restart_stops_the_previous_attempt_its_pods_and_failed_jobs_do_not_count() -> None:
+    old = pod("job-trainer-0-aaaaa", "Failed", index=0, exit_code=3)  # attempt 0: no label
+    failed_job = cluster_master.RoleNote("BackoffLimitExceeded: Job has reached the specified backoff limit", True)
+    stopping = {"attempt": 1, "failures": 1, "stopping": True, "message": "restart 1 of 3: trainer 0 failed; all replicas restarting"}
+    views, decision = decide_job(_record(PS, stopping), [old], role_notes={"trainer": failed_job})
+    assert [v.phase for v in views] == ["Pending", "Pending"]
+    assert (decision.phase, decision.message, decision.terminal) == ("Pending", stopping["message"], False)
+
+
+def test_a_completed_index_whose_pod_is_gone_counts_as_succeeded() -> None:
+    """Every end is seen: the Job's completedIndexes (or Complete) stand for garbage-collected pods."""
+    note = job_note("trainer", {"status": {"completedIndexes": "0-1", "succeeded": 2}})
+    views, decision = decide_job(_record(PS), [], role_notes={"trainer": note} if note else {})
+    assert [v.phase for v in views] == ["Succeeded", "Succeeded"] and decision.phase == "Succeeded"
+    complete = job_note("trainer", {"spec": {"completions": 2}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}})
+    assert complete is not None and complete.completed == frozenset({0, 1})
 
 
 def test_the_master_finds_its_objects_by_the_names_it_is_given():
@@ -91,12 +168,15 @@ def test_the_master_finds_its_objects_by_the_names_it_is_given():
 
 
 class _FakeApi:
-    """What `reconcile_once` asks the API for: one record, its pods, its suspended Jobs."""
+    """What `reconcile_once` asks the API for: one record, its pods, its Jobs; what it writes."""
 
-    def __init__(self, record: dict[str, Any], pods: list[dict[str, Any]], suspended: list[str]) -> None:
-        self.record, self.pods, self.suspended = record, pods, suspended
+    def __init__(self, record: dict[str, Any], pods: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
+        self.record, self.pods, self.listed = record, pods, jobs
         self.recorded: list[dict[str, Any]] = []
-        self.stopped: list[str] = []
+        self.restarts: list[dict[str, Any]] = []
+        self.stopped: list[tuple[str, bool]] = []
+        self.deleted: list[str] = []
+        self.created: list[dict[str, Any]] = []
 
     def get_record(self, name: str) -> dict[str, Any]:
         return self.record
@@ -104,8 +184,8 @@ class _FakeApi:
     def job_pods(self, name: str) -> list[dict[str, Any]]:
         return self.pods
 
-    def suspended_jobs(self, job: Any) -> list[str]:
-        return self.suspended
+    def jobs(self, job: Any) -> list[dict[str, Any]]:
+        return self.listed
 
     def log_tail(self, pod: str, lines: int = 200) -> str:
         return "Terminated"
@@ -113,28 +193,101 @@ class _FakeApi:
     def record_final(self, name: str, status: dict[str, Any], resource_version: str | None = None) -> None:
         self.recorded.append(status)
 
-    def stop_role(self, job: Any, role: str) -> None:
-        self.stopped.append(role)
+    def record_restarts(self, name: str, restarts: Any, resource_version: str | None) -> None:
+        self.restarts.append(json.loads(restarts.to_json()))
+
+    def stop_role(self, job: Any, role: str, succeeded: bool = False) -> None:
+        self.stopped.append((role, succeeded))
+
+    def delete_job(self, name: str) -> None:
+        self.deleted.append(name)
+
+    def create_job(self, manifest: dict[str, Any]) -> None:
+        self.created.append(manifest)
+
+
+def _job_obj(name: str, role: str, attempt: int = 0, **extra: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"paddle-nbext/role": role, "paddle-nbext/attempt": str(attempt)}, **extra}}
 
 
 def test_a_preempted_job_whose_pods_stop_with_143_is_not_recorded_as_failed_by_the_master() -> None:
     """Kueue takes a running job back by suspending its Jobs; their pods end with 143, which
     alone reads as a trainer failure.  While the Jobs are suspended the master records nothing
     (the job is queued again); once they are not, the same pods do fail the job."""
-    import json
-
     from paddle_nbext_server.runtime.cluster_master import JobObjects, reconcile_once
 
     spec = {"job_name": "train", "mode": "collective", "pservers": 0, "trainers": 1, "max_restarts": 0}
-    record = {"metadata": {"name": "train-2bd806", "uid": "u1", "resourceVersion": "7"}, "data": {"spec.json": json.dumps(spec)}}
+    record = _record(spec)
     stopped = pod("train-2bd806-trainer-0-aaaaa", "Failed", exit_code=143)
     stopped["metadata"]["labels"][RECORD_UID_LABEL] = "u1"
     job = JobObjects("train-2bd806", {})
+    suspended = _job_obj("train-2bd806-trainer", "trainer")
+    suspended["spec"] = {"suspend": True}
 
-    preempted = _FakeApi(record, [stopped], suspended=["train-2bd806-trainer"])
+    preempted = _FakeApi(record, [stopped], [suspended])
     assert reconcile_once(preempted, job) is False  # type: ignore[arg-type]
     assert preempted.recorded == [] and preempted.stopped == []
 
-    failed = _FakeApi(record, [stopped], suspended=[])
+    failed = _FakeApi(record, [stopped], [])
     assert reconcile_once(failed, job) is True  # type: ignore[arg-type]
     assert [status["phase"] for status in failed.recorded] == ["Failed"]
+
+
+def test_the_master_restarts_the_whole_job_in_steps_never_two_attempts_at_once() -> None:
+    """Failure with restarts left -> the record says "stopping"; the next passes delete every
+    replica Job of the old attempt, and only once none is left make them again, labelled with
+    the new attempt, from the Jobs the record holds."""
+    from paddle_nbext_server.runtime.cluster_master import JobObjects, reconcile_once
+
+    spec = {**PS, "pservers": 1, "trainers": 1, "max_restarts": 1}
+    submitted = [
+        {
+            "metadata": {
+                "name": f"train-2bd806-{role}",
+                "labels": {"paddle-nbext/role": role},
+                "ownerReferences": [{"uid": "<placeholder>"}],
+            },
+            "spec": {"template": {"metadata": {"labels": {"paddle-nbext/role": role}}}},
+        }
+        for role in ("pserver", "trainer")
+    ]
+    record = _record(spec, **{"replica-jobs.json": json.dumps(submitted)})
+    job = JobObjects("train-2bd806", {})
+    failed = pod("train-2bd806-trainer-0-aaaaa", "Failed", exit_code=3)
+    server = pod("train-2bd806-pserver-0-ccccc", "Running")
+    server["metadata"]["labels"]["paddle-nbext/role"] = "pserver"
+
+    api = _FakeApi(record, [failed, server], [])
+    assert reconcile_once(api, job) is False  # type: ignore[arg-type]
+    assert api.recorded == [] and api.restarts == [
+        {"attempt": 1, "failures": 1, "disruptions": 0, "stopping": True, "message": api.restarts[0]["message"]}
+    ]
+    assert api.restarts[0]["message"].startswith("restart 1 of 1: trainer 0 failed with Exit code 3 (Terminated)")
+
+    stopping = _record(spec, api.restarts[0], **{"replica-jobs.json": json.dumps(submitted)})
+    old_jobs = [_job_obj("train-2bd806-pserver", "pserver"), _job_obj("train-2bd806-trainer", "trainer", deletionTimestamp="now")]
+    api = _FakeApi(stopping, [failed, server], old_jobs)
+    assert reconcile_once(api, job) is False  # type: ignore[arg-type]
+    assert api.deleted == ["train-2bd806-pserver"] and api.created == []  # one already being deleted
+
+    api = _FakeApi(stopping, [], [])
+    assert reconcile_once(api, job) is False  # type: ignore[arg-type]
+    assert [m["metadata"]["name"] for m in api.created] == ["train-2bd806-pserver", "train-2bd806-trainer"]
+    for manifest in api.created:
+        assert manifest["metadata"]["labels"]["paddle-nbext/attempt"] == "1"
+        assert manifest["metadata"]["ownerReferences"] == [{"uid": "u1"}]
+        assert manifest["spec"]["template"]["metadata"]["labels"]["paddle-nbext/attempt"] == "1"
+        assert manifest["spec"]["template"]["metadata"]["labels"][RECORD_UID_LABEL] == "u1"
+    assert api.restarts[-1]["stopping"] is False and api.restarts[-1]["attempt"] == 1
+
+
+def test_after_a_success_the_master_deletes_the_pservers_job_rather_than_failing_it() -> None:
+    from paddle_nbext_server.runtime.cluster_master import JobObjects, reconcile_once
+
+    spec = {**PS, "pservers": 1, "trainers": 1}
+    done = pod("train-2bd806-trainer-0-aaaaa", "Succeeded", exit_code=0)
+    server = pod("train-2bd806-pserver-0-ccccc", "Running")
+    server["metadata"]["labels"]["paddle-nbext/role"] = "pserver"
+    api = _FakeApi(_record(spec), [done, server], [])
+    assert reconcile_once(api, JobObjects("train-2bd806", {})) is True  # type: ignore[arg-type]
+    assert [s["phase"] for s in api.recorded] == ["Succeeded"] and api.stopped == [("pserver", True)]

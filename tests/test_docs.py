@@ -369,7 +369,7 @@ def test_admin_guide_object_listing_matches_the_manifests() -> None:
         cells = row.split()
         assert cells == [
             job["spec"].get("completionMode", "NonIndexed"),
-            str(job["spec"].get("backoffLimitPerIndex", "<none>")),
+            str(job["spec"].get("backoffLimit", "<none>")),
             resources["requests"]["cpu"],
             resources["limits"]["memory"],
             str(resources["limits"].get("nvidia.com/gpu", "<none>")),

@@ -31,7 +31,12 @@ def test_jobset_mode_is_the_record_and_one_jobset_with_a_replicated_job_per_role
     assert all(r["replicas"] == 1 for r in jobset["spec"]["replicatedJobs"])
     assert jobset["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": OBJ, "publishNotReadyAddresses": True}
     assert jobset["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["trainer"]}
-    assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 0}
+    # JobSet restarts the whole job (every child Job) after a failure, up to max_restarts; an
+    # eviction, drain or preemption (a Job failed by its DisruptionTarget rule) without counting.
+    assert jobset["spec"]["failurePolicy"] == {
+        "maxRestarts": 2,
+        "rules": [{"action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"]}],
+    }
     # The TTL belongs to the JobSet (it deletes its children), not to the child Jobs.
     assert jobset["spec"]["ttlSecondsAfterFinished"] == 3600
     assert all("ttlSecondsAfterFinished" not in r["template"]["spec"] for r in jobset["spec"]["replicatedJobs"])
@@ -47,7 +52,7 @@ def test_jobset_children_keep_the_jobs_mode_pods_with_jobsets_hostnames():
     replicated = {r["name"]: r["template"] for r in objects[1]["spec"]["replicatedJobs"]}
     native = by_name(jobs_mode)
     trainer = replicated["trainer"]
-    assert trainer["spec"]["backoffLimitPerIndex"] == native[("Job", f"{OBJ}-trainer")]["spec"]["backoffLimitPerIndex"] == 2
+    assert trainer["spec"]["backoffLimit"] == native[("Job", f"{OBJ}-trainer")]["spec"]["backoffLimit"] == 0
     assert trainer["spec"]["completionMode"] == "Indexed" and trainer["spec"]["completions"] == 3
     env = env_of(trainer["spec"]["template"]["spec"]["containers"][0])
     # JobSet names the child Job <job>-<role>-0 and its pods' hostnames <job>-<role>-0-<index>.

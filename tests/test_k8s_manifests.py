@@ -107,7 +107,10 @@ def test_record_holds_spec_and_runtime_files():
     spec, objects = plan()
     record = by_name(objects)[("ConfigMap", OBJ)]
     assert json.loads(record["data"]["spec.json"]) == spec.to_dict()
-    assert set(record["data"]) == {"spec.json", *(config_key(name) for name in NAMES)}
+    assert set(record["data"]) == {"spec.json", "replica-jobs.json", *(config_key(name) for name in NAMES)}
+    # What a whole-job restart makes again: the replica Jobs exactly as submitted.
+    submitted = [o for o in objects if o["kind"] == "Job" and o["metadata"]["labels"]["paddle-nbext/role"] != "master"]
+    assert json.loads(record["data"]["replica-jobs.json"]) == json.loads(json.dumps(submitted))
     assert record["data"]["pylib.paddle_nbext_job.py"] == RUNTIME["pylib/paddle_nbext_job.py"]  # report(), mounted at pylib/
     assert record["data"]["launcher.py"] == RUNTIME["launcher.py"]
     assert record["data"]["contract.py"] == RUNTIME["contract.py"]  # the runtime imports it from beside itself
@@ -120,7 +123,12 @@ def test_pserver_and_trainer_jobs():
     assert pserver["spec"]["completionMode"] == trainer["spec"]["completionMode"] == "Indexed"
     assert (pserver["spec"]["completions"], pserver["spec"]["parallelism"]) == (2, 2)
     assert (trainer["spec"]["completions"], trainer["spec"]["parallelism"]) == (3, 3)
-    assert trainer["spec"]["backoffLimitPerIndex"] == 2
+    # Never a pod replaced alone into a running gang: the first failure fails the Job, and the
+    # master restarts the whole job; attempt 0 as submitted.
+    assert pserver["spec"]["backoffLimit"] == trainer["spec"]["backoffLimit"] == 0
+    assert "backoffLimitPerIndex" not in trainer["spec"]
+    for job in (pserver, trainer):
+        assert job["metadata"]["labels"]["paddle-nbext/attempt"] == job["spec"]["template"]["metadata"]["labels"]["paddle-nbext/attempt"] == "0"
     assert trainer["spec"]["ttlSecondsAfterFinished"] == 3600
     for job in (pserver, trainer):
         pod = job["spec"]["template"]["spec"]
@@ -216,7 +224,9 @@ def test_shm_pull_policy_and_owner_references():
             assert "blockOwnerDeletion" not in reference  # needs finalizers rights on OpenShift; never needed here
     jobs = [o for o in gpu if o["kind"] == "Job" and o["metadata"]["name"] != f"{OBJ}-master"]
     assert all(
-        j["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}] for j in jobs
+        j["spec"]["podFailurePolicy"]["rules"]
+        == [{"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+        for j in jobs
     )
 
 

@@ -45,7 +45,7 @@ class PaddleNbext(LoggingConfigurable):
     max_mem_per_replica = Unicode(
         None, allow_none=True, config=True, help="Largest memory quantity per replica, e.g. '32Gi' (None: no limit)."
     )
-    max_restarts = Int(10, config=True, help="Largest per-replica retry budget a job may ask for.")
+    max_restarts = Int(10, config=True, help="Largest number of whole-job restarts after failures a job may ask for.")
     max_timeout = Int(None, allow_none=True, config=True, help="Longest wall-clock limit in seconds (None: no limit).")
     allowed_images = List(
         Unicode(),

@@ -324,19 +324,6 @@ def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):
             assert replica(failed, "trainer", 0).reason == "OOMKilled" and replica(failed, "trainer", 0).exit_code == 137
             assert replica(failed, "pserver", 0).phase == "Stopped"
 
-            # max_restarts=1: the Job controller replaces the failed trainer pod once, then the job fails
-            await backend.submit(SubmitRequest(spec("retry", pservers=1, trainers=1, max_restarts=1), "alice", home))
-            cluster.await_job_pods(namespace)
-            cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "pserver", 0), "Running")
-            first_pod = pod_of(admin, namespace, "retry", "trainer", 0)
-            cluster.set_pod_status(namespace, first_pod, "Failed", exit_code=3)
-            await eventually(lambda: _async(lambda: pod_of(admin, namespace, "retry", "trainer", 0) != first_pod), "a replacement pod")
-            retried = await eventually(lambda: _where(backend, "retry", lambda s: replica(s, "trainer", 0).restarts == 1), "restart count")
-            assert retried.phase == "Running"
-            cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "trainer", 0), "Failed", exit_code=3)
-            gave_up = await eventually(lambda: _where(backend, "retry", lambda s: s.phase == "Failed"), "Failed after the retry")
-            assert gave_up.message.startswith("trainer 0 failed with Exit code 3 after 1 restart")
-
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "stopme", "trainer", 0), "Running")
             await eventually(lambda: _where(backend, "stopme", lambda s: s.phase == "Running"), "Running")
             cancelled = await backend.cancel("stopme", "alice")
@@ -415,9 +402,21 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
             ).items
             if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp
         ]
-        return ended(admin, namespace, obj("mastered") + "-pserver") and not live
+        return (
+            not live
+            and not client.BatchV1Api(admin).list_namespaced_job(namespace, field_selector=f"metadata.name={obj('mastered')}-pserver").items
+        )
 
-    run(eventually(lambda: _async(pservers_gone), "the Job controller to end the pserver Job and stop its pods"))
+    # After a success the pservers' Job is deleted, not failed through its deadline (no alert
+    # for a job that went well); the trainers' Job stays Complete.
+    run(eventually(lambda: _async(pservers_gone), "the master to delete the pserver Job and its pods"))
+    def trainers_complete() -> bool:
+        job = client.BatchV1Api(admin).read_namespaced_job_status(obj("mastered") + "-trainer", namespace)
+        conditions = {c.type for c in job.status.conditions or [] if c.status == "True"}
+        assert "Failed" not in conditions, conditions
+        return "Complete" in conditions
+
+    run(eventually(lambda: _async(trainers_complete), "the trainers' Job Complete"))
 
     async def server_view() -> None:
         async with running(kubeconfig, namespace, home) as backend:
@@ -425,6 +424,60 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
             assert status.phase == "Succeeded" and status.message == "All 2 trainers finished successfully."
 
     run(server_view())
+
+
+def test_a_failed_trainer_restarts_the_whole_job_through_the_master(cluster, tmp_path):
+    """max_restarts=1: the trainer's failure fails its Job (no pod replaced alone); the master
+    deletes every replica Job, and only once their pods are gone makes them again (attempt 1);
+    every replica counts the restart; the next failure ends the job."""
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    env = master_env(cluster, namespace, tmp_path, "retry")
+    core = client.CoreV1Api(admin)
+
+    def live_pods() -> list[Any]:
+        selector = f"paddle-nbext/job={obj('retry')}"
+        return [
+            p
+            for p in core.list_namespaced_pod(namespace, label_selector=selector).items
+            if p.metadata.labels.get("paddle-nbext/role") != "master"
+        ]
+
+    async def scenario() -> None:
+        async with running(kubeconfig, namespace, home) as backend:
+            await backend.submit(SubmitRequest(spec("retry", pservers=1, trainers=1, max_restarts=1), "alice", home))
+            cluster.await_job_pods(namespace)
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "pserver", 0), "Running")
+            first = {p.metadata.name for p in live_pods()}
+            master = subprocess.Popen([sys.executable, str(MASTER)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "trainer", 0), "Failed", exit_code=3)
+                generations: list[set[str]] = []
+
+                def new_attempt_running() -> bool:
+                    pods = live_pods()
+                    attempts = {p.metadata.labels.get("paddle-nbext/attempt") for p in pods if not p.metadata.deletion_timestamp}
+                    generations.append(attempts)
+                    return attempts == {"1"} and len(pods) == 2
+
+                await eventually(lambda: _async(new_attempt_running), "both replicas made again for attempt 1")
+                assert all(len(seen) <= 1 for seen in generations), f"two attempts at once: {generations}"
+                assert not first & {p.metadata.name for p in live_pods()}  # the pserver was restarted too
+                cluster.await_job_pods(namespace)
+                for role in ("pserver", "trainer"):
+                    cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", role, 0), "Running")
+                retried = await eventually(
+                    lambda: _where(backend, "retry", lambda s: s.phase == "Running" and {r.restarts for r in s.replicas} == {1}),
+                    "every replica counting the whole restart",
+                )
+                assert retried.message == "Training is running."
+                cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "trainer", 0), "Failed", exit_code=3)
+                gave_up = await eventually(lambda: _where(backend, "retry", lambda s: s.phase == "Failed"), "Failed after the restart")
+                assert gave_up.message.startswith("trainer 0 failed with Exit code 3 after 1 restart")
+            finally:
+                master.kill()
+                master.communicate(timeout=30)
+
+    run(scenario())
 
 
 def test_two_users_of_one_namespace_may_each_have_a_job_named_train(cluster, tmp_path):

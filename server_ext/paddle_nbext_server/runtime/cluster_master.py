@@ -3,10 +3,14 @@
 It runs as the single pod of the `<job>-master` Job, from the files of the job record ConfigMap,
 in the job's own base image.  Every few seconds it reads the job's pods and the record through
 the API with its service-account token, turns the pods into replica states, asks the shared
-lifecycle `policy.decide(..., runner_restarts=False)` (the Job controller recreates failed
-trainer pods itself) and, when the job is over, writes the final status into the record and
-stops what still runs (ends each Job through its deadline, see `STOP_PATCH`).  It keeps nothing in memory that
-matters, so when Kubernetes restarts it, it re-derives everything from the API.
+lifecycle `policy.decide`, and acts on it: when the job is over it writes the final status into
+the record and stops what still runs (ends each Job through its deadline, see `STOP_PATCH`, or
+deletes the pservers' Job after a success so that nothing reads Failed); when a replica failed
+with restarts left, or was evicted, drained or preempted, it restarts the whole job
+(`restart_step`: every replica Job deleted with its pods, then made again from the record for
+the next attempt), because a Paddle replica restarted alone never rejoins its gang.  It keeps
+nothing in memory that matters (a restart in progress is written in the record), so when
+Kubernetes restarts it, it re-derives everything from the API.
 
 The pod -> replica mapping (`observe_replicas`) lives here because both the master and the
 server extension's status cache need exactly the same reading of a pod; the server imports it.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import ssl
 import sys
@@ -72,13 +77,20 @@ class ReplicaView:
     started: str | None = None
     finished: str | None = None
     pod: str | None = None
+    #: Whole-job restarts after evictions, drains and preemptions (`restarts` counts those after
+    #: failures, the ones `max_restarts` bounds); users see the sum.
+    disruptions: int = 0
+    #: Set when its pod was evicted, drained or preempted: "was evicted (a node drain or an eviction)".
+    disruption: str | None = None
 
     def observed(self, log_tail: str = "") -> policy.Observed:
         return policy.Observed(self.role, self.index, self.phase, self.exit_code, self.restarts, self.reason, log_tail, self.finished)
 
     def public(self) -> dict[str, Any]:
         data = asdict(self)
-        data.pop("pod")
+        for internal in ("pod", "disruptions", "disruption"):
+            data.pop(internal)
+        data["restarts"] = self.restarts + self.disruptions
         return data
 
 
@@ -186,19 +198,50 @@ def current_pods(record: dict[str, Any], pods: list[dict[str, Any]]) -> list[dic
     submitted again, leaves pods that terminate for a while and must not count.  Pods without
     the label come from a version that did not set it, and are taken as current."""
     uid = (record.get("metadata") or {}).get("uid")
-    if not uid:
-        return pods
-    return [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(contract.RECORD_UID_LABEL, uid) == uid]
+    attempt = Restarts.of(record).attempt
+    if uid:
+        pods = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(contract.RECORD_UID_LABEL, uid) == uid]
+    return [p for p in pods if attempt_of(p) == attempt]
+
+
+def attempt_of(obj: dict[str, Any]) -> int:
+    """The whole-job attempt a replica Job or pod belongs to (`contract.ATTEMPT_LABEL`; 0 without it)."""
+    try:
+        return int(((obj.get("metadata") or {}).get("labels") or {}).get(contract.ATTEMPT_LABEL) or 0)
+    except ValueError:
+        return 0
+
+
+#: Why a pod is being taken away (its `DisruptionTarget` condition's reason), in users' words.
+DISRUPTIONS = {
+    "EvictionByEvictionAPI": "was evicted (a node drain or an eviction)",
+    "PreemptionByScheduler": "was preempted by a higher-priority pod",
+    "PreemptionByKubeScheduler": "was preempted by a higher-priority pod",
+    "DeletionByTaintManager": "was evicted by a NoExecute taint on its node",
+    "DeletionByPodGC": "was lost with its node",
+    "TerminationByKubelet": "was evicted by the kubelet (node pressure)",
+}
+
+
+def disruption_of(pod: dict[str, Any]) -> str | None:
+    """How the pod is being taken away when it is evicted, drained or preempted (the
+    `DisruptionTarget` condition, set before its container is stopped), else None: not the
+    replica's failure, and not counted against `max_restarts`."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            reason = condition.get("reason") or ""
+            return DISRUPTIONS.get(reason, f"was disrupted ({reason or 'DisruptionTarget'})")
+    return None
 
 
 def disrupted(pod: dict[str, Any]) -> bool:
-    """Evicted, drained or preempted (the `DisruptionTarget` condition): not the replica's failure."""
-    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+    return disruption_of(pod) is not None
 
 
 def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -> list[ReplicaView]:
-    """Every desired replica, from its newest pod; failed older pods of the same index are the
-    restarts the Job controller made.  A replica without a pod yet is Pending."""
+    """Every desired replica, from its newest pod (with `backoffLimit: 0` a Job makes one pod per
+    index; two exist only for a moment, or when a pod was deleted by hand).  A replica without
+    a pod yet is Pending."""
     by_identity: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for pod in pods:
         identity = pod_identity(pod)
@@ -213,20 +256,7 @@ def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -
                 continue
             newest = newest_pod(candidates)
             view = pod_view(newest, role, index)
-            if view.phase == ReplicaPhase.FAILED and disrupted(newest):
-                # The Job controller ignores this failure (podFailurePolicy) and makes a new pod.
-                condition = next(c for c in (newest.get("status") or {}).get("conditions") or [] if c.get("type") == "DisruptionTarget")
-                view = ReplicaView(
-                    role,
-                    index,
-                    reason=_with_message(
-                        condition.get("reason") or "DisruptionTarget",
-                        f"{condition.get('message') or 'the pod was disrupted'}; a new pod replaces it",
-                    ),
-                )
-            view.restarts += sum(
-                1 for p in candidates if p is not newest and (p.get("status") or {}).get("phase") == POD_FAILED and not disrupted(p)
-            )
+            view.disruption = disruption_of(newest)
             views.append(view)
     return views
 
@@ -259,11 +289,118 @@ def timed_out(record: dict[str, Any], spec: dict[str, Any], now: float | None = 
 
 @dataclass(frozen=True)
 class RoleNote:
-    """What the server knows of a role's Job beyond its pods (the master reads pods only):
-    why its pod-less replicas have no pod, and whether the Job has failed for good."""
+    """What a role's Job says beyond its pods: why its pod-less replicas have no pod, whether
+    the Job has failed for good (and whether because a pod was disrupted), and which indexes
+    completed (their pods may since be gone: garbage-collected, a lost node)."""
 
-    reason: str
+    reason: str = ""
     failed: bool = False
+    #: "trainer 1 was evicted, drained or preempted": the Job failed by its DisruptionTarget rule.
+    disruption: str | None = None
+    completed: frozenset[int] = frozenset()
+
+
+def _indexes(text: str | None) -> frozenset[int]:
+    """The Job status' index list ("0-2,4") as numbers; unreadable parts are left out."""
+    found: set[int] = set()
+    for part in (text or "").split(","):
+        low, _, high = part.strip().partition("-")
+        try:
+            found.update(range(int(low), int(high or low) + 1))
+        except ValueError:
+            continue
+    return frozenset(found)
+
+
+_POD_IN_MESSAGE = re.compile(r"Pod \S+?/(\S+) has condition DisruptionTarget")
+_INDEX_OF_POD = re.compile(r"-(\d+)-[a-z0-9]{5}$")
+
+
+def job_note(role: str, obj: dict[str, Any]) -> RoleNote | None:
+    """The note of one role Job (of the current attempt): Failed (its pods may be gone), which
+    indexes completed, None when it has nothing to add to its pods."""
+    status = obj.get("status") or {}
+    completed = _indexes(status.get("completedIndexes"))
+    for condition in status.get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        kind, reason, message = condition.get("type"), condition.get("reason") or "", (condition.get("message") or "").strip()
+        if kind == "Complete":
+            count = int((obj.get("spec") or {}).get("completions") or 0)
+            return RoleNote(completed=frozenset(range(count)) | completed)
+        if kind in ("FailureTarget", "Failed"):  # FailureTarget first: the controller is stopping the pods
+            disruption = None
+            found = _POD_IN_MESSAGE.search(message)
+            if found:
+                index = _INDEX_OF_POD.search(found.group(1))
+                disruption = f"{role} {index.group(1) if index else ''} was evicted, drained or preempted".replace("  ", " ")
+            return RoleNote(f"{reason or 'Failed'}: {message}".rstrip(": "), True, disruption, completed)
+    return RoleNote(completed=completed) if completed else None
+
+
+#: Whole-job restarts after evictions, drains and preemptions are not the code's fault and do not
+#: use up `max_restarts`; after this many (a node drained again and again) the job ends.
+MAX_DISRUPTION_RESTARTS = 10
+
+
+@dataclass(frozen=True)
+class Restarts:
+    """The job's whole restarts so far, kept in the record (`contract.RESTART_ANNOTATION`) so
+    that any master incarnation, and the server, read the same."""
+
+    attempt: int = 0  # the attempt whose Jobs and pods count now (0: as submitted)
+    failures: int = 0  # restarts after a replica failed (bounded by max_restarts)
+    disruptions: int = 0  # restarts after an eviction, drain or preemption
+    stopping: bool = False  # the previous attempt's Jobs are being deleted; this one's not made yet
+    message: str = ""  # why: "restart 1 of 3: trainer 1 failed with ...; all replicas restarting"
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> Restarts:
+        raw = ((record.get("metadata") or {}).get("annotations") or {}).get(contract.RESTART_ANNOTATION)
+        try:
+            data = json.loads(raw) if raw else {}
+            return cls(
+                int(data.get("attempt", 0)),
+                int(data.get("failures", 0)),
+                int(data.get("disruptions", 0)),
+                bool(data.get("stopping", False)),
+                str(data.get("message", "")),
+            )
+        except (ValueError, TypeError, AttributeError):
+            return cls()
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    def next(self, decision: policy.Decision) -> Restarts:
+        disruption = decision.disruption
+        return Restarts(
+            self.attempt + 1,
+            self.failures + (0 if disruption else 1),
+            self.disruptions + (1 if disruption else 0),
+            True,
+            decision.message,
+        )
+
+
+def _disruption_decision(views: list[ReplicaView], notes: dict[str, RoleNote], restarts: Restarts) -> policy.Decision | None:
+    """A whole restart (or, past `MAX_DISRUPTION_RESTARTS`, the end) when a replica of this
+    attempt is evicted, drained or preempted: every other failure of the attempt (a collective
+    rank aborting because its peer went) follows from it."""
+    what = next((f"{v.role} {v.index} {v.disruption}" for v in views if v.disruption), None)
+    what = what or next((note.disruption for note in notes.values() if note.disruption), None)
+    if what is None:
+        return None
+    everyone = [(v.role, v.index) for v in views]
+    if restarts.disruptions >= MAX_DISRUPTION_RESTARTS:
+        message = f"{what}, after {restarts.disruptions} restarts for evictions and preemptions; the job gives up."
+        return policy.Decision(contract.Phase.FAILED, message, stop=[r for r in everyone])
+    running = any(v.phase == ReplicaPhase.RUNNING for v in views)
+    message = (
+        f"restart {restarts.failures + restarts.disruptions + 1}: {what}; all replicas restarting "
+        "(evictions and preemptions do not use up max_restarts)"
+    )
+    return policy.Decision(contract.Phase.RUNNING if running else contract.Phase.PENDING, message, restart=everyone, disruption=True)
 
 
 def decide_job(
@@ -280,10 +417,17 @@ def decide_job(
     suspended, or it failed (then the replica fails too, even if its pods are gone).
     `pod_notes` (pod name -> reason) explain pending pods, e.g. the kubelet's FailedMount."""
     spec = spec_of(record)
+    restarts = Restarts.of(record)
+    # While a restart stops the previous attempt, its Jobs' words (Failed) are not this one's.
+    notes = {} if restarts.stopping else dict(role_notes or {})
     views = observe_replicas(current_pods(record, pods), int(spec.get("pservers") or 0), int(spec.get("trainers") or 0))
     for view in views:
-        note = (role_notes or {}).get(view.role)
-        if view.pod is None and view.reason is None and note is not None:
+        view.restarts += restarts.failures
+        view.disruptions = restarts.disruptions
+        note = notes.get(view.role)
+        if view.pod is None and note is not None and view.index in note.completed:
+            view.phase, view.exit_code = ReplicaPhase.SUCCEEDED, 0  # its pod is gone, its Job counted it
+        elif view.pod is None and view.reason is None and note is not None and note.reason:
             view.reason = note.reason
             if note.failed:
                 view.phase = ReplicaPhase.FAILED
@@ -296,10 +440,15 @@ def decide_job(
         max_restarts=int(spec.get("max_restarts") or 0),
         cancelled=cancelled,
         timed_out_after=timed_out(record, spec),
-        runner_restarts=False,
         now=time.time(),
     )
-    return views, decision
+    if cancelled or timed_out(record, spec) is not None:
+        return views, decision
+    if restarts.stopping:
+        return views, policy.Decision(contract.Phase.PENDING, restarts.message)
+    if decision.phase == contract.Phase.SUCCEEDED:
+        return views, decision  # every trainer finished: an eviction now only ends a pserver early
+    return views, _disruption_decision(views, notes, restarts) or decision
 
 
 def final_status(views: list[ReplicaView], decision: policy.Decision) -> dict[str, Any]:
@@ -399,10 +548,9 @@ class Api:
         selector = urllib.parse.quote(f"{contract.JOB_LABEL}={job}")
         return self.request("GET", self.ns(f"pods?labelSelector={selector}")).get("items") or []
 
-    def suspended_jobs(self, job: JobObjects) -> list[str]:
-        """The job's Jobs that are suspended now: a queue (Kueue) took the job back (a preemption)
-        or has not admitted it yet, and stops their pods itself.  [] when the Role may not list
-        Jobs (a master Role from before 0.2): the master then decides as it always did."""
+    def jobs(self, job: JobObjects) -> list[dict[str, Any]]:
+        """The job's Jobs (every role's and the master's).  [] when the Role may not list Jobs
+        (a master Role from before 0.2): the master then decides from pods alone."""
         selector = urllib.parse.quote(f"{contract.JOB_LABEL}={job.record}")
         try:
             listed = self.request("GET", self.ns(f"jobs?labelSelector={selector}", "apis/batch/v1"))
@@ -410,9 +558,30 @@ class Api:
             if error.status == 403:
                 return []
             raise
-        return sorted(
-            str((item.get("metadata") or {}).get("name")) for item in listed.get("items") or [] if (item.get("spec") or {}).get("suspend")
-        )
+        return list(listed.get("items") or [])
+
+    def delete_job(self, name: str) -> None:
+        """Delete a Job and its pods; Foreground: the Job stays (being deleted) until its pods
+        are gone, so "no Job" means "no pod of it either"."""
+        try:
+            self.request("DELETE", self.ns(f"jobs/{name}", "apis/batch/v1"), {"propagationPolicy": "Foreground"})
+        except ApiError as error:
+            if error.status != 404:
+                raise
+
+    def create_job(self, manifest: dict[str, Any]) -> None:
+        try:
+            self.request("POST", self.ns("jobs", "apis/batch/v1"), manifest)
+        except ApiError as error:
+            if error.status != 409:  # made by an earlier pass of this step
+                raise
+
+    def record_restarts(self, job: str, restarts: Restarts, resource_version: str | None) -> None:
+        """Write the restart state, on the record version it was decided on (409 if changed)."""
+        meta: dict[str, Any] = {"annotations": {contract.RESTART_ANNOTATION: restarts.to_json()}}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        self.request("PATCH", self.ns(f"configmaps/{job}"), {"metadata": meta}, "application/merge-patch+json")
 
     def log_tail(self, pod: str, lines: int = FAILURE_TAIL_LINES) -> str:
         try:
@@ -428,18 +597,29 @@ class Api:
             meta["resourceVersion"] = resource_version
         self.request("PATCH", self.ns(f"configmaps/{job}"), {"metadata": meta}, "application/merge-patch+json")
 
-    def stop_role(self, job: JobObjects, role: str) -> None:
-        """End the role's Job (see `STOP_PATCH`); the Job controller stops its pods."""
+    def stop_role(self, job: JobObjects, role: str, succeeded: bool = False) -> None:
+        """End the role's Job (see `STOP_PATCH`); the Job controller stops its pods.  After a
+        success the Job is deleted instead: ending it by its deadline would mark it Failed
+        (DeadlineExceeded), an alert on a real cluster for a job that went well; the replicas'
+        logs stay in the user's home, their states in the record."""
         try:
-            self.request("PATCH", self.ns(f"jobs/{job.role_job(role)}", "apis/batch/v1"), STOP_PATCH, "application/merge-patch+json")
+            if succeeded:
+                self.request("DELETE", self.ns(f"jobs/{job.role_job(role)}", "apis/batch/v1"), {"propagationPolicy": "Background"})
+            else:
+                self.request("PATCH", self.ns(f"jobs/{job.role_job(role)}", "apis/batch/v1"), STOP_PATCH, "application/merge-patch+json")
         except ApiError as error:
             if error.status != 404:
                 raise
 
 
 def failed_trainer_pod(views: list[ReplicaView], decision: policy.Decision) -> str | None:
-    if decision.phase != contract.Phase.FAILED:
+    """The pod whose log tail explains a failure (the end, or a restart after a failure)."""
+    if decision.phase != contract.Phase.FAILED and not (decision.restart and not decision.disruption):
         return None
+    for role, index in decision.restart:
+        view = next((v for v in views if (v.role, v.index) == (role, index) and v.pod), None)
+        if view is not None:
+            return view.pod
     for view in views:
         if view.phase == ReplicaPhase.FAILED and view.pod:
             return view.pod
@@ -472,6 +652,63 @@ class JobObjects:
         return cls(record, role_jobs)
 
 
+def role_notes(job: JobObjects, record: dict[str, Any], jobs: list[dict[str, Any]]) -> dict[str, RoleNote]:
+    """The notes of the role Jobs of the record's current attempt (see `job_note`)."""
+    uid = (record.get("metadata") or {}).get("uid")
+    attempt = Restarts.of(record).attempt
+    notes: dict[str, RoleNote] = {}
+    for obj in jobs:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        role = labels.get(contract.ROLE_LABEL)
+        if role not in contract.ROLES or meta.get("name") != job.role_job(str(role)) or attempt_of(obj) != attempt:
+            continue
+        if uid and any(ref.get("uid") not in (uid, None) for ref in meta.get("ownerReferences") or []):
+            continue  # a Job of an earlier job of the same name, still being deleted
+        note = job_note(str(role), obj)
+        if note is not None:
+            notes[str(role)] = note
+    return notes
+
+
+def next_attempt_jobs(record: dict[str, Any], attempt: int) -> list[dict[str, Any]]:
+    """The replica Jobs as submitted (`contract.REPLICA_JOBS_KEY`), for `attempt`: owned by the
+    record, their pods labelled with its uid and the attempt."""
+    uid = str((record.get("metadata") or {}).get("uid") or "")
+    manifests: list[dict[str, Any]] = json.loads((record.get("data") or {}).get(contract.REPLICA_JOBS_KEY) or "[]")
+    for manifest in manifests:
+        for reference in manifest["metadata"].get("ownerReferences", []):
+            reference["uid"] = uid
+        manifest["metadata"].setdefault("labels", {})[contract.ATTEMPT_LABEL] = str(attempt)
+        labels = manifest["spec"]["template"]["metadata"].setdefault("labels", {})
+        labels[contract.ATTEMPT_LABEL] = str(attempt)
+        if uid:
+            labels[contract.RECORD_UID_LABEL] = uid
+    return manifests
+
+
+def restart_step(api: Api, job: JobObjects, record: dict[str, Any], restarts: Restarts) -> None:
+    """Carry a whole restart one step on.  Idempotent, so any pass of any master incarnation
+    may run it: delete every replica Job of the previous attempt with its pods; once none is
+    left (never two generations of pods at once: a new pserver must not meet an old trainer),
+    make them again for the new attempt and record that it runs."""
+    manifests = next_attempt_jobs(record, restarts.attempt)
+    if not manifests:
+        raise ValueError(f"job record {job.record} holds no {contract.REPLICA_JOBS_KEY} to restart the job from")
+    names = {m["metadata"]["name"] for m in manifests}
+    left = [obj for obj in api.jobs(job) if (obj.get("metadata") or {}).get("name") in names and attempt_of(obj) != restarts.attempt]
+    if left:
+        for obj in left:
+            if not (obj.get("metadata") or {}).get("deletionTimestamp"):
+                api.delete_job(str(obj["metadata"]["name"]))
+        return
+    for manifest in manifests:
+        api.create_job(manifest)
+    started = Restarts(restarts.attempt, restarts.failures, restarts.disruptions, False, restarts.message)
+    api.record_restarts(job.record, started, (record.get("metadata") or {}).get("resourceVersion"))
+    print(f"cluster_master: {restarts.message}: attempt {restarts.attempt} started", flush=True)
+
+
 def reconcile_once(api: Api, job: JobObjects) -> bool:
     """One pass; True when the job is over (recorded) and the master may exit."""
     record = api.get_record(job.record)
@@ -483,18 +720,36 @@ def reconcile_once(api: Api, job: JobObjects) -> bool:
         final = json.loads(annotations[contract.STATUS_ANNOTATION])
         stopped_roles = {r["role"] for r in final.get("replicas", []) if r.get("phase") == ReplicaPhase.STOPPED}
         for role in sorted(stopped_roles):
-            api.stop_role(job, role)
+            api.stop_role(job, role, succeeded=final.get("phase") == contract.Phase.SUCCEEDED)
         return True
-    views, decision = decide_job(record, pods)
+    jobs = api.jobs(job)
+    restarts = Restarts.of(record)
+    if restarts.stopping and not annotations.get(contract.CANCELLED_ANNOTATION) == "true":
+        restart_step(api, job, record, restarts)
+        return False
+    views, decision = decide_job(record, pods, role_notes=role_notes(job, record, jobs))
+    # JobSet restarts its own children; a record from before 0.2 has no Jobs to make again.
+    restartable = contract.REPLICA_JOBS_KEY in (record.get("data") or {})
+    if decision.restart and not decision.terminal and restartable:
+        failed_pod = None if decision.disruption else failed_trainer_pod(views, decision)
+        if failed_pod:
+            views, decision = decide_job(record, pods, api.log_tail(failed_pod), role_notes(job, record, jobs))
+        if decision.restart:
+            try:
+                api.record_restarts(job.record, restarts.next(decision), (record.get("metadata") or {}).get("resourceVersion"))
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+            return False  # the next pass carries the restart out (`restart_step`)
     if not decision.terminal:
         return False
-    if decision.phase == contract.Phase.FAILED and api.suspended_jobs(job):
+    if decision.phase == contract.Phase.FAILED and any((obj.get("spec") or {}).get("suspend") for obj in jobs):
         # A preemption: Kueue suspended the Jobs and stops their pods (exit 143), which reads as a
         # failure; the job is queued again, not over (the server holds back the same way).
         return False
     failed_pod = failed_trainer_pod(views, decision)
     if failed_pod:
-        views, decision = decide_job(record, pods, api.log_tail(failed_pod))
+        views, decision = decide_job(record, pods, api.log_tail(failed_pod), role_notes(job, record, jobs))
     try:
         api.record_final(job.record, final_status(views, decision), (record.get("metadata") or {}).get("resourceVersion"))
     except ApiError as error:
@@ -502,7 +757,7 @@ def reconcile_once(api: Api, job: JobObjects) -> bool:
             return False  # the record changed (a cancel?): the next pass reads it again
         raise
     for role in sorted({role for role, _ in decision.stop}):
-        api.stop_role(job, role)
+        api.stop_role(job, role, succeeded=decision.phase == contract.Phase.SUCCEEDED)
     return True
 
 

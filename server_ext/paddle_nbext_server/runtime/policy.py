@@ -10,7 +10,7 @@ Rules, in order:
 3. a trainer failed, no retries left -> Failed naming that replica, exit code and log tail
 4. a pserver ended before the trainers finished -> Failed (trainers would carry on silently)
 5. every trainer succeeded           -> Succeeded, stop the pservers (their SIGTERM end is normal)
-6. a trainer failed with retries left -> restart it, job keeps its phase
+6. a trainer failed with retries left -> restart the whole job, job keeps its phase
 7. otherwise Running if any replica runs, else Pending (with the pending reason)
 """
 
@@ -51,7 +51,11 @@ class Decision:
     phase: str  # a `Phase`
     message: str
     stop: list[tuple[str, int]] = field(default_factory=list)  # replicas to terminate
-    restart: list[tuple[str, int]] = field(default_factory=list)  # failed replicas to start again
+    #: Non-empty: restart the whole job (every replica stopped and started again together; a
+    #: Paddle replica restarted alone never rejoins its gang).  Lists the replicas that caused it.
+    restart: list[tuple[str, int]] = field(default_factory=list)
+    #: The restart is for an eviction, drain or preemption, which does not use up max_restarts.
+    disruption: bool = False
 
     @property
     def terminal(self) -> bool:
@@ -186,8 +190,8 @@ def decide(
 ) -> Decision:
     """Decide the job phase and actions from the replicas' states.
 
-    `runner_restarts=False` is for Kubernetes, where the Job controller itself recreates failed
-    trainer pods: a failed pod only fails the job once `restarts >= max_restarts`.
+    `runner_restarts=False` leaves restarting to someone else: the decision only says whether
+    the job has ended.
     `now` (seconds since the epoch) lets a failure that looks like a consequence (SIGABRT,
     SIGTERM) wait up to `SETTLE_SECONDS` for the trainer that caused it to end too.
     """
@@ -234,13 +238,21 @@ def decide(
             f"All {count} trainer{'s' if count != 1 else ''} finished successfully.",
             stop=[(p.role, p.index) for p in pservers if p.phase in (ReplicaPhase.RUNNING, ReplicaPhase.PENDING)],
         )
-    restart = [(t.role, t.index) for t in trainers if t.phase == ReplicaPhase.FAILED] if runner_restarts else []
-    if any(r.phase == ReplicaPhase.RUNNING for r in replicas):
+    restarting = sorted((t for t in trainers if t.phase == ReplicaPhase.FAILED), key=_blame_order) if runner_restarts else []
+    restart = [(t.role, t.index) for t in restarting]
+    any_running = any(r.phase == ReplicaPhase.RUNNING for r in replicas)
+    if restarting:
+        first = restarting[0]
+        tail = failure_line(first.log_tail)
+        message = (
+            f"restart {first.restarts + 1} of {max_restarts}: trainer {first.index} failed with "
+            f"{first.reason or describe_exit(first.exit_code)}" + (f" ({tail})" if tail else "") + "; all replicas restarting"
+        )
+        return Decision(Phase.RUNNING if any_running else Phase.PENDING, message, restart=restart)
+    if any_running:
         done = sum(1 for t in trainers if t.phase == ReplicaPhase.SUCCEEDED)
         message = f"{done}/{len(trainers)} trainers finished." if done else "Training is running."
-        if restart:
-            message += f" Restarting {', '.join(f'{role} {index}' for role, index in restart)}."
-        return Decision(Phase.RUNNING, message, restart=restart)
+        return Decision(Phase.RUNNING, message)
     waiting = [r for r in replicas if r.phase == ReplicaPhase.PENDING and r.reason]
     message = f"{waiting[0].role} {waiting[0].index}: {waiting[0].reason}" if waiting else "Waiting for replicas to start."
-    return Decision(Phase.PENDING, message, restart=restart)
+    return Decision(Phase.PENDING, message)

@@ -9,6 +9,7 @@ cleanly even if the master pod is lost.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -905,22 +906,20 @@ class KubernetesBackend(Backend):
         if self._cache is None:
             return {}
         uid = (record.get("metadata") or {}).get("uid")
+        attempt = cluster_master.Restarts.of(record).attempt
         jobs = self._cache.stores["jobs"]
         queued_words = self._queue_words(job)
         notes: dict[str, cluster_master.RoleNote] = {}
         current: dict[str, str] = {}
         for role in map(str, ROLES):
             obj = jobs.get(self._role_job(job, role))
-            if obj is None or not (_owned_by(obj, uid) or _labelled_for(obj, uid)):
+            if obj is None or not (_owned_by(obj, uid) or _labelled_for(obj, uid)) or cluster_master.attempt_of(obj) != attempt:
                 continue
             current[role] = (obj.get("metadata") or {}).get("uid", "")
-            for condition in (obj.get("status") or {}).get("conditions") or []:
-                # FailureTarget comes first (the Job controller is stopping the pods), Failed after.
-                if condition.get("type") in ("FailureTarget", "Failed") and condition.get("status") == "True":
-                    notes[role] = cluster_master.RoleNote(
-                        f"{condition.get('reason') or 'Failed'}: {(condition.get('message') or '').strip()}".rstrip(": "), True
-                    )
-            if role not in notes and (obj.get("spec") or {}).get("suspend"):
+            note = cluster_master.job_note(role, obj)
+            if note is not None:
+                notes[role] = note
+            if not (note and note.failed) and (obj.get("spec") or {}).get("suspend"):
                 queued = queued_words.get(role) or queued_words.get("job")
                 if queued is not None and queued.waiting:
                     notes[role] = cluster_master.RoleNote(f"{queued.state}: {queued.text}")
@@ -935,7 +934,8 @@ class KubernetesBackend(Backend):
                     if role not in latest or stamp >= latest[role][0]:
                         latest[role] = (stamp, str(event.get("message") or "").strip())
         for role, (_, message) in latest.items():
-            notes.setdefault(role, cluster_master.RoleNote(f"FailedCreate: {message}"))
+            if not notes.get(role, cluster_master.RoleNote()).reason:  # keeps the indexes that completed
+                notes[role] = dataclasses.replace(notes.get(role, cluster_master.RoleNote()), reason=f"FailedCreate: {message}")
         for role in map(str, ROLES):
             # A queued JobSet's child Jobs appear only a moment after its Workload has Kueue's
             # words (the JobSet controller makes them): a role without its Job yet waits for the
@@ -1018,7 +1018,8 @@ class KubernetesBackend(Backend):
             if await self._record_final(job, cluster_master.final_status(views, decision), record):
                 # The master's Job too: it has nothing left to do, and a master pod that never ran
                 # (an image it cannot pull) would otherwise keep its Job, and the TTL, waiting.
-                await self._stop_roles(job, sorted({role for role, _ in decision.stop} | {manifests.MASTER}))
+                roles = sorted({role for role, _ in decision.stop} | {manifests.MASTER})
+                await self._stop_roles(job, roles, succeeded=decision.phase == Phase.SUCCEEDED)
         except (ApiException, BackendUnavailable) as error:
             self.log.warning("paddle-nbext: could not finish job %s yet: %s", job, error)
         finally:
@@ -1071,13 +1072,25 @@ class KubernetesBackend(Backend):
             self._cache.put("configmaps", json.loads(response.data))
         return True
 
-    async def _stop_roles(self, job: str, roles: list[str]) -> None:
+    async def _stop_roles(self, job: str, roles: list[str], succeeded: bool = False) -> None:
         """End each role's Job through its deadline (`cluster_master.STOP_PATCH`): the Job
-        controller stops the live pods; finished pods stay for their logs."""
+        controller stops the live pods; finished pods stay for their logs.  After a success the
+        Jobs are deleted instead (as the master does, `Api.stop_role`): a deadline would mark
+        them Failed, an alert for a job that went well."""
         connection = await self._conn()
         batch = client.BatchV1Api(connection.api)
         for role in roles:
             try:
+                if succeeded:
+                    await self._call(
+                        f"stop the {role}s of {job}",
+                        batch.delete_namespaced_job,
+                        self._role_job(job, role),
+                        connection.namespace,
+                        propagation_policy="Background",
+                        _preload_content=False,
+                    )
+                    continue
                 await self._call(
                     f"stop the {role}s of {job}",
                     batch.patch_namespaced_job,

@@ -12,9 +12,11 @@ pods, the launcher, the master and status are the same; what changes:
   published, as peers must resolve before they are ready), so the plan has no Service of ours;
 - success: `successPolicy` ends the JobSet when every trainer succeeded (JobSet then stops the
   pservers and the master, as the master's policy would);
-- failure: retries stay per replica (`backoffLimitPerIndex` from `max_restarts` in the trainers'
-  Job, as in `jobs` mode); a child Job that fails fails the JobSet (`maxRestarts: 0`), because
-  a whole-gang restart would re-run replicas that did not fail and spend the budget twice;
+- failure: JobSet's own failure policy restarts the whole job, as the master does in `jobs`
+  mode (a Paddle replica restarted alone never rejoins its gang): a child Job fails at its first
+  failed pod (`backoffLimit: 0`), and JobSet then makes every child Job again, up to
+  `max_restarts` times; a Job failed by its DisruptionTarget rule (an eviction, drain or
+  preemption) restarts the JobSet without using up `max_restarts`;
 - `ttlSecondsAfterFinished` moves from the Jobs to the JobSet (JobSet deletes its children).
 """
 
@@ -62,7 +64,10 @@ def jobset_of(spec: JobSpec, settings: ManifestSettings, jobs: list[dict[str, An
     body: dict[str, Any] = {
         "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
         "successPolicy": {"operator": "All", "targetReplicatedJobs": [Role.TRAINER.value]},
-        "failurePolicy": {"maxRestarts": 0},
+        "failurePolicy": {
+            "maxRestarts": spec.max_restarts,
+            "rules": [{"action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"]}],
+        },
         "replicatedJobs": [_replicated(job) for job in jobs],
     }
     if settings.ttl_seconds_after_finished is not None:

@@ -8,7 +8,9 @@ Objects, in creation order (the record first, so every other object can point at
   Job `<obj>-master`          one pod (restartPolicy OnFailure, so Kubernetes restarts it) that
                               runs cluster_master.py and ends the job cleanly without the server
   Job `<obj>-pserver`         Indexed, completions = parallelism = pservers (ps mode only)
-  Job `<obj>-trainer`         Indexed, backoffLimit(PerIndex) from max_restarts, restartPolicy Never
+  Job `<obj>-trainer`         Indexed, backoffLimit 0, restartPolicy Never: a failed or evicted
+                              replica fails its Job, and the master restarts the whole job
+                              (every replica Job made again from the record, next attempt)
 With `master_service_account_name` empty, a ServiceAccount, Role and RoleBinding `<obj>-master`
 (limited to this job's objects by resourceNames) are created for the master as well.
 Every object carries the label `paddle-nbext/job=<obj>` and the owner's name as an annotation.
@@ -26,12 +28,14 @@ import re
 from typing import Any
 
 from paddle_nbext.contract import (
+    ATTEMPT_LABEL,
     JOB_LABEL,
     MANAGED_BY_LABEL,
     MANAGER,
     OWNER_ANNOTATION,
     OWNER_LABEL,
     RECORD_UID_LABEL,
+    REPLICA_JOBS_KEY,
     ROLE_LABEL,
     ROLES,
     SPEC_KEY,
@@ -296,16 +300,19 @@ def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings
         "completionMode": "Indexed",
         "completions": count,
         "parallelism": count,
-        # An eviction, drain or preemption is not the replica's failure: the Job controller
-        # replaces the pod without using the retry budget (max_restarts).
-        "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
+        # No pod is ever replaced alone: it would join a running gang that cannot take it back
+        # (collective ranks abort, PS peers lose their state).  The first failed pod fails the
+        # Job; the master (JobSet in `jobset` mode) restarts the whole job, up to max_restarts.
+        "backoffLimit": 0,
+        # An eviction, drain or preemption fails the Job by this rule, so the Job says so
+        # (reason PodFailurePolicy) even once the pod is gone: such a restart does not use up
+        # max_restarts.
+        "podFailurePolicy": {"rules": [{"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
     }
-    if role == Role.TRAINER:
-        job_spec["backoffLimitPerIndex"] = spec.max_restarts
-        job_spec["backoffLimit"] = spec.max_restarts * count
-    else:
-        job_spec["backoffLimit"] = 0  # a pserver that ends early fails the job (the policy says so)
-    return _job(f"{job}-{role}", spec, owner, role, settings, pod_spec, job_spec)
+    manifest = _job(f"{job}-{role}", spec, owner, role, settings, pod_spec, job_spec)
+    manifest["metadata"]["labels"][ATTEMPT_LABEL] = "0"
+    manifest["spec"]["template"]["metadata"]["labels"][ATTEMPT_LABEL] = "0"
+    return manifest
 
 
 def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[str, Any]:
@@ -358,9 +365,11 @@ def master_rbac(spec: JobSpec, owner: str, settings: ManifestSettings) -> list[d
             "apiGroups": ["batch"],
             "resources": ["jobs"],
             "resourceNames": [settings.role_job(job, role) for role in ROLES],
-            "verbs": ["patch"],
+            "verbs": ["patch", "delete"],  # stop a role; delete the Jobs of an attempt to restart
         },
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},  # suspended by a queue? (preemption)
+        # Jobs: failed or suspended by a queue (preemption)?  And a whole restart makes the
+        # replica Jobs again (a create cannot be limited to names: RBAC knows no name yet).
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
     ]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()},
@@ -392,6 +401,9 @@ def build_plan(
     jobs.append(replica_job(spec, owner, Role.TRAINER.value, settings, home, workdir))
     objects = [record(spec, owner, settings, runtime)]
     if settings.workload_mode != JOBSET_MODE:
+        # What the master makes again on a whole restart (JobSet restarts its own children).
+        replicas = [j for j in jobs if j["metadata"]["labels"][ROLE_LABEL] in ROLES]
+        objects[0]["data"][REPLICA_JOBS_KEY] = json.dumps(replicas, sort_keys=True)
         objects.append(service(spec, owner, settings))
     if not settings.master_service_account_name:
         objects += master_rbac(spec, owner, settings)
