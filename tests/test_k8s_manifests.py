@@ -166,6 +166,8 @@ def test_env_contract_per_role():
         assert env["LR"] == "0.1"
         assert "PADDLE_NBEXT_INDEX" not in env  # from JOB_COMPLETION_INDEX of the Indexed Job
     assert env_of(jobs[("Job", f"{OBJ}-pserver")])["PADDLE_NBEXT_CPU"] == "1"  # 500m -> 1 thread
+    # A PS trainer waits for the pservers as long as a cold image pull may take (a server setting).
+    assert env_of(jobs[("Job", f"{OBJ}-trainer")])["PADDLE_NBEXT_WAIT_TIMEOUT"] == "900"
     service = jobs[("Service", OBJ)]
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
     assert {p["port"] for p in service["spec"]["ports"]} == {6174, 6175}

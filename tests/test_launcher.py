@@ -8,6 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -139,6 +141,61 @@ def test_trainer_gives_up_naming_the_unreachable_pserver(tmp_path) -> None:
         listening.close()
     assert result.returncode == launcher.WAIT_EXIT_CODE
     assert f"pserver 1 at 127.0.0.1:{dead}" in result.stderr
+    assert "it refuses connections: its pod runs, but its code has not started serving" in result.stderr
+    assert not (tmp_path / "entry-ran").exists()
+
+
+def test_a_trainer_waiting_for_a_pserver_whose_name_does_not_resolve_says_its_pod_is_not_running(tmp_path) -> None:
+    env = inputs(
+        PADDLE_NBEXT_PSERVER_ENDPOINTS="train-pserver-0.nowhere.invalid:6174",
+        PADDLE_NBEXT_WORKDIR=str(tmp_path),
+        PADDLE_NBEXT_ENTRY="touch entry-ran",
+        PADDLE_NBEXT_WAIT_TIMEOUT="1",
+    )
+    result = subprocess.run([sys.executable, launcher.__file__], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == launcher.WAIT_EXIT_CODE
+    assert "pserver 0 at train-pserver-0.nowhere.invalid:6174 did not accept connections within 1s" in result.stderr
+    assert "its name does not resolve yet: its pod is not running (still Pending, pulling its image" in result.stderr
+
+
+def _signal_mask(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare and root for a PID namespace")
+def test_a_launcher_that_is_pid_1_ends_at_once_on_sigterm_while_it_waits_for_pservers(tmp_path) -> None:
+    """In a container the launcher is PID 1, which gets no default-fatal signals: without its own
+    handler a SIGTERM while it waits for the pservers (a cancel, a whole-job restart, an eviction)
+    would be ignored until the grace period's SIGKILL.  It ends with 143 instead."""
+    env = inputs(
+        PADDLE_NBEXT_PSERVER_ENDPOINTS=f"127.0.0.1:{_closed_port()}",
+        PADDLE_NBEXT_WORKDIR=str(tmp_path),
+        PADDLE_NBEXT_ENTRY="touch entry-ran",
+        PADDLE_NBEXT_WAIT_TIMEOUT="600",
+    )
+    outer = subprocess.Popen(["unshare", "--pid", "--fork", sys.executable, launcher.__file__], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        pid = None
+        while time.monotonic() < deadline:  # the launcher: unshare's child, PID 1 in its namespace
+            children = Path(f"/proc/{outer.pid}/task/{outer.pid}/children").read_text().split()
+            if children and _signal_mask(int(children[0]), "SigCgt") & (1 << (signal.SIGTERM - 1)):
+                pid = int(children[0])
+                break
+            time.sleep(0.05)
+        assert pid is not None, "the launcher never installed its SIGTERM handler"
+        nspid = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("NSpid:"))
+        assert nspid.split()[-1] == "1", nspid  # PID 1 in its namespace, as in a container
+        os.kill(pid, signal.SIGTERM)
+        code = outer.wait(timeout=60)
+    finally:
+        if outer.poll() is None:
+            outer.kill()
+    assert code == 143, outer.stderr.read() if outer.stderr else ""
+    assert "stopped by signal 15 before the entry point ran" in (outer.stderr.read() if outer.stderr else "")
     assert not (tmp_path / "entry-ran").exists()
 
 

@@ -213,21 +213,31 @@ def _until(ready: Callable[[float], bool], timeout: float) -> bool:
         delay = min(delay * 1.5, MAX_WAIT_DELAY)
 
 
-def _accepts(host: str, port: int, left: float) -> bool:
+def _accepts(host: str, port: int, why: list[str], left: float) -> bool:
+    """Whether the endpoint accepts a connection now; if not, `why[0]` says why in words."""
+    try:
+        socket.getaddrinfo(host, port)
+    except OSError:
+        why[:] = ["its name does not resolve yet: its pod is not running (still Pending, pulling its image, or not scheduled)"]
+        return False
     try:
         with socket.create_connection((host, port), timeout=min(2.0, max(0.1, left))):
             return True
-    except OSError:
-        return False
+    except ConnectionRefusedError:
+        why[:] = ["it refuses connections: its pod runs, but its code has not started serving (fleet.run_server())"]
+    except OSError as error:
+        why[:] = [f"connecting fails: {error}"]
+    return False
 
 
-def wait_for(endpoints: list[tuple[str, int]], timeout: float) -> tuple[str, int] | None:
+def wait_for(endpoints: list[tuple[str, int]], timeout: float) -> tuple[str, int, str] | None:
     """Block until every endpoint accepts a TCP connection; return the first one that still
-    does not when `timeout` seconds have passed, else None."""
+    does not when `timeout` seconds have passed, with why, else None."""
     deadline = time.monotonic() + timeout
     for host, port in endpoints:
-        if not _until(functools.partial(_accepts, host, port), max(0.0, deadline - time.monotonic())):
-            return host, port
+        why = ["it never answered"]
+        if not _until(functools.partial(_accepts, host, port, why), max(0.0, deadline - time.monotonic())):
+            return host, port, why[0]
     return None
 
 
@@ -512,7 +522,18 @@ def run_teed(argv: list[str], env: Mapping[str, str], log: ReplicaLog) -> int:
     return code
 
 
+def _stopped_before_the_code_ran(signum: int, _frame: object) -> None:
+    """SIGTERM (a cancel, a restart, an eviction) while the launcher itself still works, e.g.
+    waits for the pservers: end now, as the entry point would have.  In a container the
+    launcher is PID 1, which the kernel sends no default-fatal signal to: without a handler the
+    pod would sit out its whole grace period and be killed."""
+    os.write(2, f"paddle-nbext launcher: stopped by signal {signum} before the entry point ran\n".encode())
+    os._exit(128 + signum)
+
+
 def main() -> int:
+    for stopping in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # first: a stop may come at once
+        signal.signal(stopping, _stopped_before_the_code_ran)
     base = dict(os.environ)
     log = open_replica_log(base)
     try:
@@ -541,10 +562,11 @@ def main() -> int:
     if waits:
         missing = wait_for(waits, timeout)
         if missing is not None:
-            position = waits.index(missing)
+            host, port, why = missing
+            position = waits.index((host, port))
             _say(
-                f"paddle-nbext launcher: pserver {position} at {missing[0]}:{missing[1]} did not accept "
-                f"connections within {timeout:g}s (PADDLE_NBEXT_WAIT_TIMEOUT); is it running?",
+                f"paddle-nbext launcher: pserver {position} at {host}:{port} did not accept connections within "
+                f"{timeout:g}s (PADDLE_NBEXT_WAIT_TIMEOUT): {why}",
                 log,
             )
             return WAIT_EXIT_CODE

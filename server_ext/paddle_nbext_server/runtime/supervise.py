@@ -190,6 +190,8 @@ def run_supervised(argv: list[str], env: Mapping[str, str]) -> int:
         if child:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child[0], signum)
+        elif signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            os._exit(128 + signum)  # a stop before the entry point started: nothing to pass it to
 
     signal.signal(PARENT_DEATH_SIGNAL, parent_died)
     for forwarded in FORWARDED:

@@ -120,6 +120,12 @@ class KubernetesBackend(Backend):
     extra_labels = Dict(Unicode(), help="Extra labels on every object.").tag(config=True)
     extra_annotations = Dict(Unicode(), help="Extra annotations on every object.").tag(config=True)
     ttl_seconds_after_finished = Int(None, allow_none=True, help="ttlSecondsAfterFinished of the Jobs (the record stays).").tag(config=True)
+    pserver_wait_timeout = Float(
+        900.0,
+        min=1.0,
+        help="Seconds a parameter-server trainer waits for every pserver to accept connections before it fails "
+        "(long enough for a pserver pod's cold image pull).",
+    ).tag(config=True)
     pod_security_context = Dict(help="securityContext of job pods; with home_volume='auto' and empty, the notebook pod's is copied.").tag(
         config=True
     )
@@ -348,6 +354,7 @@ class KubernetesBackend(Backend):
             extra_labels=dict(self.extra_labels),
             extra_annotations=dict(self.extra_annotations),
             ttl_seconds_after_finished=self.ttl_seconds_after_finished,
+            pserver_wait_timeout=self.pserver_wait_timeout,
             pod_security_context=security,
             master_image=self.master_image,
             image_pull_policy=self.image_pull_policy,

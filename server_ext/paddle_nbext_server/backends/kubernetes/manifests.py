@@ -185,6 +185,7 @@ def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, w
         "PADDLE_NBEXT_ENTRY": spec.entry_point,
         "PADDLE_NBEXT_WORKDIR": workdir,
         "PADDLE_NBEXT_CPU": _threads(spec.pserver_cpu if role == Role.PSERVER else spec.trainer_cpu),
+        "PADDLE_NBEXT_WAIT_TIMEOUT": f"{settings.pserver_wait_timeout:g}",
         "HOME": settings.home_path,
     }
     user = [{"name": key, "value": value} for key, value in sorted(spec.env.items()) if key not in values]

@@ -47,6 +47,7 @@ class ManifestSettings:
     extra_labels: dict[str, str] = field(default_factory=dict)
     extra_annotations: dict[str, str] = field(default_factory=dict)
     ttl_seconds_after_finished: int | None = None
+    pserver_wait_timeout: float = 900.0  # PADDLE_NBEXT_WAIT_TIMEOUT: a trainer's wait for the pservers
     pod_security_context: dict[str, Any] = field(default_factory=dict)
     master_image: str = ""  # empty: default_image; never the request's image (the master holds an API token)
     image_pull_policy: str = ""  # empty: Kubernetes' default
