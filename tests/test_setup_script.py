@@ -54,3 +54,34 @@ def test_other_errors_fail_at_once(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 1 and "Unable to locate package" in done.stderr and "waiting" not in done.stderr
+
+
+def test_the_repeat_run_stops_at_the_first_red_run_and_names_it(tmp_path: Path) -> None:
+    """`scripts/test.sh --repeat N` (the proof that the suite needs no luck) runs pytest N times,
+    each a fresh process, and says which run went red; `--busy K` loads the cores meanwhile."""
+    counter = tmp_path / "runs"
+    flaky = tmp_path / "test_second_run_fails.py"
+    flaky.write_text(
+        "from pathlib import Path\n"
+        f"COUNTER = Path({str(counter)!r})\n"
+        "def test_red_on_the_second_run():\n"
+        "    runs = len(COUNTER.read_text().splitlines()) + 1 if COUNTER.exists() else 1\n"
+        "    COUNTER.write_text('x\\n' * runs)\n"
+        "    assert runs != 2\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PADDLE_NBEXT_SKIP_CHECKS": "1", "PADDLE_NBEXT_TEST_KUBECONFIG": "unused"}
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "test.sh"), "--repeat", "3", "--busy", "1", str(flaky)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "run 1 of 3 (busy loops: 1)" in done.stdout and "run 2 of 3 failed" in done.stderr
+    assert "run 3 of 3" not in done.stdout
+    bad = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "test.sh"), "--repeat", "five"], env=env, capture_output=True, text=True, check=False
+    )
+    assert bad.returncode == 2 and "--repeat and --busy take whole numbers" in bad.stderr
