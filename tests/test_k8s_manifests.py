@@ -128,7 +128,11 @@ def test_pserver_and_trainer_jobs():
     assert pserver["spec"]["backoffLimit"] == trainer["spec"]["backoffLimit"] == 0
     assert "backoffLimitPerIndex" not in trainer["spec"]
     for job in (pserver, trainer):
-        assert job["metadata"]["labels"]["paddle-nbext/attempt"] == job["spec"]["template"]["metadata"]["labels"]["paddle-nbext/attempt"] == "0"
+        assert (
+            job["metadata"]["labels"]["paddle-nbext/attempt"]
+            == job["spec"]["template"]["metadata"]["labels"]["paddle-nbext/attempt"]
+            == "0"
+        )
     assert trainer["spec"]["ttlSecondsAfterFinished"] == 3600
     for job in (pserver, trainer):
         pod = job["spec"]["template"]["spec"]
