@@ -200,7 +200,8 @@ def test_listing_follows_what_masters_write_and_cancel_at_once(home) -> None:
         try:
             await backend.submit(request(home, **collective(job_name="gated", entry_point=gated)))
             await backend.submit(request(home, **collective(job_name="keeper")))
-            running = await list_until(backend, "gated", lambda s: s.phase == "Running")
+            # Admission says "Starting replicas." (Running, its replica still Pending) a moment first.
+            running = await list_until(backend, "gated", lambda s: s.phase == "Running" and s.replicas[0].phase == "Running")
             (home / ".paddle-jobs" / "gated" / "package" / "release").touch()
             # Only listings from here on: get_job would read through and hide a stale cache.
             finished = await list_until(backend, "gated", lambda s: s.phase in TERMINAL)
@@ -212,7 +213,7 @@ def test_listing_follows_what_masters_write_and_cancel_at_once(home) -> None:
             await backend.stop()
 
     running, finished, cancelled, after_cancel = asyncio.run(scenario())
-    assert running.phase == "Running" and running.replicas[0].phase == "Running"
+    assert running.message == "Training is running."
     assert finished.phase == "Succeeded" and finished.replicas[0].phase == "Succeeded" and finished.finished
     assert cancelled.phase == "Cancelled" and after_cancel.phase == "Cancelled"
     assert leftover_processes(home, "gated") == [] and leftover_processes(home, "keeper") == []

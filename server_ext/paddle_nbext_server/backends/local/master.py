@@ -28,6 +28,7 @@ replicas it starts run the launcher, which is standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import os
@@ -50,7 +51,7 @@ from paddle_nbext.contract import (
 from paddle_nbext.status import JobStatus, ReplicaStatus
 
 from ...runtime import policy, supervise
-from . import limits
+from . import limits, pending_end
 from .ports import free_port, port_free
 from .processes import ProcessTable, pid_alive, resident_bytes, signal_replica
 from .records import (
@@ -70,8 +71,8 @@ SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "PADDLE_NBEXT_TOKEN")
 MEMORY_CHECK_EVERY = 0.5
 LOG_TAIL_BYTES = 4096
 ADMISSION_LOCK = ".admission.lock"
-#: Seconds a master keeps trying to record a job's end in a dir that cannot be written.
-FINAL_WRITE_WAIT = 60.0
+#: Seconds between a master's tries to record a job's end in a dir that refused it.
+PENDING_END_RETRY = 1.0
 
 
 def _set_parent_death_signal() -> None:
@@ -149,6 +150,7 @@ class Master:
         self.gpu_assignment: dict[str, list[int]] = {}
         self._last_written: str | None = None
         self._write_failing = False
+        self._write_error = ""  # why the last status write failed, in words
         self.all_pids: list[int] = []  # every replica process ever started, for the record
         self._base_env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("PADDLE_NBEXT_")}
 
@@ -184,12 +186,9 @@ class Master:
         try:
             write_atomic(self.job_dir / StatusRecord.KIND, text)
         except OSError as error:
+            self._write_error = f"{error.strerror or error}"
             if not self._write_failing:
-                print(
-                    f"paddle-nbext local master: cannot write {self.job_dir / StatusRecord.KIND}: {error}; retrying",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                say(f"paddle-nbext local master: cannot write {self.job_dir / StatusRecord.KIND}: {error}; retrying")
             self._write_failing = True
             return False
         self._last_written = text
@@ -496,16 +495,30 @@ class Master:
         return _CANCEL_REQUESTED
 
     def finish(self, phase: str, message: str) -> None:
-        """Stop every replica and record the end; an end that cannot be written yet is retried
-        for `FINAL_WRITE_WAIT` seconds (the dir may become writable again) before the master
-        exits, after which the server records the job as ended without its master."""
+        """Stop every replica and record the end.  An end the job dir cannot take (a full disk,
+        a read-only remount) is kept where the server finds it (`pending_end`) and written into
+        the dir as soon as it can be; the master waits for that, or for the dir to be removed,
+        so that no end is ever lost."""
         self.stop_all()
         self.phase = phase
         self.message = message
         self.finished = now_iso()
-        deadline = time.monotonic() + FINAL_WRITE_WAIT
-        while not self.write_status() and not self.record_gone() and time.monotonic() < deadline:
-            time.sleep(1.0)
+        if self.write_status():
+            return
+        kept = False
+        while not self.record_gone():
+            if not kept:
+                try:
+                    pending_end.write(
+                        self.job_dir, self.status().to_json(), f"cannot write {self.job_dir / StatusRecord.KIND}: {self._write_error}"
+                    )
+                    kept = True
+                except OSError as error:
+                    say(f"paddle-nbext local master: cannot keep the end aside either: {error}")
+            time.sleep(PENDING_END_RETRY)
+            if self.write_status():
+                break
+        pending_end.clear(self.job_dir)
 
     def record_gone(self) -> bool:
         """True once the job dir was removed under the master (`rm -rf ~/.paddle-jobs/<job>`):
@@ -539,7 +552,7 @@ class Master:
             self.reap()
             # Every turn, before any decision: a removed dir also takes the snapshot the replicas
             # run from, so they soon fail, and acting on that (a restart, or an end that waits
-            # FINAL_WRITE_WAIT to be recorded in a dir that is gone) would keep the job alive.
+            # to be recorded in a dir that is gone) would keep the job alive.
             if self.record_gone():
                 self.stop_all()
                 return 0
@@ -562,6 +575,13 @@ class Master:
             self.phase, self.message = decision.phase, decision.message
             self.write_status()
             time.sleep(self.plan.poll_interval)
+
+
+def say(message: str) -> None:
+    """A line in master.log (the master's stderr), which lives in the job dir: a full disk or a
+    read-only dir must not turn the master's own words into its crash."""
+    with contextlib.suppress(OSError):
+        print(message, file=sys.stderr, flush=True)
 
 
 _CANCEL_REQUESTED = False

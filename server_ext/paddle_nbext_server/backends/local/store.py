@@ -33,6 +33,7 @@ from paddle_nbext.contract import Phase, ReplicaPhase, now_iso
 from paddle_nbext.status import JobStatus
 
 from ..base import InvalidState, JobExists, JobNotFound
+from . import pending_end
 from .processes import kill_processes, marked_processes, pid_alive, runs_job_master, signal_replica
 from .records import (
     JobRecord,
@@ -206,7 +207,26 @@ class JobStore:
         except (OSError, ValueError) as error:
             message = damage_message(job_dir / StatusRecord.KIND, error)
             return JobFiles(job, damaged_status(job_name_of(job_dir), job, BACKEND_NAME, message), damaged=message)
+        if not record.terminal:
+            record = self._with_pending_end(job_dir, record)
         return JobFiles(job, record)
+
+    @staticmethod
+    def _with_pending_end(job_dir: Path, record: StatusRecord) -> StatusRecord:
+        """The end the master keeps aside while the job dir cannot take it (`pending_end`), said
+        to be unrecorded yet and why; `record` itself when there is none."""
+        pending = pending_end.read(job_dir)
+        if pending is None:
+            return record
+        text, error = pending
+        try:
+            ended = StatusRecord.from_json(text)
+        except ValueError:
+            return record
+        if not ended.terminal:
+            return record
+        note = f" This end is not recorded in the job's directory yet ({error}); it will be as soon as the directory can be written again."
+        return dataclasses.replace(ended, status=dataclasses.replace(ended.status, message=ended.status.message + note))
 
     def _damaged_job(self, job_dir: Path, error: OSError | ValueError) -> JobFiles:
         """A job whose job.json cannot be read, shown to the owner its status.json, what is left
@@ -359,6 +379,7 @@ class JobStore:
         trash = self.root / f".deleting-{job_dir.name}-{os.getpid()}-{time.monotonic_ns()}"
         os.replace(job_dir, trash)
         shutil.rmtree(trash, ignore_errors=True)
+        pending_end.clear(job_dir)
         return job_dir
 
     def forget_master(self, name: str) -> None:

@@ -19,12 +19,14 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from paddle_nbext.contract import Phase
 from paddle_nbext.status import JobStatus
 
 from ...events import DELETED, UPDATED, JobEvent
 from ..base import JobNotFound
+from . import pending_end
 from .store import JobFiles, JobStore, Signature, signature
 
 #: Seconds between checks that an ended job's job.json is still the same one (a job dir
@@ -37,6 +39,15 @@ MASTER_LOST = "The job master stopped without recording an end (was it killed?);
 log = logging.getLogger(__name__)
 
 
+#: The signatures that say a job's status changed: status.json's and its pending end's
+#: (`pending_end`: the end its master keeps aside while the job dir cannot take it).
+StatusSignature = tuple[Signature | None, Signature | None]
+
+
+def status_signature(job_dir: Path) -> StatusSignature:
+    return signature(job_dir / "status.json"), pending_end.signature(job_dir)
+
+
 @dataclass
 class Seen:
     """What was last read of one job dir, and the signatures of the files it was read from.
@@ -47,9 +58,9 @@ class Seen:
     published an event for, kept apart so a read-through by `get` never swallows an event."""
 
     files: JobFiles
-    signature: Signature | None  # of status.json (None: not written yet, the Pending fallback)
+    signature: StatusSignature  # of status.json (None: not written yet) and of a pending end
     job_signature: Signature | None  # of job.json (a new one means the dir was re-created)
-    reported: Signature | None = None
+    reported: StatusSignature | None = None
     checked_alive: float = 0.0
 
     @property
@@ -65,6 +76,8 @@ class Seen:
         """Nothing this server does can change the job any more: it ended, a newer release wrote
         it, or its records are damaged (only its files changing can).  Such entries are only
         re-checked now and then."""
+        if self.signature[1] is not None:
+            return False  # an end kept aside (`pending_end`): status.json is yet to change
         return self.status.terminal or self.files.refused is not None or self.files.damaged is not None
 
 
@@ -86,7 +99,7 @@ class JobWatcher:
         self._failing: dict[str, str] = {}  # job dir -> the error last logged for it (logged once)
 
     # ------------------------------------------------------------------ the map
-    def _entry(self, files: JobFiles, status_signature: Signature | None, job_signature: Signature | None, previous: Seen | None) -> Seen:
+    def _entry(self, files: JobFiles, status_signature: StatusSignature, job_signature: Signature | None, previous: Seen | None) -> Seen:
         """A new entry; the watcher's bookkeeping carries over from the one it replaces."""
         return Seen(
             files,
@@ -107,7 +120,7 @@ class JobWatcher:
     def remember_submitted(self, name: str, files: JobFiles) -> None:
         """A job this server just created: known at once, its creation already published."""
         job_dir = self.store.root / name
-        entry = Seen(files, signature(job_dir / "status.json"), signature(job_dir / "job.json"))
+        entry = Seen(files, status_signature(job_dir), signature(job_dir / "job.json"))
         entry.reported, entry.checked_alive = entry.signature, time.monotonic()
         self._store(name, entry)
 
@@ -179,26 +192,28 @@ class JobWatcher:
             self.forget(name)
             events.append(JobEvent(DELETED, seen.owner, seen.status.name))
             seen = None
-        if job_signature is None or (seen is not None and seen.status.terminal and seen.reported == seen.signature):
+        if job_signature is None or (seen is not None and seen.settled and seen.status.terminal and seen.reported == seen.signature):
             return None
-        status_signature = signature(f"{root}/{name}/status.json")
         job_dir = self.store.root / name
+        # An end the master keeps aside (`pending_end`) changes what the job shows as much as
+        # status.json does: either file's change means reading the job again.
+        current = (signature(f"{root}/{name}/status.json"), pending_end.signature(job_dir))
         entry = seen
-        if entry is None or status_signature != entry.signature:
+        if entry is None or current != entry.signature:
             try:
                 files = self.store.load(job_dir)
             except (OSError, ValueError):
                 return None  # not a job dir (yet), or a damaged one that names no owner
-            entry = self._entry(files, status_signature, job_signature, seen)
+            entry = self._entry(files, current, job_signature, seen)
             self._store(name, entry)
         if check_alive and not entry.settled and now - entry.checked_alive >= MASTER_CHECK_EVERY:
             entry.checked_alive = now
             if not self.store.master_alive(job_dir, entry.files.job):
                 record = self.store.mark_lost(job_dir, Phase.FAILED, MASTER_LOST)
                 files = dataclasses.replace(entry.files, record=record)
-                entry = self._entry(files, signature(job_dir / "status.json"), job_signature, entry)
+                entry = self._entry(files, status_signature(job_dir), job_signature, entry)
                 self._store(name, entry)
-        if entry.reported != entry.signature or entry.reported is None and seen is None:
+        if entry.reported != entry.signature:
             event = JobEvent(UPDATED, entry.owner, entry.status.name, entry.status.to_dict())
             entry.reported = entry.signature
             return event
@@ -218,11 +233,11 @@ class JobWatcher:
         between shows as a change next time).  Memory is keyed by job dir (names are per user)."""
         job_dir = self.store.job_dir(name, owner)
         key = job_dir.name
-        status_signature = signature(job_dir / "status.json")
+        current = status_signature(job_dir)
         job_signature = signature(job_dir / "job.json")
         with self._lock:
             old = self._seen.get(key)
-        if old is not None and job_signature is not None and (status_signature, job_signature) == (old.signature, old.job_signature):
+        if old is not None and job_signature is not None and (current, job_signature) == (old.signature, old.job_signature):
             entry = old
         else:
             try:
@@ -230,7 +245,7 @@ class JobWatcher:
             except (OSError, ValueError):
                 raise _not_found(name) from None
             same_job = old if old is not None and old.job_signature == job_signature else None
-            entry = self._entry(files, status_signature, job_signature, same_job)
+            entry = self._entry(files, current, job_signature, same_job)
             self._store(key, entry)
         if entry.owner != owner:
             raise _not_found(name)
@@ -245,7 +260,7 @@ class JobWatcher:
             seen is not None
             and seen.job_signature is not None
             and signature(job_dir / "job.json") == seen.job_signature
-            and signature(job_dir / "status.json") == seen.signature
+            and status_signature(job_dir) == seen.signature
         ):
             if seen.owner != owner:
                 raise _not_found(name)
