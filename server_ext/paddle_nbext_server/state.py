@@ -58,19 +58,37 @@ class ExtensionState:
         self._adopt_backend_image()
 
     def _adopt_backend_image(self) -> None:
-        """A backend's own default image (`c.KubernetesBackend.default_image`) becomes the job
-        default when `c.PaddleNbext.default_image` is unset, so the image allow-list also covers
-        jobs that name no image, and `/config` shows the image jobs really get."""
+        """One default image for everything a backend runs.  `c.PaddleNbext.default_image`, when
+        set, is also the backend's own (`c.KubernetesBackend.default_image`, which the job master
+        runs in unless `master_image` says otherwise): the master never runs a built-in public
+        image the admin did not choose.  Unset, the backend's own becomes the job default, so the
+        image allow-list covers jobs that name no image, and `/config` shows the image jobs really
+        get.  A `master_image` outside the allow-list is a configuration error too."""
         backend_image = getattr(self.backend, "default_image", None)
-        if self.settings.default_image or not backend_image:
+        if backend_image is None:
             return
-        self.settings.default_image = backend_image
-        try:
-            self.settings.check_consistency()
-        except TraitError as error:
-            self.error = f"{error} (it is the default image of the {self.settings.backend} backend)"
-            self.settings.log.error("paddle-nbext: %s", self.error)
-            self.backend = None  # never started: job routes answer 503 with this cause
+        if self.settings.default_image:
+            self.backend.default_image = self.settings.default_image  # type: ignore[union-attr]
+        else:
+            self.settings.default_image = backend_image
+            try:
+                self.settings.check_consistency()
+            except TraitError as error:
+                self._refuse(f"{error} (it is the default image of the {self.settings.backend} backend)")
+                return
+        master_image = getattr(self.backend, "master_image", "")
+        allowed = self.settings.allowed_images
+        if master_image and allowed is not None and master_image not in allowed:
+            self._refuse(
+                f"c.KubernetesBackend.master_image {master_image!r} is not in PaddleNbext.allowed_images; "
+                "add it there or leave master_image empty (the master then runs in the default image)"
+            )
+
+    def _refuse(self, error: str) -> None:
+        """A configuration the backend must not run with: job routes answer 503 with this cause."""
+        self.error = error
+        self.settings.log.error("paddle-nbext: %s", error)
+        self.backend = None  # never started
 
     @property
     def started(self) -> bool:

@@ -100,7 +100,8 @@ class KubernetesBackend(Backend):
     default_image = Unicode("paddlepaddle/paddle:3.0.0", help="Image for jobs that name none.").tag(config=True)
     master_image = Unicode(
         "",
-        help="Image of each job's master (Python 3 is all it needs); empty: default_image. Never the job's own image: the master holds an API token.",
+        help="Image of each job's master (it needs Python 3.10+ as python3, nothing else); empty: the site's default image. "
+        "Must be in allowed_images when that is set. Never the job's own image: the master holds an API token.",
     ).tag(config=True)
     image_pull_policy = Enum(
         ["", "Always", "IfNotPresent", "Never"], "", help="imagePullPolicy of the replicas ('' leaves Kubernetes' default)."

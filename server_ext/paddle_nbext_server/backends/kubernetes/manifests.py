@@ -322,7 +322,7 @@ def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[st
     container = {
         "name": CONTAINER,
         # Never the request's image: the master holds an API token, and an image the user chose
-        # could hand it to user code.  It needs only Python 3 (the master is stdlib-only).
+        # could hand it to user code.  It needs only Python 3.10+ (the master is stdlib-only).
         "image": settings.master_image or settings.default_image,
         "command": ["python3", f"{RUNTIME_MOUNT}/cluster_master.py"],
         "env": [
