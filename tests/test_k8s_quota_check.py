@@ -65,17 +65,41 @@ def cluster_queue(
 def test_the_need_is_every_pod_of_the_plan_including_the_master(mode: str) -> None:
     found = groups(mode, pservers=2, trainers=4, pserver_cpu="500m", pserver_mem="2Gi", trainer_cpu="2", trainer_mem="8Gi", trainer_gpu=1)
     by_role = {g.role: (g.pods, {k: v.canonical() for k, v in g.each.items()}) for g in found}
+    objects = by_role.pop("")  # what object count quotas count: nothing a user sets
     assert by_role == {
-        "master": (1, {"cpu": "10m", "memory": "128Mi"}),
-        "pserver": (2, {"cpu": "500m", "memory": "2Gi"}),
-        "trainer": (4, {"cpu": "2", "memory": "8Gi", GPU: "1"}),
+        "master": (1, {"cpu": "10m", "memory": "128Mi", "pods": "1"}),
+        "pserver": (2, {"cpu": "500m", "memory": "2Gi", "pods": "1"}),
+        "trainer": (4, {"cpu": "2", "memory": "8Gi", GPU: "1", "pods": "1"}),
     }
+    # The record, the Service (JobSet's own in jobset mode) and the three Jobs (JobSet's children).
+    assert objects[1]["count/jobs.batch"] == "3" and objects[1]["count/configmaps"] == "1" and objects[1]["count/services"] == "1"
     need = quota.job_need(found)
-    assert need == {"cpu": Fraction(9010, 1000), "memory": Fraction(36 * 2**30 + 128 * 2**20), GPU: Fraction(4)}
+    assert need["cpu"] == Fraction(9010, 1000) and need["memory"] == Fraction(36 * 2**30 + 128 * 2**20) and need[GPU] == Fraction(4)
+    assert need["pods"] == 7
+
+
+def test_a_pods_quota_smaller_than_the_job_can_never_run_and_names_the_replica_count() -> None:
+    """A `pods: 3` quota and a 5-pod job (master, 1 pserver, 3 trainers): never, not "fits"."""
+    found = groups(pservers=1, trainers=3)
+    bounds, _ = quota.resource_quota_bounds([resource_quota("small", {"pods": "3"}, {"pods": "0"})], quota.job_need(found))
+    check = quota.judge(found, bounds, [], GPU)
+    assert check.verdict == Verdict.NEVER and check.field == "trainers", check.words
+    assert "it can never run: it needs 5 pods, but ResourceQuota small has at most 3 pods; ask for fewer trainers" in check.words
+    jobs_quota = [resource_quota("objects", {"count/jobs.batch": "5"}, {"count/jobs.batch": "4"})]
+    bounds, _ = quota.resource_quota_bounds(jobs_quota, quota.job_need(found))
+    check = quota.judge(found, bounds, [], GPU)
+    assert check.verdict == Verdict.WAITS and "short of 2 Jobs in ResourceQuota objects" in check.words, check.words
+    assert check.field is None
+
+
+def test_a_queue_that_does_not_cover_pods_does_not_count_them() -> None:
+    found = groups(pservers=1, trainers=3)
+    bounds = quota.cluster_queue_bounds(cluster_queue([("default", {"cpu": "64", "memory": "256Gi", GPU: "8"})]), quota.job_need(found))
+    assert {b.resource for b in bounds} == {"cpu", "memory"}
 
 
 def test_collective_jobs_have_no_pserver_pods() -> None:
-    assert {g.role for g in groups(mode="collective", trainers=2)} == {"master", "trainer"}
+    assert {g.role for g in groups(mode="collective", trainers=2)} == {"master", "trainer", ""}  # "": the objects
 
 
 def test_a_pod_request_counts_its_largest_init_container_and_its_overhead() -> None:
@@ -85,8 +109,9 @@ def test_a_pod_request_counts_its_largest_init_container_and_its_overhead() -> N
         "overhead": {"cpu": "250m"},
     }
     job = {"kind": "Job", "spec": {"parallelism": 2, "template": {"metadata": {"labels": {"paddle-nbext/role": "trainer"}}, "spec": pod}}}
-    (group,) = quota.pod_groups([job])
-    assert (group.pods, {k: v.canonical() for k, v in group.each.items()}) == (2, {"cpu": "3250m", "memory": "1Gi"})
+    group, objects = quota.pod_groups([job])
+    assert (group.pods, {k: v.canonical() for k, v in group.each.items()}) == (2, {"cpu": "3250m", "memory": "1Gi", "pods": "1"})
+    assert {k: v.canonical() for k, v in objects.each.items()} == {"count/jobs.batch": "1"}
 
 
 def test_free_from_resource_quotas_is_hard_minus_used_for_the_keys_that_bound_our_pods() -> None:

@@ -126,6 +126,25 @@ def test_the_rank_whose_code_failed_is_named_not_the_one_that_aborted_because_of
     assert decide(replicas, max_restarts=0).message == "trainer 1 failed with exit code 1: ValueError: bad batch"
 
 
+def test_a_rank_whose_pod_is_gone_and_only_its_job_says_failed_is_not_blamed() -> None:
+    """Kubernetes: rank 1 raises; its Job fails (backoffLimit 0) and the Job controller deletes
+    rank 0's pod, so rank 0 is failed only by its Job's word, with no exit code of its own."""
+    replicas = job([FAILED, FAILED], [])
+    replicas[0] = Observed("trainer", 0, FAILED, reason="BackoffLimitExceeded: Job has reached the specified backoff limit")
+    replicas[1] = Observed("trainer", 1, FAILED, exit_code=1, log_tail="Traceback (most recent call last):\nValueError: bad batch\n")
+    assert decide(replicas, max_restarts=0).message == "trainer 1 failed with exit code 1: ValueError: bad batch"
+    restart = decide(replicas, max_restarts=1)
+    assert restart.message.startswith("restart 1 of 1: trainer 1 failed with exit code 1 (ValueError: bad batch)")
+
+
+def test_a_failure_with_restarts_left_restarts_the_whole_job_in_words() -> None:
+    replicas = job([RUNNING, FAILED], [RUNNING])
+    replicas[2] = Observed("trainer", 1, FAILED, exit_code=3, restarts=1, log_tail="ValueError: bad batch\n")
+    decision = decide(replicas, max_restarts=3)
+    assert decision.message == "restart 2 of 3: trainer 1 failed with exit code 3 (ValueError: bad batch); all replicas restarting"
+    assert decision.phase == RUNNING and decision.restart == [("trainer", 1)]
+
+
 ABORT_TAIL = "FatalError: `Process abort signal` is detected by the operating system.\n"
 
 

@@ -620,10 +620,11 @@ def failed_trainer_pod(views: list[ReplicaView], decision: policy.Decision) -> s
         view = next((v for v in views if (v.role, v.index) == (role, index) and v.pod), None)
         if view is not None:
             return view.pod
-    for view in views:
-        if view.phase == ReplicaPhase.FAILED and view.pod:
-            return view.pod
-    return None
+    # The replica the message names (policy.blame_order: its own code failed, not a peer that
+    # aborted or was stopped because of it), trainers first as the policy names them.
+    failed = [v for v in views if v.phase == ReplicaPhase.FAILED and v.pod]
+    failed.sort(key=lambda v: (v.role != contract.Role.TRAINER, policy.blame_order(v.observed())))
+    return failed[0].pod if failed else None
 
 
 @dataclass(frozen=True)

@@ -126,11 +126,12 @@ def _signal_of(exit_code: int | None) -> int | None:
     return exit_code - 128 if exit_code > 128 else None
 
 
-def _blame_order(replica: Observed) -> tuple[bool, int]:
+def blame_order(replica: Observed) -> tuple[bool, bool, int]:
     """Which failed replica the job's message names: one whose own code failed (an exception's
     exit code, a crash, an out-of-memory kill) before one that was aborted or stopped because of
-    it; then the lowest index."""
-    return (_signal_of(replica.exit_code) in CONSEQUENTIAL_SIGNALS, replica.index)
+    it, and before one whose end nobody saw (its pod is gone; only its Job says it failed: on
+    Kubernetes the Job controller deletes a failed Job's other pods); then the lowest index."""
+    return (_signal_of(replica.exit_code) in CONSEQUENTIAL_SIGNALS, replica.exit_code is None, replica.index)
 
 
 def describe_signal(number: int) -> str:
@@ -205,13 +206,13 @@ def decide(
         return Decision(Phase.FAILED, f"DeadlineExceeded: the job ran longer than its timeout of {timed_out_after}s.", stop=running)
     failed = [t for t in trainers if t.phase == ReplicaPhase.FAILED and t.restarts >= max_restarts]
     if _settling(failed, trainers, now):
-        first = min(failed, key=_blame_order)
+        first = min(failed, key=blame_order)
         return Decision(
             Phase.RUNNING,
             f"trainer {first.index} ended with {first.reason or describe_exit(first.exit_code)}; "
             "waiting for the other trainers to end to name the failure that caused it.",
         )
-    for trainer in sorted(trainers, key=_blame_order):
+    for trainer in sorted(trainers, key=blame_order):
         if trainer.phase == ReplicaPhase.FAILED and trainer.restarts >= max_restarts:
             how = trainer.reason or describe_exit(trainer.exit_code)
             after = f" after {trainer.restarts} restart{'s' if trainer.restarts != 1 else ''}" if max_restarts else ""
@@ -238,7 +239,7 @@ def decide(
             f"All {count} trainer{'s' if count != 1 else ''} finished successfully.",
             stop=[(p.role, p.index) for p in pservers if p.phase in (ReplicaPhase.RUNNING, ReplicaPhase.PENDING)],
         )
-    restarting = sorted((t for t in trainers if t.phase == ReplicaPhase.FAILED), key=_blame_order) if runner_restarts else []
+    restarting = sorted((t for t in trainers if t.phase == ReplicaPhase.FAILED), key=blame_order) if runner_restarts else []
     restart = [(t.role, t.index) for t in restarting]
     any_running = any(r.phase == ReplicaPhase.RUNNING for r in replicas)
     if restarting:

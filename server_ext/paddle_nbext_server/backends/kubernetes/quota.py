@@ -32,8 +32,38 @@ from paddle_nbext.quota import QuotaBound, QuotaCheck, Verdict
 
 CPU = "cpu"
 MEMORY = "memory"
-#: ResourceQuota keys that bound a resource our pods request (memory limits equal the requests).
-_QUOTA_KEYS = {CPU: ("requests.cpu", "cpu"), MEMORY: ("requests.memory", "memory", "limits.memory")}
+PODS = "pods"
+#: What a ResourceQuota counts of the objects the plan creates (object count quotas), by kind.
+#: In `jobset` mode the JobSet controller makes the child Jobs and the Service (`object_group`).
+_OBJECT_COUNTS = {
+    "Job": "count/jobs.batch",
+    "ConfigMap": "count/configmaps",
+    "Service": "count/services",
+    "ServiceAccount": "count/serviceaccounts",
+    "Role": "count/roles.rbac.authorization.k8s.io",
+    "RoleBinding": "count/rolebindings.rbac.authorization.k8s.io",
+    "JobSet": "count/jobsets.jobset.x-k8s.io",
+}
+#: How the counted things read in a sentence.
+_COUNT_WORDS = {
+    PODS: ("pod", "pods"),
+    "count/jobs.batch": ("Job", "Jobs"),
+    "count/configmaps": ("ConfigMap", "ConfigMaps"),
+    "count/services": ("Service", "Services"),
+    "count/serviceaccounts": ("ServiceAccount", "ServiceAccounts"),
+    "count/roles.rbac.authorization.k8s.io": ("Role", "Roles"),
+    "count/rolebindings.rbac.authorization.k8s.io": ("RoleBinding", "RoleBindings"),
+    "count/jobsets.jobset.x-k8s.io": ("JobSet", "JobSets"),
+}
+#: ResourceQuota keys that bound a resource our pods request (memory limits equal the requests),
+#: and the older names of the object counts.
+_QUOTA_KEYS = {
+    CPU: ("requests.cpu", "cpu"),
+    MEMORY: ("requests.memory", "memory", "limits.memory"),
+    PODS: ("pods", "count/pods"),
+    "count/configmaps": ("count/configmaps", "configmaps"),
+    "count/services": ("count/services", "services"),
+}
 #: Scopes our pods are always in / never in: they request CPU and memory (not BestEffort), set no
 #: activeDeadlineSeconds on the pod (not Terminating) and no cross-namespace affinity.
 _IN_SCOPE = {"NotBestEffort", "NotTerminating"}
@@ -123,21 +153,46 @@ def _group(job_spec: Mapping[str, Any], copies: int) -> PodGroup:
     role = str(((template.get("metadata") or {}).get("labels") or {}).get(ROLE_LABEL) or "")
     parallelism = job_spec.get("parallelism")
     pods = (1 if parallelism is None else int(parallelism)) * copies
-    return PodGroup(role=role, pods=pods, each=_pod_request(template.get("spec") or {}))
+    each = {**_pod_request(template.get("spec") or {}), PODS: Quantity(Fraction(1))}  # a `pods` quota counts each
+    return PodGroup(role=role, pods=pods, each=each)
+
+
+def object_group(plan: Iterable[Mapping[str, Any]]) -> PodGroup:
+    """The objects the job creates that object count quotas count (`count/jobs.batch`, ...), as a
+    group of one with no role: nothing a user sets changes them."""
+    counts: dict[str, int] = {}
+    for manifest in plan:
+        kind = str(manifest.get("kind") or "")
+        if kind in _OBJECT_COUNTS:
+            counts[_OBJECT_COUNTS[kind]] = counts.get(_OBJECT_COUNTS[kind], 0) + 1
+        if kind == "JobSet":  # its controller makes a Job per replicated Job copy, and the Service
+            children = sum(int(r.get("replicas", 1)) for r in (manifest.get("spec") or {}).get("replicatedJobs") or [])
+            counts[_OBJECT_COUNTS["Job"]] = counts.get(_OBJECT_COUNTS["Job"], 0) + children
+            counts[_OBJECT_COUNTS["Service"]] = counts.get(_OBJECT_COUNTS["Service"], 0) + 1
+    return PodGroup(role="", pods=1, each={key: Quantity(Fraction(n)) for key, n in counts.items()})
 
 
 def pod_groups(plan: Iterable[Mapping[str, Any]]) -> list[PodGroup]:
     """The job's pods per role, from its plan: native Jobs (`jobs` mode) or a JobSet's
-    replicated Jobs (`jobset` mode).  A role with no pods (pservers in collective mode) is left out."""
+    replicated Jobs (`jobset` mode), and its counted objects (`object_group`).  A role with no
+    pods (pservers in collective mode) is left out."""
+    manifests = list(plan)
     groups: list[PodGroup] = []
-    for manifest in plan:
+    for manifest in manifests:
         if manifest.get("kind") == "Job":
             groups.append(_group(manifest.get("spec") or {}, 1))
         elif manifest.get("kind") == "JobSet":
             for replicated in (manifest.get("spec") or {}).get("replicatedJobs") or []:
                 copies = int(replicated.get("replicas", 1))
                 groups.append(_group((replicated.get("template") or {}).get("spec") or {}, copies))
-    return [group for group in groups if group.pods > 0]
+    groups = [group for group in groups if group.pods > 0]
+    objects = object_group(manifests)
+    return groups + ([objects] if objects.each else [])
+
+
+def counted(resource: str) -> bool:
+    """Pods and objects, counted one by one (not requested amounts)."""
+    return resource in _COUNT_WORDS
 
 
 def job_need(groups: Iterable[PodGroup]) -> dict[str, Fraction]:
@@ -153,7 +208,7 @@ def job_need(groups: Iterable[PodGroup]) -> dict[str, Fraction]:
 
 
 def _quota_keys(resource: str) -> tuple[str, ...]:
-    return _QUOTA_KEYS.get(resource, (f"requests.{resource}",))
+    return _QUOTA_KEYS.get(resource, (resource,) if counted(resource) else (f"requests.{resource}",))
 
 
 def _scope_applies(scope: str, operator: str, values: list[str], priority_class: str) -> bool | None:
@@ -240,6 +295,8 @@ def cluster_queue_bounds(cluster_queue: Mapping[str, Any], resources: Iterable[s
     bounds: list[Bound] = []
     for resource in resources:
         group = next((g for g in spec.get("resourceGroups") or [] if resource in (g.get("coveredResources") or [])), None)
+        if group is None and counted(resource):
+            continue  # Kueue counts pods only where a queue covers them, and never objects
         if group is None:
             bounds.append(Bound(resource, source, Fraction(0), Fraction(0), note=f"it does not cover {resource}"))
             continue
@@ -283,7 +340,10 @@ def _quantity(amount: Fraction) -> str:
 
 
 def amount_words(resource: str, amount: Fraction, gpu_resource: str) -> str:
-    """`8 CPU`, `32Gi`, `4 GPUs`, `2 example.com/fpga`."""
+    """`8 CPU`, `32Gi`, `4 GPUs`, `2 example.com/fpga`, `5 pods`, `3 Jobs`."""
+    if resource in _COUNT_WORDS:
+        one, many = _COUNT_WORDS[resource]
+        return f"{format_cpu(amount)} {one if amount == 1 else many}"
     if resource == CPU:
         return f"{format_cpu(amount)} CPU"
     if resource == MEMORY:
@@ -295,13 +355,15 @@ def amount_words(resource: str, amount: Fraction, gpu_resource: str) -> str:
 
 
 def _order(resources: Iterable[str], gpu_resource: str) -> list[str]:
-    rank = {CPU: 0, MEMORY: 1, gpu_resource: 2}
-    return sorted(resources, key=lambda r: (rank.get(r, 3), r))
+    rank = {CPU: 0, MEMORY: 1, gpu_resource: 2, PODS: 4}
+    return sorted(resources, key=lambda r: (rank.get(r, 5 if counted(r) else 3), r))
 
 
 def _blame(groups: list[PodGroup], resource: str, limit: Fraction, role: PodGroup | None) -> str | None:
     """The job field to change: the per-replica amount when one replica of the biggest role is
     already too much (with the rest of the job), else that role's replica count."""
+    if counted(resource) and resource != PODS:
+        return None  # the job's own objects: nothing the user sets
     suffix = _FIELD_SUFFIX.get(resource, "gpu")
     replicas = [g for g in groups if g.role in (Role.PSERVER, Role.TRAINER) and g.total(resource) > 0]
     if role is not None and role in replicas:
@@ -312,7 +374,7 @@ def _blame(groups: list[PodGroup], resource: str, limit: Fraction, role: PodGrou
     else:
         return None  # only the master needs it: nothing the user sets
     one = biggest.each[resource].value + rest
-    return f"{biggest.role}_{suffix}" if one > limit else f"{biggest.role}s"
+    return f"{biggest.role}_{suffix}" if one > limit and resource != PODS else f"{biggest.role}s"
 
 
 def _findings(groups: list[PodGroup], need: dict[str, Fraction], bounds: list[Bound]) -> list[_Finding]:
@@ -338,10 +400,12 @@ def _findings(groups: list[PodGroup], need: dict[str, Fraction], bounds: list[Bo
 def judge(groups: list[PodGroup], bounds: list[Bound], unknown: list[str], gpu_resource: str) -> QuotaCheck:
     """The verdict and the sentence, e.g. "This job needs 8 CPU, 32Gi, 4 GPUs; free now: 16 CPU,
     64Gi, 2 GPUs — it will wait (short of 2 GPUs in ClusterQueue team-a)."."""
-    need = job_need(groups)
+    relevant = [b for b in bounds if job_need(groups).get(b.resource, Fraction(0)) > 0]
+    # Counted things (pods, Jobs, ...) are said only where a quota bounds them.
+    bounded = {b.resource for b in relevant}
+    need = {r: amount for r, amount in job_need(groups).items() if not counted(r) or r in bounded}
     needed = ", ".join(amount_words(r, need[r], gpu_resource) for r in _order(need, gpu_resource))
     public_need = {r: _quantity(need[r]) for r in _order(need, gpu_resource)}
-    relevant = [b for b in bounds if need.get(b.resource, Fraction(0)) > 0]
     not_checked = f" Not checked: {'; '.join(unknown)}." if unknown else ""
     if not relevant:
         if unknown:
