@@ -425,3 +425,38 @@ def test_ps_replica_on_paddle_3_3_ends_at_once_naming_versions_and_fix(tmp_path)
     )
     assert subprocess.run([sys.executable, launcher.__file__], env=collective, capture_output=True, timeout=60).returncode == 0
     assert (tmp_path / "ran").exists()
+
+
+def test_an_attempt_file_that_cannot_keep_up_never_holds_the_replica_back_and_says_what_it_skipped(tmp_path) -> None:
+    """A hung home volume (here: a pipe nobody reads, which blocks its writer when full) delays
+    the copy of the output, never the replica: writes return at once, what does not fit in the
+    lag the file may have is skipped, and the file says how much once it moves again."""
+    import threading
+
+    fifo = tmp_path / "hung-volume"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # read nothing for now
+    log = launcher.ReplicaLog(str(fifo), 0, os.open(fifo, os.O_WRONLY))
+    chunk = b"x" * 65535 + b"\n"
+    total = launcher.MAX_PENDING_BYTES * 2
+
+    def produce() -> None:
+        for _ in range(total // len(chunk)):
+            log.write(chunk)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    producer.join(60)
+    assert not producer.is_alive(), "writing the output blocked behind the file"
+    assert log.dropped > 0
+
+    seen = b""
+    deadline = time.monotonic() + 60
+    while b"bytes of output are missing here" not in seen:
+        assert time.monotonic() < deadline, "the file never said what it skipped"
+        try:
+            seen = (seen + os.read(reader, 1 << 20))[-(1 << 16) :]
+        except BlockingIOError:
+            time.sleep(0.01)
+    log.close(wait=0)
+    os.close(reader)

@@ -24,6 +24,7 @@ the shared contract (`paddle_nbext.contract`: roles and modes) beside it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import math
@@ -342,36 +343,88 @@ def pylib_dir() -> str | None:
     return path if os.path.isdir(path) else None
 
 
+#: Bytes of output the attempt file may lag behind the pod's log.  The home volume may be slow or
+#: hang (a network file system, CephFS under load); the copy must never hold the training back,
+#: so past this the file skips output (the pod's log keeps it) and says how much it skipped.
+MAX_PENDING_BYTES = 8 << 20
+
+
 class ReplicaLog:
-    """One attempt's file, written unbuffered (a reader sees each line as it is written).  Writing
-    never raises: the first failure (disk full, a stale network mount) is reported once on stderr,
-    and from then on the output only goes to stdout."""
+    """One attempt's file.  Output reaches it through a writer thread of its own, unbuffered
+    beyond `MAX_PENDING_BYTES` of lag (a reader sees each line as soon as the volume takes it),
+    so a slow or hung home volume delays the copy, never the replica.  Writing never raises: the
+    first failure (disk full, a stale network mount) is reported once on stderr, and from then on
+    the output only goes to stdout."""
 
     def __init__(self, path: str, attempt: int, fd: int) -> None:
         self.path = path
         self.attempt = attempt
         self._fd: int | None = fd
-        self._lock = threading.Lock()
+        self._pending: collections.deque[bytes] = collections.deque()
+        self._pending_bytes = 0
+        self._dropped = 0  # bytes skipped since the last note in the file
+        self._closing = False
+        self._ready = threading.Condition()
+        self._writer = threading.Thread(target=self._drain, name="paddle-nbext-attempt-file", daemon=True)
+        self._writer.start()
+
+    @property
+    def dropped(self) -> int:
+        with self._ready:
+            return self._dropped
 
     def write(self, data: bytes) -> None:
-        with self._lock:
-            if self._fd is None or not data:
+        """Queue `data` for the file; returns at once whatever the volume does."""
+        with self._ready:
+            if self._fd is None or self._closing or not data:
                 return
+            if self._pending_bytes + len(data) > MAX_PENDING_BYTES:
+                self._dropped += len(data)
+                return
+            self._pending.append(data)
+            self._pending_bytes += len(data)
+            self._ready.notify()
+
+    def _drain(self) -> None:
+        while True:
+            with self._ready:
+                while not self._pending and not self._closing:
+                    self._ready.wait()
+                if not self._pending:
+                    return
+                data = self._pending.popleft()
+                self._pending_bytes -= len(data)
+                dropped, self._dropped = self._dropped, 0
+                fd = self._fd
+            if fd is None:
+                continue
+            if dropped:
+                note = f"[paddle-nbext] {dropped} bytes of output are missing here: this file could not keep up (the pod's log has them)\n"
+                data = note.encode() + data
             try:
-                _write_all(self._fd, data)
+                _write_all(fd, data)
             except OSError as error:
                 reason = error.strerror or error
                 self._give_up(f"cannot write {self.path} ({reason}); the output goes on in the pod's log only")
 
     def _give_up(self, message: str) -> None:
-        fd, self._fd = self._fd, None
+        with self._ready:
+            fd, self._fd = self._fd, None
+            self._pending.clear()
+            self._pending_bytes = 0
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
         _say(f"paddle-nbext launcher: {message}", None)
 
-    def close(self) -> None:
-        with self._lock:
+    def close(self, wait: float = DRAIN_SECONDS) -> None:
+        """Write what is queued (for at most `wait` seconds: a hung volume must not keep the
+        replica from ending), then close the file."""
+        with self._ready:
+            self._closing = True
+            self._ready.notify()
+        self._writer.join(wait)
+        with self._ready:
             fd, self._fd = self._fd, None
         if fd is not None:
             with contextlib.suppress(OSError):
@@ -536,6 +589,15 @@ def main() -> int:
         signal.signal(stopping, _stopped_before_the_code_ran)
     base = dict(os.environ)
     log = open_replica_log(base)
+    try:
+        return _launch(base, log)
+    finally:
+        if log is not None:
+            log.close()  # what the file still lags behind, for at most DRAIN_SECONDS
+
+
+def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
+    """Wait for what the replica needs, then run the entry point; its exit code."""
     try:
         env = build_env(base, pylib_dir())
         waits = endpoints_to_wait_for(base)
