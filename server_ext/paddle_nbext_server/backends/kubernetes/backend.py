@@ -572,7 +572,14 @@ class KubernetesBackend(Backend):
     def _snapshot(source: Path, job_dir: Path, entry_script: str | None, home: Path) -> None:
         target = job_dir / "package"
         if job_dir.exists():  # left by an earlier job of the same name (its record is gone: we got the name)
-            shutil.rmtree(job_dir)
+            left = _remove_tree(job_dir)
+            if left:
+                raise InvalidState(
+                    f"the folder {job_dir} of an earlier job '{job_dir.name}' cannot be removed for the new one: "
+                    f"{len(left)} of its files stay (first: {left[0]}); files a job pod wrote as another user (root?) "
+                    "must be removed by that user or an admin, or choose another job_name",
+                    field="job_name",
+                )
         job_dir.mkdir(parents=True)
         try:
             package.snapshot_package(source, target, entry_script, home=home)  # links: only into the home
