@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext.spec import JobSpec
-from paddle_nbext_server.backends.base import BackendUnavailable, JobExists, JobNotFound, ReplicaNotFound, SubmitRequest
+from paddle_nbext_server.backends.base import BackendUnavailable, Forbidden, JobExists, JobNotFound, ReplicaNotFound, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests
 from paddle_nbext_server.events import DELETED, UPDATED, EventHub
 
@@ -486,6 +486,43 @@ def test_a_failed_trainer_restarts_the_whole_job_through_the_master(cluster, tmp
             finally:
                 master.kill()
                 master.communicate(timeout=30)
+
+    run(scenario())
+
+
+def test_in_a_shared_namespace_each_server_watches_and_ends_only_its_own_users_jobs(cluster, tmp_path):
+    """`c.KubernetesBackend.owner` ($JUPYTERHUB_USER on a hub): alice's server holds only alice's
+    objects (its watches select her label), never ends bob's job, and refuses to act for bob."""
+    namespace, kubeconfig, admin, alice_home = workspace(cluster, tmp_path)
+    cluster.home_claim(namespace, "claim-bob")
+    bob_home = home_dir(tmp_path / "bob")
+
+    async def scenario() -> None:
+        async with (
+            running(kubeconfig, namespace, alice_home, owner="alice") as alice,
+            running(kubeconfig, namespace, bob_home, owner="bob") as bob,
+        ):
+            await alice.submit(SubmitRequest(spec("mine", mode="collective", pservers=0, trainers=1), "alice", alice_home))
+            await bob.submit(SubmitRequest(spec("theirs", mode="collective", pservers=0, trainers=1), "bob", bob_home))
+            await eventually(lambda: _async(lambda: len(bob._statuses) == 1 and len(alice._statuses) == 1), "each job in its server")
+            cluster.await_job_pods(namespace)
+            cached = alice._cache.stores if alice._cache is not None else {}
+            owners = {
+                (obj.get("metadata") or {}).get("labels", {}).get("paddle-nbext/owner")
+                for kind in ("configmaps", "jobs", "pods")
+                for obj in cached.get(kind, {}).values()
+            }
+            assert owners == {"alice"}, owners  # bob's record, Jobs and pods never reach alice's server
+            assert [j.name for j in await alice.list_jobs("alice")] == ["mine"]
+            with pytest.raises(Forbidden, match="manages the Kubernetes jobs of 'alice' only"):
+                await alice.list_jobs("bob")
+            with pytest.raises(Forbidden):
+                await alice.submit(SubmitRequest(spec("sneaky", mode="collective", pservers=0, trainers=1), "bob", bob_home))
+            # bob's job fails: bob's server records it; alice's never sees it, let alone ends it
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "theirs", "trainer", 0, owner="bob"), "Failed", exit_code=3)
+            ended = await eventually(lambda: _async(lambda: bob._statuses[obj("theirs", "bob")].phase == "Failed"), "bob's job Failed")
+            assert ended
+            assert obj("theirs", "bob") not in alice._statuses
 
     run(scenario())
 

@@ -62,6 +62,13 @@ def replica_not_found(job: str, role: str, index: int, count: int) -> ReplicaNot
     )
 
 
+class Forbidden(BackendError):
+    """The request is authenticated, but this backend does not act for that user."""
+
+    status = 403
+    code = "forbidden"
+
+
 class JobExists(BackendError):
     status = 409
     code = "name_taken"

@@ -28,6 +28,7 @@ from paddle_nbext.contract import (
     JOB_LABEL,
     MANAGED_BY_LABEL,
     MANAGER,
+    OWNER_LABEL,
     RECORD_UID_LABEL,
     ROLES,
     STATUS_ANNOTATION,
@@ -44,7 +45,17 @@ from ...events import DELETED as EV_DELETED
 from ...events import UPDATED, JobEvent
 from ...metrics import MetricsFile
 from ...runtime import cluster_master, policy
-from ..base import Backend, BackendUnavailable, InvalidRequest, InvalidState, JobExists, JobNotFound, SubmitRequest, replica_not_found
+from ..base import (
+    Backend,
+    BackendUnavailable,
+    Forbidden,
+    InvalidRequest,
+    InvalidState,
+    JobExists,
+    JobNotFound,
+    SubmitRequest,
+    replica_not_found,
+)
 from . import home_volume as homes
 from . import jobset as jobsets
 from . import logs as replica_logs
@@ -121,6 +132,16 @@ class KubernetesBackend(Backend):
     extra_labels = Dict(Unicode(), help="Extra labels on every object.").tag(config=True)
     extra_annotations = Dict(Unicode(), help="Extra annotations on every object.").tag(config=True)
     ttl_seconds_after_finished = Int(None, allow_none=True, help="ttlSecondsAfterFinished of the Jobs (the record stays).").tag(config=True)
+    owner = Unicode(
+        help="The one user whose jobs this server watches and acts on (by their label paddle-nbext/owner), so that in a "
+        "namespace shared by many notebooks each server holds and reconciles only its own user's jobs. "
+        "Default: $JUPYTERHUB_USER (a hub's single-user server). Empty: every user's jobs in the namespace.",
+    ).tag(config=True)
+
+    @default("owner")
+    def _default_owner(self) -> str:
+        return os.environ.get("JUPYTERHUB_USER", "")
+
     pserver_wait_timeout = Float(
         900.0,
         min=1.0,
@@ -270,7 +291,7 @@ class KubernetesBackend(Backend):
             self._cache = WatchCache(
                 connection.api,
                 connection.namespace,
-                SELECTOR,
+                self._selector(),
                 asyncio.get_running_loop(),
                 self._on_change,
                 workloads=self._queued,
@@ -280,6 +301,19 @@ class KubernetesBackend(Backend):
             self._ticker = asyncio.create_task(self._tick())
             self._start_queue_positions(connection)
         return self._cache
+
+    def _selector(self) -> str:
+        """Our objects; only the configured owner's when there is one (`owner`): the watch, the
+        memory and the relists then grow with one user's jobs, not the namespace's."""
+        return f"{SELECTOR},{OWNER_LABEL}={manifests.owner_label(self.owner)}" if self.owner else SELECTOR
+
+    def _serves(self, owner: str) -> None:
+        """Refuse a user this server does not act for (its `owner`): their jobs are not watched here."""
+        if self.owner and owner != self.owner:
+            raise Forbidden(
+                f"this server manages the Kubernetes jobs of {self.owner!r} only (c.KubernetesBackend.owner); "
+                f"use your own notebook server for the jobs of {owner!r}"
+            )
 
     async def stop(self) -> None:
         if self._ticker:
@@ -484,6 +518,7 @@ class KubernetesBackend(Backend):
 
     async def submit(self, request: SubmitRequest, *, dry_run: bool = False) -> dict[str, Any]:
         spec, owner = request.spec, request.owner
+        self._serves(owner)
         connection = await self._conn()
         await self._refuse_a_hub_namespace(connection)
         home = await self._home_volume(owner, connection)
@@ -1138,11 +1173,13 @@ class KubernetesBackend(Backend):
         return BackendUnavailable(f"the Kubernetes API at {host} is unreachable ({cause}); {consequence}")
 
     async def list_jobs(self, owner: str) -> list[JobStatus]:
+        self._serves(owner)
         await self._synced_cache()
         jobs = [s for s in self._statuses.values() if s.owner == owner]
         return sorted(jobs, key=lambda s: s.created, reverse=True)
 
     async def get_job(self, name: str, owner: str) -> JobStatus:
+        self._serves(owner)
         await self._synced_cache()
         status = self._statuses.get(self._keys.get((owner, name), ""))
         if status is None or status.owner != owner or status.name != name:
