@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -360,3 +361,48 @@ def test_a_job_waiting_behind_another_users_job_is_not_told_its_name(home) -> No
     assert "held by 1 running job of other users" in waiting.message, waiting.message
     assert "secret-plan" not in waiting.message
     assert leftover_processes(home, "secret-plan") == []
+
+
+BIND_WHEN_TOLD = """
+import os, pathlib, socket, time
+go = pathlib.Path(os.environ["GO_FILE"])
+while not go.exists():  # the test takes the port first, as another program might
+    time.sleep(0.05)
+host, port = os.environ["PADDLE_CURRENT_ENDPOINT"].rsplit(":", 1)
+server = socket.socket()
+server.bind((host, int(port)))
+server.listen()
+print("bound", port, flush=True)
+"""
+
+
+def test_a_port_taken_between_admission_and_the_replicas_bind_is_planned_anew_not_a_failure(home, tmp_path) -> None:
+    """Another program binds a replica's port after the admission checked it (issue 28): the
+    replica fails to bind, and the master starts the job again on new ports, without counting a
+    restart, instead of failing the job."""
+    from paddle_nbext_server.backends.local.records import Plan, read_record
+
+    (home / "code" / "bind_when_told.py").write_text(BIND_WHEN_TOLD)
+    go = tmp_path / "go"
+    job_dir = home / ".paddle-jobs" / "squatted"
+
+    async def scenario():
+        backend = backend_for(home)
+        await backend.submit(
+            request(home, **collective(job_name="squatted", entry_point="python bind_when_told.py", env={"GO_FILE": str(go)}))
+        )
+        await wait_until(backend, "squatted", lambda s: s.replicas[0].phase == "Running")
+        host, port = read_record(Plan, job_dir).replicas[0].host_port
+        with socket.socket() as squatter:
+            squatter.bind((host, port))
+            squatter.listen()
+            go.touch()
+            final = await wait_terminal(backend, "squatted")
+        return port, final, await backend.read_logs("squatted", OWNER, "trainer", 0)
+
+    taken, final, log = asyncio.run(scenario())
+    assert final.phase == "Succeeded", final.message
+    assert final.replicas[0].restarts == 0
+    assert read_record(Plan, job_dir).replicas[0].host_port[1] != taken
+    assert f"port {taken} of trainer-0 was taken by another program; starting again on new ports" in log
+    assert "Address already in use" in log and "bound" in log

@@ -32,6 +32,7 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -69,6 +70,10 @@ from .records import (
 #: Inherited variables a job never needs: server credentials and the server's own launcher inputs.
 SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "PADDLE_NBEXT_TOKEN")
 MEMORY_CHECK_EVERY = 0.5
+#: How a replica says its port was taken: Python's and gloo's EADDRINUSE, brpc's (Paddle's PS).
+PORT_CLASH = re.compile(r"Address already in use|EADDRINUSE|Fail to listen")
+#: Starts on new ports after port clashes before a clash counts as the failure it looks like.
+MAX_REPLANS = 3
 LOG_TAIL_BYTES = 4096
 ADMISSION_LOCK = ".admission.lock"
 #: Seconds between a master's tries to record a job's end in a dir that refused it.
@@ -102,6 +107,7 @@ class Replica:
         self.stopping = False
         self.kill_reason: str | None = None
         self.kernel_limit: limits.KernelLimit | None = None  # of the current start
+        self.log_start = 0  # where this start's output begins in its log (earlier starts' is before)
 
     @property
     def role(self) -> str:
@@ -152,6 +158,7 @@ class Master:
         self._write_failing = False
         self._write_error = ""  # why the last status write failed, in words
         self.all_pids: list[int] = []  # every replica process ever started, for the record
+        self.replans = 0  # starts on new ports after a port clash (`replan_after_port_clash`)
         self._base_env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("PADDLE_NBEXT_")}
 
     # ---- status
@@ -279,7 +286,27 @@ class Master:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _recheck_ports(self, others: set[int]) -> None:
+    def replan_after_port_clash(self, replica: Replica) -> None:
+        """A replica failed because its port was taken (`PORT_CLASH`: another program bound it
+        between the admission's check and the replica's bind): every replica is stopped, the
+        ports are planned anew under the admission lock, and the job starts again on them,
+        without counting a restart (the code did nothing wrong)."""
+        self.replans += 1
+        taken = replica.plan.host_port[1]
+        self.stop_all()
+        with open(self.job_dir.parent / ADMISSION_LOCK, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self._recheck_ports(self._others_ports(self._admitted_others()), also={taken})
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        for each in self.replicas:
+            note = f"[paddle-nbext] port {taken} of {replica.key} was taken by another program; starting again on new ports\n"
+            with contextlib.suppress(OSError), open(self.log_path(each), "ab") as log:
+                log.write(note.encode())
+            self.start(each)
+
+    def _recheck_ports(self, others: set[int], also: frozenset[int] | set[int] = frozenset()) -> None:
         """Ports were picked at submit, by asking the kernel, with no lock: two jobs submitted
         together can be given the same one, and a job that waited may find one taken since.
         Under the admission lock, a port another admitted job planned (``others``: it may not
@@ -289,8 +316,8 @@ class Master:
         seen: set[int] = set()
         for replica in self.plan.replicas:
             host, port = replica.host_port
-            if port in others or port in seen or not port_free(host, port):
-                port = free_port(host, avoid=planned | others | seen)
+            if port in others or port in also or port in seen or not port_free(host, port):
+                port = free_port(host, avoid=planned | others | seen | set(also))
                 planned.add(port)
                 replica.endpoint = f"{host}:{port}"
                 changed = True
@@ -316,6 +343,8 @@ class Master:
                 log.write(f"[paddle-nbext] restart {replica.restarts} of {replica.key}\n".encode())
                 log.flush()
             kernel_limit = self.kernel_limit_for(replica, log)
+            log.flush()
+            replica.log_start = log.tell()
 
             def prepare_child() -> None:
                 _set_parent_death_signal()
@@ -420,6 +449,16 @@ class Master:
         except OSError:
             return ""
 
+    def output_of_this_start(self, replica: Replica) -> str:
+        """The end of what the replica wrote since its current start (not an earlier start's)."""
+        try:
+            with open(self.log_path(replica), "rb") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                handle.seek(max(replica.log_start, size - LOG_TAIL_BYTES))
+                return handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
     def observed(self) -> list[policy.Observed]:
         return [
             policy.Observed(
@@ -434,6 +473,16 @@ class Master:
             )
             for r in self.replicas
         ]
+
+    def port_clash(self) -> Replica | None:
+        """A replica that just failed because its own port was taken, while re-planning may still
+        help (`MAX_REPLANS`)."""
+        if self.replans >= MAX_REPLANS:
+            return None
+        for replica in self.replicas:
+            if replica.phase == ReplicaPhase.FAILED and not replica.kill_reason and PORT_CLASH.search(self.output_of_this_start(replica)):
+                return replica
+        return None
 
     def stop_all(self) -> None:
         """SIGTERM every live replica, SIGKILL what is left after the grace period."""
@@ -560,6 +609,10 @@ class Master:
                 self.check_memory()
                 self.stop_adopted()
                 next_memory_check = time.monotonic() + MEMORY_CHECK_EVERY
+            clash = self.port_clash()
+            if clash is not None:
+                self.replan_after_port_clash(clash)
+                continue
             decision = policy.decide(
                 self.observed(),
                 max_restarts=self.plan.max_restarts,
