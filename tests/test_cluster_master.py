@@ -291,3 +291,13 @@ def test_after_a_success_the_master_deletes_the_pservers_job_rather_than_failing
     api = _FakeApi(_record(spec), [done, server], [])
     assert reconcile_once(api, JobObjects("train-2bd806", {})) is True  # type: ignore[arg-type]
     assert [s["phase"] for s in api.recorded] == ["Succeeded"] and api.stopped == [("pserver", True)]
+
+
+def test_in_jobset_mode_the_pods_restart_attempt_counts_and_ends_the_job_at_max_restarts() -> None:
+    """JobSet restarts the whole job itself (its failurePolicy); the job must count those restarts,
+    or a failure at JobSet's last attempt would read "restart 1 of 1" for ever."""
+    failed = pod("train-trainer-0-0-aaaaa", "Failed", exit_code=3)
+    failed["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] = "1"
+    views, decision = decide_job(_record({**PS, "trainers": 1, "max_restarts": 1}), [failed])
+    assert views[0].restarts == 1
+    assert decision.phase == "Failed" and decision.message.startswith("trainer 0 failed with Exit code 3 after 1 restart")

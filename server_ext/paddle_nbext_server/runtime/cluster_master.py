@@ -204,12 +204,20 @@ def current_pods(record: dict[str, Any], pods: list[dict[str, Any]]) -> list[dic
     return [p for p in pods if attempt_of(p) == attempt]
 
 
-def attempt_of(obj: dict[str, Any]) -> int:
-    """The whole-job attempt a replica Job or pod belongs to (`contract.ATTEMPT_LABEL`; 0 without it)."""
+#: JobSet's label on the pods of each whole restart it made (0 first).
+JOBSET_RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+
+
+def _int_label(obj: dict[str, Any], key: str) -> int:
     try:
-        return int(((obj.get("metadata") or {}).get("labels") or {}).get(contract.ATTEMPT_LABEL) or 0)
+        return max(0, int(((obj.get("metadata") or {}).get("labels") or {}).get(key) or 0))
     except ValueError:
         return 0
+
+
+def attempt_of(obj: dict[str, Any]) -> int:
+    """The whole-job attempt a replica Job or pod belongs to (`contract.ATTEMPT_LABEL`; 0 without it)."""
+    return _int_label(obj, contract.ATTEMPT_LABEL)
 
 
 #: Why a pod is being taken away (its `DisruptionTarget` condition's reason), in users' words.
@@ -257,6 +265,8 @@ def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -
             newest = newest_pod(candidates)
             view = pod_view(newest, role, index)
             view.disruption = disruption_of(newest)
+            # In `jobset` mode JobSet restarts the whole job itself; its pods say which attempt.
+            view.restarts += _int_label(newest, JOBSET_RESTART_LABEL)
             views.append(view)
     return views
 
