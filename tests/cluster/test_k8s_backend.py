@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -371,6 +371,18 @@ def master_env(cluster: Any, namespace: str, tmp_path: Path, job: str) -> dict[s
     return env
 
 
+@contextlib.contextmanager
+def master_running(cluster: Any, namespace: str, tmp_path: Path, job: str) -> Iterator[subprocess.Popen[bytes]]:
+    """The job's in-cluster master (cluster_master.py) as a process on this machine with the
+    master's token, for the block (KWOK runs no pod of it); killed after it, whatever happens."""
+    master = subprocess.Popen([sys.executable, str(MASTER)], env=master_env(cluster, namespace, tmp_path, job), stdout=subprocess.DEVNULL)
+    try:
+        yield master
+    finally:
+        master.kill()
+        master.wait(timeout=30)
+
+
 def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(cluster, tmp_path):
     """The server is stopped after submit: the master process alone ends the job."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
@@ -441,7 +453,6 @@ def test_a_failed_trainer_restarts_the_whole_job_through_the_master(cluster, tmp
     deletes every replica Job, and only once their pods are gone makes them again (attempt 1);
     every replica counts the restart; the next failure ends the job."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
-    env = master_env(cluster, namespace, tmp_path, "retry")
     core = client.CoreV1Api(admin)
 
     def live_pods() -> list[Any]:
@@ -458,8 +469,7 @@ def test_a_failed_trainer_restarts_the_whole_job_through_the_master(cluster, tmp
             cluster.await_job_pods(namespace)
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "pserver", 0), "Running")
             first = {p.metadata.name for p in live_pods()}
-            master = subprocess.Popen([sys.executable, str(MASTER)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            try:
+            with master_running(cluster, namespace, tmp_path, "retry"):
                 cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "trainer", 0), "Failed", exit_code=3)
                 generations: list[set[str]] = []
 
@@ -483,9 +493,6 @@ def test_a_failed_trainer_restarts_the_whole_job_through_the_master(cluster, tmp
                 cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "trainer", 0), "Failed", exit_code=3)
                 gave_up = await eventually(lambda: _where(backend, "retry", lambda s: s.phase == "Failed"), "Failed after the restart")
                 assert gave_up.message.startswith("trainer 0 failed with Exit code 3 after 1 restart")
-            finally:
-                master.kill()
-                master.communicate(timeout=30)
 
     run(scenario())
 

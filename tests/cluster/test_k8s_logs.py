@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -21,13 +19,12 @@ import pytest
 from kubernetes import client
 from support.controlplane.kubelet import cri_log
 from test_k8s_backend import (
-    MASTER,
     WAIT,
     _async,
     _where,
     backend_for,
     eventually,
-    master_env,
+    master_running,
     pod_of,
     replica,
     run,
@@ -137,14 +134,12 @@ def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is
 def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster, tmp_path):
     cluster.plane  # noqa: B018 - container logs are served by the suite's own KWOK
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
-    masters: list[subprocess.Popen[bytes]] = []
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home) as backend:
             # max_restarts=1: the master restarts the whole job once, with a NEW pod
             await backend.submit(SubmitRequest(spec("retry", mode="collective", pservers=0, trainers=1, max_restarts=1), "alice", home))
-            env = master_env(cluster, namespace, tmp_path, "retry")
-            masters.append(subprocess.Popen([sys.executable, str(MASTER)], env=env, stdout=subprocess.DEVNULL))
+            stack.enter_context(master_running(cluster, namespace, tmp_path, "retry"))
             cluster.await_job_pods(namespace)
             first = pod_of(admin, namespace, "retry", "trainer", 0)
             start_attempt(admin, namespace, first, "attempt 0 step 1\nValueError: attempt 0 broke\n").close()
@@ -174,12 +169,8 @@ def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster, tmp_path):
             # a pod by name: each attempt's own file when the API cannot answer for it
             assert await backend.read_pod_log(second, tail=None, previous=True) == "attempt 0 step 1\nValueError: attempt 0 broke\n"
 
-    try:
+    with contextlib.ExitStack() as stack:
         run(scenario())
-    finally:
-        for master in masters:
-            master.kill()
-            master.wait(timeout=30)
 
 
 def test_follow_outlasts_a_quiet_replica_with_a_bounded_number_of_threads(cluster, tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ Where the backend is wrong today the test says what users should see and is mark
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from test_k8s_backend import (
     deploy_docs,
     eventually,
     master_env,
+    master_running,
     obj,
     objects_of,
     pod_of,
@@ -81,12 +83,11 @@ def test_an_evicted_trainer_restarts_the_whole_job_without_using_the_retry_budge
     by the DisruptionTarget rule, the master restarts the job as attempt 1, and the eviction
     is counted apart, so the job is not failed for it."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
-    masters: list[subprocess.Popen[bytes]] = []
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("moved", mode="collective", pservers=0, trainers=1), "alice", home))
-            masters.append(subprocess.Popen([sys.executable, str(MASTER)], env=master_env(cluster, namespace, tmp_path, "moved")))
+            stack.enter_context(master_running(cluster, namespace, tmp_path, "moved"))
             cluster.await_job_pods(namespace)
             first = pod_of(admin, namespace, "moved", "trainer", 0)
             cluster.set_pod_status(namespace, first, "Running")
@@ -103,12 +104,8 @@ def test_an_evicted_trainer_restarts_the_whole_job_without_using_the_retry_budge
             )
             assert status.phase in ("Pending", "Running"), status.message
 
-    try:
+    with contextlib.ExitStack() as stack:
         run(scenario())
-    finally:
-        for master in masters:
-            master.kill()
-            master.wait(timeout=30)
 
 
 def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: Path) -> None:
