@@ -5,11 +5,13 @@ environment contract per role (docs/architecture.md), labels and ownership of do
 from __future__ import annotations
 
 import json
+import re
 
 import kubernetes_validate
 import pytest
 
 from paddle_nbext.spec import JobSpec
+from paddle_nbext_server import runtime_files
 from paddle_nbext_server.backends.kubernetes import manifests
 from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
 from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
@@ -103,17 +105,28 @@ def test_objects_names_labels_and_ownership():
     assert owner_label.startswith("alice-example.org-") and owner_label != manifests.owner_label("alice-example.org")
 
 
-def test_record_holds_spec_and_runtime_files():
+def test_the_record_holds_the_spec_and_the_replica_jobs_and_the_pods_mount_the_releases_runtime():
     spec, objects = plan()
     record = by_name(objects)[("ConfigMap", OBJ)]
     assert json.loads(record["data"]["spec.json"]) == spec.to_dict()
-    assert set(record["data"]) == {"spec.json", "replica-jobs.json", *(config_key(name) for name in NAMES)}
+    assert set(record["data"]) == {"spec.json", "replica-jobs.json"}  # small: no runtime code per job
     # What a whole-job restart makes again: the replica Jobs exactly as submitted.
     submitted = [o for o in objects if o["kind"] == "Job" and o["metadata"]["labels"]["paddle-nbext/role"] != "master"]
     assert json.loads(record["data"]["replica-jobs.json"]) == json.loads(json.dumps(submitted))
-    assert record["data"]["pylib.paddle_nbext_job.py"] == RUNTIME["pylib/paddle_nbext_job.py"]  # report(), mounted at pylib/
-    assert record["data"]["launcher.py"] == RUNTIME["launcher.py"]
-    assert record["data"]["contract.py"] == RUNTIME["contract.py"]  # the runtime imports it from beside itself
+    # One immutable ConfigMap per bundle (release and digest) holds the runtime every pod mounts.
+    runtime = manifests.runtime_configmap(RUNTIME, SETTINGS)
+    assert runtime["immutable"] is True and runtime["metadata"]["name"] == runtime_files.configmap_name(RUNTIME)
+    assert re.fullmatch(r"paddle-nbext-runtime-[a-z0-9-]+-[0-9a-f]{12}", runtime["metadata"]["name"])
+    assert set(runtime["data"]) == {config_key(name) for name in NAMES}
+    assert runtime["data"]["pylib.paddle_nbext_job.py"] == RUNTIME["pylib/paddle_nbext_job.py"]  # report(), mounted at pylib/
+    assert runtime["data"]["launcher.py"] == RUNTIME["launcher.py"]
+    assert runtime["data"]["contract.py"] == RUNTIME["contract.py"]  # the runtime imports it from beside itself
+    assert "app.kubernetes.io/managed-by" not in runtime["metadata"]["labels"]  # no job's object: never in a job list
+    for job in (o for o in objects if o["kind"] == "Job"):
+        volume = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "paddle-nbext-runtime")
+        assert volume["configMap"]["name"] == runtime["metadata"]["name"]
+    patched = {**RUNTIME, "launcher.py": RUNTIME["launcher.py"] + "# patched\n"}
+    assert runtime_files.configmap_name(patched) != runtime["metadata"]["name"]  # another bundle, another ConfigMap
 
 
 def test_pserver_and_trainer_jobs():

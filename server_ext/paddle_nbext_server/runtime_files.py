@@ -3,16 +3,20 @@ master), the shared contract module they import, and `pylib/paddle_nbext_job.py`
 training code imports (`report()`); the launcher puts only `pylib/` on the replica's
 `PYTHONPATH`, so the launcher's own files never shadow a module of the user's.
 
-Both backends ship exactly this bundle into a job at submit: the Kubernetes backend into the job
-record ConfigMap that every pod mounts, the local backend into the job's own directory. A job
-therefore keeps running the runtime it was submitted with, even when the package is upgraded
-under it, and the interpreter that runs it needs nothing but Python 3.
+Both backends ship exactly this bundle into a job at submit: the Kubernetes backend into one
+immutable ConfigMap per bundle (`configmap_name`: the release and the digest of the files) that
+every pod of every job of that release mounts, the local backend into the job's own directory.
+A job therefore keeps running the runtime it was submitted with, even when the package is
+upgraded under it, and the interpreter that runs it needs nothing but Python 3.10.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 
+import paddle_nbext
 import paddle_nbext.contract
 
 from .runtime import cluster_master, launcher, paddle_nbext_job, policy, preflight, supervise
@@ -70,3 +74,19 @@ def write_bundle(directory: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     return directory / "launcher.py"
+
+
+def digest(bundle: dict[str, str]) -> str:
+    """SHA-256 of the bundle's names and texts, hex."""
+    hashed = hashlib.sha256()
+    for name in sorted(bundle):
+        hashed.update(name.encode() + b"\0" + bundle[name].encode() + b"\0")
+    return hashed.hexdigest()
+
+
+def configmap_name(bundle: dict[str, str]) -> str:
+    """The ConfigMap that holds this bundle on Kubernetes: `paddle-nbext-runtime-<release>-<digest>`,
+    so a release's jobs share one, and another bundle (another release, a patched file) gets
+    its own."""
+    release = re.sub(r"[^a-z0-9-]+", "-", paddle_nbext.__version__.lower()).strip("-")
+    return f"paddle-nbext-runtime-{release}-{digest(bundle)[:12]}"

@@ -534,6 +534,45 @@ def test_in_a_shared_namespace_each_server_watches_and_ends_only_its_own_users_j
     run(scenario())
 
 
+def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(cluster, tmp_path):
+    """Records stay small: the runtime lives once per release in an immutable ConfigMap made by
+    the first submit; a ConfigMap of that name with other files stops submits with a 503."""
+    from paddle_nbext_server.backends.kubernetes import manifests
+    from paddle_nbext_server.runtime_files import configmap_name, read_bundle
+
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    core = client.CoreV1Api(admin)
+    name = configmap_name(read_bundle())
+
+    async def scenario() -> None:
+        async with running(kubeconfig, namespace, home) as backend:
+            for job in ("first", "second"):
+                await backend.submit(SubmitRequest(spec(job, mode="collective", pservers=0, trainers=1), "alice", home))
+            runtime = core.read_namespaced_config_map(name, namespace)
+            assert runtime.immutable is True and "launcher.py" in runtime.data
+            record = core.read_namespaced_config_map(obj("first"), namespace)
+            assert set(record.data) == {"spec.json", "replica-jobs.json"}
+            for job in ("first", "second"):
+                trainer = client.BatchV1Api(admin).read_namespaced_job(obj(job) + "-trainer", namespace)
+                volumes = {v.name: v for v in trainer.spec.template.spec.volumes}
+                assert volumes["paddle-nbext-runtime"].config_map.name == name
+            assert [j.name for j in await backend.list_jobs("alice")] == ["second", "first"] or {
+                j.name for j in await backend.list_jobs("alice")
+            } == {"first", "second"}  # the runtime ConfigMap is no job
+
+            core.delete_namespaced_config_map(name, namespace)
+            planted = manifests.runtime_configmap(
+                {**read_bundle(), "launcher.py": "import os; os.system('steal')\n"}, backend._settings(namespace)
+            )
+            planted["metadata"]["name"] = name
+            core.create_namespaced_config_map(namespace, planted)
+            with pytest.raises(BackendUnavailable, match=f"the ConfigMap {name} in namespace {namespace} holds other files"):
+                await backend.submit(SubmitRequest(spec("third", mode="collective", pservers=0, trainers=1), "alice", home))
+            assert not core.list_namespaced_config_map(namespace, field_selector=f"metadata.name={obj('third')}").items
+
+    run(scenario())
+
+
 def test_two_users_of_one_namespace_may_each_have_a_job_named_train(cluster, tmp_path):
     """Names are per user: alice's and bob's servers share the jobs namespace (one Role, one
     notebook account, as a hub without per-user namespaces has it); both submit `train`, each

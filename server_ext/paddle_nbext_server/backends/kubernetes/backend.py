@@ -503,6 +503,32 @@ class KubernetesBackend(Backend):
 
     # ================================================================== submit
 
+    async def _ensure_runtime(self, connection: Connection, runtime: dict[str, str]) -> None:
+        """The release's runtime ConfigMap (`manifests.runtime_configmap`), made when missing (at
+        every submit: an admin may have removed it since, and two calls cost little).  One that exists under its name with other files (planted, or damaged) is never used: a
+        job's pods would run them."""
+        wanted = manifests.runtime_configmap(runtime, self._settings(connection.namespace))
+        name = wanted["metadata"]["name"]
+        core = client.CoreV1Api(connection.api)
+        try:
+            await self._call(f"create the runtime ConfigMap {name}", core.create_namespaced_config_map, connection.namespace, wanted)
+        except ApiException as error:
+            if error.status != 409:
+                raise BackendUnavailable(f"cannot create the job runtime ConfigMap {name}: {describe_failure(error)}") from None
+            listed = await self._call(
+                f"read the runtime ConfigMap {name}",
+                core.list_namespaced_config_map,
+                connection.namespace,
+                field_selector=f"metadata.name={name}",
+                _preload_content=False,
+            )
+            found = (json.loads(listed.data).get("items") or [{}])[0]
+            if found.get("data") != wanted["data"]:
+                raise BackendUnavailable(
+                    f"the ConfigMap {name} in namespace {connection.namespace} holds other files than this release's job "
+                    "runtime; jobs cannot run until an admin deletes it (it is made again at the next submit)"
+                ) from None
+
     @staticmethod
     def _runtime_bundle() -> dict[str, str]:
         """The files every pod of the job runs (the record ConfigMap holds them)."""
@@ -548,6 +574,7 @@ class KubernetesBackend(Backend):
         cache = await self._ensure_cache()
         key = manifests.object_name(spec.job_name, owner)
         await self._wait_for_the_old_pods(key, spec.job_name)
+        await self._ensure_runtime(connection, runtime)
         created: list[dict[str, Any]] = []
         record = await self._create(plan[0], created, spec.job_name)
         uid = record["metadata"]["uid"]

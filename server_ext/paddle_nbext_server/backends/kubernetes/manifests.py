@@ -3,7 +3,9 @@
 Every object is named from `<obj>` = `object_name(job_name, owner)`, the job's name plus a tag
 of its owner (`train-3f9a0c`): users who share a namespace may each have a job `train`.
 Objects, in creation order (the record first, so every other object can point at it):
-  ConfigMap `<obj>`           the job record: spec.json + the runtime bundle the pods run
+  ConfigMap `<obj>`           the job record: spec.json, and the replica Jobs a whole restart
+                              makes again (the runtime the pods run is the release's immutable
+                              ConfigMap `paddle-nbext-runtime-<release>-<digest>`, made when missing)
   Service `<obj>`             headless, publishNotReadyAddresses: stable DNS for every replica
   Job `<obj>-master`          one pod (restartPolicy OnFailure, so Kubernetes restarts it) that
                               runs cluster_master.py and ends the job cleanly without the server
@@ -128,18 +130,37 @@ def _metadata(name: str, job: str, owner: str, role: str, settings: ManifestSett
     return meta
 
 
-def record(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: dict[str, str]) -> dict[str, Any]:
-    """The job record: the spec (what `GET /jobs/{name}` shows even after the pods are gone)
-    and the runtime bundle (`runtime_files.read_bundle()`) every pod mounts."""
+def record(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[str, Any]:
+    """The job record: the spec (what `GET /jobs/{name}` shows even after the pods are gone);
+    `build_plan` adds the replica Jobs a whole restart makes again.  The runtime the pods run is
+    in the release's runtime ConfigMap (`runtime_configmap`), not in every record."""
     name = object_name(spec.job_name, owner)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(name, name, owner, "record", settings, owned=False),
-        "data": {
-            SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True),
-            **{runtime_files.config_key(name): runtime[name] for name in runtime_files.NAMES},
+        "data": {SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True)},
+    }
+
+
+#: The component label of the runtime ConfigMap.  It has no `managed-by` label: it is no job's
+#: object, so the backend's watches (and a user's job list) never see it.
+RUNTIME_COMPONENT = "paddle-nbext-runtime"
+
+
+def runtime_configmap(runtime: dict[str, str], settings: ManifestSettings) -> dict[str, Any]:
+    """The runtime bundle (`runtime_files.read_bundle()`) every pod of this release's jobs mounts:
+    one immutable ConfigMap per bundle (`runtime_files.configmap_name`), made when missing."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": runtime_files.configmap_name(runtime),
+            "namespace": settings.namespace,
+            "labels": {"app.kubernetes.io/name": "paddle-nbext", "app.kubernetes.io/component": RUNTIME_COMPONENT},
         },
+        "immutable": True,
+        "data": {runtime_files.config_key(name): runtime[name] for name in runtime_files.NAMES},
     }
 
 
@@ -212,14 +233,16 @@ def _needs_shm(spec: JobSpec, role: str, settings: ManifestSettings) -> bool:
     return bool(settings.shm_size) and role == Role.TRAINER and (spec.mode == Mode.COLLECTIVE or spec.trainer_gpu > 0)
 
 
-def _volumes(job: str, home: HomeVolume, shm_size: str | None = None) -> list[dict[str, Any]]:
-    volumes = [
-        home.volume(),
-        {
-            "name": "paddle-nbext-runtime",
-            "configMap": {"name": job, "items": [{"key": runtime_files.config_key(f), "path": f} for f in runtime_files.NAMES]},
-        },
-    ]
+def _runtime_volume(runtime: str) -> dict[str, Any]:
+    """The runtime ConfigMap `runtime` as the pod volume mounted at RUNTIME_MOUNT."""
+    return {
+        "name": "paddle-nbext-runtime",
+        "configMap": {"name": runtime, "items": [{"key": runtime_files.config_key(f), "path": f} for f in runtime_files.NAMES]},
+    }
+
+
+def _volumes(runtime: str, home: HomeVolume, shm_size: str | None = None) -> list[dict[str, Any]]:
+    volumes = [home.volume(), _runtime_volume(runtime)]
     if shm_size:
         volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}})
     return volumes
@@ -274,7 +297,9 @@ def _job(
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": body}
 
 
-def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, home: HomeVolume, workdir: str) -> dict[str, Any]:
+def replica_job(
+    spec: JobSpec, owner: str, role: str, settings: ManifestSettings, home: HomeVolume, workdir: str, runtime: str
+) -> dict[str, Any]:
     job = object_name(spec.job_name, owner)
     count = spec.pservers if role == Role.PSERVER else spec.trainers
     port = settings.pserver_port if role == Role.PSERVER else settings.trainer_port
@@ -294,7 +319,7 @@ def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings
         "restartPolicy": "Never",  # a failed pod is replaced by the Job controller, counted per index
         "subdomain": job,  # hostname <obj>-<role>-<i>.<obj> through the headless Service
         "containers": [container],
-        "volumes": _volumes(job, home, settings.shm_size if _needs_shm(spec, role, settings) else None),
+        "volumes": _volumes(runtime, home, settings.shm_size if _needs_shm(spec, role, settings) else None),
         **_pod_extras(settings, settings.service_account_name),
     }
     job_spec: dict[str, Any] = {
@@ -316,7 +341,7 @@ def replica_job(spec: JobSpec, owner: str, role: str, settings: ManifestSettings
     return manifest
 
 
-def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[str, Any]:
+def master_job(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: str) -> dict[str, Any]:
     job = object_name(spec.job_name, owner)
     service_account = settings.master_service_account_name or f"{job}-master"
     container = {
@@ -339,12 +364,7 @@ def master_job(spec: JobSpec, owner: str, settings: ManifestSettings) -> dict[st
     pod_spec = {
         "restartPolicy": "OnFailure",  # Kubernetes restarts the master; it re-derives all from the API
         "containers": [container],
-        "volumes": [
-            {
-                "name": "paddle-nbext-runtime",
-                "configMap": {"name": job, "items": [{"key": runtime_files.config_key(f), "path": f} for f in runtime_files.NAMES]},
-            }
-        ],
+        "volumes": [_runtime_volume(runtime)],
         **extras,
     }
     return _job(f"{job}-{MASTER}", spec, owner, MASTER, settings, pod_spec, {"completions": 1, "parallelism": 1, "backoffLimit": 1000})
@@ -396,11 +416,12 @@ def build_plan(
 ) -> list[dict[str, Any]]:
     """Every object of the job, in creation order (record first).  In `jobset` mode the Service
     and the Jobs are one JobSet (`jobset.jobset_of`), which makes them."""
-    jobs = [master_job(spec, owner, settings)]
+    bundle = runtime_files.configmap_name(runtime)  # `runtime_configmap`, made when missing
+    jobs = [master_job(spec, owner, settings, bundle)]
     if spec.pservers:
-        jobs.append(replica_job(spec, owner, Role.PSERVER.value, settings, home, workdir))
-    jobs.append(replica_job(spec, owner, Role.TRAINER.value, settings, home, workdir))
-    objects = [record(spec, owner, settings, runtime)]
+        jobs.append(replica_job(spec, owner, Role.PSERVER.value, settings, home, workdir, bundle))
+    jobs.append(replica_job(spec, owner, Role.TRAINER.value, settings, home, workdir, bundle))
+    objects = [record(spec, owner, settings)]
     if settings.workload_mode != JOBSET_MODE:
         # What the master makes again on a whole restart (JobSet restarts its own children).
         replicas = [j for j in jobs if j["metadata"]["labels"][ROLE_LABEL] in ROLES]
