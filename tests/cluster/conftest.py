@@ -77,6 +77,7 @@ from support.controlplane.kubelet import cri_log, logs_object, pod_status
 from support.controlplane.queueing import QueueControllers
 from support.realnode_site import RealNodeSite
 from support.volumes import create_bound_claim
+from support.waiting import eventually
 
 KUBECONFIG_ENV = "PADDLE_NBEXT_TEST_KUBECONFIG"
 WAIT_SECONDS = 60.0
@@ -193,8 +194,37 @@ class Cluster:
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": manifest["metadata"]["name"]},
                 },
             )
+            self._await_rbac(namespace, service_account, manifest)
         token = core.create_namespaced_service_account_token(service_account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
         return self.kubeconfig_with_token(token, namespace)
+
+    def _await_rbac(self, namespace: str, service_account: str, role: dict[str, Any]) -> None:
+        """The API server authorizes from its own cache of Roles and RoleBindings, a moment behind
+        their creation: a first call made at once can be refused (403), and the backend then
+        takes an optional kind as unreadable for a while.  Wait until the new binding is in force
+        (its Role's first rule allowed for the account)."""
+        rule = next((r for r in role.get("rules") or [] if r.get("verbs") and r.get("resources")), None)
+        if rule is None:
+            return
+        resource, _, subresource = rule["resources"][0].partition("/")
+        attributes = {"namespace": namespace, "verb": rule["verbs"][0], "group": (rule.get("apiGroups") or [""])[0], "resource": resource}
+        if subresource:
+            attributes["subresource"] = subresource
+        if rule.get("resourceNames"):
+            attributes["name"] = rule["resourceNames"][0]
+        review = {
+            "spec": {
+                "user": f"system:serviceaccount:{namespace}:{service_account}",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
+                "resourceAttributes": attributes,
+            }
+        }
+        authorization = kubernetes.client.AuthorizationV1Api(self._admin)
+        eventually(
+            lambda: authorization.create_subject_access_review(review).status.allowed,
+            f"the Role of {service_account} in {namespace} to be in force",
+            seconds=30,
+        )
 
     def kubeconfig_with_token(self, token: str, namespace: str) -> str:
         """A kubeconfig for this cluster that authenticates with ``token`` (context namespace ``namespace``)."""

@@ -174,9 +174,10 @@ def test_deleted_pods_stop_on_sigterm_or_linger_for_their_grace_period(cluster: 
         cluster.set_pod_status(ns, name, "Running")
     v1.delete_namespaced_pod("quick", ns)
     v1.delete_namespaced_pod("stubborn", ns)
-    eventually(lambda: "quick" not in [p.metadata.name for p in v1.list_namespaced_pod(ns).items], "quick removed")
+    # Read at once: the stubborn pod lingers only for its 30 s grace period.
     stubborn = v1.read_namespaced_pod("stubborn", ns)
     assert stubborn.metadata.deletion_timestamp is not None and stubborn.status.phase == "Running"
+    eventually(lambda: "quick" not in [p.metadata.name for p in v1.list_namespaced_pod(ns).items], "quick removed")
 
 
 def test_a_stopped_container_that_ran_says_when_it_started(cluster: Any) -> None:

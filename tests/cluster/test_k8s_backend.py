@@ -303,9 +303,9 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
     run(scenario())
 
 
-async def _where(backend: KubernetesBackend, name: str, predicate: Callable[[Any], Any]) -> Any:
+async def _where(backend: KubernetesBackend, name: str, predicate: Callable[[Any], Any], owner: str = "alice") -> Any:
     """The job's status once `predicate` holds; until then an AssertionError saying what it is."""
-    status = await backend.get_job(name, "alice")
+    status = await backend.get_job(name, owner)
     try:
         ok = predicate(status)
     except StopIteration:  # `replica()` found no such replica
@@ -777,7 +777,10 @@ def test_gpu_trainers_land_on_the_gpu_node_and_its_capacity_is_accounted(cluster
             cluster.await_job_pods(namespace)
             core = client.CoreV1Api(admin)
             for index in (0, 1):
-                pod = core.read_namespaced_pod(pod_of(admin, namespace, "gpus", "trainer", index), namespace)
+                # A pod the scheduler could not place at once (a transient Unschedulable) is bound on its retry.
+                name = pod_of(admin, namespace, "gpus", "trainer", index)
+                await eventually(lambda n=name: _async(lambda: core.read_namespaced_pod(n, namespace).spec.node_name), f"{name} bound")
+                pod = core.read_namespaced_pod(name, namespace)
                 assert pod.spec.node_name == "kwok-gpu-0"
                 assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
             await backend.submit(SubmitRequest(spec("more", mode="collective", pservers=0, trainers=1, trainer_gpu=1), "alice", home))

@@ -25,6 +25,7 @@ from test_k8s_backend import (
     backend_for,
     eventually,
     master_running,
+    obj,
     pod_of,
     replica,
     run,
@@ -94,6 +95,12 @@ def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is
             # (1) while the pod lives: the API's log
             assert await backend.read_logs("keep", "alice", "trainer", 0) == "trainer 0 step 1 (api)\ntrainer 0 step 2 (api)\n"
             assert await backend.read_logs("keep", "alice", "pserver", 0, tail=1) == "pserver 0 step 2 (api)\n"
+            # A real kubelet whose container was just removed (the pod is being deleted) answers 200
+            # with this sentence instead of the log: the file has what the replica said.
+            cluster.set_pod_status(
+                namespace, pods["pserver"], "Running", log="unable to retrieve container logs for containerd://0123abcd\n"
+            )
+            assert await backend.read_logs("keep", "alice", "pserver", 0) == "pserver 0 step 1 (file)\npserver 0 step 2 (file)\n"
 
             # The job succeeds; the pservers are stopped and their pods removed: the file remains.
             cluster.set_pod_status(namespace, pods["trainer"], "Succeeded", log="trainer 0 step 1 (api)\ntrainer 0 step 2 (api)\n")
@@ -147,6 +154,8 @@ def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster, tmp_path):
             await eventually(lambda: _async(lambda: pod_of(admin, namespace, "retry", "trainer", 0) != first), "a replacement pod")
             second = pod_of(admin, namespace, "retry", "trainer", 0)
             await eventually(lambda: _where(backend, "retry", lambda s: replica(s, "trainer", 0).restarts == 1), "restart count")
+            # The restart count is in the record before the new pod is in the server's cache.
+            await eventually(lambda: _async(lambda: second in backend._pods_by_job.get(obj("retry"), {})), "the new pod in the cache")
 
             # The replacement has not started: the attempt before it is attempt 0.
             assert await backend.read_logs("retry", "alice", "trainer", 0, previous=True) == (

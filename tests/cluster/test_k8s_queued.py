@@ -189,8 +189,7 @@ def test_kueue_admits_a_jobset_whole_or_not_at_all_and_cancel_stops_it_through_k
             assert all((r.reason or "").startswith("Queued: queued in team-a") for r in status.replicas), status.replicas
             assert (jobset(admin, namespace, "waits") or {})["spec"]["suspend"] is True
             assert pods(admin, namespace, "waits") == []
-            fits = await backend.get_job("fits", "alice")
-            assert not fits.message.startswith("Queued"), fits.message
+            await eventually(lambda: _where(backend, "fits", lambda s: not s.message.startswith("Queued")), "the admitted job's words")
 
             cancelled = await backend.cancel("waits", "alice")
             assert cancelled.phase == "Cancelled"

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from kubernetes import client
 from support.controlplane import IGNORES_SIGTERM
+from support.waiting import eventually as eventually_sync
 from test_k8s_backend import (
     MASTER,
     NOTEBOOK_ROLE,
@@ -109,20 +110,39 @@ def test_an_evicted_trainer_restarts_the_whole_job_without_using_the_retry_budge
 
 
 def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: Path) -> None:
+    """A `pods` quota other pods already hold most of: the job (4 pods) is within its limit, so it
+    is submitted and waits ("waits", not "never"), and the pods the Job controller cannot create
+    say why in the quota's own words."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
-    client.CoreV1Api(admin).create_namespaced_resource_quota(namespace, {"metadata": {"name": "team"}, "spec": {"hard": {"pods": "2"}}})
+    core = client.CoreV1Api(admin)
+    # 4 pods at most, 2 held: of the job's 4 (master, pserver, 2 trainers) two are refused, so at
+    # least one replica, whichever the Job controller creates first.
+    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "team"}, "spec": {"hard": {"pods": "4"}}})
+    for index in range(2):  # pods of someone else's, never placed (no node has the label), counted all the same
+        core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": f"filler-{index}"},
+                "spec": {"nodeSelector": {"nowhere": "true"}, "containers": [{"name": "main", "image": "registry.local/none:1"}]},
+            },
+        )
+
+    def counted() -> bool:
+        used = (core.read_namespaced_resource_quota("team", namespace).status.used or {}).get("pods")
+        return used == "2"
+
+    eventually_sync(counted, "the quota controller to count the two pods")
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("squeezed", pservers=1, trainers=2), "alice", home))
-            status = await eventually(
-                lambda: _where(backend, "squeezed", lambda s: "exceeded quota" in s.message),
-                "the quota refusal in the job's message",
-                timeout=20,
-            )
+
+            def refused_in_words(status: Any) -> bool:
+                refused = [r for r in status.replicas if (r.reason or "").startswith("FailedCreate: ")]
+                return "exceeded quota" in status.message and bool(refused) and all("exceeded quota: team" in r.reason for r in refused)
+
+            status = await eventually(lambda: _where(backend, "squeezed", refused_in_words), "the quota refusal in the job's words")
             assert status.phase == "Pending"
-            refused = [r for r in status.replicas if (r.reason or "").startswith("FailedCreate: ")]
-            assert refused and all("exceeded quota: team" in r.reason for r in refused), status.replicas
 
     run(scenario())
 
@@ -142,9 +162,13 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tm
             with pytest.raises(JobExists, match=r"was just deleted and 1 of its pods are still stopping") as busy:
                 await backend.submit(SubmitRequest(spec("again", mode="collective", pservers=0, trainers=1), "alice", home))
             assert busy.value.field == "job_name"
-            assert client.CoreV1Api(admin).read_namespaced_pod(old, namespace).metadata.deletion_timestamp
+            await eventually(
+                lambda: _async(lambda: client.CoreV1Api(admin).read_namespaced_pod(old, namespace).metadata.deletion_timestamp),
+                "the garbage collector deleting the old pod",
+            )
             # the old pod is killed at last (its grace period cut short, as `kubectl delete --force` does)
             client.CoreV1Api(admin).delete_namespaced_pod(old, namespace, grace_period_seconds=0)
+            await eventually(lambda: _async(lambda: old not in backend._pods_by_job.get(obj("again"), {})), "the old pod out of the cache")
             created = await backend.submit(SubmitRequest(spec("again", mode="collective", pservers=0, trainers=1), "alice", home))
             assert created["phase"] == "Pending"
             cluster.await_job_pods(namespace)

@@ -188,7 +188,16 @@ def test_a_volcano_job_has_a_schema_valid_pod_group_and_waits_unscheduled_for_vo
                 assert not [c for c in pod.status.conditions or [] if c.type == "PodScheduled"], pod.metadata.name
 
             waiting = await eventually(
-                lambda: _where(backend, "gang", lambda s: s.message.startswith("Waiting for the volcano scheduler")), "the gang's words"
+                lambda: _where(
+                    backend,
+                    "gang",
+                    # the replica's words need its pod in the server's cache, a watch event behind the API
+                    lambda s: (
+                        s.message.startswith("Waiting for the volcano scheduler")
+                        and (replica(s, "trainer", 1).reason or "").startswith("Waiting for the volcano scheduler")
+                    ),
+                ),
+                "the gang's words",
             )
             assert waiting.phase == "Pending"
             assert waiting.message == (

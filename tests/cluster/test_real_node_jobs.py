@@ -80,15 +80,17 @@ class Notebook:
             last = self.status(name)
             if check(last):
                 return last
-            if last.get("phase") in ENDED and not check(last):
-                break  # it ended otherwise: no point waiting
+            if last.get("phase") in ENDED and last.get("finished") and not check(last):
+                break  # it ended otherwise (the end is recorded: nothing will change): no point waiting
             time.sleep(0.5)
         raise AssertionError(
             f"job {name}: {what} not seen; last status: {describe(last)}; pods: {self.pods(name)}; {self.cluster.node.describe()}"
         )
 
     def ended(self, name: str) -> dict[str, Any]:
-        return self.wait(name, lambda s: s.get("phase") in ENDED, "an end")
+        """The job's recorded end: the phase alone shows a moment before the end is written with
+        its failure's log line (only the recorded end sets `finished`)."""
+        return self.wait(name, lambda s: s.get("phase") in ENDED and bool(s.get("finished")), "a recorded end")
 
     def log(self, name: str, role: str = "trainer", index: int = 0) -> str:
         answer = self.server.api("GET", f"jobs/{name}/logs", params={"role": role, "index": index})
@@ -195,7 +197,7 @@ def test_a_geo_parameter_server_job_trains_in_real_pods_and_its_logs_outlive_the
     assert running["phase"] == "Running", describe(running)
     # While the pods live, the log is what the real kubelet serves (the API's pods/log).
     served = notebook.wait_log("geo", r"step \d+ loss", index=1)
-    pod = next(p for p in notebook.job_pods("geo") if "trainer" in p.metadata.name and p.status.phase == "Running")
+    pod = next(p for p in notebook.job_pods("geo") if "trainer" in p.metadata.name)  # Running or done: its log stays
     kubelet_log = client.CoreV1Api(notebook.admin).read_namespaced_pod_log(pod.metadata.name, notebook.namespace)
     assert "loss" in kubelet_log and "loss" in served
 
@@ -457,7 +459,7 @@ def test_a_trainer_failure_with_restarts_left_restarts_every_replica_and_the_job
 
         def ended(status: dict[str, Any]) -> bool:
             watch(status)
-            return status.get("phase") in ENDED
+            return status.get("phase") in ENDED and bool(status.get("finished"))
 
         final = notebook.wait("retried", ended, "an end")
         assert final["phase"] == "Succeeded", describe(final)

@@ -1277,7 +1277,12 @@ class KubernetesBackend(Backend):
             if text is None:
                 raise
             return text
-        return str(response.data.decode("utf-8", errors="replace"))
+        served = str(response.data.decode("utf-8", errors="replace"))
+        if replica_logs.KUBELET_LOG_GONE.fullmatch(served.strip()):
+            # A real kubelet answers 200 with this sentence once the container is removed (the pod
+            # is being deleted): the launcher's file has what it said.
+            return (None if previous else await from_file()) or served
+        return served
 
     async def read_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False) -> str:
 

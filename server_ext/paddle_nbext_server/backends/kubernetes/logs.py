@@ -54,6 +54,8 @@ FOLLOW_TIMEOUT: tuple[float, float] = (30.0, 30.0)
 #: API follow streams open at once per server (each holds a thread while it waits); the server is
 #: one user's, so this is generous.  Beyond it a follow reads the file.
 MAX_API_STREAMS = 16
+#: What a real kubelet serves as a container's log (status 200) once the container was removed.
+KUBELET_LOG_GONE = re.compile(r"unable to retrieve container logs for \S+")
 #: Seconds between reads of a followed file.
 FILE_POLL_INTERVAL = 0.5
 READ_SIZE = 64 * 1024
