@@ -29,6 +29,9 @@ def drawn_points(chart: Locator) -> int:
 def test_the_chart_grows_while_the_job_runs_and_progress_reaches_100(page: Page, lab: LabServer, screenshots: Path) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    tab = open_lab(page, lab)
+    tab.click()
+    # Submitted once the panel is up: a cold Lab load must not eat the job's running time.
     response = lab.api(
         "POST",
         "jobs",
@@ -43,8 +46,6 @@ def test_the_chart_grows_while_the_job_runs_and_progress_reaches_100(page: Page,
         },
     )
     assert response.status_code == 201, response.text
-    tab = open_lab(page, lab)
-    tab.click()
     row = page.locator(f'{PANEL} [data-testid="paddle-job-row"][data-job="{NAME}"]')
     row.click()
     view = page.locator(f'[data-testid="paddle-detail"][data-job="{NAME}"]')
@@ -56,15 +57,16 @@ def test_the_chart_grows_while_the_job_runs_and_progress_reaches_100(page: Page,
     expect(chart.locator('[data-testid="paddle-chart-legend"] li')).to_have_text([re.compile(r"^trainer-0 "), re.compile(r"^trainer-1 ")])
     first = drawn_points(chart)
     phase = view.locator('[data-testid="paddle-detail-phase"]')
+    # Grown while the job still runs, both seen at the same moment.
     page.wait_for_function(
-        """([selector, before]) => {
+        """([selector, phaseSelector, before]) => {
             const line = document.querySelector(selector);
-            return line && line.getAttribute('points').split(' ').length > before;
+            const phase = document.querySelector(phaseSelector);
+            return line && phase && phase.textContent === 'Running' && line.getAttribute('points').split(' ').length > before;
         }""",
-        arg=[f'[data-job="{NAME}"] [data-metric="loss"] polyline', first],
+        arg=[f'[data-job="{NAME}"] [data-metric="loss"] polyline', f'[data-job="{NAME}"] [data-testid="paddle-detail-phase"]', first],
         timeout=120_000,
     )
-    assert phase.text_content() == "Running", "the chart only grew after the job ended"
     progress = metrics.locator('[data-testid="paddle-progress"]')
     expect(metrics.locator('[data-testid="paddle-progress-label"]')).to_have_text(re.compile(r"^\d+/300 · \d+%$"))
     expect(row.locator('[data-testid="paddle-row-progress"]')).to_contain_text(re.compile(r"\d+/300"))

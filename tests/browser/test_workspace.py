@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
 from playwright.sync_api import Page, expect
+from support.waiting import eventually
 
 from .lab_server import APP_START_TIMEOUT_MS, PANEL_TAB, REPO, LabServer, copy_ps_package, start_lab, stop_lab
 
@@ -190,9 +192,17 @@ def test_failed_job_opens_on_its_traceback(page: Page, lab: LabServer) -> None:
     log = view.locator('[data-testid="paddle-log"]')
     expect(log).to_have_attribute("aria-label", "Log of trainer 1")
     expect(log).to_have_attribute("role", "log")
-    top = traceback.evaluate("(el) => el.getBoundingClientRect().top - el.closest('.pn-log').getBoundingClientRect().top")
-    height = log.evaluate("el => el.clientHeight")
-    assert 0 <= top < height, (top, height)
+    # In view once the log has laid out its blocks (it aligns the traceback again on the next frame).
+    page.wait_for_function(
+        """(selector) => {
+            const el = document.querySelector(selector);
+            const log = el && el.closest('.pn-log');
+            if (!log) return false;
+            const top = el.getBoundingClientRect().top - log.getBoundingClientRect().top;
+            return top >= 0 && top < log.clientHeight;
+        }""",
+        arg=f'[data-testid="paddle-detail"][data-job="{FAILED}"] [data-testid="paddle-log-traceback"]',
+    )
     # Paddle's own logging is hidden by default.
     expect(view.locator('[data-testid="paddle-log-noise"]')).to_be_checked()
     assert "going to quit" not in log.inner_text()
@@ -229,7 +239,13 @@ def test_job_views_are_restored_after_reload(page: Page, lab: LabServer) -> None
     # A running job follows its trainer's log.
     expect(view.locator('[data-testid="paddle-log"]')).to_contain_text("loss", timeout=60_000)
     expect(view.locator('[data-testid="paddle-log-follow"]')).to_be_checked()
-    time.sleep(2)  # the layout is saved after a short debounce
+
+    # The layout is saved after a short debounce: wait until the saved workspace names the view.
+    def layout_saved() -> bool:
+        answer = requests.get(f"{lab.url}lab/api/workspaces", headers={"Authorization": f"token {lab.token}"}, timeout=30)
+        return answer.ok and LONG in answer.text
+
+    eventually(layout_saved, "the layout with the job view saved", seconds=60)
     open_lab(page, lab, reset=False)
     expect(page.locator(PANEL)).to_be_visible()
     expect(page.locator(f'[data-testid="paddle-detail"][data-job="{LONG}"]')).to_be_visible(timeout=APP_START_TIMEOUT_MS)
