@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from kubernetes import client
-from test_k8s_backend import obj, pod_of, run, running, spec, workspace
+from test_k8s_backend import pod_of, run, running, spec, workspace
 
 from paddle_nbext_server.backends.base import JobNotFound, SubmitRequest
 from paddle_nbext_server.runtime import launcher, paddle_nbext_job
@@ -46,12 +46,13 @@ def test_metrics_are_read_from_the_home_volume_files(cluster, tmp_path):
             await backend.submit(SubmitRequest(spec("curve", pservers=1, trainers=2), "alice", home))
             cluster.await_job_pods(namespace)
 
-            # The reporting module is in the record and mounted at pylib/ in every pod.
-            record = client.CoreV1Api(admin).read_namespaced_config_map(obj("curve"), namespace)
-            assert record.data[config_key(MODULE)].startswith('"""`report()`')
+            # The reporting module is in the release's runtime ConfigMap, mounted at pylib/ in every pod.
             trainer = client.CoreV1Api(admin).read_namespaced_pod(pod_of(admin, namespace, "curve", "trainer", 0), namespace)
-            items = {item.path: item.key for volume in trainer.spec.volumes if volume.config_map for item in volume.config_map.items}
+            runtime = next(volume.config_map for volume in trainer.spec.volumes if volume.config_map)
+            items = {item.path: item.key for item in runtime.items}
             assert items[MODULE] == "pylib.paddle_nbext_job.py"
+            bundle = client.CoreV1Api(admin).read_namespaced_config_map(runtime.name, namespace)
+            assert bundle.data[config_key(MODULE)].startswith('"""`report()`')
 
             paths = [
                 report_as(admin, namespace, pod_of(admin, namespace, "curve", "trainer", i), [1.0 / (i + s) for s in range(1, 6)])
