@@ -573,6 +573,32 @@ def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(c
     run(scenario())
 
 
+def test_finished_jobs_past_the_history_limit_are_removed_and_their_logs_stay(cluster, tmp_path):
+    """`keep_finished = 1`: once a second job of the user ends, the older one's record goes (its
+    Jobs and pods with it, by the garbage collector); its folder in the home, logs and all, stays."""
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+
+    async def scenario() -> None:
+        async with running(kubeconfig, namespace, home, keep_finished=1, reconcile_interval=0.3) as backend:
+            for name in ("older", "newer"):
+                await backend.submit(SubmitRequest(spec(name, mode="collective", pservers=0, trainers=1), "alice", home))
+            cluster.await_job_pods(namespace)
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "older", "trainer", 0), "Succeeded")
+            await eventually(lambda: _where(backend, "older", lambda s: s.phase == "Succeeded" and s.finished), "older recorded")
+            assert {j.name for j in await backend.list_jobs("alice")} == {"older", "newer"}  # one finished: within the limit
+            cluster.set_pod_status(namespace, pod_of(admin, namespace, "newer", "trainer", 0), "Succeeded")
+
+            async def only_the_newest() -> bool:
+                return [j.name for j in await backend.list_jobs("alice")] == ["newer"]
+
+            await eventually(only_the_newest, "the older finished job removed")
+            gone = client.CoreV1Api(admin).list_namespaced_config_map(namespace, field_selector=f"metadata.name={obj('older')}").items
+            assert gone == []
+            assert (home / ".paddle-jobs" / "older" / "package").is_dir()  # the job's folder, logs and all, stays
+
+    run(scenario())
+
+
 def test_two_users_of_one_namespace_may_each_have_a_job_named_train(cluster, tmp_path):
     """Names are per user: alice's and bob's servers share the jobs namespace (one Role, one
     notebook account, as a hub without per-user namespaces has it); both submit `train`, each

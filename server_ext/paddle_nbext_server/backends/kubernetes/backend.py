@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
@@ -35,6 +36,7 @@ from paddle_nbext.contract import (
     Phase,
     ReplicaPhase,
     now_iso,
+    parse_time,
 )
 from paddle_nbext.quota import QuotaCheck, Verdict
 from paddle_nbext.spec import JobSpec, SpecError
@@ -162,7 +164,18 @@ class KubernetesBackend(Backend):
         help="Run jobs even in a namespace that holds a JupyterHub (unsafe: the notebook's Role there reaches the hub's objects; see the admin guide's 'Where jobs run').",
     ).tag(config=True)
     sync_timeout = Float(10.0, help="Seconds start() waits for the first list of the cache.").tag(config=True)
-    reconcile_interval = Float(5.0, help="Seconds between checks of job timeouts.").tag(config=True)
+    reconcile_interval = Float(5.0, help="Seconds between checks of job timeouts and of the finished jobs' history limit.").tag(config=True)
+    keep_finished = Int(
+        100,
+        min=0,
+        help="Finished jobs kept per user: past this many (the oldest first) a finished job's record is removed, its Jobs "
+        "and pods with it; its logs stay in the home. 0 keeps every one.",
+    ).tag(config=True)
+    keep_finished_days = Float(
+        30.0,
+        min=0.0,
+        help="Days a finished job is kept: an older one's record is removed (its logs stay in the home). 0 keeps them.",
+    ).tag(config=True)
     queue_position_interval = Float(
         3.0,
         help="Seconds between reads of Kueue's visibility API for the queue positions of waiting jobs (only while some wait).",
@@ -339,6 +352,54 @@ class KubernetesBackend(Backend):
                     continue
                 if status.spec.get("timeout") or any(r.phase == ReplicaPhase.FAILED for r in status.replicas):
                     self._mark(name)
+            try:
+                await self._expire_finished()
+            except (ApiException, BackendUnavailable) as error:
+                self.log.warning("paddle-nbext: could not remove finished jobs past the history limit yet: %s", error)
+
+    def _expired(self, now: float) -> list[str]:
+        """Records of finished jobs past the history limit (`keep_finished` per user, newest
+        kept; `keep_finished_days`)."""
+        by_owner: dict[str, list[tuple[str, JobStatus]]] = {}
+        for key, status in self._statuses.items():
+            if status.terminal and status.finished:
+                by_owner.setdefault(status.owner, []).append((key, status))
+        doomed: list[str] = []
+        for ended in by_owner.values():
+            ended.sort(key=lambda item: item[1].finished or "", reverse=True)
+            for rank, (key, status) in enumerate(ended):
+                finished = parse_time(status.finished)
+                too_old = (
+                    bool(self.keep_finished_days) and finished is not None and now - finished.timestamp() > self.keep_finished_days * 86400
+                )
+                if (self.keep_finished and rank >= self.keep_finished) or too_old:
+                    doomed.append(key)
+        return doomed
+
+    async def _expire_finished(self) -> None:
+        """Remove the records past the history limit (`_expired`): the garbage collector takes
+        their Jobs and pods; their logs and metrics stay in the home (`~/.paddle-jobs/<job>`)."""
+        doomed = self._expired(time.time())
+        if not doomed:
+            return
+        connection = await self._conn()
+        core = client.CoreV1Api(connection.api)
+        for key in doomed:
+            try:
+                await self._call(
+                    f"remove the finished job {key}",
+                    core.delete_namespaced_config_map,
+                    key,
+                    connection.namespace,
+                    propagation_policy="Background",
+                    _preload_content=False,
+                )
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+            if self._cache is not None:
+                self._cache.forget("configmaps", key)
+                self._flush_now(key)
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {"name": self.name, "ok": False, "error": None, "home_volume": self.home_volume}
