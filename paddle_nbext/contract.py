@@ -97,7 +97,7 @@ CANCELLED_ANNOTATION = "paddle-nbext/cancelled"
 #: first).  A restart deletes every replica Job and makes them again with the next attempt, so
 #: pods of an attempt that is being stopped never count for the one that replaces it.
 ATTEMPT_LABEL = "paddle-nbext/attempt"
-#: On the record: JSON of the job's whole restarts so far (`cluster_master.Restarts`).
+#: On the record: JSON of the job's whole restarts so far (`replicas.Restarts`).
 RESTART_ANNOTATION = "paddle-nbext/restart"
 #: The record ConfigMap's key holding the replica Jobs as submitted (JSON list), from which a
 #: whole-job restart makes them again: the same spec, image, snapshot and resources.

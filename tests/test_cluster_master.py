@@ -7,14 +7,8 @@ import json
 from typing import Any
 
 from paddle_nbext.contract import RECORD_UID_LABEL
-from paddle_nbext_server.runtime import cluster_master
-from paddle_nbext_server.runtime.cluster_master import (
-    current_pods,
-    decide_job,
-    job_note,
-    newest_pod,
-    observe_replicas,
-)
+from paddle_nbext_server.runtime import replicas
+from paddle_nbext_server.runtime.replicas import current_pods, decide_job, job_note, newest_pod, observe_replicas
 
 SECOND = "2026-11-29T17:00:00Z"
 
@@ -136,7 +130,7 @@ def test_a_failed_trainer_with_restarts_left_restarts_the_whole_job_and_counts_f
 
 def test_while_a_restart_stops_the_previous_attempt_its_pods_and_failed_jobs_do_not_count() -> None:
     old = pod("job-trainer-0-aaaaa", "Failed", index=0, exit_code=3)  # attempt 0: no label
-    failed_job = cluster_master.RoleNote("BackoffLimitExceeded: Job has reached the specified backoff limit", True)
+    failed_job = replicas.RoleNote("BackoffLimitExceeded: Job has reached the specified backoff limit", True)
     stopping = {"attempt": 1, "failures": 1, "stopping": True, "message": "restart 1 of 3: trainer 0 failed; all replicas restarting"}
     views, decision = decide_job(_record(PS, stopping), [old], role_notes={"trainer": failed_job})
     assert [v.phase for v in views] == ["Pending", "Pending"]

@@ -118,6 +118,11 @@ def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: P
     # 4 pods at most, 2 held: of the job's 4 (master, pserver, 2 trainers) two are refused, so at
     # least one replica, whichever the Job controller creates first.
     core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "team"}, "spec": {"hard": {"pods": "4"}}})
+    # Once the quota controller has taken the quota up (its status has `hard`), admission charges
+    # each pod to it as the pod is made; before that a pod may go uncounted until a resync.
+    eventually_sync(
+        lambda: (core.read_namespaced_resource_quota("team", namespace).status.hard or {}).get("pods") == "4", "the quota in force"
+    )
     for index in range(2):  # pods of someone else's, never placed (no node has the label), counted all the same
         core.create_namespaced_pod(
             namespace,

@@ -46,7 +46,7 @@ from ... import package, runtime_files
 from ...events import DELETED as EV_DELETED
 from ...events import UPDATED, JobEvent
 from ...metrics import MetricsFile
-from ...runtime import cluster_master, policy
+from ...runtime import cluster_master, policy, replicas
 from ..base import (
     Backend,
     BackendUnavailable,
@@ -81,7 +81,7 @@ PODGROUP_API = (volcano.GROUP, volcano.VERSION)
 #: The kinds of a plan that are custom resources: (group, version, plural).
 CUSTOM_OBJECTS = {"JobSet": (jobsets.GROUP, jobsets.VERSION, jobsets.PLURAL), volcano.KIND: (*PODGROUP_API, volcano.PLURAL)}
 #: A pod's phases that end it (Kubernetes' words, not the job's `Phase`).
-POD_ENDED = (cluster_master.POD_SUCCEEDED, cluster_master.POD_FAILED)
+POD_ENDED = (replicas.POD_SUCCEEDED, replicas.POD_FAILED)
 WARNING_TEXT = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')  # RFC 7234: warn-code warn-agent "warn-text"
 JOBS_DIR = ".paddle-jobs"
 
@@ -679,7 +679,7 @@ class KubernetesBackend(Backend):
             )
 
     def _preview_status(self, spec: JobSpec, owner: str) -> JobStatus:
-        views = cluster_master.observe_replicas([], spec.pservers, spec.trainers)
+        views = replicas.observe_replicas([], spec.pservers, spec.trainers)
         return JobStatus(
             name=spec.job_name,
             owner=owner,
@@ -1037,32 +1037,32 @@ class KubernetesBackend(Backend):
             return
         self._mark(job)
 
-    def _role_notes(self, job: str, record: dict[str, Any]) -> dict[str, cluster_master.RoleNote]:
+    def _role_notes(self, job: str, record: dict[str, Any]) -> dict[str, replicas.RoleNote]:
         """What this job's current Jobs (owned by this record) say beyond their pods: failed for
         good (its pods may be gone: node loss, deleted), suspended, or pods that could not be
         created (the Job controller's latest FailedCreate event)."""
         if self._cache is None:
             return {}
         uid = (record.get("metadata") or {}).get("uid")
-        attempt = cluster_master.Restarts.of(record).attempt
+        attempt = replicas.Restarts.of(record).attempt
         jobs = self._cache.stores["jobs"]
         queued_words = self._queue_words(job)
-        notes: dict[str, cluster_master.RoleNote] = {}
+        notes: dict[str, replicas.RoleNote] = {}
         current: dict[str, str] = {}
         for role in map(str, ROLES):
             obj = jobs.get(self._role_job(job, role))
-            if obj is None or not (_owned_by(obj, uid) or _labelled_for(obj, uid)) or cluster_master.attempt_of(obj) != attempt:
+            if obj is None or not (_owned_by(obj, uid) or _labelled_for(obj, uid)) or replicas.attempt_of(obj) != attempt:
                 continue
             current[role] = (obj.get("metadata") or {}).get("uid", "")
-            note = cluster_master.job_note(role, obj)
+            note = replicas.job_note(role, obj)
             if note is not None:
                 notes[role] = note
             if not (note and note.failed) and (obj.get("spec") or {}).get("suspend"):
                 queued = queued_words.get(role) or queued_words.get("job")
                 if queued is not None and queued.waiting:
-                    notes[role] = cluster_master.RoleNote(f"{queued.state}: {queued.text}")
+                    notes[role] = replicas.RoleNote(f"{queued.state}: {queued.text}")
                 else:
-                    notes[role] = cluster_master.RoleNote("Suspended: its Job is suspended (waiting to be admitted, e.g. by a queue)")
+                    notes[role] = replicas.RoleNote("Suspended: its Job is suspended (waiting to be admitted, e.g. by a queue)")
         latest: dict[str, tuple[str, str]] = {}
         for event in self._cache.stores["events"].values():
             involved = event.get("involvedObject") or {}
@@ -1072,15 +1072,15 @@ class KubernetesBackend(Backend):
                     if role not in latest or stamp >= latest[role][0]:
                         latest[role] = (stamp, str(event.get("message") or "").strip())
         for role, (_, message) in latest.items():
-            if not notes.get(role, cluster_master.RoleNote()).reason:  # keeps the indexes that completed
-                notes[role] = dataclasses.replace(notes.get(role, cluster_master.RoleNote()), reason=f"FailedCreate: {message}")
+            if not notes.get(role, replicas.RoleNote()).reason:  # keeps the indexes that completed
+                notes[role] = dataclasses.replace(notes.get(role, replicas.RoleNote()), reason=f"FailedCreate: {message}")
         for role in map(str, ROLES):
             # A queued JobSet's child Jobs appear only a moment after its Workload has Kueue's
             # words (the JobSet controller makes them): a role without its Job yet waits for the
             # same reason, so it says so, and the replicas never contradict the job's message.
             queued = queued_words.get(role) or queued_words.get("job")
             if role not in notes and role not in current and queued is not None and queued.waiting:
-                notes[role] = cluster_master.RoleNote(f"{queued.state}: {queued.text}")
+                notes[role] = replicas.RoleNote(f"{queued.state}: {queued.text}")
         return notes
 
     def _pod_notes(self, job: str) -> dict[str, str]:
@@ -1147,13 +1147,13 @@ class KubernetesBackend(Backend):
         try:
             if queue_status.stopped_by_kueue(self._queue_words(job)):
                 return  # Kueue evicted it since: its pods end by Kueue's stop, the job waits (`_deciding_pods`)
-            failed = cluster_master.failed_trainer_pod(views, decision)
+            failed = replicas.failed_trainer_pod(views, decision)
             if failed:
                 tail = await self._log_tail(failed)
-                views, decision = cluster_master.decide_job(
+                views, decision = replicas.decide_job(
                     record, list(self._pods_by_job.get(job, {}).values()), tail, self._role_notes(job, record), self._pod_notes(job)
                 )
-            if await self._record_final(job, cluster_master.final_status(views, decision), record):
+            if await self._record_final(job, replicas.final_status(views, decision), record):
                 # The master's Job too: it has nothing left to do, and a master pod that never ran
                 # (an image it cannot pull) would otherwise keep its Job, and the TTL, waiting.
                 roles = sorted({role for role, _ in decision.stop} | {manifests.MASTER})
@@ -1290,10 +1290,10 @@ class KubernetesBackend(Backend):
         desired = int(status.spec.get(f"{role}s") or 0) if role in ROLES else 0
         if not 0 <= index < desired:
             raise replica_not_found(status.name, role, index, desired)
-        pods = [p for p in self._pods_by_job.get(self._key(status), {}).values() if cluster_master.pod_identity(p) == (role, index)]
+        pods = [p for p in self._pods_by_job.get(self._key(status), {}).values() if replicas.pod_identity(p) == (role, index)]
         if not pods:
             raise InvalidState(f"{role} {index} of job '{status.name}' has no pod (not started yet, or removed after the job ended)")
-        return str(cluster_master.newest_pod(pods)["metadata"]["name"])
+        return str(replicas.newest_pod(pods)["metadata"]["name"])
 
     def _log_source(self, status: JobStatus, role: str, index: int) -> tuple[str | None, list[dict[str, Any]]]:
         """The replica's newest pod (None once it has none, e.g. removed after the job ended) and
@@ -1448,8 +1448,8 @@ class KubernetesBackend(Backend):
         pods = list(self._pods_by_job.get(key, {}).values())
         cancelled = json.loads(json.dumps(record))
         cancelled.setdefault("metadata", {}).setdefault("annotations", {})[CANCELLED_ANNOTATION] = "true"
-        views, decision = cluster_master.decide_job(cancelled, pods, "", self._role_notes(key, record), self._pod_notes(key))
-        if await self._record_final(key, cluster_master.final_status(views, decision), record, cancelled=True):
+        views, decision = replicas.decide_job(cancelled, pods, "", self._role_notes(key, record), self._pod_notes(key))
+        if await self._record_final(key, replicas.final_status(views, decision), record, cancelled=True):
             await self._deactivate_workloads(key)
             await self._stop_roles(key, [manifests.MASTER, *ROLES])
         self._flush_now(key)  # ended first some other way: that end is what the job shows

@@ -44,7 +44,7 @@ from paddle_nbext.contract import ROLES, ReplicaPhase, Role
 from paddle_nbext.status import JobStatus
 
 from ...log_tail import read_end
-from ...runtime import cluster_master, launcher
+from ...runtime import launcher, replicas
 from .manifests import CONTAINER
 
 #: `_request_timeout` of a follow request, (connect, read) seconds, for the connection and the
@@ -86,7 +86,7 @@ def attempt_files(directory: Path, role: str, index: int) -> list[Path]:
 def started(pod: dict[str, Any]) -> bool:
     """Whether the pod's container has run, so its launcher has made a file."""
     status = pod.get("status") or {}
-    if status.get("phase") in (cluster_master.POD_RUNNING, cluster_master.POD_SUCCEEDED):
+    if status.get("phase") in (replicas.POD_RUNNING, replicas.POD_SUCCEEDED):
         return True
     for container in status.get("containerStatuses") or []:
         if container.get("name") != CONTAINER:
@@ -100,9 +100,9 @@ def started(pod: dict[str, Any]) -> bool:
 
 
 def replica_pods(pods: Iterable[dict[str, Any]], role: str, index: int) -> list[dict[str, Any]]:
-    """The replica's pods, oldest first (in the order `cluster_master.newest_pod` ranks them)."""
-    mine = [p for p in pods if cluster_master.pod_identity(p) == (role, index)]
-    return sorted(mine, key=cluster_master._age_key)
+    """The replica's pods, oldest first (in the order `replicas.newest_pod` ranks them)."""
+    mine = [p for p in pods if replicas.pod_identity(p) == (role, index)]
+    return sorted(mine, key=replicas._age_key)
 
 
 def _name(pod: dict[str, Any]) -> str:
@@ -136,7 +136,7 @@ def replica_of(pod: str, pods_by_job: dict[str, dict[str, dict[str, Any]]]) -> R
     the Job controller gives Indexed Job pods (`<job>-<role>-<index>-<suffix>`) once it is gone."""
     for job, pods in pods_by_job.items():
         found = pods.get(pod)
-        identity = cluster_master.pod_identity(found) if found else None
+        identity = replicas.pod_identity(found) if found else None
         if identity is not None:
             return job, identity[0], identity[1], replica_pods(pods.values(), *identity)
     match = _POD_NAME.match(pod)

@@ -1,6 +1,6 @@
 """The job record + the job's pods -> `JobStatus` (and the policy's decision while it runs).
 
-The reading of a pod (phase, reason in words, restarts) is `cluster_master.observe_replicas`, the
+The reading of a pod (phase, reason in words, restarts) is `replicas.observe_replicas`, the
 same code the in-cluster master runs, so the server and the master never disagree.  Once a job
 has ended its final status is stored in the record (annotation `paddle-nbext/status`), which is
 what users see from then on — pods may be gone by then (stopped, TTL, node loss).
@@ -14,7 +14,7 @@ from typing import Any
 from paddle_nbext.contract import OWNER_ANNOTATION, SPEC_KEY, STATUS_ANNOTATION, Phase
 from paddle_nbext.status import JobStatus, ReplicaStatus
 
-from ...runtime import cluster_master, policy
+from ...runtime import policy, replicas
 
 BACKEND_NAME = "kubernetes"
 
@@ -45,12 +45,12 @@ def final_of(record: dict[str, Any]) -> dict[str, Any] | None:
 def job_status(
     record: dict[str, Any],
     pods: list[dict[str, Any]],
-    role_notes: dict[str, cluster_master.RoleNote] | None = None,
+    role_notes: dict[str, replicas.RoleNote] | None = None,
     pod_notes: dict[str, str] | None = None,
     queue_note: str | None = None,
-) -> tuple[JobStatus, policy.Decision | None, list[cluster_master.ReplicaView]]:
+) -> tuple[JobStatus, policy.Decision | None, list[replicas.ReplicaView]]:
     """The status users see; the decision is None once the job's end is recorded.
-    The notes (see `cluster_master.decide_job`) say what the Jobs and Events add to the pods;
+    The notes (see `replicas.decide_job`) say what the Jobs and Events add to the pods;
     `queue_note` (queue_status.summary) is the job's message while it is pending in a queue."""
     meta = record.get("metadata") or {}
     spec = record_spec(record)
@@ -74,7 +74,7 @@ def job_status(
             replicas=[ReplicaStatus.from_dict(r) for r in final.get("replicas", [])],
         )
         return status, None, []
-    views, decision = cluster_master.decide_job(record, pods, role_notes=role_notes, pod_notes=pod_notes)
+    views, decision = replicas.decide_job(record, pods, role_notes=role_notes, pod_notes=pod_notes)
     started = [v.started for v in views if v.started]
     status = JobStatus(
         **base,

@@ -1,0 +1,456 @@
+"""How a Kubernetes job's pods and Jobs read as replicas and a decision, standard library only.
+
+The server's status cache and the in-cluster master (cluster_master.py) must read a job exactly
+the same way, so both use this module: a pod -> the replica state users see (`pod_view`,
+`observe_replicas`: the newest pod of each index, of the record's current attempt), what a role's
+Job adds (`job_note`: failed, disrupted, completed indexes), the job's whole restarts kept in the
+record (`Restarts`), and the lifecycle decision on all of it (`decide_job`, over the shared
+`policy`).  It is shipped in every job's runtime bundle beside cluster_master.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+if __package__:  # imported from the installed package (the server, the local backend)
+    from paddle_nbext import contract
+else:  # a plain script: in a job's bundle, the contract shipped beside it
+    try:
+        import contract  # type: ignore[import-not-found,no-redef]
+    except ImportError:
+        from paddle_nbext import contract
+if __package__:
+    from . import policy
+else:  # run as a plain script from the bundle's files
+    import policy  # type: ignore[import-not-found,no-redef]
+
+ReplicaPhase, Role = contract.ReplicaPhase, contract.Role
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+CONTAINER = "main"
+
+
+@dataclass
+class ReplicaView:
+    """One replica as users see it, read from its newest pod (older pods count as restarts)."""
+
+    role: str
+    index: int
+    phase: str = ReplicaPhase.PENDING
+    reason: str | None = None
+    exit_code: int | None = None
+    restarts: int = 0
+    started: str | None = None
+    finished: str | None = None
+    pod: str | None = None
+    #: Whole-job restarts after evictions, drains and preemptions (`restarts` counts those after
+    #: failures, the ones `max_restarts` bounds); users see the sum.
+    disruptions: int = 0
+    #: Set when its pod was evicted, drained or preempted: "was evicted (a node drain or an eviction)".
+    disruption: str | None = None
+
+    def observed(self, log_tail: str = "") -> policy.Observed:
+        return policy.Observed(self.role, self.index, self.phase, self.exit_code, self.restarts, self.reason, log_tail, self.finished)
+
+    def public(self) -> dict[str, Any]:
+        data = asdict(self)
+        for internal in ("pod", "disruptions", "disruption"):
+            data.pop(internal)
+        data["restarts"] = self.restarts + self.disruptions
+        return data
+
+
+def pod_identity(pod: dict[str, Any]) -> tuple[str, int] | None:
+    """(role, index) of a job pod: role from our label, index from the Indexed Job's label or
+    annotation (the hostname suffix as a last resort)."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    role = labels.get(contract.ROLE_LABEL)
+    if role not in contract.ROLES:
+        return None
+    raw = labels.get(INDEX_KEY) or (meta.get("annotations") or {}).get(INDEX_KEY)
+    if raw is None:
+        hostname = (pod.get("spec") or {}).get("hostname") or ""
+        raw = hostname.rsplit("-", 1)[-1] if "-" in hostname else None
+    try:
+        return role, int(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _container_status(pod: dict[str, Any]) -> dict[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for status in statuses:
+        if status.get("name") == CONTAINER:
+            return dict(status)
+    return dict(statuses[0]) if statuses else {}
+
+
+def _with_message(reason: str, message: str | None) -> str:
+    message = (message or "").strip()
+    return f"{reason}: {message}" if message else reason
+
+
+# A pod's phase, as Kubernetes writes it (its own words, not the job's `contract.Phase`).
+POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_FAILED = "Pending", "Running", "Succeeded", "Failed"
+
+
+def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
+    """The replica state that one pod shows, reasons in words."""
+    status = pod.get("status") or {}
+    phase = status.get("phase") or POD_PENDING
+    container = _container_status(pod)
+    state = container.get("state") or {}
+    view = ReplicaView(role, index, pod=(pod.get("metadata") or {}).get("name"))
+    view.restarts = int(container.get("restartCount") or 0)
+    running = state.get("running") or {}
+    terminated = state.get("terminated") or (container.get("lastState") or {}).get("terminated") or {}
+    waiting = state.get("waiting") or {}
+    view.started = running.get("startedAt") or terminated.get("startedAt") or status.get("startTime")
+    if phase == POD_PENDING:
+        view.phase = ReplicaPhase.PENDING
+        view.started = None
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                view.reason = _with_message(condition.get("reason") or "Unschedulable", condition.get("message"))
+        if view.reason is None and waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
+            view.reason = _with_message(waiting["reason"], waiting.get("message"))
+    elif phase == POD_RUNNING:
+        view.phase = ReplicaPhase.RUNNING
+        if waiting.get("reason"):  # e.g. CrashLoopBackOff between restarts
+            view.reason = _with_message(waiting["reason"], waiting.get("message"))
+    elif phase == POD_SUCCEEDED:
+        view.phase = ReplicaPhase.SUCCEEDED
+        view.exit_code = 0
+        view.finished = terminated.get("finishedAt")
+    else:  # Failed (or Unknown, which the API reports when the node is lost)
+        view.phase = ReplicaPhase.FAILED
+        code = terminated.get("exitCode")
+        view.exit_code = int(code) if code is not None else None
+        view.finished = terminated.get("finishedAt")
+        if terminated.get("reason") == "OOMKilled":
+            view.reason = "OOMKilled"
+        elif status.get("reason"):  # Evicted, DeadlineExceeded, NodeLost ...
+            view.reason = _with_message(status["reason"], status.get("message"))
+        elif view.exit_code is not None:
+            view.reason = f"Exit code {view.exit_code}"
+        else:
+            view.reason = _with_message("Failed", status.get("message"))
+    return view
+
+
+def _age_key(pod: dict[str, Any]) -> tuple[str, int, str, str]:
+    """Sort key, oldest first.  creationTimestamp has one-second resolution, and the Job
+    controller replaces a failed pod within the same second, so within a second the pod that
+    still runs is the newer one, and among ended pods the one that ended later.  A running pod
+    ranks above a pending one of the same second: when the Job controller briefly has two pods
+    for one index, the running one is the pod it keeps."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    deleting = bool(meta.get("deletionTimestamp"))
+    liveness = 0 if deleting or phase not in (None, POD_PENDING, POD_RUNNING) else (2 if phase == POD_RUNNING else 1)
+    finished = ((_container_status(pod).get("state") or {}).get("terminated") or {}).get("finishedAt") or ""
+    return meta.get("creationTimestamp") or "", liveness, finished, meta.get("name") or ""
+
+
+def newest_pod(pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pod that currently stands for a replica (several exist after restarts)."""
+    return max(pods, key=_age_key)
+
+
+def current_pods(record: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods of this incarnation of the job: an earlier job of the same name, deleted and
+    submitted again, leaves pods that terminate for a while and must not count.  Pods without
+    the label come from a version that did not set it, and are taken as current."""
+    uid = (record.get("metadata") or {}).get("uid")
+    attempt = Restarts.of(record).attempt
+    if uid:
+        pods = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(contract.RECORD_UID_LABEL, uid) == uid]
+    return [p for p in pods if attempt_of(p) == attempt]
+
+
+#: JobSet's label on the pods of each whole restart it made (0 first).
+JOBSET_RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+
+
+def _int_label(obj: dict[str, Any], key: str) -> int:
+    try:
+        return max(0, int(((obj.get("metadata") or {}).get("labels") or {}).get(key) or 0))
+    except ValueError:
+        return 0
+
+
+def attempt_of(obj: dict[str, Any]) -> int:
+    """The whole-job attempt a replica Job or pod belongs to (`contract.ATTEMPT_LABEL`; 0 without it)."""
+    return _int_label(obj, contract.ATTEMPT_LABEL)
+
+
+#: Why a pod is being taken away (its `DisruptionTarget` condition's reason), in users' words.
+DISRUPTIONS = {
+    "EvictionByEvictionAPI": "was evicted (a node drain or an eviction)",
+    "PreemptionByScheduler": "was preempted by a higher-priority pod",
+    "PreemptionByKubeScheduler": "was preempted by a higher-priority pod",
+    "DeletionByTaintManager": "was evicted by a NoExecute taint on its node",
+    "DeletionByPodGC": "was lost with its node",
+    "TerminationByKubelet": "was evicted by the kubelet (node pressure)",
+}
+
+
+def disruption_of(pod: dict[str, Any]) -> str | None:
+    """How the pod is being taken away when it is evicted, drained or preempted (the
+    `DisruptionTarget` condition, set before its container is stopped), else None: not the
+    replica's failure, and not counted against `max_restarts`."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            reason = condition.get("reason") or ""
+            return DISRUPTIONS.get(reason, f"was disrupted ({reason or 'DisruptionTarget'})")
+    return None
+
+
+def disrupted(pod: dict[str, Any]) -> bool:
+    return disruption_of(pod) is not None
+
+
+def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -> list[ReplicaView]:
+    """Every desired replica, from its newest pod (with `backoffLimit: 0` a Job makes one pod per
+    index; two exist only for a moment, or when a pod was deleted by hand).  A replica without
+    a pod yet is Pending."""
+    by_identity: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for pod in pods:
+        identity = pod_identity(pod)
+        if identity is not None:
+            by_identity.setdefault(identity, []).append(pod)
+    views: list[ReplicaView] = []
+    for role, count in zip(contract.ROLES, (pservers, trainers), strict=True):
+        for index in range(count):
+            candidates = by_identity.get((role, index), [])
+            if not candidates:
+                views.append(ReplicaView(role, index))
+                continue
+            newest = newest_pod(candidates)
+            view = pod_view(newest, role, index)
+            view.disruption = disruption_of(newest)
+            # In `jobset` mode JobSet restarts the whole job itself; its pods say which attempt.
+            view.restarts += _int_label(newest, JOBSET_RESTART_LABEL)
+            views.append(view)
+    return views
+
+
+def final_replicas(views: list[ReplicaView], decision: policy.Decision) -> list[dict[str, Any]]:
+    """The replica list stored in the record when the job ends: what the runner stops is Stopped."""
+    stopped = set(decision.stop)
+    out = []
+    for view in views:
+        data = view.public()
+        if (view.role, view.index) in stopped:
+            data["phase"] = ReplicaPhase.STOPPED
+            data["finished"] = data["finished"] or contract.now_iso()
+        out.append(data)
+    return out
+
+
+def spec_of(record: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = json.loads((record.get("data") or {}).get(contract.SPEC_KEY) or "{}")
+    return spec
+
+
+def timed_out(record: dict[str, Any], spec: dict[str, Any], now: float | None = None) -> int | None:
+    timeout = spec.get("timeout")
+    created = contract.parse_time((record.get("metadata") or {}).get("creationTimestamp"))
+    if timeout and created is not None and (now or time.time()) - created.timestamp() > int(timeout):
+        return int(timeout)
+    return None
+
+
+@dataclass(frozen=True)
+class RoleNote:
+    """What a role's Job says beyond its pods: why its pod-less replicas have no pod, whether
+    the Job has failed for good (and whether because a pod was disrupted), and which indexes
+    completed (their pods may since be gone: garbage-collected, a lost node)."""
+
+    reason: str = ""
+    failed: bool = False
+    #: "trainer 1 was evicted, drained or preempted": the Job failed by its DisruptionTarget rule.
+    disruption: str | None = None
+    completed: frozenset[int] = frozenset()
+
+
+def _indexes(text: str | None) -> frozenset[int]:
+    """The Job status' index list ("0-2,4") as numbers; unreadable parts are left out."""
+    found: set[int] = set()
+    for part in (text or "").split(","):
+        low, _, high = part.strip().partition("-")
+        try:
+            found.update(range(int(low), int(high or low) + 1))
+        except ValueError:
+            continue
+    return frozenset(found)
+
+
+_POD_IN_MESSAGE = re.compile(r"Pod \S+?/(\S+) has condition DisruptionTarget")
+_INDEX_OF_POD = re.compile(r"-(\d+)-[a-z0-9]{5}$")
+
+
+def job_note(role: str, obj: dict[str, Any]) -> RoleNote | None:
+    """The note of one role Job (of the current attempt): Failed (its pods may be gone), which
+    indexes completed, None when it has nothing to add to its pods."""
+    status = obj.get("status") or {}
+    completed = _indexes(status.get("completedIndexes"))
+    for condition in status.get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        kind, reason, message = condition.get("type"), condition.get("reason") or "", (condition.get("message") or "").strip()
+        if kind == "Complete":
+            count = int((obj.get("spec") or {}).get("completions") or 0)
+            return RoleNote(completed=frozenset(range(count)) | completed)
+        if kind in ("FailureTarget", "Failed"):  # FailureTarget first: the controller is stopping the pods
+            disruption = None
+            found = _POD_IN_MESSAGE.search(message)
+            if found:
+                index = _INDEX_OF_POD.search(found.group(1))
+                disruption = f"{role} {index.group(1) if index else ''} was evicted, drained or preempted".replace("  ", " ")
+            return RoleNote(f"{reason or 'Failed'}: {message}".rstrip(": "), True, disruption, completed)
+    return RoleNote(completed=completed) if completed else None
+
+
+#: Whole-job restarts after evictions, drains and preemptions are not the code's fault and do not
+#: use up `max_restarts`; after this many (a node drained again and again) the job ends.
+MAX_DISRUPTION_RESTARTS = 10
+
+
+@dataclass(frozen=True)
+class Restarts:
+    """The job's whole restarts so far, kept in the record (`contract.RESTART_ANNOTATION`) so
+    that any master incarnation, and the server, read the same."""
+
+    attempt: int = 0  # the attempt whose Jobs and pods count now (0: as submitted)
+    failures: int = 0  # restarts after a replica failed (bounded by max_restarts)
+    disruptions: int = 0  # restarts after an eviction, drain or preemption
+    stopping: bool = False  # the previous attempt's Jobs are being deleted; this one's not made yet
+    message: str = ""  # why: "restart 1 of 3: trainer 1 failed with ...; all replicas restarting"
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> Restarts:
+        raw = ((record.get("metadata") or {}).get("annotations") or {}).get(contract.RESTART_ANNOTATION)
+        try:
+            data = json.loads(raw) if raw else {}
+            return cls(
+                int(data.get("attempt", 0)),
+                int(data.get("failures", 0)),
+                int(data.get("disruptions", 0)),
+                bool(data.get("stopping", False)),
+                str(data.get("message", "")),
+            )
+        except (ValueError, TypeError, AttributeError):
+            return cls()
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    def next(self, decision: policy.Decision) -> Restarts:
+        disruption = decision.disruption
+        return Restarts(
+            self.attempt + 1,
+            self.failures + (0 if disruption else 1),
+            self.disruptions + (1 if disruption else 0),
+            True,
+            decision.message,
+        )
+
+
+def _disruption_decision(views: list[ReplicaView], notes: dict[str, RoleNote], restarts: Restarts) -> policy.Decision | None:
+    """A whole restart (or, past `MAX_DISRUPTION_RESTARTS`, the end) when a replica of this
+    attempt is evicted, drained or preempted: every other failure of the attempt (a collective
+    rank aborting because its peer went) follows from it."""
+    what = next((f"{v.role} {v.index} {v.disruption}" for v in views if v.disruption), None)
+    what = what or next((note.disruption for note in notes.values() if note.disruption), None)
+    if what is None:
+        return None
+    everyone = [(v.role, v.index) for v in views]
+    if restarts.disruptions >= MAX_DISRUPTION_RESTARTS:
+        message = f"{what}, after {restarts.disruptions} restarts for evictions and preemptions; the job gives up."
+        return policy.Decision(contract.Phase.FAILED, message, stop=[r for r in everyone])
+    running = any(v.phase == ReplicaPhase.RUNNING for v in views)
+    message = (
+        f"restart {restarts.failures + restarts.disruptions + 1}: {what}; all replicas restarting "
+        "(evictions and preemptions do not use up max_restarts)"
+    )
+    return policy.Decision(contract.Phase.RUNNING if running else contract.Phase.PENDING, message, restart=everyone, disruption=True)
+
+
+def decide_job(
+    record: dict[str, Any],
+    pods: list[dict[str, Any]],
+    log_tail: str = "",
+    role_notes: dict[str, RoleNote] | None = None,
+    pod_notes: dict[str, str] | None = None,
+) -> tuple[list[ReplicaView], policy.Decision]:
+    """Replica views and the policy's decision for a running (not yet recorded) job.
+
+    `role_notes` explain replicas without a pod from their Job: the Job controller could not
+    create the pod (a FailedCreate event: quota, LimitRange, PodSecurity...), the Job is
+    suspended, or it failed (then the replica fails too, even if its pods are gone).
+    `pod_notes` (pod name -> reason) explain pending pods, e.g. the kubelet's FailedMount."""
+    spec = spec_of(record)
+    restarts = Restarts.of(record)
+    # While a restart stops the previous attempt, its Jobs' words (Failed) are not this one's.
+    notes = {} if restarts.stopping else dict(role_notes or {})
+    views = observe_replicas(current_pods(record, pods), int(spec.get("pservers") or 0), int(spec.get("trainers") or 0))
+    for view in views:
+        view.restarts += restarts.failures
+        view.disruptions = restarts.disruptions
+        note = notes.get(view.role)
+        if view.pod is None and note is not None and view.index in note.completed:
+            view.phase, view.exit_code = ReplicaPhase.SUCCEEDED, 0  # its pod is gone, its Job counted it
+        elif view.pod is None and view.reason is None and note is not None and note.reason:
+            view.reason = note.reason
+            if note.failed:
+                view.phase = ReplicaPhase.FAILED
+        elif view.pod is not None and view.phase == ReplicaPhase.PENDING and view.reason is None:
+            view.reason = (pod_notes or {}).get(view.pod)
+    cancelled = ((record.get("metadata") or {}).get("annotations") or {}).get(contract.CANCELLED_ANNOTATION) == "true"
+    observed = [v.observed(log_tail if v.phase == ReplicaPhase.FAILED else "") for v in views]
+    decision = policy.decide(
+        observed,
+        max_restarts=int(spec.get("max_restarts") or 0),
+        cancelled=cancelled,
+        timed_out_after=timed_out(record, spec),
+        now=time.time(),
+    )
+    if cancelled or timed_out(record, spec) is not None:
+        return views, decision
+    if restarts.stopping:
+        return views, policy.Decision(contract.Phase.PENDING, restarts.message)
+    if decision.phase == contract.Phase.SUCCEEDED:
+        return views, decision  # every trainer finished: an eviction now only ends a pserver early
+    return views, _disruption_decision(views, notes, restarts) or decision
+
+
+def final_status(views: list[ReplicaView], decision: policy.Decision) -> dict[str, Any]:
+    started = [v.started for v in views if v.started]
+    return {
+        "phase": decision.phase,
+        "message": decision.message,
+        "started": min(started) if started else None,
+        "finished": contract.now_iso(),
+        "replicas": final_replicas(views, decision),
+    }
+
+
+def failed_trainer_pod(views: list[ReplicaView], decision: policy.Decision) -> str | None:
+    """The pod whose log tail explains a failure (the end, or a restart after a failure)."""
+    if decision.phase != contract.Phase.FAILED and not (decision.restart and not decision.disruption):
+        return None
+    for role, index in decision.restart:
+        view = next((v for v in views if (v.role, v.index) == (role, index) and v.pod), None)
+        if view is not None:
+            return view.pod
+    # The replica the message names (policy.blame_order: its own code failed, not a peer that
+    # aborted or was stopped because of it), trainers first as the policy names them.
+    failed = [v for v in views if v.phase == ReplicaPhase.FAILED and v.pod]
+    failed.sort(key=lambda v: (v.role != contract.Role.TRAINER, policy.blame_order(v.observed())))
+    return failed[0].pod if failed else None
