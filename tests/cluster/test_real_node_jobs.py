@@ -197,7 +197,8 @@ def test_a_geo_parameter_server_job_trains_in_real_pods_and_its_logs_outlive_the
     assert running["phase"] == "Running", describe(running)
     # While the pods live, the log is what the real kubelet serves (the API's pods/log).
     served = notebook.wait_log("geo", r"step \d+ loss", index=1)
-    pod = next(p for p in notebook.job_pods("geo") if "trainer" in p.metadata.name)  # Running or done: its log stays
+    # trainer 1's pod, whose log was waited for (Running or done: its log stays)
+    pod = next(p for p in notebook.job_pods("geo") if "-trainer-1-" in p.metadata.name)
     kubelet_log = client.CoreV1Api(notebook.admin).read_namespaced_pod_log(pod.metadata.name, notebook.namespace)
     assert "loss" in kubelet_log and "loss" in served
 
