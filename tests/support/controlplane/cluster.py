@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import shutil
 import socket
 import ssl
 import time
@@ -51,6 +52,10 @@ DEFAULT_NODES = (
     kwok.node("kwok-cpu-1", cpu="16", memory="64Gi"),
     kwok.node("kwok-gpu-0", cpu="32", memory="128Gi", gpus=8),
 )
+
+
+#: Starts of the whole plane on fresh ports when a component finds its port taken.
+PORT_RACE_ATTEMPTS = 3
 
 
 def free_port() -> int:
@@ -161,19 +166,30 @@ class ControlPlane:
 
     # --- lifecycle ------------------------------------------------------------------------------
     def start(self) -> ControlPlane:
+        """Start every component.  Ports are picked free (`free_port`) and bound a moment later by
+        the component: another program on a busy machine can take one in between ("address
+        already in use"), and then the whole plane starts again on new ports."""
         started = time.monotonic()
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        pki.create(self.pki.directory)
-        try:
-            self._start_etcd()
-            self._start_apiserver()
-            self._bootstrap()
-            self._start_controllers()
-            self._start_kwok()
-            self._await_cluster()
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            pki.create(self.pki.directory)
+            try:
+                self._start_etcd()
+                self._start_apiserver()
+                self._bootstrap()
+                self._start_controllers()
+                self._start_kwok()
+                self._await_cluster()
+                break
+            except ControlPlaneError as error:
+                self.stop()
+                if "address already in use" not in str(error) or attempt == PORT_RACE_ATTEMPTS:
+                    raise
+                shutil.rmtree(self.state_dir / "etcd", ignore_errors=True)
+                self.ports = Ports()
+            except BaseException:
+                self.stop()
+                raise
         self.startup_seconds = time.monotonic() - started
         self._save_state()
         return self
