@@ -383,23 +383,27 @@ class KubernetesBackend(Backend):
         if not doomed:
             return
         connection = await self._conn()
-        core = client.CoreV1Api(connection.api)
         for key in doomed:
-            try:
-                await self._call(
-                    f"remove the finished job {key}",
-                    core.delete_namespaced_config_map,
-                    key,
-                    connection.namespace,
-                    propagation_policy="Background",
-                    _preload_content=False,
-                )
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-            if self._cache is not None:
-                self._cache.forget("configmaps", key)
-                self._flush_now(key)
+            await self._delete_record(connection, key, f"remove the finished job {key}")
+
+    async def _delete_record(self, connection: Connection, key: str, doing: str) -> None:
+        """Delete a job's record (the garbage collector takes what it owns; gone already is fine)
+        and drop it from the cache at once, so it leaves the list when this returns."""
+        try:
+            await self._call(
+                doing,
+                client.CoreV1Api(connection.api).delete_namespaced_config_map,
+                key,
+                connection.namespace,
+                propagation_policy="Background",
+                _preload_content=False,
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        if self._cache is not None:
+            self._cache.forget("configmaps", key)
+            self._flush_now(key)
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {"name": self.name, "ok": False, "error": None, "home_volume": self.home_volume}
@@ -1491,27 +1495,15 @@ class KubernetesBackend(Backend):
         key = self._key(await self.get_job(name, owner))
         self.metrics.forget(name)
         connection = await self._conn()
-        core = client.CoreV1Api(connection.api)
         # The Jobs and the Service go first, by name: the garbage collector would remove them after
         # the record, but only a moment later, and a resubmit of the name in that moment would
         # collide with them.  Their pods terminate in the background (the status of a new job of
         # the same name ignores them: they carry the old record's uid).
         await self._delete_parts(key, name, connection)
         try:
-            await self._call(
-                f"delete job {name}",
-                core.delete_namespaced_config_map,
-                key,
-                connection.namespace,
-                propagation_policy="Background",
-                _preload_content=False,
-            )
+            await self._delete_record(connection, key, f"delete job {name}")
         except ApiException as error:
-            if error.status != 404:
-                raise BackendUnavailable(f"cannot delete job '{name}': {describe_failure(error)}") from None
-        if self._cache is not None:
-            self._cache.forget("configmaps", key)
-            self._flush_now(key)  # gone from the list when delete returns, not a loop turn later
+            raise BackendUnavailable(f"cannot delete job '{name}': {describe_failure(error)}") from None
         job_dir = Path(self.home_path) / JOBS_DIR / name
         if job_dir.is_dir():
             left = await asyncio.to_thread(_remove_tree, job_dir)
