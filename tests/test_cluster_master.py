@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from paddle_nbext.contract import RECORD_UID_LABEL
+from paddle_nbext_server.backends.kubernetes.manifests import UID_PLACEHOLDER  # what the submitted Jobs carry
 from paddle_nbext_server.runtime import replicas
 from paddle_nbext_server.runtime.replicas import current_pods, decide_job, job_note, newest_pod, observe_replicas
 
@@ -239,7 +240,7 @@ def test_the_master_restarts_the_whole_job_in_steps_never_two_attempts_at_once()
             "metadata": {
                 "name": f"train-2bd806-{role}",
                 "labels": {"paddle-nbext/role": role},
-                "ownerReferences": [{"uid": "<placeholder>"}],
+                "ownerReferences": [{"uid": UID_PLACEHOLDER}],
             },
             "spec": {"template": {"metadata": {"labels": {"paddle-nbext/role": role}}}},
         }
