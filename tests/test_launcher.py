@@ -427,36 +427,58 @@ def test_ps_replica_on_paddle_3_3_ends_at_once_naming_versions_and_fix(tmp_path)
     assert (tmp_path / "ran").exists()
 
 
+HUNG_VOLUME_SCENARIO = r"""
+import fcntl, os, sys, threading, time
+from paddle_nbext_server.runtime import launcher
+
+fifo = sys.argv[1]
+os.mkfifo(fifo)
+reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # read nothing for now
+writer = os.open(fifo, os.O_WRONLY)
+fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096)  # the smallest volume buffer, whatever the machine's default
+log = launcher.ReplicaLog(fifo, 0, writer)
+chunk = b"x" * 65535 + b"\n"
+
+def produce():
+    for _ in range(launcher.MAX_PENDING_BYTES * 2 // len(chunk)):
+        log.write(chunk)
+
+producer = threading.Thread(target=produce)
+producer.start()
+producer.join(60)
+print("producer-done" if not producer.is_alive() else "producer-blocked", flush=True)
+print("skipped", log.skipped, flush=True)
+
+seen = b""
+deadline = time.monotonic() + 60
+while b"bytes of output are missing here" not in seen and time.monotonic() < deadline:
+    try:
+        seen = (seen + os.read(reader, 1 << 20))[-(1 << 16):]
+    except BlockingIOError:
+        time.sleep(0.01)
+print("noted" if b"bytes of output are missing here" in seen else "never-noted", flush=True)
+log.close(wait=0)
+os.close(reader)
+"""
+
+
 def test_an_attempt_file_that_cannot_keep_up_never_holds_the_replica_back_and_says_what_it_skipped(tmp_path) -> None:
     """A hung home volume (here: a pipe nobody reads, which blocks its writer when full) delays
     the copy of the output, never the replica: writes return at once, what does not fit in the
-    lag the file may have is skipped, and the file says how much once it moves again."""
-    import threading
+    lag the file may have is skipped, and the file says how much once it moves again.
 
-    fifo = tmp_path / "hung-volume"
-    os.mkfifo(fifo)
-    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # read nothing for now
-    log = launcher.ReplicaLog(str(fifo), 0, os.open(fifo, os.O_WRONLY))
-    chunk = b"x" * 65535 + b"\n"
-    total = launcher.MAX_PENDING_BYTES * 2
-
-    def produce() -> None:
-        for _ in range(total // len(chunk)):
-            log.write(chunk)
-
-    producer = threading.Thread(target=produce)
-    producer.start()
-    producer.join(60)
-    assert not producer.is_alive(), "writing the output blocked behind the file"
-    assert log.dropped > 0
-
-    seen = b""
-    deadline = time.monotonic() + 60
-    while b"bytes of output are missing here" not in seen:
-        assert time.monotonic() < deadline, "the file never said what it skipped"
-        try:
-            seen = (seen + os.read(reader, 1 << 20))[-(1 << 16) :]
-        except BlockingIOError:
-            time.sleep(0.01)
-    log.close(wait=0)
-    os.close(reader)
+    It runs in an interpreter of its own, as the launcher does in a pod: the test process holds
+    the threads and descriptors of a whole suite, any of which could touch a reused fd number."""
+    run = subprocess.run(
+        [sys.executable, "-c", HUNG_VOLUME_SCENARIO, str(tmp_path / "hung-volume")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    said = f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    assert run.returncode == 0, said
+    lines = run.stdout.splitlines()
+    assert "producer-done" in lines, f"writing the output blocked behind the file\n{said}"
+    skipped = next(int(line.split()[1]) for line in lines if line.startswith("skipped "))
+    assert skipped > 0, said
+    assert "noted" in lines, f"the file never said what it skipped\n{said}"

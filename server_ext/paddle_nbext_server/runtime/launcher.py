@@ -362,16 +362,18 @@ class ReplicaLog:
         self._fd: int | None = fd
         self._pending: collections.deque[bytes] = collections.deque()
         self._pending_bytes = 0
-        self._dropped = 0  # bytes skipped since the last note in the file
+        self._unnoted = 0  # bytes skipped since the last note the writer took for the file
+        self._skipped = 0  # bytes skipped in all, noted or not
         self._closing = False
         self._ready = threading.Condition()
         self._writer = threading.Thread(target=self._drain, name="paddle-nbext-attempt-file", daemon=True)
         self._writer.start()
 
     @property
-    def dropped(self) -> int:
+    def skipped(self) -> int:
+        """Bytes of output this file will never hold, in all (the pod's log has them)."""
         with self._ready:
-            return self._dropped
+            return self._skipped
 
     def write(self, data: bytes) -> None:
         """Queue `data` for the file; returns at once whatever the volume does."""
@@ -379,7 +381,8 @@ class ReplicaLog:
             if self._fd is None or self._closing or not data:
                 return
             if self._pending_bytes + len(data) > MAX_PENDING_BYTES:
-                self._dropped += len(data)
+                self._unnoted += len(data)
+                self._skipped += len(data)
                 return
             self._pending.append(data)
             self._pending_bytes += len(data)
@@ -394,7 +397,7 @@ class ReplicaLog:
                     return
                 data = self._pending.popleft()
                 self._pending_bytes -= len(data)
-                dropped, self._dropped = self._dropped, 0
+                dropped, self._unnoted = self._unnoted, 0
                 fd = self._fd
             if fd is None:
                 continue
