@@ -15,6 +15,8 @@ older versions and JSON from the API need no conversion.
 
 from __future__ import annotations
 
+import os
+import shlex
 from datetime import datetime, timezone
 from enum import Enum
 
@@ -124,7 +126,49 @@ PADDLE_CONTRACT_VARS: tuple[str, ...] = (
     "PSERVERS",
     "ENTRY",
     "TRAINER_PACKAGE",
+    # One process per rank (runtime/ranks.py): the names paddle.distributed.launch sets.
+    "PADDLE_GLOBAL_RANK",
+    "PADDLE_GLOBAL_SIZE",
+    "PADDLE_LOCAL_RANK",
+    "PADDLE_LOCAL_SIZE",
+    "PADDLE_NNODES",
+    "PADDLE_RANK_IN_NODE",
+    "FLAGS_selected_gpus",
+    # What a `python -m paddle.distributed.launch` entry point reads to rendezvous.
+    "PADDLE_MASTER",
+    "PADDLE_RANK",
 )
+
+#: How an entry point that runs Paddle's own launcher starts: `python -m paddle.distributed.launch`
+#: (any python, `python3.11`, a path to one) or its console script `fleetrun`.  Such an entry point
+#: starts its ranks itself; the job runner gives it the master, node count and node rank.
+_LAUNCH_MODULES = frozenset({"paddle.distributed.launch", "paddle.distributed.launch.main"})
+
+
+def launch_entry(entry: str) -> bool:
+    """True when `entry` runs `paddle.distributed.launch` (or `fleetrun`) as its command: the
+    first command word, after any `NAME=value` assignments and an `env`, is a Python with
+    `-m paddle.distributed.launch`, or `fleetrun`.  Word splitting is the shell's plain one
+    (`shlex`); an entry that cannot be split is not one."""
+    try:
+        words = shlex.split(entry)
+    except ValueError:
+        return False
+    while words and (words[0] == "env" or ("=" in words[0] and not words[0].startswith("="))):
+        words = words[1:]
+    if not words:
+        return False
+    program = os.path.basename(words[0])
+    if program == "fleetrun":
+        return True
+    if not program.startswith("python"):
+        return False
+    rest = words[1:]
+    while rest and rest[0].startswith("-") and rest[0] != "-m" and not rest[0].startswith("-m"):
+        rest = rest[1:]  # interpreter options such as -u or -X dev
+    if rest and rest[0] == "-m" and len(rest) > 1:
+        return rest[1] in _LAUNCH_MODULES
+    return bool(rest) and rest[0].startswith("-m") and rest[0][2:] in _LAUNCH_MODULES
 
 
 def now_iso() -> str:

@@ -20,7 +20,7 @@ __all__ = ["FIELD_FLAGS", "HelpShown", "Parser", "UsageError", "add_job_flags", 
 #: job field -> its flag, from the table.
 FIELD_FLAGS: dict[str, str] = {row.name: row.info.flag for row in JOB_FIELDS}
 # Local pre-check: syntax only; the server applies its real limits.
-_NO_LIMITS = Limits(max_pservers=10**9, max_trainers=10**9, max_gpu_per_replica=10**9, max_restarts=10**9)
+_NO_LIMITS = Limits(max_pservers=10**9, max_trainers=10**9, max_gpu_per_replica=10**9, max_procs_per_trainer=10**9, max_restarts=10**9)
 
 
 def flag_help(row: JobField) -> str:

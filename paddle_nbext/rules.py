@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .contract import PADDLE_CONTRACT_VARS, Mode
+from .contract import PADDLE_CONTRACT_VARS, Mode, launch_entry
 from .fields import JobField, Kind
 from .quantity import Quantity, QuantityError
 
@@ -117,6 +117,7 @@ class Limits:
     max_trainers: int = 64
     max_gpu_per_replica: int = 8
     max_gpu_per_job: int | None = None
+    max_procs_per_trainer: int = 64
     max_cpu_per_replica: str | None = None
     max_mem_per_replica: str | None = None
     max_restarts: int = 10
@@ -435,8 +436,40 @@ def _gpus_per_job(values: Mapping[str, Any], limits: Limits) -> None:
         )
 
 
+def _ranks_fit(values: Mapping[str, Any], limits: Limits) -> None:
+    """A trainer runs one process per rank: one per GPU when it has GPUs, else
+    `procs_per_trainer`.  A `paddle.distributed.launch` entry point starts its ranks itself, so
+    the job runs one of it per trainer, and it runs collective jobs only."""
+    procs, gpus, entry = values["procs_per_trainer"], values["trainer_gpu"], values["entry_point"]
+    launch = launch_entry(entry)
+    if launch and values["mode"] == Mode.PS:
+        raise SpecError(
+            "entry_point",
+            "paddle.distributed.launch runs collective jobs here; use mode 'collective', or run the script itself "
+            "(python train.py) in ps mode, where every replica already gets its role",
+        )
+    if launch and procs > 1:
+        raise SpecError(
+            "procs_per_trainer",
+            f"must be 1 when the entry point runs paddle.distributed.launch, which starts the ranks itself; "
+            f"set --nproc_per_node in the entry point instead of procs_per_trainer {procs}, "
+            "or run the script itself (python train.py) with procs_per_trainer",
+        )
+    if gpus and procs not in (1, gpus):
+        raise SpecError(
+            "procs_per_trainer",
+            f"a trainer with GPUs runs one process per GPU ({gpus}); set procs_per_trainer to 1 or {gpus}, or trainer_gpu to {procs}",
+        )
+    if gpus > limits.max_procs_per_trainer:
+        raise SpecError(
+            "trainer_gpu",
+            f"{gpus} GPUs mean {gpus} processes per trainer; this server allows {limits.max_procs_per_trainer}",
+        )
+
+
 #: rule name -> check over the parsed values of the fields it reads (`reads`), given the limits.
 RULES: dict[str, tuple[tuple[str, ...], Callable[[Mapping[str, Any], Limits], None]]] = {
     "pservers_fit_mode": (("mode", "pservers"), _pservers_fit_mode),
     "gpus_per_job": (("trainers", "trainer_gpu"), _gpus_per_job),
+    "ranks_fit": (("mode", "entry_point", "trainer_gpu", "procs_per_trainer"), _ranks_fit),
 }

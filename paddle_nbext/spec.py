@@ -258,6 +258,23 @@ class JobSpec:
             )
         ),
     )
+    procs_per_trainer: int = field(
+        default=1,
+        metadata=spec_field(
+            FieldInfo(
+                kind="count",
+                label="Processes per trainer",
+                group="Resources",
+                flag="--procs-per-trainer",
+                metavar="N",
+                help="processes (ranks) each trainer runs, one per device as paddle.distributed.launch does; "
+                "a GPU trainer runs one per GPU, so leave it 1 or set it to trainer_gpu",
+                minimum=1,
+                limit="max_procs_per_trainer",
+                rule="ranks_fit",
+            )
+        ),
+    )
     # ---- Run
     env: dict[str, str] = field(
         default_factory=dict,
@@ -404,6 +421,11 @@ class JobSpec:
     # ---- derived figures shown by forms, panels and the Kubernetes backend
     def replicas(self, role: str) -> int:
         return self.pservers if role == "pserver" else self.trainers
+
+    def ranks_per_trainer(self) -> int:
+        """Processes each trainer runs: one per GPU when it has GPUs, else `procs_per_trainer`
+        (the `ranks_fit` rule keeps the two from disagreeing)."""
+        return self.trainer_gpu or self.procs_per_trainer
 
     def roles(self) -> tuple[str, ...]:
         return ("pserver", "trainer") if self.mode == "ps" and self.pservers else ("trainer",)

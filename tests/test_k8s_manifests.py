@@ -234,7 +234,7 @@ def test_shm_pull_policy_and_owner_references():
     assert "imagePullPolicy" not in trainer["containers"][0]
     _, ps = plan(trainer_gpu=0)  # CPU parameter-server trainers share no tensors through /dev/shm
     assert "dshm" not in [v["name"] for v in by_name(ps)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]["volumes"]]
-    _, gpu = plan(settings=ManifestSettings(**{**SETTINGS.__dict__, "shm_size": "8Gi", "image_pull_policy": "Always"}))
+    _, gpu = plan(trainer_mem="16Gi", settings=ManifestSettings(**{**SETTINGS.__dict__, "shm_size": "8Gi", "image_pull_policy": "Always"}))
     pod = by_name(gpu)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in pod["volumes"]
     assert pod["containers"][0]["imagePullPolicy"] == "Always"
@@ -289,3 +289,34 @@ def test_the_master_is_told_its_records_and_role_jobs_names():
     }
     assert env["PADDLE_NBEXT_RECORD"] == OBJ
     assert json.loads(env["PADDLE_NBEXT_ROLE_JOBS"]) == {"pserver": f"{OBJ}-pserver", "trainer": f"{OBJ}-trainer"}
+
+
+def test_shm_is_counted_in_the_pods_memory():
+    """A tmpfs is charged to the container's memory: /dev/shm is never sized past the trainer's
+    memory (request = limit), where it could not be used anyway."""
+    settings = ManifestSettings(**{**SETTINGS.__dict__, "shm_size": "8Gi"})
+    _, objects = plan(trainer_gpu=2, trainer_mem="1.5Gi", settings=settings)
+    pod = by_name(objects)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1536Mi"}} in pod["volumes"]
+    assert pod["containers"][0]["resources"]["limits"] == {"memory": "1536Mi", "nvidia.com/gpu": "2"}
+    _, ps = plan(trainer_gpu=2)  # GPU trainers get one in ps mode too
+    assert "dshm" in [v["name"] for v in by_name(ps)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]["volumes"]]
+    pservers = by_name(ps)[("Job", f"{OBJ}-pserver")]["spec"]["template"]["spec"]
+    assert "dshm" not in [v["name"] for v in pservers["volumes"]]
+
+
+def _env_of(objects, role):
+    container = by_name(objects)[("Job", f"{OBJ}-{role}")]["spec"]["template"]["spec"]["containers"][0]
+    return {item["name"]: item.get("value") for item in container["env"]}
+
+
+def test_ranks_reach_the_launcher_of_every_role():
+    """The launcher of every replica learns the ranks per trainer (pservers count every rank as a
+    trainer) and its role's GPUs; the ranks listen on the trainer port and the ones after it."""
+    _, collective = plan(mode="collective", pservers=0, trainer_gpu=0, procs_per_trainer=3)
+    trainer = _env_of(collective, "trainer")
+    assert (trainer["PADDLE_NBEXT_PROCS"], trainer["PADDLE_NBEXT_GPUS"]) == ("3", "0")
+    assert trainer["PADDLE_NBEXT_TRAINER_ENDPOINTS"].split(",")[0].endswith(f":{SETTINGS.trainer_port}")
+    _, gpu = plan(trainer_gpu=4)  # one rank per GPU, in ps mode too
+    assert (_env_of(gpu, "trainer")["PADDLE_NBEXT_PROCS"], _env_of(gpu, "trainer")["PADDLE_NBEXT_GPUS"]) == ("4", "4")
+    assert (_env_of(gpu, "pserver")["PADDLE_NBEXT_PROCS"], _env_of(gpu, "pserver")["PADDLE_NBEXT_GPUS"]) == ("4", "0")

@@ -40,6 +40,7 @@ class PaddleNbext(LoggingConfigurable):
     max_pservers = Int(16, config=True, help="Most parameter servers one job may ask for.")
     max_trainers = Int(64, config=True, help="Most trainers one job may ask for.")
     max_gpu_per_replica = Int(8, config=True, help="Most GPUs one trainer may ask for.")
+    max_procs_per_trainer = Int(64, config=True, help="Most processes (ranks) one trainer may run (procs_per_trainer, GPUs).")
     max_gpu_per_job = Int(None, allow_none=True, config=True, help="Most GPUs one job may use in total (None: no limit).")
     max_cpu_per_replica = Unicode(None, allow_none=True, config=True, help="Largest CPU quantity per replica, e.g. '8' (None: no limit).")
     max_mem_per_replica = Unicode(
@@ -80,11 +81,11 @@ class PaddleNbext(LoggingConfigurable):
     )
 
     # ---- validation: every message names the trait and what is allowed
-    @validate("max_pservers", "max_trainers", "max_gpu_per_replica", "max_restarts", "max_streams_per_user")
+    @validate("max_pservers", "max_trainers", "max_gpu_per_replica", "max_procs_per_trainer", "max_restarts", "max_streams_per_user")
     def _non_negative(self, proposal: dict[str, Any]) -> int:
         name = proposal["trait"].name
         value: int = proposal["value"]
-        lowest = 1 if name in ("max_pservers", "max_trainers", "max_streams_per_user") else 0
+        lowest = 1 if name in ("max_pservers", "max_trainers", "max_procs_per_trainer", "max_streams_per_user") else 0
         if value < lowest:
             raise _trait_error(name, f"must be at least {lowest}, got {value}")
         return value
@@ -161,6 +162,7 @@ class PaddleNbext(LoggingConfigurable):
             max_pservers=self.max_pservers,
             max_trainers=self.max_trainers,
             max_gpu_per_replica=self.max_gpu_per_replica,
+            max_procs_per_trainer=self.max_procs_per_trainer,
             max_gpu_per_job=self.max_gpu_per_job,
             max_cpu_per_replica=self.max_cpu_per_replica,
             max_mem_per_replica=self.max_mem_per_replica,

@@ -19,7 +19,7 @@ from pathlib import Path
 import paddle_nbext
 import paddle_nbext.contract
 
-from .runtime import cluster_master, launcher, paddle_nbext_job, policy, preflight, replicas, supervise
+from .runtime import cluster_master, gang, launcher, paddle_nbext_job, policy, preflight, ranks, replicas, supervise
 
 #: The bundle's directory of modules for training code (on the replica's PYTHONPATH).
 PYLIB = "pylib"
@@ -29,6 +29,8 @@ _MODULES = {
     "policy.py": policy,
     "preflight.py": preflight,
     "supervise.py": supervise,
+    "ranks.py": ranks,
+    "gang.py": gang,
     "cluster_master.py": cluster_master,
     "replicas.py": replicas,
     "contract.py": paddle_nbext.contract,

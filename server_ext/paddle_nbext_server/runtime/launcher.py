@@ -48,9 +48,11 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
         from paddle_nbext import contract
 
 if __package__:
-    from . import preflight, supervise
-else:  # a plain script: the bundle's preflight.py and supervise.py beside this file
+    from . import gang, preflight, ranks, supervise
+else:  # a plain script: the bundle's gang.py, preflight.py, ranks.py and supervise.py beside this file
+    import gang  # type: ignore[import-not-found,no-redef]
     import preflight  # type: ignore[import-not-found,no-redef]
+    import ranks  # type: ignore[import-not-found,no-redef]
     import supervise  # type: ignore[import-not-found,no-redef]
 
 Mode, Role = contract.Mode, contract.Role
@@ -98,11 +100,39 @@ def replica_index(env: Mapping[str, str]) -> int:
     return int(raw)
 
 
-def build_env(base: Mapping[str, str], pylib: str | None = None) -> dict[str, str]:
-    """The replica's full environment: `base` without stale contract variables, plus the Paddle
-    contract for its role, index and mode, and where `report()` writes (`metrics_file`), with
-    the bundle's `pylib` (when given) first on `PYTHONPATH`.  Pure, so every role and mode is
-    unit-testable."""
+def _whole(env: Mapping[str, str], name: str, default: int, lowest: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < lowest:
+        raise LaunchError(f"{name} must be a whole number of at least {lowest}, got {raw!r}")
+    return int(raw)
+
+
+def ranks_per_trainer(base: Mapping[str, str]) -> int:
+    """`PADDLE_NBEXT_PROCS`: the processes (ranks) every trainer of the job runs [1]."""
+    return _whole(base, "PADDLE_NBEXT_PROCS", 1, 1)
+
+
+def runs_launch(base: Mapping[str, str]) -> bool:
+    """True for a trainer whose entry point runs `paddle.distributed.launch` (it starts its ranks itself)."""
+    return base.get("PADDLE_NBEXT_ROLE") == Role.TRAINER and contract.launch_entry(base.get("PADDLE_NBEXT_ENTRY", ""))
+
+
+def process_count(base: Mapping[str, str]) -> int:
+    """How many processes this replica's launcher starts: one per rank for a trainer, one for a
+    pserver and for a `paddle.distributed.launch` entry point."""
+    if base.get("PADDLE_NBEXT_ROLE") != Role.TRAINER or runs_launch(base):
+        return 1
+    return ranks_per_trainer(base)
+
+
+def build_env(base: Mapping[str, str], pylib: str | None = None, rank: int = 0) -> dict[str, str]:
+    """The full environment of one process of the replica (`rank`, of `process_count`): `base`
+    without stale contract variables, plus the Paddle contract for its role, index, mode and
+    rank (`ranks.rank_env`; a `paddle.distributed.launch` entry point gets `ranks.launch_env`),
+    and where `report()` writes (`metrics_file`), with the bundle's `pylib` (when given) first on
+    `PYTHONPATH`.  Pure, so every role, mode and rank is unit-testable."""
     mode = _require(base, "PADDLE_NBEXT_MODE")
     role = _require(base, "PADDLE_NBEXT_ROLE")
     if mode not in tuple(Mode):
@@ -124,18 +154,25 @@ def build_env(base: Mapping[str, str], pylib: str | None = None) -> dict[str, st
     if index >= len(own_list):
         raise LaunchError(f"{role} index {index} is out of range: only {len(own_list)} {role} endpoints are given")
     own_host, own_port = own_list[index]
+    per_trainer = ranks_per_trainer(base)
+    gpus = _whole(base, "PADDLE_NBEXT_GPUS", 0, 0)
+    count = process_count(base)
+    if not 0 <= rank < count:
+        raise LaunchError(f"rank {rank} is out of range: this {role} runs {count} process{'es' if count != 1 else ''}")
+    launch = runs_launch(base)
 
     env = {key: value for key, value in base.items() if key not in CONTRACT_VARS}
     env.update(
         PADDLE_JOB_NAME=base.get("PADDLE_NBEXT_JOB", ""),
-        PADDLE_TRAINERS_NUM=str(len(trainers)),
-        PADDLE_TRAINER_ENDPOINTS=_join(trainers),
+        # Every rank of every trainer is a trainer to Paddle (pservers count them all).
+        PADDLE_TRAINERS_NUM=str(len(trainers) * per_trainer),
+        PADDLE_TRAINER_ENDPOINTS=",".join(ranks.rank_endpoints(trainers, per_trainer)),
         TRAINERS=str(len(trainers)),
         PSERVERS=str(len(pservers)),
         ENTRY=entry,
         TRAINER_PACKAGE=workdir,
         POD_IP=own_host,
-        PADDLE_PORT=str(own_port),
+        PADDLE_PORT=str(own_port + rank),
     )
     env.setdefault("PYTHONUNBUFFERED", "1")  # logs must appear while the job runs, not at exit
     # Paddle's C++ INFO and WARNING lines are most of every log and read like failures
@@ -144,23 +181,37 @@ def build_env(base: Mapping[str, str], pylib: str | None = None) -> dict[str, st
     if mode == Mode.PS:
         env["PADDLE_PSERVERS_IP_PORT_LIST"] = _join(pservers)
         env["FLAGS_enable_pir_api"] = "0"  # PS minimize() fails on PIR programs (docs/paddle-facts.md)
-        if role == Role.PSERVER:
-            env["TRAINING_ROLE"] = "PSERVER"
-            env["PADDLE_PSERVER_ID"] = str(index)
-        else:
-            env["TRAINING_ROLE"] = "TRAINER"
-            env["PADDLE_TRAINER_ID"] = str(index)
-    else:
-        env["TRAINING_ROLE"] = "TRAINER"
+    env["TRAINING_ROLE"] = "PSERVER" if role == Role.PSERVER else "TRAINER"
+    if role == Role.PSERVER:
+        env["PADDLE_PSERVER_ID"] = str(index)
+    elif launch:
+        # paddle.distributed.launch gives its ranks their contract; it needs the rendezvous.
         env["PADDLE_TRAINER_ID"] = str(index)
+        env["PADDLE_TRAINERS_NUM"] = str(len(trainers))
+        env["PADDLE_TRAINER_ENDPOINTS"] = _join(trainers)
         env["PADDLE_CURRENT_ENDPOINT"] = f"{own_host}:{own_port}"
-        if not env.get("CUDA_VISIBLE_DEVICES", "").strip():
-            # Without it init_parallel_env takes a legacy path that fails on CPU (docs/paddle-facts.md).
-            env.setdefault("PADDLE_DISTRI_BACKEND", "gloo")
+        launch_logs = metrics_dir(base) or os.path.join(workdir, "log")
+        for key, value in ranks.launch_env(trainers=trainers, index=index, entry=entry, log_dir=launch_logs).items():
+            env[key] = value if key != "PADDLE_LOG_DIR" else env.get(key, value)
+    else:
+        try:
+            devices = ranks.device_count(base, gpus, per_trainer)
+            contract_env = ranks.rank_env(
+                trainers=trainers, index=index, ranks=per_trainer, rank=rank, devices=devices, collective=mode == Mode.COLLECTIVE
+            )
+        except ranks.RankError as error:
+            raise LaunchError(str(error)) from None
+        backend = contract_env.pop("PADDLE_DISTRI_BACKEND", None)
+        env.update(contract_env)
+        if backend is not None:  # no device: gloo, unless the job's env chose another
+            env.setdefault("PADDLE_DISTRI_BACKEND", backend)
     env.pop(METRICS_FILE_VAR, None)
-    metrics = metrics_file(base, role, index)
+    env.pop(RANK_VAR, None)
+    metrics = metrics_file(base, role, index, rank if count > 1 else None)
     if metrics is not None:
         env[METRICS_FILE_VAR] = metrics
+    if count > 1:
+        env[RANK_VAR] = str(rank)
     if pylib is not None:
         inherited = env.get("PYTHONPATH", "")
         env["PYTHONPATH"] = pylib + (os.pathsep + inherited if inherited else "")
@@ -324,16 +375,30 @@ METRICS_SUFFIX = ".metrics.jsonl"
 PYLIB = "pylib"
 
 
-def metrics_name(role: str, index: int) -> str:
-    """The metrics file of one replica, beside its logs (shared with the server, which reads it)."""
+#: The rank of a process of a trainer that runs several (`paddle_nbext_job` writes it into each
+#: point); unset for a replica of one process.
+RANK_VAR = "PADDLE_NBEXT_RANK"
+
+
+def metrics_name(role: str, index: int, rank: int | None = None) -> str:
+    """The metrics file of one replica, beside its logs (shared with the server, which reads it).
+    A trainer of several ranks: rank 0 writes the replica's file (its curve is the trainer's),
+    rank r > 0 `<role>-<index>.rank-<r>.metrics.jsonl`."""
+    if rank:
+        return f"{role}-{index}.rank-{rank}{METRICS_SUFFIX}"
     return f"{role}-{index}{METRICS_SUFFIX}"
 
 
-def metrics_file(env: Mapping[str, str], role: str, index: int) -> str | None:
-    """Where this replica's `report()` calls go: `METRICS_DIR_VAR`, else the log dir
+def metrics_dir(env: Mapping[str, str]) -> str | None:
+    """The directory of the job's metrics files (`METRICS_DIR_VAR`, else the log dir), or None."""
+    return env.get(METRICS_DIR_VAR, "").strip() or log_dir(env)
+
+
+def metrics_file(env: Mapping[str, str], role: str, index: int, rank: int | None = None) -> str | None:
+    """Where this process's `report()` calls go: `METRICS_DIR_VAR`, else the log dir
     (Kubernetes: the job's dir on the home volume); None: nowhere (`report()` is a no-op)."""
-    directory = env.get(METRICS_DIR_VAR, "").strip() or log_dir(env)
-    return os.path.join(directory, metrics_name(role, index)) if directory else None
+    directory = metrics_dir(env)
+    return os.path.join(directory, metrics_name(role, index, rank)) if directory else None
 
 
 def pylib_dir() -> str | None:
@@ -602,7 +667,8 @@ def main() -> int:
 def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
     """Wait for what the replica needs, then run the entry point; its exit code."""
     try:
-        env = build_env(base, pylib_dir())
+        envs = [build_env(base, pylib_dir(), rank) for rank in range(process_count(base))]
+        env = envs[0]
         waits = endpoints_to_wait_for(base)
         timeout = wait_timeout(base)
     except LaunchError as error:
@@ -636,8 +702,20 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
             )
             return WAIT_EXIT_CODE
     os.chdir(workdir)
-    env["PATH"] = supervise.with_python_on_path(env.get("PATH", ""))
-    argv = supervise.entry_argv(env["ENTRY"], env["PATH"])
+    path = supervise.with_python_on_path(env.get("PATH", ""))
+    for each in envs:
+        each["PATH"] = path
+    argv = supervise.entry_argv(env["ENTRY"], path)
+    if len(envs) > 1:
+        label = f"trainer {replica_index(base)}"
+        return gang.run_ranks(
+            argv,
+            envs,
+            label=label,
+            say=lambda message: _say(message, log),
+            copy=log.write if log is not None else None,
+            supervised=log is None,
+        )
     if log is not None:
         return run_teed(argv, env, log)
     return supervise.run_supervised(argv, env)

@@ -7,7 +7,9 @@ The launcher puts this module on every replica's `PYTHONPATH` (the bundle's `pyl
 the replica's metrics file in `PADDLE_NBEXT_METRICS_FILE`, next to the replica's logs (local:
 `<job dir>/logs/`, Kubernetes: `~/.paddle-jobs/<job>/logs/` on the home volume).  Each call
 becomes one JSON line there, `{"t": epoch seconds, "step": n, "total": m or null, "m": {name:
-value}}`, which the server reads for `GET /jobs/{name}/metrics`.
+value}}`, which the server reads for `GET /jobs/{name}/metrics`.  A trainer that runs several ranks
+gives each its own file (rank 0 the replica's, rank r `<role>-<index>.rank-<r>.metrics.jsonl`) and
+each point the rank too (`"rank": r`, from `PADDLE_NBEXT_RANK`).
 
 A call costs a few microseconds: it converts the values to floats (so no tensor, and no autograd
 graph behind one, is kept alive) and appends them to a list; a daemon thread writes the list out
@@ -36,6 +38,8 @@ __all__ = ["report", "flush"]
 FILE_VAR = "PADDLE_NBEXT_METRICS_FILE"
 #: Bytes one replica's file may grow to; later points are dropped (counted, said once).
 BUDGET_VAR = "PADDLE_NBEXT_METRICS_BUDGET"
+#: The process's rank when its trainer runs several (set by the launcher), written into each point.
+RANK_VAR = "PADDLE_NBEXT_RANK"
 DEFAULT_BUDGET = 64 * 1024 * 1024
 #: The buffer is written at least this often (seconds).
 FLUSH_SECONDS = 0.5
@@ -51,8 +55,11 @@ class Reporter:
     """One replica's buffer and file.  `add` runs in the training thread and only appends;
     `flush` (the writer thread, exit, or an explicit `flush()`) formats and writes."""
 
-    def __init__(self, path: str, budget: int = DEFAULT_BUDGET, *, interval: float = FLUSH_SECONDS) -> None:
+    def __init__(self, path: str, budget: int = DEFAULT_BUDGET, *, interval: float = FLUSH_SECONDS, rank: int | None = None) -> None:
         self.path = path
+        self.rank = rank
+        # A rank of a trainer that runs several says which in every point (`"rank": r`).
+        self._rank_text = "" if rank is None else f',"rank":{rank}'
         self.budget = budget
         self.interval = interval
         self.pending: deque[tuple[float, int, int | None, dict[str, float]]] = deque()
@@ -121,7 +128,7 @@ class Reporter:
             if text is None:
                 text = names[name] = json.dumps(str(name))
             parts.append(f"{text}:{value!r}")
-        return f'{{"t":{when:.3f},"step":{step},"total":{"null" if total is None else total},"m":{{{",".join(parts)}}}}}\n'
+        return f'{{"t":{when:.3f},"step":{step},"total":{"null" if total is None else total}{self._rank_text},"m":{{{",".join(parts)}}}}}\n'
 
     def flush(self) -> None:
         """Write what is buffered; never raises."""
@@ -220,7 +227,8 @@ def _adopt_directory_owner(path: str, fd: int) -> None:
 def reporter_from(env: Mapping[str, str]) -> Reporter | None:
     """The reporter a replica with this environment uses; None outside a job."""
     path = env.get(FILE_VAR, "").strip()
-    return Reporter(path, _budget(env)) if path else None
+    rank = env.get(RANK_VAR, "").strip()
+    return Reporter(path, _budget(env), rank=int(rank) if rank.isdigit() else None) if path else None
 
 
 _reporter = reporter_from(os.environ)

@@ -207,6 +207,10 @@ def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, w
         "PADDLE_NBEXT_WORKDIR": workdir,
         "PADDLE_NBEXT_CPU": _threads(spec.pserver_cpu if role == Role.PSERVER else spec.trainer_cpu),
         "PADDLE_NBEXT_WAIT_TIMEOUT": f"{settings.pserver_wait_timeout:g}",
+        # Ranks per trainer (one process each, on the trainer port and the ones after it; the
+        # pservers count every rank as a trainer) and the GPUs of this role's pods.
+        "PADDLE_NBEXT_PROCS": str(spec.ranks_per_trainer()),
+        "PADDLE_NBEXT_GPUS": str(spec.trainer_gpu if role == Role.TRAINER else 0),
         "HOME": settings.home_path,
     }
     user = [{"name": key, "value": value} for key, value in sorted(spec.env.items()) if key not in values]
@@ -231,6 +235,18 @@ def _needs_shm(spec: JobSpec, role: str, settings: ManifestSettings) -> bool:
     """Collective trainers and GPU replicas share tensors through /dev/shm, which a container
     gets at 64 MiB unless a memory-backed volume is mounted there."""
     return bool(settings.shm_size) and role == Role.TRAINER and (spec.mode == Mode.COLLECTIVE or spec.trainer_gpu > 0)
+
+
+def shm_size(spec: JobSpec, role: str, settings: ManifestSettings) -> str | None:
+    """The size of the role's memory-backed /dev/shm, or None for none: the server's `shm_size`,
+    at most the replica's memory.  What a tmpfs holds is charged to the container's memory, so
+    /dev/shm is counted in trainer_mem (the pod's request = limit) and more could never be used:
+    a trainer that fills it is OOMKilled like one that allocates that much."""
+    if not _needs_shm(spec, role, settings):
+        return None
+    wanted = Quantity.parse(settings.shm_size)
+    memory = Quantity.parse(spec.pserver_mem if role == Role.PSERVER else spec.trainer_mem)
+    return (memory if memory < wanted else wanted).canonical()
 
 
 def _runtime_volume(runtime: str) -> dict[str, Any]:
@@ -311,7 +327,7 @@ def replica_job(
         "env": role_env(spec, owner, role, settings, workdir),
         "ports": [{"name": role, "containerPort": port}],
         "resources": _resources(spec, role, settings),
-        "volumeMounts": _mounts(home, shm=_needs_shm(spec, role, settings)),
+        "volumeMounts": _mounts(home, shm=shm_size(spec, role, settings) is not None),
     }
     if settings.image_pull_policy:
         container["imagePullPolicy"] = settings.image_pull_policy
@@ -319,7 +335,7 @@ def replica_job(
         "restartPolicy": "Never",  # a failed pod is replaced by the Job controller, counted per index
         "subdomain": job,  # hostname <obj>-<role>-<i>.<obj> through the headless Service
         "containers": [container],
-        "volumes": _volumes(runtime, home, settings.shm_size if _needs_shm(spec, role, settings) else None),
+        "volumes": _volumes(runtime, home, shm_size(spec, role, settings)),
         **_pod_extras(settings, settings.service_account_name),
     }
     job_spec: dict[str, Any] = {

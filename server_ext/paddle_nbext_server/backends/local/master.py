@@ -53,7 +53,7 @@ from paddle_nbext.status import JobStatus, ReplicaStatus
 
 from ...runtime import policy, supervise
 from . import limits, pending_end
-from .ports import free_port, port_free
+from .ports import free_ports, port_free
 from .processes import ProcessTable, pid_alive, resident_bytes, signal_replica
 from .records import (
     Admitted,
@@ -241,7 +241,7 @@ class Master:
                 plan = read_record(Plan, sibling)
             except (OSError, ValueError, NewerRecord):
                 continue
-            ports.update(replica.host_port[1] for replica in plan.replicas)
+            ports.update(plan.ports())
         return ports
 
     def try_admit(self) -> bool:
@@ -312,16 +312,18 @@ class Master:
         Under the admission lock, a port another admitted job planned (``others``: it may not
         listen yet), one this job plans twice, or one something listens on, is picked anew."""
         changed = False
-        planned = {r.host_port[1] for r in self.plan.replicas}
+        planned = self.plan.ports()
         seen: set[int] = set()
         for replica in self.plan.replicas:
-            host, port = replica.host_port
-            if port in others or port in also or port in seen or not port_free(host, port):
-                port = free_port(host, avoid=planned | others | seen | set(also))
-                planned.add(port)
+            host, _ = replica.host_port
+            block = set(replica.ports)
+            if block & (others | set(also) | seen) or not all(port_free(host, port) for port in block):
+                port = free_ports(host, len(block), avoid=planned | others | seen | set(also))
                 replica.endpoint = f"{host}:{port}"
+                block = set(replica.ports)
+                planned |= block
                 changed = True
-            seen.add(port)
+            seen |= block
         if changed:
             write_record(self.job_dir, self.plan)
 

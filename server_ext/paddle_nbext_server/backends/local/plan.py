@@ -16,7 +16,7 @@ from paddle_nbext.spec import JobSpec
 from paddle_nbext.status import JobStatus, ReplicaStatus
 
 from ..base import InvalidRequest, SubmitRequest
-from .ports import HOST, free_port
+from .ports import HOST, free_ports
 from .records import Capacity, Plan, ReplicaPlan, ResourceRequest, StatusRecord
 from .store import BACKEND_NAME
 
@@ -78,15 +78,17 @@ def check_fits_at_all(spec: JobSpec, capacity: Capacity) -> ResourceRequest:
 
 
 def replica_plans(spec: JobSpec) -> list[ReplicaPlan]:
-    """Every replica of the spec, pservers first, each on its own free port of 127.0.0.1."""
+    """Every replica of the spec, pservers first, each on its own free port of 127.0.0.1; a
+    trainer of several ranks on a block of consecutive free ports, one per rank."""
     taken: set[int] = set()
     replicas = []
     for role in spec.roles():
         cpu = spec.pserver_cpu if role == Role.PSERVER else spec.trainer_cpu
         memory = spec.pserver_mem if role == Role.PSERVER else spec.trainer_mem
+        ranks = spec.ranks_per_trainer() if role == Role.TRAINER else 1
         for index in range(spec.replicas(role)):
-            port = free_port(HOST, avoid=taken)
-            taken.add(port)
+            port = free_ports(HOST, ranks, avoid=taken)
+            taken.update(range(port, port + ranks))
             replicas.append(
                 ReplicaPlan(
                     role=role,
@@ -96,6 +98,7 @@ def replica_plans(spec: JobSpec) -> list[ReplicaPlan]:
                     memory=int(Quantity.parse(memory).value),
                     memory_text=memory,
                     gpus=spec.trainer_gpu if role == Role.TRAINER else 0,
+                    ranks=ranks,
                 )
             )
     return replicas

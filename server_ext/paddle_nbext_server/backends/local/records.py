@@ -299,6 +299,14 @@ class ReplicaPlan:
     memory: int = 0
     memory_text: str = ""  # the memory as the user wrote it, for the MemoryLimitExceeded reason
     gpus: int = 0
+    #: Processes (ranks) it runs; it listens on `ranks` consecutive ports from the endpoint's.
+    ranks: int = 1
+
+    @property
+    def ports(self) -> range:
+        """Every port the replica's ranks listen on (`ranks` from the endpoint's)."""
+        port = self.host_port[1]
+        return range(port, port + max(1, self.ranks))
 
     @property
     def key(self) -> str:
@@ -323,6 +331,7 @@ class ReplicaPlan:
                 "memory": _integer,
                 "memory_text": _text,
                 "gpus": _integer,
+                "ranks": _integer,
             },
         )
 
@@ -363,6 +372,14 @@ class Plan:
         """The role's endpoints in index order, as the launcher takes them (`host:port,...`)."""
         return ",".join(r.endpoint for r in sorted(self.replicas, key=lambda r: r.index) if r.role == role)
 
+    def ranks_per_trainer(self) -> int:
+        """Processes every trainer runs (1 in plans of releases without ranks)."""
+        return max((r.ranks for r in self.replicas if r.role == "trainer"), default=1)
+
+    def ports(self) -> set[int]:
+        """Every port the job's replicas listen on."""
+        return {port for replica in self.replicas for port in replica.ports}
+
     def launcher_env(self, replica: ReplicaPlan, gpus: list[int] | None) -> dict[str, str]:
         """The launcher inputs of one replica (docs/architecture.md "Launcher").  The master
         starts replicas with exactly this and the backend's dry run shows it, so a preview is
@@ -380,6 +397,9 @@ class Plan:
             # A plain number, not people's `500m`: the launcher turns it into thread counts.
             PADDLE_NBEXT_CPU=f"{replica.cpu:g}",
             PADDLE_NBEXT_WAIT_TIMEOUT=str(self.wait_timeout),
+            # Ranks per trainer (pservers count every rank as a trainer) and this replica's GPUs.
+            PADDLE_NBEXT_PROCS=str(self.ranks_per_trainer()),
+            PADDLE_NBEXT_GPUS=str(replica.gpus),
             # report() writes beside the replica's log (runtime/paddle_nbext_job.py).
             PADDLE_NBEXT_METRICS_DIR=str(Path(self.job_dir) / "logs"),
         )
