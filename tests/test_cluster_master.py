@@ -209,7 +209,7 @@ def test_a_preempted_job_whose_pods_stop_with_143_is_not_recorded_as_failed_by_t
     """Kueue takes a running job back by suspending its Jobs; their pods end with 143, which
     alone reads as a trainer failure.  While the Jobs are suspended the master records nothing
     (the job is queued again); once they are not, the same pods do fail the job."""
-    from paddle_nbext_server.runtime.cluster_master import JobObjects, reconcile_once
+    from paddle_nbext_server.runtime.cluster_master import JobObjects, Pass, reconcile_once
 
     spec = {"job_name": "train", "mode": "collective", "pservers": 0, "trainers": 1, "max_restarts": 0}
     record = _record(spec)
@@ -220,11 +220,11 @@ def test_a_preempted_job_whose_pods_stop_with_143_is_not_recorded_as_failed_by_t
     suspended["spec"] = {"suspend": True}
 
     preempted = _FakeApi(record, [stopped], [suspended])
-    assert reconcile_once(preempted, job) is False  # type: ignore[arg-type]
+    assert reconcile_once(preempted, job) is Pass.WAIT  # type: ignore[arg-type]
     assert preempted.recorded == [] and preempted.stopped == []
 
     failed = _FakeApi(record, [stopped], [])
-    assert reconcile_once(failed, job) is True  # type: ignore[arg-type]
+    assert reconcile_once(failed, job) is Pass.OVER  # type: ignore[arg-type]
     assert [status["phase"] for status in failed.recorded] == ["Failed"]
 
 
@@ -232,7 +232,7 @@ def test_the_master_restarts_the_whole_job_in_steps_never_two_attempts_at_once()
     """Failure with restarts left -> the record says "stopping"; the next passes delete every
     replica Job of the old attempt, and only once none is left make them again, labelled with
     the new attempt, from the Jobs the record holds."""
-    from paddle_nbext_server.runtime.cluster_master import JobObjects, reconcile_once
+    from paddle_nbext_server.runtime.cluster_master import JobObjects, Pass, reconcile_once
 
     spec = {**PS, "pservers": 1, "trainers": 1, "max_restarts": 1}
     submitted = [
@@ -253,7 +253,7 @@ def test_the_master_restarts_the_whole_job_in_steps_never_two_attempts_at_once()
     server["metadata"]["labels"]["paddle-nbext/role"] = "pserver"
 
     api = _FakeApi(record, [failed, server], [])
-    assert reconcile_once(api, job) is False  # type: ignore[arg-type]
+    assert reconcile_once(api, job) is Pass.SOON  # type: ignore[arg-type]
     assert api.recorded == [] and api.restarts == [
         {"attempt": 1, "failures": 1, "disruptions": 0, "stopping": True, "message": api.restarts[0]["message"]}
     ]
@@ -262,11 +262,11 @@ def test_the_master_restarts_the_whole_job_in_steps_never_two_attempts_at_once()
     stopping = _record(spec, api.restarts[0], **{"replica-jobs.json": json.dumps(submitted)})
     old_jobs = [_job_obj("train-2bd806-pserver", "pserver"), _job_obj("train-2bd806-trainer", "trainer", deletionTimestamp="now")]
     api = _FakeApi(stopping, [failed, server], old_jobs)
-    assert reconcile_once(api, job) is False  # type: ignore[arg-type]
+    assert reconcile_once(api, job) is Pass.SOON  # type: ignore[arg-type]
     assert api.deleted == ["train-2bd806-pserver"] and api.created == []  # one already being deleted
 
     api = _FakeApi(stopping, [], [])
-    assert reconcile_once(api, job) is False  # type: ignore[arg-type]
+    assert reconcile_once(api, job) is Pass.SOON  # type: ignore[arg-type]
     assert [m["metadata"]["name"] for m in api.created] == ["train-2bd806-pserver", "train-2bd806-trainer"]
     for manifest in api.created:
         assert manifest["metadata"]["labels"]["paddle-nbext/attempt"] == "1"
@@ -277,14 +277,14 @@ def test_the_master_restarts_the_whole_job_in_steps_never_two_attempts_at_once()
 
 
 def test_after_a_success_the_master_deletes_the_pservers_job_rather_than_failing_it() -> None:
-    from paddle_nbext_server.runtime.cluster_master import JobObjects, reconcile_once
+    from paddle_nbext_server.runtime.cluster_master import JobObjects, Pass, reconcile_once
 
     spec = {**PS, "pservers": 1, "trainers": 1}
     done = pod("train-2bd806-trainer-0-aaaaa", "Succeeded", exit_code=0)
     server = pod("train-2bd806-pserver-0-ccccc", "Running")
     server["metadata"]["labels"]["paddle-nbext/role"] = "pserver"
     api = _FakeApi(_record(spec), [done, server], [])
-    assert reconcile_once(api, JobObjects("train-2bd806", {})) is True  # type: ignore[arg-type]
+    assert reconcile_once(api, JobObjects("train-2bd806", {})) is Pass.OVER  # type: ignore[arg-type]
     assert [s["phase"] for s in api.recorded] == ["Succeeded"] and api.stopped == [("pserver", True)]
 
 

@@ -154,8 +154,15 @@ def test_pserver_and_trainer_jobs():
         assert pod["nodeSelector"] == {"pool": "cpu"}
         assert pod["imagePullSecrets"] == [{"name": "regcred"}]
         assert pod["priorityClassName"] == "batch-low"
-        assert pod["securityContext"] == {"runAsUser": 1000, "fsGroup": 100}
+        # The notebook's uid, and what Pod Security's `restricted` profile asks of every pod.
+        assert pod["securityContext"] == {
+            "runAsUser": 1000,
+            "fsGroup": 100,
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
         container = pod["containers"][0]
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
         assert container["workingDir"] == "/home/jovyan/.paddle-jobs/mnist-ps/package"
         assert {"name": "home", "mountPath": "/home/jovyan"} in container["volumeMounts"]
         assert {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}} in pod["volumes"]
@@ -289,6 +296,33 @@ def test_the_master_is_told_its_records_and_role_jobs_names():
     }
     assert env["PADDLE_NBEXT_RECORD"] == OBJ
     assert json.loads(env["PADDLE_NBEXT_ROLE_JOBS"]) == {"pserver": f"{OBJ}-pserver", "trainer": f"{OBJ}-trainer"}
+
+
+def test_the_master_runs_as_nobody_and_every_pod_passes_the_restricted_profile_unless_turned_off():
+    _, objects = plan()
+    master = by_name(objects)[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]
+    assert master["securityContext"] == {
+        "runAsUser": 65534,
+        "runAsGroup": 65534,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert master["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+    # A pod whose uid is unknown (the image's user) or root cannot promise runAsNonRoot.
+    for identity in ({}, {"runAsUser": 0}):
+        _, objects = plan(ManifestSettings(**{**SETTINGS.__dict__, "pod_security_context": identity}))
+        trainer = by_name(objects)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]
+        assert "runAsNonRoot" not in trainer["securityContext"]
+        assert trainer["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+    # restricted_pods = False: the pods are as the admin's identity says, nothing added.
+    _, objects = plan(ManifestSettings(**{**SETTINGS.__dict__, "restricted": False}))
+    jobs = by_name(objects)
+    trainer = jobs[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]
+    assert trainer["securityContext"] == {"runAsUser": 1000, "fsGroup": 100}
+    assert "securityContext" not in trainer["containers"][0]
+    assert "securityContext" not in jobs[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]
 
 
 def test_shm_is_counted_in_the_pods_memory():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -208,7 +209,12 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 ]
                 trainer_pod = dry["plan"]["manifests"][-1]["spec"]["template"]["spec"]
                 assert {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}} in trainer_pod["volumes"]
-                assert trainer_pod["securityContext"] == {"runAsUser": 1000, "fsGroup": 100}
+                assert trainer_pod["securityContext"] == {
+                    "runAsUser": 1000,
+                    "fsGroup": 100,
+                    "runAsNonRoot": True,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                }
                 assert objects_of(admin, namespace, "dry") == set()  # a dry run creates nothing
 
                 created = await backend.submit(SubmitRequest(spec("mnist", pservers=1, trainers=2), "alice", home))
@@ -316,6 +322,57 @@ async def _where(backend: KubernetesBackend, name: str, predicate: Callable[[Any
 
 async def _async(fn: Callable[[], Any]) -> Any:
     return await asyncio.to_thread(fn)
+
+
+def test_pvc_and_cephfs_homes_run_job_pods_as_the_notebook_pod_or_as_the_settings_say(cluster, tmp_path):
+    """In `pvc` mode the home comes from settings, and whom the pods run as from the notebook's
+    own pod when the server runs in one (here the server's connection is marked in-cluster, as
+    in a notebook pod; the whole path in a real notebook pod is the JupyterHub test's)."""
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    client.CoreV1Api(admin).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "jupyter-alice"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "notebook",
+                        "image": "jupyter",
+                        "volumeMounts": [{"name": "home", "mountPath": str(home)}],
+                        "securityContext": {"runAsUser": 1000, "runAsGroup": 100},
+                    }
+                ],
+                "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}],
+                "securityContext": {"fsGroup": 100},
+            },
+        },
+    )
+
+    async def pod_security(pod_name: str, **traits: Any) -> dict[str, Any]:
+        async with running(kubeconfig, namespace, home, pod_name=pod_name, **traits) as backend:
+            backend._connection = dataclasses.replace(await backend._conn(), in_cluster=True)  # as in the notebook's pod
+            dry = await backend.submit(SubmitRequest(spec("dry", trainers=1), "alice", home), dry_run=True)
+            trainer = dry["plan"]["manifests"][-1]["spec"]["template"]["spec"]
+            assert {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}} in trainer["volumes"]
+            return dict(trainer["securityContext"])
+
+    restricted = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert run(pod_security("jupyter-alice")) == {"runAsUser": 1000, "runAsGroup": 100, "fsGroup": 100, **restricted}
+    # The settings win where they speak; the rest still comes from the pod.
+    assert run(pod_security("jupyter-alice", run_as_user=1234)) == {"runAsUser": 1234, "runAsGroup": 100, "fsGroup": 100, **restricted}
+    # No such pod (or no right to read it): the server's own uid and gid, which in a notebook pod are the user's.
+    own = {"runAsUser": os.getuid(), "runAsGroup": os.getgid()}
+    if os.getuid() != 0:
+        own.update(runAsNonRoot=True)
+    assert run(pod_security("no-such-pod")) == {**own, "seccompProfile": {"type": "RuntimeDefault"}}
+
+    # Outside a pod and without settings, nothing is known: the image's user, no runAsNonRoot promised.
+    async def outside() -> dict[str, Any]:
+        async with running(kubeconfig, namespace, home, pod_name="jupyter-alice") as backend:
+            dry = await backend.submit(SubmitRequest(spec("dry", trainers=1), "alice", home), dry_run=True)
+            return dict(dry["plan"]["manifests"][-1]["spec"]["template"]["spec"]["securityContext"])
+
+    assert run(outside()) == {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):

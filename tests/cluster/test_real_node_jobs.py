@@ -163,7 +163,8 @@ def losses(text: str) -> list[float]:
 @pytest.fixture(scope="module")
 def notebook(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
     site = real_cluster.node
-    namespace = real_cluster.new_namespace()
+    # Pod Security's strictest profile, enforced: every job pod and master must pass it.
+    namespace = real_cluster.new_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted"})
     admin = real_cluster.api_client()
     apply_shipped_rbac(admin, namespace)
     token = (

@@ -68,7 +68,10 @@ def prepare_notebook(site: RealNodeSite, api: client.ApiClient, namespace: str, 
             "home_path": str(home),
             "default_image": site.image,
             "image_pull_policy": site.pull_policy,
-            "pod_security_context": site.security_context(),
+            # The uid and groups by the settings a server outside a pod needs (a notebook pod's own are read instead).
+            "run_as_user": site.uid,
+            "run_as_group": site.gid,
+            "fs_group": site.gid,
             **site.placement(),
         },
     }

@@ -1,8 +1,9 @@
 """The job master inside a Kubernetes cluster (docs/admin-guide.md, "A job's objects"), standard library only.
 
 It runs as the single pod of the `<job>-master` Job, from the files of the job record ConfigMap,
-in the job's own base image.  Every few seconds it reads the job's pods and the record through
-the API with its service-account token, turns the pods into replica states, asks the shared
+in the job's own base image.  At every change of the job's pods (a watch, and at least every few
+seconds) it reads the job's pods and the record through the API with its service-account
+token, turns the pods into replica states, asks the shared
 lifecycle `policy.decide`, and acts on it: when the job is over it writes the final status into
 the record and stops what still runs (ends each Job through its deadline, see `STOP_PATCH`, or
 deletes the pservers' Job after a success so that nothing reads Failed); when a replica failed
@@ -23,6 +24,7 @@ token, CA and namespace).  For tests and unusual setups: `PADDLE_NBEXT_KUBE_API`
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import signal
@@ -66,6 +68,19 @@ STOP_PATCH = {"spec": {"activeDeadlineSeconds": 1}}
 FAILURE_TAIL_LINES = 1000
 
 
+#: Seconds between passes while a whole restart is under way: each step waits on the last one's
+#: effect (pods gone, Jobs gone), and the job's replicas wait on the restart.
+RESTART_PASS_SECONDS = 0.3
+
+
+class Pass(enum.Enum):
+    """What one pass of the master found, and so when the next one runs."""
+
+    OVER = "over"  # the job is over and recorded: the master exits
+    WAIT = "wait"  # nothing to do until the job's pods change
+    SOON = "soon"  # a restart is under way: look again shortly
+
+
 class ApiError(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(f"HTTP {status}: {message}")
@@ -80,6 +95,8 @@ class Api:
         self.token_file = token_file
         self.namespace = namespace
         self.context: ssl.SSLContext | None = None
+        self.pods_version: str | None = None  # resourceVersion of the last list of the job's pods
+        self.can_watch = True  # False once a watch was refused (a master Role from before 0.2)
         if base.startswith("https"):
             self.context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
             if insecure:
@@ -104,11 +121,15 @@ class Api:
         insecure = env.get("PADDLE_NBEXT_KUBE_INSECURE", "") in ("1", "true", "yes")
         return cls(base, token_file if os.path.exists(token_file) else None, ca_file, insecure, namespace)
 
-    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json", raw: bool = False) -> Any:
+    def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}
         if self.token_file:
             with open(self.token_file, encoding="utf-8") as handle:  # re-read: projected tokens rotate
                 headers["Authorization"] = f"Bearer {handle.read().strip()}"
+        return headers
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json", raw: bool = False) -> Any:
+        headers = self._headers()
         data = None
         if body is not None:
             data = json.dumps(body).encode()
@@ -142,7 +163,29 @@ class Api:
 
     def job_pods(self, job: str) -> list[dict[str, Any]]:
         selector = urllib.parse.quote(f"{contract.JOB_LABEL}={job}")
-        return self.request("GET", self.ns(f"pods?labelSelector={selector}")).get("items") or []
+        listed = self.request("GET", self.ns(f"pods?labelSelector={selector}"))
+        self.pods_version = (listed.get("metadata") or {}).get("resourceVersion") or None
+        return list(listed.get("items") or [])
+
+    def wait_for_pods(self, job: str, seconds: float) -> None:
+        """Return at the first change of the job's pods since the last `job_pods`, or after
+        `seconds`: a failed or evicted replica is acted on at once, not at the next poll."""
+        if not self.can_watch or not self.pods_version or seconds < 1:
+            time.sleep(seconds)
+            return
+        selector = urllib.parse.quote(f"{contract.JOB_LABEL}={job}")
+        query = f"labelSelector={selector}&watch=1&resourceVersion={self.pods_version}&timeoutSeconds={int(seconds)}"
+        req = urllib.request.Request(self.base + self.ns(f"pods?{query}"), headers=self._headers())
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=seconds + 10, context=self.context) as response:
+                response.readline()  # the first event (or an expired version's ERROR): look again
+        except urllib.error.HTTPError as error:
+            if error.code == 403:
+                self.can_watch = False  # polling it is, as before
+            time.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        except OSError:  # the API restarting: the next pass reports what is wrong
+            time.sleep(max(0.0, min(seconds, 1.0) - (time.monotonic() - started)))
 
     def jobs(self, job: JobObjects) -> list[dict[str, Any]]:
         """The job's Jobs (every role's and the master's).  [] when the Role may not list Jobs
@@ -293,11 +336,11 @@ def restart_step(api: Api, job: JobObjects, record: dict[str, Any], restarts: re
     print(f"cluster_master: {restarts.message}: attempt {restarts.attempt} started", flush=True)
 
 
-def reconcile_once(api: Api, job: JobObjects) -> bool:
-    """One pass; True when the job is over (recorded) and the master may exit."""
+def reconcile_once(api: Api, job: JobObjects) -> Pass:
+    """One pass; `Pass.OVER` when the job is over (recorded) and the master may exit."""
     record = api.get_record(job.record)
     if record is None:
-        return True  # deleted: the garbage collector takes this pod's Job too
+        return Pass.OVER  # deleted: the garbage collector takes this pod's Job too
     annotations = (record.get("metadata") or {}).get("annotations") or {}
     pods = replicas.current_pods(record, api.job_pods(job.record))
     if contract.STATUS_ANNOTATION in annotations:
@@ -305,12 +348,12 @@ def reconcile_once(api: Api, job: JobObjects) -> bool:
         stopped_roles = {r["role"] for r in final.get("replicas", []) if r.get("phase") == ReplicaPhase.STOPPED}
         for role in sorted(stopped_roles):
             api.stop_role(job, role, succeeded=final.get("phase") == contract.Phase.SUCCEEDED)
-        return True
+        return Pass.OVER
     jobs = api.jobs(job)
     restarts = replicas.Restarts.of(record)
     if restarts.stopping and not annotations.get(contract.CANCELLED_ANNOTATION) == "true":
         restart_step(api, job, record, restarts)
-        return False
+        return Pass.SOON
     views, decision = replicas.decide_job(record, pods, role_notes=role_notes(job, record, jobs))
     # JobSet restarts its own children; a record from before 0.2 has no Jobs to make again.
     restartable = contract.REPLICA_JOBS_KEY in (record.get("data") or {})
@@ -324,13 +367,18 @@ def reconcile_once(api: Api, job: JobObjects) -> bool:
             except ApiError as error:
                 if error.status != 409:
                     raise
-            return False  # the next pass carries the restart out (`restart_step`)
+                return Pass.SOON  # the record changed (a cancel?): the next pass reads it again
+            # The restart is in the record (a master run again carries it on); begin it now.
+            recorded = api.get_record(job.record)
+            if recorded is not None and replicas.Restarts.of(recorded).stopping:
+                restart_step(api, job, recorded, replicas.Restarts.of(recorded))
+            return Pass.SOON
     if not decision.terminal:
-        return False
+        return Pass.WAIT
     if decision.phase == contract.Phase.FAILED and any((obj.get("spec") or {}).get("suspend") for obj in jobs):
         # A preemption: Kueue suspended the Jobs and stops their pods (exit 143), which reads as a
         # failure; the job is queued again, not over (the server holds back the same way).
-        return False
+        return Pass.WAIT
     failed_pod = replicas.failed_trainer_pod(views, decision)
     if failed_pod:
         views, decision = replicas.decide_job(record, pods, api.log_tail(failed_pod), role_notes(job, record, jobs))
@@ -338,11 +386,11 @@ def reconcile_once(api: Api, job: JobObjects) -> bool:
         api.record_final(job.record, replicas.final_status(views, decision), (record.get("metadata") or {}).get("resourceVersion"))
     except ApiError as error:
         if error.status == 409:
-            return False  # the record changed (a cancel?): the next pass reads it again
+            return Pass.SOON  # the record changed (a cancel?): the next pass reads it again
         raise
     for role in sorted({role for role, _ in decision.stop}):
         api.stop_role(job, role, succeeded=decision.phase == contract.Phase.SUCCEEDED)
-    return True
+    return Pass.OVER
 
 
 def _exit_on_sigterm(signum: int, _frame: object) -> None:
@@ -368,13 +416,20 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     print(f"cluster_master: watching job {job.record} in namespace {api.namespace}", flush=True)
     while True:
+        outcome = Pass.WAIT
         try:
-            if reconcile_once(api, job):
+            outcome = reconcile_once(api, job)
+            if outcome is Pass.OVER:
                 print(f"cluster_master: job {job.record} is over", flush=True)
                 return 0
         except (ApiError, OSError, ValueError) as error:  # API restarts, network blips: try again
             print(f"cluster_master: {error}", file=sys.stderr, flush=True)
-        time.sleep(interval)
+            time.sleep(interval)
+            continue
+        if outcome is Pass.SOON:
+            time.sleep(RESTART_PASS_SECONDS)
+        else:
+            api.wait_for_pods(job.record, interval)
 
 
 if __name__ == "__main__":

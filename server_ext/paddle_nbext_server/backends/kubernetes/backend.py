@@ -150,12 +150,27 @@ class KubernetesBackend(Backend):
         help="Seconds a parameter-server trainer waits for every pserver to accept connections before it fails "
         "(long enough for a pserver pod's cold image pull).",
     ).tag(config=True)
-    pod_security_context = Dict(help="securityContext of job pods; with home_volume='auto' and empty, the notebook pod's is copied.").tag(
+    pod_security_context = Dict(
+        help="securityContext of job pods, whole (it wins over run_as_user/run_as_group/fs_group and the notebook pod's)."
+    ).tag(config=True)
+    copy_security_context = Bool(
+        True,
+        help="When the server runs in the notebook's pod, job pods run as that pod does (its runAsUser/runAsGroup/fsGroup) "
+        "in every home_volume mode, unless run_as_user/run_as_group/fs_group or pod_security_context say otherwise.",
+    ).tag(config=True)
+    run_as_user = Int(None, allow_none=True, help="uid of job pods (the owner of the user's home files); default: the notebook's.").tag(
         config=True
     )
-    copy_security_context = Bool(True, help="With home_volume='auto', copy the notebook pod's runAsUser/runAsGroup/fsGroup.").tag(
+    run_as_group = Int(None, allow_none=True, help="Primary gid of job pods; default: the notebook's.").tag(config=True)
+    fs_group = Int(None, allow_none=True, help="fsGroup of job pods (Zero to JupyterHub sets 100); default: the notebook's.").tag(
         config=True
     )
+    restricted_pods = Bool(
+        True,
+        help="Shape job and master pods to pass Pod Security's 'restricted' profile: no privilege escalation, every "
+        "capability dropped, seccomp RuntimeDefault, runAsNonRoot when the uid is known (the master runs as 65534). "
+        "Turn off only for images or devices that need a capability (e.g. IPC_LOCK for RDMA).",
+    ).tag(config=True)
     resubmit_wait = Float(
         20.0, help="Seconds a submit waits for the still-stopping pods of a just-deleted job of the same name before it answers 409."
     ).tag(config=True)
@@ -435,8 +450,20 @@ class KubernetesBackend(Backend):
         self._describe_gang(info)
         return info
 
+    def _identity(self) -> dict[str, Any]:
+        """Whom job pods run as: the whole `pod_security_context` when set, else the uid/gids
+        the settings name, else the notebook pod's (read at the first submit), else the image's
+        user (the server knows no notebook pod: a server outside the cluster, say)."""
+        if self.pod_security_context:
+            return dict(self.pod_security_context)
+        named = {"runAsUser": self.run_as_user, "runAsGroup": self.run_as_group, "fsGroup": self.fs_group}
+        explicit = {key: value for key, value in named.items() if value is not None}
+        if explicit:
+            return {**(self._security_context or {}), **explicit}
+        return dict(self._security_context or {})
+
     def _settings(self, namespace: str) -> ManifestSettings:
-        security = dict(self.pod_security_context) or dict(self._security_context or {})
+        security = self._identity()
         node_selector = dict(self.node_selector)
         if self._home_node:
             node_selector["kubernetes.io/hostname"] = self._home_node
@@ -462,6 +489,7 @@ class KubernetesBackend(Backend):
             workload_mode=self.workload_mode,
             default_queue=self.default_queue,
             gang_scheduler=self.gang_scheduler,
+            restricted=self.restricted_pods,
         )
 
     def _unavailable(self, doing: str, error: BaseException) -> BackendUnavailable:
@@ -486,6 +514,38 @@ class KubernetesBackend(Backend):
     # ================================================================== home volume
 
     async def _home_volume(self, owner: str, connection: Connection) -> homes.HomeVolume:
+        home = await self._configured_home(owner)
+        if home is not None:
+            await self._notebook_identity(connection)
+            return home
+        return await self._home_of_the_notebook_pod(connection)
+
+    async def _notebook_identity(self, connection: Connection) -> None:
+        """In `pvc` and `cephfs` modes the home comes from settings, but whom the pods run as still
+        comes from the notebook's pod when the server runs in one: the files in the home are
+        that uid's.  Best effort (the pod read may be refused): the server's own uid and gid,
+        which are the notebook's in its pod, stand in; outside a pod, only settings say it."""
+        if self._security_context is not None or not self.copy_security_context or not connection.in_cluster:
+            return
+        identity: dict[str, Any] = {}
+        if self.pod_name:
+            core = client.CoreV1Api(connection.api)
+            try:
+                response = await self._call(
+                    "read the notebook pod", core.read_namespaced_pod, self.pod_name, connection.namespace, _preload_content=False
+                )
+                identity = homes.identity_of(json.loads(response.data), self.home_path)
+            except (ApiException, BackendUnavailable, ValueError) as error:
+                self.log.warning(
+                    "paddle-nbext: cannot read the notebook pod %s for its uid and groups (%s); job pods run as this server's uid %s",
+                    self.pod_name,
+                    error,
+                    os.getuid(),
+                )
+        self._security_context = _with_own_ids(identity)
+
+    async def _configured_home(self, owner: str) -> homes.HomeVolume | None:
+        """The home the `pvc` or `cephfs` settings name (None in `auto` mode)."""
         try:
             if self.home_volume == "pvc":
                 return homes.from_pvc_template(
@@ -505,6 +565,10 @@ class KubernetesBackend(Backend):
                 )
         except homes.HomeVolumeError as error:
             raise BackendUnavailable(f"the home volume is misconfigured: {error}") from None
+        return None
+
+    async def _home_of_the_notebook_pod(self, connection: Connection) -> homes.HomeVolume:
+        """`auto` mode: the volume behind the home path in the notebook's own pod."""
         if self._home is None:
             if not self.pod_name:
                 raise BackendUnavailable(
@@ -527,7 +591,8 @@ class KubernetesBackend(Backend):
             except homes.HomeVolumeError as error:
                 raise BackendUnavailable(str(error)) from None
             if self.copy_security_context:
-                self._security_context = homes.identity_of(pod, self.home_path)
+                identity = homes.identity_of(pod, self.home_path)
+                self._security_context = _with_own_ids(identity) if connection.in_cluster else identity
             self._home_node = await self._single_node_home(pod, self._home, connection)
         return self._home
 
@@ -1515,6 +1580,14 @@ class KubernetesBackend(Backend):
                     "or an admin",
                     field=None,
                 )
+
+
+def _with_own_ids(identity: dict[str, Any]) -> dict[str, Any]:
+    """`identity` with the uid and gid this server runs as where the notebook pod's spec named
+    none (an image whose USER sets them): in the notebook's pod the server is the notebook."""
+    if hasattr(os, "getuid"):
+        identity = {"runAsUser": os.getuid(), "runAsGroup": os.getgid(), **identity}
+    return identity
 
 
 def _owned_by(obj: dict[str, Any], uid: str | None) -> bool:

@@ -23,6 +23,7 @@ class Connection:
     namespace: str
     source: str  # "in-cluster" or "kubeconfig <path> (context <name>)", for GET /config
     host: str
+    in_cluster: bool = False  # the server runs in a pod (the notebook's), through its service account
 
 
 def connect(kubeconfig: str = "", context: str = "", namespace: str = "") -> Connection:
@@ -48,4 +49,4 @@ def connect(kubeconfig: str = "", context: str = "", namespace: str = "") -> Con
                     namespace = (item.get("context") or {}).get("namespace", "")
         source = f"kubeconfig {kubeconfig or os.environ.get('KUBECONFIG') or '~/.kube/config'} (context {chosen})"
     configuration.retries = 1  # fail fast when the API is down; callers report 503 with the cause
-    return Connection(client.ApiClient(configuration), namespace or "default", source, configuration.host)
+    return Connection(client.ApiClient(configuration), namespace or "default", source, configuration.host, in_cluster)

@@ -274,6 +274,32 @@ def _mounts(home: HomeVolume, shm: bool = False) -> list[dict[str, Any]]:
     return mounts
 
 
+#: What Pod Security's `restricted` profile asks of every container; Paddle (gloo, NCCL, the
+#: pservers' RPC) needs no capability and no escalation.
+RESTRICTED_CONTAINER: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+#: The master touches no file of the user's: it runs as nobody, whatever the image's user.
+MASTER_IDENTITY = {"runAsUser": 65534, "runAsGroup": 65534}
+
+
+def _pod_security(settings: ManifestSettings, identity: dict[str, Any]) -> dict[str, Any]:
+    """The pod's securityContext: `identity`, and under `restricted` a seccomp profile and
+    runAsNonRoot when the uid is known not to be root (with the image's own user, root in Paddle's
+    images, the pod could not start: the restricted profile is then the admin's to relax)."""
+    context = dict(identity)
+    if settings.restricted:
+        context.setdefault("seccompProfile", {"type": "RuntimeDefault"})
+        uid = context.get("runAsUser")
+        if isinstance(uid, int) and uid != 0:
+            context.setdefault("runAsNonRoot", True)
+    return context
+
+
+def _restrict(container: dict[str, Any], settings: ManifestSettings) -> dict[str, Any]:
+    if settings.restricted:
+        container["securityContext"] = json.loads(json.dumps(RESTRICTED_CONTAINER))
+    return container
+
+
 def _pod_extras(settings: ManifestSettings, service_account: str) -> dict[str, Any]:
     extras: dict[str, Any] = {"enableServiceLinks": False}
     if settings.node_selector:
@@ -284,8 +310,9 @@ def _pod_extras(settings: ManifestSettings, service_account: str) -> dict[str, A
         extras["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
     if settings.priority_class_name:
         extras["priorityClassName"] = settings.priority_class_name
-    if settings.pod_security_context:
-        extras["securityContext"] = dict(settings.pod_security_context)
+    security = _pod_security(settings, settings.pod_security_context)
+    if security:
+        extras["securityContext"] = security
     if service_account:
         extras["serviceAccountName"] = service_account
         extras["automountServiceAccountToken"] = True
@@ -334,7 +361,7 @@ def replica_job(
     pod_spec = {
         "restartPolicy": "Never",  # a failed pod is replaced by the Job controller, counted per index
         "subdomain": job,  # hostname <obj>-<role>-<i>.<obj> through the headless Service
-        "containers": [container],
+        "containers": [_restrict(container, settings)],
         "volumes": _volumes(runtime, home, shm_size(spec, role, settings)),
         **_pod_extras(settings, settings.service_account_name),
     }
@@ -377,9 +404,12 @@ def master_job(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: s
     }
     extras = _pod_extras(settings, service_account)
     extras.pop("securityContext", None)  # the master touches no user files
+    security = _pod_security(settings, MASTER_IDENTITY if settings.restricted else {})
+    if security:
+        extras["securityContext"] = security
     pod_spec = {
         "restartPolicy": "OnFailure",  # Kubernetes restarts the master; it re-derives all from the API
-        "containers": [container],
+        "containers": [_restrict(container, settings)],
         "volumes": [_runtime_volume(runtime)],
         **extras,
     }
@@ -396,7 +426,7 @@ def master_rbac(spec: JobSpec, owner: str, settings: ManifestSettings) -> list[d
 
     rules = [
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [job], "verbs": ["get", "patch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {
             "apiGroups": ["batch"],

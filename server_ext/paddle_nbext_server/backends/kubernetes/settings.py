@@ -57,6 +57,7 @@ class ManifestSettings:
     workload_mode: str = JOBS_MODE
     default_queue: str = ""  # Kueue LocalQueue (Volcano Queue with gang_scheduler 'volcano') of jobs that name none
     gang_scheduler: str = ""  # "" or VOLCANO (volcano.py)
+    restricted: bool = True  # pods shaped for Pod Security's `restricted` profile (manifests.RESTRICTED_CONTAINER)
 
     def queue_of(self, requested: str | None) -> str:
         """The LocalQueue a job goes to: its own, else the deployment's default ("" for none)."""
