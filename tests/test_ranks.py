@@ -215,6 +215,8 @@ def test_a_launch_entry_point_gets_the_rendezvous_and_runs_once(tmp_path) -> Non
     assert env["PADDLE_LOG_DIR"] == str(tmp_path / "trainer-1.launch")
     # launch gives its ranks their contract, devices and gloo itself; none may leak from here.
     assert not {"FLAGS_selected_gpus", "PADDLE_DISTRI_BACKEND", "PADDLE_GLOBAL_RANK", "PADDLE_LOCAL_SIZE"} & set(env)
+    # launch would take the node count from the hosts of PADDLE_TRAINER_ENDPOINTS (one, locally)
+    assert not {"PADDLE_TRAINER_ENDPOINTS", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ID", "PADDLE_CURRENT_ENDPOINT"} & set(env)
     assert "PADDLE_LOG_DIR" not in launcher.build_env({**base, "PADDLE_NBEXT_ENTRY": entry + " --log_dir mine"})
     assert launcher.build_env({**base, "PADDLE_LOG_DIR": "/tmp/own"})["PADDLE_LOG_DIR"] == "/tmp/own"
 

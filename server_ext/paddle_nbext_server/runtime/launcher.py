@@ -185,11 +185,12 @@ def build_env(base: Mapping[str, str], pylib: str | None = None, rank: int = 0) 
     if role == Role.PSERVER:
         env["PADDLE_PSERVER_ID"] = str(index)
     elif launch:
-        # paddle.distributed.launch gives its ranks their contract; it needs the rendezvous.
-        env["PADDLE_TRAINER_ID"] = str(index)
-        env["PADDLE_TRAINERS_NUM"] = str(len(trainers))
-        env["PADDLE_TRAINER_ENDPOINTS"] = _join(trainers)
-        env["PADDLE_CURRENT_ENDPOINT"] = f"{own_host}:{own_port}"
+        # paddle.distributed.launch gives its ranks their contract and needs only the
+        # rendezvous.  It must not see PADDLE_TRAINER_ENDPOINTS: launch then takes the node
+        # count from the distinct hosts there (one, for local trainers all on 127.0.0.1) and
+        # its first entry as the master.
+        env.pop("PADDLE_TRAINER_ENDPOINTS", None)
+        env.pop("PADDLE_TRAINERS_NUM", None)
         launch_logs = metrics_dir(base) or os.path.join(workdir, "log")
         for key, value in ranks.launch_env(trainers=trainers, index=index, entry=entry, log_dir=launch_logs).items():
             env[key] = value if key != "PADDLE_LOG_DIR" else env.get(key, value)
