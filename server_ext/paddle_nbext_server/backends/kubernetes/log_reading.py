@@ -1,0 +1,178 @@
+"""A replica's log: from the API while its pod lives, from the file in the home once it is gone; tails
+and live follows.
+
+One layer of `KubernetesBackend` (backend.py lists them)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from paddle_nbext.contract import ROLES
+from paddle_nbext.status import JobStatus
+
+from ...runtime import replicas
+from ..base import BackendUnavailable, InvalidState, replica_not_found
+from . import logs as replica_logs
+from . import manifests
+from .admission import Admission
+from .cache import describe_failure
+
+
+class LogReading(Admission):
+    """A replica's log."""
+
+    def _pod_of(self, status: JobStatus, role: str, index: int) -> str:
+        desired = int(status.spec.get(f"{role}s") or 0) if role in ROLES else 0
+        if not 0 <= index < desired:
+            raise replica_not_found(status.name, role, index, desired)
+        pods = [p for p in self._pods_by_job.get(self._key(status), {}).values() if replicas.pod_identity(p) == (role, index)]
+        if not pods:
+            raise InvalidState(f"{role} {index} of job '{status.name}' has no pod (not started yet, or removed after the job ended)")
+        return str(replicas.newest_pod(pods)["metadata"]["name"])
+
+    def _log_source(self, status: JobStatus, role: str, index: int) -> tuple[str | None, list[dict[str, Any]]]:
+        """The replica's newest pod (None once it has none, e.g. removed after the job ended) and
+        all its pods, oldest first; an index the job does not have is refused."""
+
+        try:
+            pod: str | None = self._pod_of(status, role, index)
+        except InvalidState:  # the replica has no pod (any more): its file on the home may have the log
+            pod = None
+        return pod, replica_logs.replica_pods(self._pods_by_job.get(self._key(status), {}).values(), role, index)
+
+    async def _open_pod_log(self, doing: str, pod: str, tail: int | None, **options: Any) -> Any:
+        """One `pods/log` request of the main container (the raw response: read or streamed)."""
+        kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "_preload_content": False, **options}
+        if tail is not None:
+            kwargs["tail_lines"] = tail
+        connection = await self._conn()
+        core = client.CoreV1Api(connection.api)
+        return await self._call(doing, core.read_namespaced_pod_log, pod, connection.namespace, **kwargs)
+
+    async def read_pod_log(self, pod: str, *, tail: int | None, previous: bool) -> str:
+        """The pod's log from the API.  When the API cannot give it (the pod is gone, its node is
+        lost), and for `previous` (a retry is a new pod, so the API has none), the launcher's file
+        of that attempt on the home volume (logs.py).  The API's error when neither has it."""
+
+        replica = replica_logs.replica_of(pod, self._pods_by_job)
+
+        async def from_file() -> str | None:
+            if replica is None:
+                return None
+            key, role, index, pods = replica
+            return await asyncio.to_thread(
+                replica_logs.read_attempt, self.home_path, self._name_of(key), role, index, pods, pod, tail=tail, previous=previous
+            )
+
+        if previous and (text := await from_file()) is not None:
+            return text
+        try:
+            response = await self._open_pod_log(f"read the log of {pod}", pod, tail, previous=previous)
+        except (ApiException, BackendUnavailable):
+            text = None if previous else await from_file()
+            if text is None:
+                raise
+            return text
+        served = str(response.data.decode("utf-8", errors="replace"))
+        if replica_logs.KUBELET_LOG_GONE.fullmatch(served.strip()):
+            # A real kubelet answers 200 with this sentence once the container is removed (the pod
+            # is being deleted): the launcher's file has what it said.
+            return (None if previous else await from_file()) or served
+        return served
+
+    async def read_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False) -> str:
+
+        status = await self.get_job(name, owner)
+        pod, pods = self._log_source(status, role, index)
+        what = f"{'previous ' if previous else ''}log for {role} {index} of '{name}'"
+        directory = replica_logs.log_dir(self.home_path, name)
+        if pod is not None:
+            try:
+                return await self.read_pod_log(pod, tail=tail, previous=previous)
+            except ApiException as error:
+                if previous and error.status == 400:
+                    raise InvalidState(f"no {what}: it has not been restarted (no earlier attempt in {directory})") from None
+                if error.status in (400, 404):
+                    raise InvalidState(f"no {what}: {describe_failure(error)}") from None
+                raise BackendUnavailable(f"cannot read the log of {role} {index}: {describe_failure(error)}") from None
+        text = await asyncio.to_thread(
+            replica_logs.read_attempt, self.home_path, name, role, index, pods, None, tail=tail, previous=previous
+        )
+        if text is None and previous:
+            raise InvalidState(f"no {what}: no earlier attempt of it is in {directory}")
+        if text is None:
+            raise InvalidState(f"no {what}: it has no pod (not started yet, or removed after the job ended) and no log file in {directory}")
+        return text
+
+    async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
+        """The pod's log stream from the API while the pod lives (no read timeout: a quiet
+        replica is not an ended one; at most `logs.MAX_API_STREAMS` at once).  When it ends before
+        the replica does (a retry is a new pod; a lost node breaks the stream) the follow goes on
+        in the attempt files, from where the stream stopped; it reads the files alone once the
+        pods are gone or when every API stream is taken."""
+
+        status = await self.get_job(name, owner)
+        key = self._key(status)
+        pod, pods = self._log_source(status, role, index)
+        directory = replica_logs.log_dir(self.home_path, name)
+
+        def ended() -> bool:
+            return replica_logs.replica_ended(self._statuses.get(key), role, index)
+
+        async def own_file() -> Path | None:
+            current = replica_logs.replica_pods(self._pods_by_job.get(key, {}).values(), role, index) or pods
+            files = await asyncio.to_thread(replica_logs.attempt_files, directory, role, index)
+            return replica_logs.attempt_file(files, current, pod, previous=False)
+
+        streams = replica_logs.API_STREAMS
+        if pod is not None and streams.claim():
+            try:
+                response = await self._open_pod_log(
+                    f"follow the log of {pod}", pod, tail, follow=True, _request_timeout=replica_logs.FOLLOW_TIMEOUT
+                )
+            except (ApiException, BackendUnavailable) as error:
+                streams.release()
+                if await own_file() is None:  # else: pod or node gone, its file has the lines
+                    if isinstance(error, ApiException):
+                        cause = describe_failure(error)
+                        raise InvalidState(f"no log for {role} {index} of '{name}': {cause}") from None
+                    raise
+            except BaseException:
+                streams.release()
+                raise
+            else:
+                chunks = replica_logs.stream_api(response, streams)
+                seen = b""
+                # Only whole lines go out while the stream lasts: what a breaking stream sends last
+                # may be the kubelet's own words ("context cancelled"), not the replica's output.
+                pending = ""
+                try:
+                    async for chunk in chunks:
+                        complete, pending = replica_logs.split_complete(pending + chunk)
+                        if complete:
+                            seen = (seen + complete.encode("utf-8"))[-replica_logs.RESUME_WINDOW :]
+                            yield complete
+                finally:
+                    await chunks.aclose()  # now, not at garbage collection: it frees a stream thread
+                # The container ended, or the stream broke while it runs.  Go on in the pod's file
+                # from where the stream stopped, then in the files of the replica's retries (each a
+                # new pod), until the replica ends.
+                own = await own_file()
+                if ended():
+                    if pending:
+                        yield pending  # the replica's last words, without a final newline
+                    return
+                if own is None:
+                    return
+                start = (own, await asyncio.to_thread(replica_logs.resume_offset, own, seen))
+                async for chunk in replica_logs.follow_files(directory, role, index, tail=None, ended=ended, start=start):
+                    yield chunk
+                return
+        async for chunk in replica_logs.follow_files(directory, role, index, tail=tail, ended=ended):
+            yield chunk
