@@ -21,7 +21,8 @@ with open(f"pid-{rank}", "w") as out:
     out.write(str(os.getpid()))
 print(f"global {os.environ['PADDLE_GLOBAL_RANK']} at {os.environ['PADDLE_CURRENT_ENDPOINT']}", flush=True)
 if sys.argv[1] == "fail" and rank == 2:
-    time.sleep(0.2)
+    while not all(os.path.exists(f"pid-{other}") for other in range(3)):  # the others run too
+        time.sleep(0.01)
     raise ValueError("rank two cannot go on")
 if sys.argv[1] != "ok":
     while True:
