@@ -55,6 +55,8 @@ export interface ILimits {
   max_trainers: number;
   max_gpu_per_replica: number;
   max_gpu_per_job: number | null;
+  /** Absent from servers older than procs_per_trainer. */
+  max_procs_per_trainer?: number;
   max_cpu_per_replica: string | null;
   max_mem_per_replica: string | null;
   max_restarts: number;

@@ -432,6 +432,94 @@ const PARSERS: {
   duration: parseDurationField
 };
 
+// ---- entry points that run Paddle's own launcher (contract.py `launch_entry`)
+
+const LAUNCH_MODULES = new Set(['paddle.distributed.launch', 'paddle.distributed.launch.main']);
+
+/** The words of `text` as a POSIX shell splits them (Python's `shlex.split`); null when a quote
+ * is left open or the text ends in a lone backslash. */
+function shellWords(text: string): string[] | null {
+  const words: string[] = [];
+  let word = '';
+  let inWord = false;
+  let quote = '';
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote === "'") {
+      if (c === "'") {
+        quote = '';
+      } else {
+        word += c;
+      }
+    } else if (quote === '"') {
+      if (c === '"') {
+        quote = '';
+      } else if (c === '\\' && (text[i + 1] === '"' || text[i + 1] === '\\')) {
+        word += text[++i];
+      } else {
+        word += c;
+      }
+    } else if (c === '\\') {
+      if (i + 1 >= text.length) {
+        return null;
+      }
+      word += text[++i];
+      inWord = true;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+      inWord = true;
+    } else if (c === ' ' || c === '\t' || c === '\r' || c === '\n') {
+      if (inWord) {
+        words.push(word);
+        word = '';
+        inWord = false;
+      }
+    } else {
+      word += c;
+      inWord = true;
+    }
+  }
+  if (quote) {
+    return null;
+  }
+  if (inWord) {
+    words.push(word);
+  }
+  return words;
+}
+
+/** True when `entry` runs `python -m paddle.distributed.launch` (or `fleetrun`) as its command. */
+export function launchEntry(entry: string): boolean {
+  let words = shellWords(entry);
+  if (words === null) {
+    return false;
+  }
+  while (
+    words.length &&
+    (words[0] === 'env' || (words[0].includes('=') && !words[0].startsWith('=')))
+  ) {
+    words = words.slice(1);
+  }
+  if (!words.length) {
+    return false;
+  }
+  const program = words[0].split('/').pop() ?? '';
+  if (program === 'fleetrun') {
+    return true;
+  }
+  if (!program.startsWith('python')) {
+    return false;
+  }
+  let rest = words.slice(1);
+  while (rest.length && rest[0].startsWith('-') && !rest[0].startsWith('-m')) {
+    rest = rest.slice(1);
+  }
+  if (rest.length > 1 && rest[0] === '-m') {
+    return LAUNCH_MODULES.has(rest[1]);
+  }
+  return rest.length > 0 && rest[0].startsWith('-m') && LAUNCH_MODULES.has(rest[0].slice(2));
+}
+
 // ---- cross-field rules (rules.py `RULES`), run once the fields they read parsed
 
 type Values = { [field: string]: unknown };
@@ -463,6 +551,43 @@ const RULES: {
           'trainer_gpu',
           `${trainers} trainers x ${gpus} GPU = ${trainers * gpus} GPUs; ` +
             `this server allows ${limits.max_gpu_per_job} per job`
+        );
+      }
+    }
+  },
+  ranks_fit: {
+    reads: ['mode', 'entry_point', 'trainer_gpu', 'procs_per_trainer'],
+    check: (values, limits) => {
+      const procs = values.procs_per_trainer as number;
+      const gpus = values.trainer_gpu as number;
+      const launch = launchEntry(values.entry_point as string);
+      if (launch && values.mode === 'ps') {
+        throw new FieldError(
+          'entry_point',
+          "paddle.distributed.launch runs collective jobs here; use mode 'collective', or run the script itself " +
+            '(python train.py) in ps mode, where every replica already gets its role'
+        );
+      }
+      if (launch && procs > 1) {
+        throw new FieldError(
+          'procs_per_trainer',
+          'must be 1 when the entry point runs paddle.distributed.launch, which starts the ranks itself; ' +
+            `set --nproc_per_node in the entry point instead of procs_per_trainer ${procs}, ` +
+            'or run the script itself (python train.py) with procs_per_trainer'
+        );
+      }
+      if (gpus && procs !== 1 && procs !== gpus) {
+        throw new FieldError(
+          'procs_per_trainer',
+          `a trainer with GPUs runs one process per GPU (${gpus}); set procs_per_trainer to 1 or ${gpus}, ` +
+            `or trainer_gpu to ${procs}`
+        );
+      }
+      const most = limits.max_procs_per_trainer;
+      if (most !== undefined && gpus > most) {
+        throw new FieldError(
+          'trainer_gpu',
+          `${gpus} GPUs mean ${gpus} processes per trainer; this server allows ${most}`
         );
       }
     }

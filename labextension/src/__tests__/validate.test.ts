@@ -195,6 +195,7 @@ describe('request body', () => {
       trainer_cpu: '1',
       trainer_mem: '1Gi',
       trainer_gpu: 0,
+      procs_per_trainer: 1,
       env: { A: '1' },
       snapshot: true,
       max_restarts: 0
