@@ -169,12 +169,9 @@ def run(coro: Awaitable[Any]) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 180))
 
 
-# ------------------------------------------------------------------------------------------ tests
-
-
-def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp_path):
-    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
-    # the notebook's own pod, whose home volume `auto` copies into the job pods
+def notebook_pod(admin: client.ApiClient, namespace: str, home: Path, container_security: dict[str, Any]) -> None:
+    """The notebook's own pod `jupyter-alice`, as KubeSpawner makes it: the home claim mounted at
+    the home path, the uid on the container (`container_security`), fsGroup 100 on the pod."""
     client.CoreV1Api(admin).create_namespaced_pod(
         namespace,
         {
@@ -185,13 +182,24 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                         "name": "notebook",
                         "image": "jupyter",
                         "volumeMounts": [{"name": "home", "mountPath": str(home)}],
-                        "securityContext": {"runAsUser": 1000, "allowPrivilegeEscalation": False},
+                        "securityContext": container_security,
                     }
                 ],
                 "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}],
                 "securityContext": {"fsGroup": 100},
             },
         },
+    )
+
+
+# ------------------------------------------------------------------------------------------ tests
+
+
+def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp_path):
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
+    # the notebook's own pod, whose home volume `auto` copies into the job pods
+    notebook_pod(
+        admin, namespace, home, {"runAsUser": 1000, "allowPrivilegeEscalation": False}
     )  # as KubeSpawner sets them: uid on the container, fsGroup on the pod
     hub = EventHub()
 
@@ -329,24 +337,7 @@ def test_pvc_and_cephfs_homes_run_job_pods_as_the_notebook_pod_or_as_the_setting
     own pod when the server runs in one (here the server's connection is marked in-cluster, as
     in a notebook pod; the whole path in a real notebook pod is the JupyterHub test's)."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
-    client.CoreV1Api(admin).create_namespaced_pod(
-        namespace,
-        {
-            "metadata": {"name": "jupyter-alice"},
-            "spec": {
-                "containers": [
-                    {
-                        "name": "notebook",
-                        "image": "jupyter",
-                        "volumeMounts": [{"name": "home", "mountPath": str(home)}],
-                        "securityContext": {"runAsUser": 1000, "runAsGroup": 100},
-                    }
-                ],
-                "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}],
-                "securityContext": {"fsGroup": 100},
-            },
-        },
-    )
+    notebook_pod(admin, namespace, home, {"runAsUser": 1000, "runAsGroup": 100})
 
     async def pod_security(pod_name: str, **traits: Any) -> dict[str, Any]:
         async with running(kubeconfig, namespace, home, pod_name=pod_name, **traits) as backend:

@@ -248,6 +248,7 @@ def wait_timeout(base: Mapping[str, str]) -> float:
 
 
 MAX_WAIT_DELAY = 0.2  # seconds between connection attempts to a pserver that is not up yet
+CONNECT_TIMEOUT = 0.5  # seconds one connection attempt to a pserver may take
 
 
 def _until(ready: Callable[[float], bool], timeout: float) -> bool:
@@ -274,7 +275,10 @@ def _accepts(host: str, port: int, why: list[str], left: float) -> bool:
         why[:] = ["its name does not resolve yet: its pod is not running (still Pending, pulling its image, or not scheduled)"]
         return False
     try:
-        with socket.create_connection((host, port), timeout=min(2.0, max(0.1, left))):
+        # A short connect: after a whole restart the name may still resolve to the old pod's
+        # address for a DNS TTL, and a connect to an address nobody holds hangs until its
+        # timeout; resolving again soon finds the new pod (a pod-network connect takes ms).
+        with socket.create_connection((host, port), timeout=min(CONNECT_TIMEOUT, max(0.1, left))):
             return True
     except ConnectionRefusedError:
         why[:] = ["it refuses connections: its pod runs, but its code has not started serving (fleet.run_server())"]
