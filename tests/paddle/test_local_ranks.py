@@ -91,3 +91,26 @@ def test_a_launch_entry_point_runs_the_same_job(home: Path) -> None:
             values = losses(worker)
             assert values[-1] < values[0] / 4, (index, rank, values)
     assert leftover_processes(home, "launched") == []
+
+
+def test_ps_trainers_of_two_ranks_are_four_trainers_to_the_pservers(home: Path) -> None:
+    """In ps mode every rank of a trainer is one PS trainer: 2 trainers x 2 ranks train as
+    trainers 0-3 against the pservers (which count all four) and the job succeeds."""
+    fields = {"pservers": 2, "trainers": 2, "procs_per_trainer": 2, "pserver_cpu": "500m", "trainer_cpu": "500m", "trainer_mem": "2Gi"}
+
+    async def scenario():
+        backend = backend_for(home)
+        await backend.submit(request(home, job_name="ps-ranks", entry_point="python ps_train.py", **fields))
+        status = await wait_terminal(backend, "ps-ranks")
+        return status, [await backend.read_logs("ps-ranks", OWNER, "trainer", index) for index in range(2)]
+
+    status, logs = asyncio.run(scenario())
+    assert status.phase == "Succeeded", status.message
+    for index, log in enumerate(logs):
+        ranks = by_rank(log)
+        assert sorted(ranks) == [0, 1], log[-3000:]
+        for rank, text in ranks.items():
+            assert f"trainer {2 * index + rank} done" in text, text[-2000:]
+            values = losses(text)
+            assert values[-1] < values[0], (index, rank, values)
+    assert leftover_processes(home, "ps-ranks") == []
