@@ -150,3 +150,53 @@ def test_block_extremes_downsample_long_series_from_any_start(start: int) -> Non
     assert start + window.index(min(window)) in kept and start + window.index(max(window)) in kept
     # Every bucket's own extremes: no stretch of the series is left unrepresented.
     assert max(b - a for a, b in zip(kept, kept[1:], strict=False)) < 4 * (end - start) / 249 + 2 * metrics.BLOCK
+
+
+def test_a_trainer_of_several_ranks_has_one_series_per_rank_and_old_cursors_stay_valid(tmp_path: Path) -> None:
+    """Rank 0 writes the trainer's file, rank r > 0 its own; each is a replica of the answer with
+    its `rank`, keyed `trainer-1.rank-2` in cursors and events, and `trainer-1` for rank 0."""
+    files = metrics.replica_files(tmp_path, "trainer", 1, 3)
+    assert [(f.rank, f.path.name, f.key) for f in files] == [
+        (0, "trainer-1.metrics.jsonl", "trainer-1"),
+        (1, "trainer-1.rank-1.metrics.jsonl", "trainer-1.rank-1"),
+        (2, "trainer-1.rank-2.metrics.jsonl", "trainer-1.rank-2"),
+    ]
+    for rank, file in enumerate(files):
+        write(file.path, "".join(point(step, 10, loss=10.0 * rank + step) for step in range(1, 3 + rank)))
+    cache = MetricsCache()
+    body = cache.read("job", files)
+    assert [(r["index"], r["rank"], r["count"]) for r in body["replicas"]] == [(1, 0, 2), (1, 1, 3), (1, 2, 4)]
+    assert body["replicas"][2]["series"]["loss"]["value"] == [21.0, 22.0, 23.0, 24.0]
+    assert body["cursor"] == "trainer-1:2,trainer-1.rank-1:3,trainer-1.rank-2:4"
+    assert body["progress"]["step"] == 2  # the slowest rank is the job's progress
+    # A cursor of before the ranks (the trainer's file only) still reads: the ranks come whole.
+    later = cache.read("job", files, since="trainer-1:2")
+    assert [len(r["series"].get("loss", {}).get("step", [])) for r in later["replicas"]] == [0, 3, 4]
+    latest = cache.summary("job", files)["latest"]
+    assert latest["trainer-1.rank-2"] == {"step": 4, "total": 10, "values": {"loss": 24.0}, "rank": 2}
+    assert latest["trainer-1"]["rank"] == 0
+
+
+def test_single_process_replicas_answer_as_before(tmp_path: Path) -> None:
+    """No rank field in events, `rank` null in answers, pservers never ranked."""
+    assert [(f.rank, f.key) for f in metrics.replica_files(tmp_path, "trainer", 0, 1)] == [(None, "trainer-0")]
+    assert [(f.rank, f.key) for f in metrics.replica_files(tmp_path, "pserver", 1, 4)] == [(None, "pserver-1")]
+    files = files_of(tmp_path, 1)
+    write(files[0].path, point(1, 2, loss=1.0))
+    cache = MetricsCache()
+    assert cache.read("job", files)["replicas"][0]["rank"] is None
+    assert cache.summary("job", files)["latest"] == {"trainer-0": {"step": 1, "total": 2, "values": {"loss": 1.0}}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "ranks"),
+    [
+        ({}, 1),
+        ({"procs_per_trainer": 3}, 3),
+        ({"procs_per_trainer": 1, "trainer_gpu": 8}, 8),
+        ({"trainer_gpu": 4, "entry_point": "python -m paddle.distributed.launch --nproc_per_node 4 train.py"}, 1),
+        ({"procs_per_trainer": "3"}, 1),
+    ],
+)
+def test_ranks_per_trainer_from_a_spec(spec: dict[str, object], ranks: int) -> None:
+    assert metrics.ranks_per_trainer(spec) == ranks

@@ -8,6 +8,12 @@ is read from the start.  Files are the replicas' and may hold anything: a line t
 point is counted (`invalid`) and skipped, a file is read up to `READ_LIMIT` bytes (`truncated`
 beyond), a replica may name at most `MAX_METRICS` metrics, and none of it ever fails a request.
 
+A trainer of several ranks (`procs_per_trainer`, or one rank per GPU) has one file per rank:
+rank 0 writes the trainer's file and rank r > 0 `<role>-<index>.rank-<r>.metrics.jsonl`, so each
+rank is a replica of its own here (`rank` in the answer; `trainer-1.rank-2` in a cursor and in
+an event's `latest`), and a trainer of one process stays exactly what it was (`rank` null,
+`trainer-1`).
+
 Downsampling keeps, per replica and metric, the first and last point and the lowest and highest
 of every bucket between them, so a spike or the best loss is never averaged away.  A `since`
 cursor (the `cursor` of an earlier answer: points seen per replica) limits an answer to what
@@ -22,11 +28,14 @@ import threading
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .runtime import paddle_nbext_job
+from paddle_nbext.contract import Role, launch_entry
+
+from .runtime import launcher, paddle_nbext_job
 
 #: Bytes of one replica's file that are read (the reporter's own default budget).
 READ_LIMIT = paddle_nbext_job.DEFAULT_BUDGET
@@ -47,6 +56,33 @@ class MetricsFile:
     role: str
     index: int
     path: Path
+    #: The rank inside a trainer of several processes (0 is the trainer's own file); None for a
+    #: replica of one process.
+    rank: int | None = None
+
+    @property
+    def key(self) -> str:
+        """What names this file's points in a cursor and in an event's `latest`."""
+        return replica_key(self.role, self.index, self.rank)
+
+
+def ranks_per_trainer(spec: Mapping[str, Any]) -> int:
+    """Processes whose `report()` has a file of its own in each trainer of a job (its spec as a
+    dict): one per GPU, else `procs_per_trainer`; 1 for a `paddle.distributed.launch` entry point,
+    which starts its ranks itself (they all see the trainer's one file)."""
+    entry = spec.get("entry_point")
+    if isinstance(entry, str) and launch_entry(entry):
+        return 1
+    count = spec.get("trainer_gpu") or spec.get("procs_per_trainer") or 1
+    return count if isinstance(count, int) and count > 0 else 1
+
+
+def replica_files(directory: Path, role: str, index: int, ranks: int) -> list[MetricsFile]:
+    """The metrics files of one replica that runs `ranks` processes, rank 0 (the replica's own
+    file) first."""
+    if role != Role.TRAINER.value or ranks <= 1:
+        return [MetricsFile(role, index, directory / launcher.metrics_name(role, index))]
+    return [MetricsFile(role, index, directory / launcher.metrics_name(role, index, rank), rank) for rank in range(ranks)]
 
 
 class MetricsCursorError(ValueError):
@@ -292,8 +328,10 @@ def parse_cursor(text: str | None) -> dict[str, int]:
     return seen
 
 
-def replica_key(role: str, index: int) -> str:
-    return f"{role}-{index}"
+def replica_key(role: str, index: int, rank: int | None = None) -> str:
+    """`trainer-1` (a replica, or rank 0 of a trainer of several ranks: cursors given out before
+    ranks existed stay valid), `trainer-1.rank-2`."""
+    return f"{role}-{index}.rank-{rank}" if rank else f"{role}-{index}"
 
 
 def progress(replicas: list[tuple[MetricsFile, ReplicaMetrics]]) -> dict[str, Any] | None:
@@ -352,7 +390,9 @@ class MetricsCache:
         for file, state in replicas:
             if state.count:
                 values = {name: series.value[-1] for name, series in state.series.items() if len(series.value)}
-                latest[replica_key(file.role, file.index)] = {"step": state.step, "total": state.total, "values": values}
+                latest[file.key] = {"step": state.step, "total": state.total, "values": values}
+                if file.rank is not None:
+                    latest[file.key]["rank"] = file.rank
         return {"name": job, "cursor": _cursor(replicas), "progress": progress(replicas), "latest": latest}
 
     def read(self, job: str, files: list[MetricsFile], since: str | None = None, points: int | None = None) -> dict[str, Any]:
@@ -361,8 +401,7 @@ class MetricsCache:
         replicas = self.refreshed(job, files)
         answer = []
         for file, state in replicas:
-            key = replica_key(file.role, file.index)
-            after = seen.get(key, 0)
+            after = seen.get(file.key, 0)
             if after > state.count:  # the file started over since that cursor
                 after = 0
             series: dict[str, dict[str, list[Any]]] = {}
@@ -389,6 +428,7 @@ class MetricsCache:
                 {
                     "role": file.role,
                     "index": file.index,
+                    "rank": file.rank,
                     "count": state.count,
                     "step": state.step,
                     "total": state.total,
@@ -403,4 +443,4 @@ class MetricsCache:
 
 
 def _cursor(replicas: list[tuple[MetricsFile, ReplicaMetrics]]) -> str:
-    return ",".join(f"{replica_key(file.role, file.index)}:{state.count}" for file, state in replicas)
+    return ",".join(f"{file.key}:{state.count}" for file, state in replicas)

@@ -57,6 +57,41 @@ async def test_series_ownership_and_bad_queries(api, package: Path) -> None:
     assert_error(await api("GET", "jobs/curve/metrics"), 404, "not_found")
 
 
+RANK_REPORTER = """\
+import os
+from paddle_nbext_job import report
+rank = int(os.environ["PADDLE_LOCAL_RANK"])
+for step in range(1, 6 + rank):
+    report(step, total=5 + rank, loss=100.0 * rank + step)
+"""
+
+
+async def test_each_rank_of_a_trainer_is_a_series_of_its_own(api, package: Path) -> None:
+    """2 trainers x 3 ranks (procs_per_trainer, no Paddle needed): six series, each with its
+    trainer and rank; the cursor keys rank 0 as the trainer, as before ranks existed."""
+    (package / "ranks.py").write_text(RANK_REPORTER)
+    body = {
+        "job_name": "ranked",
+        "mode": "collective",
+        "trainers": 2,
+        "procs_per_trainer": 3,
+        "entry_point": "python ranks.py",
+        "trainer_package": "work",
+    }
+    assert (await api("POST", "jobs", body=body))[0] == 201
+    try:
+        assert (await wait_for(api, "ranked", {"Succeeded", "Failed"}))["phase"] == "Succeeded"
+        status, metrics = await api("GET", "jobs/ranked/metrics")
+        assert status == 200, metrics
+        got = [(r["role"], r["index"], r["rank"], r["count"], r["series"]["loss"]["value"][-1]) for r in metrics["replicas"]]
+        assert got == [("trainer", i, r, 5 + r, 100.0 * r + 5 + r) for i in range(2) for r in range(3)]
+        assert metrics["cursor"] == ",".join(f"trainer-{i}{f'.rank-{r}' if r else ''}:{5 + r}" for i in range(2) for r in range(3))
+        status, later = await api("GET", "jobs/ranked/metrics", params={"since": metrics["cursor"]})
+        assert status == 200 and [r["series"] for r in later["replicas"]] == [{}] * 6
+    finally:
+        assert (await api("DELETE", "jobs/ranked"))[0] == 204
+
+
 async def test_garbage_in_a_metrics_file_breaks_neither_job_nor_api(api, package: Path) -> None:
     (package / "garbage.py").write_text(
         "import os\nfrom paddle_nbext_job import report, flush\n"
