@@ -181,3 +181,42 @@ def aborted_at(replica: Observed) -> float:
 
     assert replica.finished is not None
     return datetime.datetime.fromisoformat(replica.finished.replace("Z", "+00:00")).timestamp()
+
+
+RANK_TAIL = (
+    "[rank 1] Traceback (most recent call last):\n"
+    '[rank 1]   File "train.py", line 9, in <module>\n'
+    "[rank 1] ValueError: bad batch at step 10\n"
+    "[rank 0] FatalError: `Process abort signal` is detected by the operating system.\n"
+    "trainer 1 rank 1 failed: ValueError: bad batch at step 10\n"
+)
+
+
+def test_a_failed_rank_is_named_once_with_its_own_words() -> None:
+    """The launcher's last line names trainer and rank: the job's message says it once."""
+    replicas = job([SUCCEEDED, RUNNING], [])
+    replicas[1] = Observed("trainer", 1, FAILED, exit_code=1, log_tail=RANK_TAIL)
+    assert decide(replicas, max_restarts=0).message == "trainer 1 rank 1 failed: ValueError: bad batch at step 10"
+    replicas[1] = Observed("trainer", 1, FAILED, exit_code=1, restarts=2, log_tail=RANK_TAIL)
+    assert decide(replicas, max_restarts=2).message == "trainer 1 rank 1 failed after 2 restarts: ValueError: bad batch at step 10"
+
+
+def test_a_rank_that_said_nothing_is_named_with_its_exit_and_a_backend_reason_is_kept() -> None:
+    replicas = job([SUCCEEDED, RUNNING], [])
+    tail = "[rank 2] step 4\ntrainer 1 rank 2 failed: exit code 137 (SIGKILL — out of memory?)\n"
+    replicas[1] = Observed("trainer", 1, FAILED, exit_code=137, log_tail=tail)
+    assert decide(replicas, max_restarts=0).message == "trainer 1 rank 2 failed with exit code 137 (SIGKILL — out of memory?)."
+    replicas[1] = Observed("trainer", 1, FAILED, exit_code=1, reason="MemoryLimitExceeded: used 2Gi of 2Gi", log_tail=RANK_TAIL)
+    assert decide(replicas, max_restarts=0).message == (
+        "trainer 1 rank 1 failed with MemoryLimitExceeded: used 2Gi of 2Gi: ValueError: bad batch at step 10"
+    )
+
+
+def test_a_rank_line_of_another_trainer_is_only_quoted_and_a_restart_names_the_rank() -> None:
+    replicas = job([FAILED, SUCCEEDED], [])
+    replicas[0] = Observed("trainer", 0, FAILED, exit_code=1, log_tail="trainer 1 rank 1 failed: ValueError: x\n")
+    assert decide(replicas, max_restarts=0).message == "trainer 0 failed with exit code 1: trainer 1 rank 1 failed: ValueError: x"
+    replicas[0] = Observed("trainer", 1, FAILED, exit_code=1, restarts=0, log_tail=RANK_TAIL)
+    assert decide(replicas, max_restarts=1).message == (
+        "restart 1 of 1: trainer 1 rank 1 failed with exit code 1 (ValueError: bad batch at step 10); all replicas restarting"
+    )

@@ -180,6 +180,24 @@ def failure_line(text: str) -> str:
     return meaningful[-1][:300] if meaningful else ""
 
 
+#: The last line a trainer's launcher writes when one of its ranks failed (runtime/gang.py).
+_RANK_FAILURE = re.compile(r"^trainer (\d+) rank (\d+) failed: (.*)$")
+
+
+def failure_words(replica: Observed) -> tuple[str, str]:
+    """Who failed and why, from a failed replica's log tail: (`trainer 1`, `ValueError: ...`).
+    When a trainer's launcher named the rank that failed it (`trainer 1 rank 2 failed: <why>`),
+    that rank is who (`trainer 1 rank 2`) and its words are why, so a message never says the
+    trainer twice; a why that only repeats the exit code is dropped."""
+    who, why = f"{replica.role} {replica.index}", failure_line(replica.log_tail)
+    found = _RANK_FAILURE.match(why)
+    if found and int(found[1]) == replica.index:
+        who, why = f"{who} rank {found[2]}", found[3]
+        if why == describe_exit(replica.exit_code):
+            why = ""
+    return who, why
+
+
 def decide(
     replicas: list[Observed],
     *,
@@ -216,8 +234,12 @@ def decide(
         if trainer.phase == ReplicaPhase.FAILED and trainer.restarts >= max_restarts:
             how = trainer.reason or describe_exit(trainer.exit_code)
             after = f" after {trainer.restarts} restart{'s' if trainer.restarts != 1 else ''}" if max_restarts else ""
-            tail = failure_line(trainer.log_tail)
-            message = f"trainer {trainer.index} failed with {how}{after}" + (f": {tail}" if tail else ".")
+            who, tail = failure_words(trainer)
+            if who != f"trainer {trainer.index}" and tail and not trainer.reason:
+                # The rank's own words say it; its exit code is the trainer's (gang.py).
+                message = f"{who} failed{after}: {tail}"
+            else:
+                message = f"{who} failed with {how}{after}" + (f": {tail}" if tail else ".")
             return Decision(Phase.FAILED, message, stop=running)
     all_trainers_done = bool(trainers) and all(t.phase == ReplicaPhase.SUCCEEDED for t in trainers)
     if not all_trainers_done:
@@ -244,9 +266,9 @@ def decide(
     any_running = any(r.phase == ReplicaPhase.RUNNING for r in replicas)
     if restarting:
         first = restarting[0]
-        tail = failure_line(first.log_tail)
+        who, tail = failure_words(first)
         message = (
-            f"restart {first.restarts + 1} of {max_restarts}: trainer {first.index} failed with "
+            f"restart {first.restarts + 1} of {max_restarts}: {who} failed with "
             f"{first.reason or describe_exit(first.exit_code)}" + (f" ({tail})" if tail else "") + "; all replicas restarting"
         )
         return Decision(Phase.RUNNING if any_running else Phase.PENDING, message, restart=restart)
