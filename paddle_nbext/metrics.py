@@ -25,8 +25,9 @@ COLOURS = ("#2b6cb0", "#dd6b20", "#2f855a", "#c53030", "#6b46c1", "#b7791f", "#3
 
 
 class MetricsTable(list[dict[str, Any]]):
-    """One dict per reported point: `replica` ("trainer-0"), `role`, `index`, `step`, `time`
-    (epoch seconds) and one key per metric reported at that step."""
+    """One dict per reported point: `replica` ("trainer-0"; a rank r > 0 of a trainer of several
+    processes "trainer-0.rank-r"), `role`, `index`, `step`, `time` (epoch seconds), one key per
+    metric reported at that step, and `rank` for the ranks of a trainer of several processes."""
 
     def to_pandas(self) -> Any:
         """The table as a `pandas.DataFrame` (pandas is not a dependency: install it to use this)."""
@@ -37,17 +38,28 @@ class MetricsTable(list[dict[str, Any]]):
         return pandas.DataFrame(list(self))
 
 
+def replica_label(replica: dict[str, Any]) -> str:
+    """`trainer-1`, or `trainer-1.rank-2` for rank 2 of a trainer of several processes (the
+    server's own key for it; rank 0 is the trainer's)."""
+    rank = replica.get("rank")
+    base = f"{replica.get('role')}-{replica.get('index')}"
+    return f"{base}.rank-{rank}" if isinstance(rank, int) and rank > 0 else base
+
+
 def table_from(body: dict[str, Any]) -> MetricsTable:
     """The metrics answer as rows, in each replica's order; metrics of one step share a row."""
     table = MetricsTable()
     for replica in body.get("replicas") or []:
         role, index = str(replica.get("role")), int(replica.get("index") or 0)
+        label, rank = replica_label(replica), replica.get("rank")
         rows: dict[tuple[int, float], dict[str, Any]] = {}
         for name, columns in (replica.get("series") or {}).items():
             for step, when, value in zip(columns.get("step") or [], columns.get("time") or [], columns.get("value") or [], strict=False):
                 row = rows.get((step, when))
                 if row is None:
-                    row = rows[(step, when)] = {"replica": f"{role}-{index}", "role": role, "index": index, "step": step, "time": when}
+                    row = rows[(step, when)] = {"replica": label, "role": role, "index": index, "step": step, "time": when}
+                    if rank is not None:
+                        row["rank"] = rank
                 row[name] = value
         table.extend(sorted(rows.values(), key=lambda row: (row["time"], row["step"])))
     return table
@@ -130,7 +142,7 @@ def sparkline_svg(body: dict[str, Any], metric: str, width: int = 220, height: i
                 if math.isfinite(v)
             ]
             if pairs:
-                lines.append((f"{replica.get('role')}-{replica.get('index')}", pairs))
+                lines.append((replica_label(replica), pairs))
     if not lines:
         return ""
     xs = [x for _, pairs in lines for x, _ in pairs]
@@ -179,7 +191,7 @@ def metrics_text(body: dict[str, Any], phase: str | None = None, width: int = 30
         if not series:
             continue
         total = replica.get("total")
-        header = f"{replica.get('role')}-{replica.get('index')}  step {replica.get('step')}" + (f"/{total}" if total else "")
+        header = f"{replica_label(replica)}  step {replica.get('step')}" + (f"/{total}" if total else "")
         lines.append(header)
         for name, columns in series.items():
             values = columns.get("value") or []

@@ -109,3 +109,24 @@ def test_sparkline_text() -> None:
     assert job_metrics.sparkline([3, 3, 3]) == "▁▁▁"
     assert len(job_metrics.sparkline(list(range(1000)), 25)) == 25
     assert job_metrics.sparkline([]) == ""
+
+
+def test_each_rank_of_a_trainer_is_labelled_in_the_table_the_sparkline_and_the_cli_text() -> None:
+    """The server's answer for a trainer of several processes has one entry per rank."""
+    series = {"loss": {"step": [1, 2], "time": [10.0, 11.0], "value": [2.0, 1.0]}}
+    body = {
+        "progress": None,
+        "replicas": [{"role": "trainer", "index": 1, "rank": rank, "step": 2, "total": None, "series": series} for rank in range(2)],
+    }
+    table = job_metrics.table_from(body)
+    assert [(row["replica"], row["rank"], row["step"]) for row in table] == [
+        ("trainer-1", 0, 1),
+        ("trainer-1", 0, 2),
+        ("trainer-1.rank-1", 1, 1),
+        ("trainer-1.rank-1", 1, 2),
+    ]
+    assert "<title>trainer-1.rank-1</title>" in job_metrics.sparkline_svg(body, "loss")
+    assert [line.split()[0] for line in job_metrics.metrics_text(body).splitlines() if not line.startswith(" ")] == [
+        "trainer-1",
+        "trainer-1.rank-1",
+    ]
