@@ -317,6 +317,20 @@ class JobSpec:
             )
         ),
     )
+    keep_checkpoints: int = field(
+        default=3,
+        metadata=spec_field(
+            FieldInfo(
+                kind="count",
+                label="Checkpoints kept",
+                group="Run",
+                flag="--keep-checkpoints",
+                metavar="N",
+                help="complete checkpoints kept in the job's checkpoint directory (paddle_nbext_job.save_checkpoint); 0 keeps all",
+                minimum=0,
+            )
+        ),
+    )
     timeout: int | None = field(
         default=None,
         metadata=spec_field(

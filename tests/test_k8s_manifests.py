@@ -189,6 +189,9 @@ def test_env_contract_per_role():
         assert env["PADDLE_NBEXT_WORKDIR"] == "/home/jovyan/.paddle-jobs/mnist-ps/package"
         assert env["LR"] == "0.1"
         assert "PADDLE_NBEXT_INDEX" not in env  # from JOB_COMPLETION_INDEX of the Indexed Job
+        # Checkpoints in the job's folder in the home, the same path for every attempt (issue 26).
+        assert env["PADDLE_NBEXT_CHECKPOINT_DIR"] == "/home/jovyan/.paddle-jobs/mnist-ps/checkpoints"
+        assert env["PADDLE_NBEXT_KEEP_CHECKPOINTS"] == "3"
     assert env_of(jobs[("Job", f"{OBJ}-pserver")])["PADDLE_NBEXT_CPU"] == "1"  # 500m -> 1 thread
     # A PS trainer waits for the pservers as long as a cold image pull may take (a server setting).
     assert env_of(jobs[("Job", f"{OBJ}-trainer")])["PADDLE_NBEXT_WAIT_TIMEOUT"] == "900"

@@ -63,7 +63,7 @@ def test_the_writer_thread_flushes_without_an_exit(tmp_path: Path) -> None:
     while not target.exists() or not target.read_text():
         assert time.monotonic() < deadline, "the writer thread never wrote the point"
         time.sleep(0.02)
-    assert lines(target) == [{"t": lines(target)[0]["t"], "step": 7, "total": None, "m": {"loss": 0.5}}]
+    assert lines(target) == [{"t": lines(target)[0]["t"], "step": 7, "total": None, "m": {"loss": 0.5}, "start": True}]
     reporter.close()
     assert paddle_nbext_job.FLUSH_SECONDS <= 1.0
 

@@ -48,7 +48,9 @@ from paddle_nbext.quantity import Quantity
 from paddle_nbext.spec import JobSpec
 
 from ... import runtime_files
+from ...runtime import paddle_nbext_job
 from . import volcano
+from .api_names import JOBS_DIR
 from .home_volume import HomeVolume
 from .jobset import QUEUE_LABEL, jobset_of
 from .settings import JOBS_MODE, JOBSET_MODE, RUNTIME_MOUNT, VOLCANO, ManifestSettings
@@ -187,6 +189,11 @@ def _threads(cpu: str) -> str:
     return str(max(1, math.ceil(Quantity.parse(cpu).value)))
 
 
+def checkpoint_dir(home_path: str, job_name: str) -> str:
+    """A job's checkpoint directory on the home volume: `<home>/.paddle-jobs/<job>/checkpoints`."""
+    return f"{home_path.rstrip('/')}/{JOBS_DIR}/{job_name}/{paddle_nbext_job.CHECKPOINTS_SUBDIR}"
+
+
 def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, workdir: str) -> list[dict[str, Any]]:
     """The launcher's environment contract (docs/architecture.md) for one role; the index comes
     from JOB_COMPLETION_INDEX, which Kubernetes sets in Indexed Job pods.  PADDLE_NBEXT_JOB is
@@ -212,6 +219,10 @@ def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, w
         "PADDLE_NBEXT_PROCS": str(spec.ranks_per_trainer()),
         "PADDLE_NBEXT_GPUS": str(spec.trainer_gpu if role == Role.TRAINER else 0),
         "HOME": settings.home_path,
+        # Checkpoints (`paddle_nbext_job.save_checkpoint`): in the job's folder in the home, the
+        # same path in every pod and the notebook, the same for every attempt.
+        paddle_nbext_job.CHECKPOINT_DIR_VAR: checkpoint_dir(settings.home_path, spec.job_name),
+        paddle_nbext_job.KEEP_VAR: str(spec.keep_checkpoints),
     }
     user = [{"name": key, "value": value} for key, value in sorted(spec.env.items()) if key not in values]
     return user + [{"name": key, "value": value} for key, value in values.items()]

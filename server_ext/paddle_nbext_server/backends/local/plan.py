@@ -119,6 +119,7 @@ def build_plan(spec: JobSpec, job_dir: Path, workdir: Path, launcher: Path, reso
         replicas=replica_plans(spec),
         env=dict(spec.env),
         max_restarts=spec.max_restarts,
+        keep_checkpoints=spec.keep_checkpoints,
         timeout=spec.timeout,
         wait_timeout=settings.wait_timeout,
         grace_period=settings.grace_period,

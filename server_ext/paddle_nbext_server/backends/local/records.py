@@ -39,6 +39,8 @@ from typing import Any, ClassVar, TypeVar
 from paddle_nbext.contract import ROLES, Phase, ReplicaPhase
 from paddle_nbext.status import JobStatus, ReplicaStatus
 
+from ...runtime import paddle_nbext_job
+
 T = TypeVar("T")
 Converter = Callable[[Any], Any]
 
@@ -366,7 +368,13 @@ class Plan:
     # Kernel memory limits (`limits`); a plan of a release without them has none.
     memory_headroom: int = 0  # bytes of address space beyond a replica's memory (RLIMIT_AS); 0: none
     cgroup_root: str = ""  # a delegated cgroup v2 dir for per-replica memory.max; "": none
+    keep_checkpoints: int = paddle_nbext_job.DEFAULT_KEEP  # the spec's; publishes keep this many
     version: int = VERSION
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """The job's checkpoint directory (`paddle_nbext_job.CHECKPOINT_DIR_VAR`)."""
+        return Path(self.job_dir) / paddle_nbext_job.CHECKPOINTS_SUBDIR
 
     def endpoints(self, role: str) -> str:
         """The role's endpoints in index order, as the launcher takes them (`host:port,...`)."""
@@ -403,6 +411,9 @@ class Plan:
             # report() writes beside the replica's log (runtime/paddle_nbext_job.py).
             PADDLE_NBEXT_METRICS_DIR=str(Path(self.job_dir) / "logs"),
         )
+        # Checkpoints (`paddle_nbext_job.save_checkpoint`): the job's dir, the same every attempt.
+        env[paddle_nbext_job.CHECKPOINT_DIR_VAR] = str(self.checkpoint_dir)
+        env[paddle_nbext_job.KEEP_VAR] = str(self.keep_checkpoints)
         env[JOB_DIR_VAR] = self.job_dir
         if self.capacity.gpus:
             # The pool is managed: replicas without an assignment must not grab any GPU.
@@ -437,6 +448,7 @@ class Plan:
                 "poll_interval": _number,
                 "memory_headroom": _integer,
                 "cgroup_root": _text,
+                "keep_checkpoints": _integer,
             },
         )
 
