@@ -230,3 +230,29 @@ def test_both_backends_name_the_checkpoint_directory(tmp_path: Path) -> None:
     assert env[job.CHECKPOINT_DIR_VAR] == str(tmp_path / "ck" / "checkpoints")
     assert env[job.KEEP_VAR] == "5"
     assert Plan.from_json(plan.to_json()).keep_checkpoints == 5
+
+
+def test_without_the_runners_word_a_rank_resumes_from_an_earlier_attempts_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On Kubernetes the replicas find the resume point themselves: a rank of attempt 2 that
+    starts after a faster rank of attempt 2 saved step 30 still resumes from attempt 1's step 20."""
+    monkeypatch.delenv(job.RESUME_VAR, raising=False)
+    monkeypatch.delenv(job.RESUME_STEP_VAR, raising=False)
+    monkeypatch.setenv(job.CHECKPOINT_DIR_VAR, str(tmp_path))
+    monkeypatch.setenv(job.ATTEMPT_VAR, "1")
+    save(tmp_path, 20, ranks=1)
+    monkeypatch.setenv(job.ATTEMPT_VAR, "2")
+    assert (found := job.resume_from()) is not None and found.step == 20
+    save(tmp_path, 30, ranks=1)
+    assert (found := job.resume_from()) is not None and found.step == 20
+    assert (newest := job.latest()) is not None and newest.step == 30
+
+
+def test_kubernetes_replicas_know_their_attempt_from_the_pod_label() -> None:
+    spec = JobSpec.from_dict({"job_name": "ck", "entry_point": "python t.py"})
+    from tests.test_k8s_manifests import SETTINGS
+
+    env = manifests.role_env(spec, "alice", "trainer", SETTINGS, "/home/jovyan/.paddle-jobs/ck/package")
+    attempt = next(item for item in env if item["name"] == job.ATTEMPT_VAR)
+    assert attempt["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.labels['paddle-nbext/attempt']"}}

@@ -200,3 +200,39 @@ def test_single_process_replicas_answer_as_before(tmp_path: Path) -> None:
 )
 def test_ranks_per_trainer_from_a_spec(spec: dict[str, object], ranks: int) -> None:
     assert metrics.ranks_per_trainer(spec) == ranks
+
+
+def started(step: int, **values: float) -> str:
+    """The first point a (restarted) process writes: `report()` marks it `"start": true`."""
+    return json.dumps({"t": 1000.0 + step, "step": step, "total": None, "m": values, "start": True}) + "\n"
+
+
+def test_a_restart_continues_the_curve_from_its_first_step_without_duplicates(tmp_path: Path) -> None:
+    """Attempt 1 reports steps 0-7 and dies; attempt 2 resumes from the checkpoint of step 4
+    and reports 5-9: one curve 0..9, each step once, and where it restarted."""
+    [file] = files_of(tmp_path, 1)
+    write(file.path, started(0, loss=100.0) + "".join(point(step, loss=100.0 - step) for step in range(1, 8)))
+    cache = MetricsCache()
+    before = cache.read("job", [file])
+    assert before["replicas"][0]["series"]["loss"]["step"] == list(range(8)) and before["replicas"][0]["restarts"] == []
+    write(file.path, started(5, loss=-5.0) + "".join(point(step, loss=-float(step)) for step in range(6, 10)))
+    whole = cache.read("job", [file])["replicas"][0]
+    assert whole["series"]["loss"]["step"] == list(range(10))
+    assert whole["series"]["loss"]["value"][4:7] == [96.0, -5.0, -6.0]
+    assert whole["restarts"] == [{"step": 5, "time": 1005.0}] and whole["replaced"] is False
+    # Someone who had the first answer gets the whole series again, marked to replace theirs.
+    again = cache.read("job", [file], since=before["cursor"])["replicas"][0]
+    assert again["replaced"] is True and again["series"]["loss"]["step"] == list(range(10))
+    # After that, a cursor of the new state gets only what is new.
+    later = cache.read("job", [file], since=cache.read("job", [file])["cursor"])["replicas"][0]
+    assert later["replaced"] is False and later["series"] == {}
+    # A second restart from the beginning (no checkpoint) drops everything before it.
+    write(file.path, started(0, loss=7.0))
+    assert cache.read("job", [file])["replicas"][0]["series"]["loss"]["step"] == [0]
+
+
+def test_the_first_start_and_a_steps_repeat_are_not_restarts(tmp_path: Path) -> None:
+    [file] = files_of(tmp_path, 1)
+    write(file.path, started(3, loss=1.0) + point(3, acc=0.5) + point(4, loss=0.5))
+    body = MetricsCache().read("job", [file])["replicas"][0]
+    assert body["restarts"] == [] and body["series"]["loss"]["step"] == [3, 4] and body["series"]["acc"]["step"] == [3]

@@ -14,6 +14,12 @@ rank is a replica of its own here (`rank` in the answer; `trainer-1.rank-2` in a
 an event's `latest`), and a trainer of one process stays exactly what it was (`rank` null,
 `trainer-1`).
 
+A replica's first point of each process is marked (`"start": true`); a later start is a
+restart (a whole-job restart, resumed from a checkpoint or not): its points replace the earlier
+ones from its first step on, so every curve goes on from the checkpoint without a step twice or
+going back, and the answer lists where each replica restarted (`restarts`).  An answer to a
+cursor from before such a restart carries the replica's whole series again (`replaced`).
+
 Downsampling keeps, per replica and metric, the first and last point and the lowest and highest
 of every bucket between them, so a spike or the best loss is never averaged away.  A `since`
 cursor (the `cursor` of an earlier answer: points seen per replica) limits an answer to what
@@ -141,6 +147,10 @@ class ReplicaMetrics:
     first: tuple[float, int] | None = None  # (time, step) of the first point
     last: tuple[float, int] | None = None
     series: dict[str, Series] = field(default_factory=dict)
+    #: Where a later process (a whole-job restart) started reporting: `{"step", "time"}`.
+    restarts: list[dict[str, float]] = field(default_factory=list)
+    #: Per restart: (points accepted before it, the first point it dropped), for cursors.
+    rewinds: list[tuple[int, int]] = field(default_factory=list)
 
     def refresh(self) -> None:
         """Parse what was appended since the last refresh."""
@@ -209,8 +219,10 @@ class ReplicaMetrics:
             self.invalid += 1
             return
         seq = self.count
-        self.count += 1
         when = float(when)
+        if record.get("start") is True and seq:
+            self._rewind(step, when, seq)
+        self.count += 1
         self.step, self.last = step, (when, step)
         if total is not None:
             self.total = total
@@ -227,6 +239,30 @@ class ReplicaMetrics:
                     continue
                 series = self.series[name] = Series()
             series.append(seq, step, when, float(value))
+
+    def _rewind(self, step: int, when: float, seq: int) -> None:
+        """A later process starts reporting at `step` (a restart, resumed from a checkpoint or
+        from the beginning): its points replace the earlier ones from that step on, so a curve
+        goes on from the checkpoint with no step twice and none going back."""
+        self.restarts.append({"step": step, "time": when})
+        dropped: int | None = None
+        for name, series in list(self.series.items()):
+            keep = [i for i, at in enumerate(series.step) if at < step]
+            if len(keep) == len(series.step):
+                continue
+            first = min(series.seq[i] for i in range(len(series.step)) if series.step[i] >= step)
+            dropped = first if dropped is None else min(dropped, first)
+            rebuilt = Series()
+            for i in keep:
+                rebuilt.append(series.seq[i], series.step[i], series.time[i], series.value[i])
+            self.series[name] = rebuilt
+        if dropped is not None:
+            self.rewinds.append((seq, dropped))
+
+    def replaced_since(self, after: int) -> bool:
+        """Whether an answer to a cursor of `after` points must replace what its asker holds:
+        a restart since then dropped points it had."""
+        return any(at >= after and dropped < after for at, dropped in self.rewinds)
 
     def eta_seconds(self) -> float | None:
         """Seconds until `total` at the pace from the first point to the last, None if unknown."""
@@ -404,6 +440,9 @@ class MetricsCache:
             after = seen.get(file.key, 0)
             if after > state.count:  # the file started over since that cursor
                 after = 0
+            replaced = bool(after) and state.replaced_since(after)
+            if replaced:  # a restart dropped points the asker has: the whole series again
+                after = 0
             series: dict[str, dict[str, list[Any]]] = {}
             for name, columns in state.series.items():
                 start = bisect_left(columns.seq, after) if after else 0
@@ -436,6 +475,8 @@ class MetricsCache:
                     "eta_seconds": state.eta_seconds(),
                     "invalid": state.invalid,
                     "truncated": state.truncated,
+                    "restarts": list(state.restarts),
+                    "replaced": replaced,
                     "series": series,
                 }
             )

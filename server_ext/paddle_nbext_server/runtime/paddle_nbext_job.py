@@ -414,9 +414,11 @@ def latest(directory: str | os.PathLike[str] | None = None) -> Checkpoint | None
 
 
 def resume_from(env: Mapping[str, str] | None = None) -> Checkpoint | None:
-    """The checkpoint this attempt starts from: the one the job's runner named when it started
-    the job (`PADDLE_NBEXT_RESUME_FROM`, the same for every rank even while another rank already
-    saves a newer one), else, outside a runner that names one, `latest()`; None: start from scratch."""
+    """The checkpoint this attempt starts from, the same for every rank: the one the job's
+    runner named when it started the job (`PADDLE_NBEXT_RESUME_FROM`; set empty: from scratch),
+    else the latest one an earlier attempt published (`PADDLE_NBEXT_ATTEMPT`: a rank that starts
+    late must not take what a faster rank of its own attempt saved meanwhile), else `latest()`.
+    None: start from scratch."""
     source = os.environ if env is None else env
     path = source.get(RESUME_VAR, "").strip()
     if path:
@@ -428,9 +430,22 @@ def resume_from(env: Mapping[str, str] | None = None) -> Checkpoint | None:
             except OSError:
                 when = 0.0
             return Checkpoint(number, path, when)
-    if source.get(RESUME_STEP_VAR) is not None:  # the runner said: from scratch
+    if source.get(RESUME_VAR) is not None:  # the runner said: from scratch
         return None
-    return latest(checkpoint_dir(source))
+    every = checkpoints(checkpoint_dir(source))
+    if source.get(ATTEMPT_VAR, "").strip():
+        attempt = _attempt(source)
+        every = [each for each in every if _manifest(each.path).get("attempt") != attempt]
+    return every[-1] if every else None
+
+
+def _manifest(path: str) -> dict[str, object]:
+    try:
+        with open(os.path.join(path, MANIFEST)) as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _rank() -> int:
@@ -456,8 +471,8 @@ def _keep(keep: int | None) -> int:
     return int(raw) if raw.isdigit() else DEFAULT_KEEP
 
 
-def _attempt() -> str:
-    raw = os.environ.get(ATTEMPT_VAR, "").strip()
+def _attempt(env: Mapping[str, str] | None = None) -> str:
+    raw = (os.environ if env is None else env).get(ATTEMPT_VAR, "").strip()
     return "".join(c for c in raw if c.isalnum())[:32] or "0"
 
 

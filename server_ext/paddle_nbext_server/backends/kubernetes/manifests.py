@@ -225,7 +225,10 @@ def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, w
         paddle_nbext_job.KEEP_VAR: str(spec.keep_checkpoints),
     }
     user = [{"name": key, "value": value} for key, value in sorted(spec.env.items()) if key not in values]
-    return user + [{"name": key, "value": value} for key, value in values.items()]
+    # The whole-job attempt (the pod's label, new on every restart): a checkpoint an earlier
+    # attempt published is the one to resume from (`paddle_nbext_job.resume_from`).
+    attempt = {"name": paddle_nbext_job.ATTEMPT_VAR, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{ATTEMPT_LABEL}']"}}}
+    return [*user, *({"name": key, "value": value} for key, value in values.items()), attempt]
 
 
 def _resources(spec: JobSpec, role: str, settings: ManifestSettings) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from paddle_nbext.contract import (
 )
 from paddle_nbext.status import JobStatus, ReplicaStatus
 
-from ...runtime import policy, supervise
+from ...runtime import paddle_nbext_job, policy, supervise
 from . import limits, pending_end
 from .ports import free_ports, port_free
 from .processes import ProcessTable, pid_alive, resident_bytes, signal_replica
@@ -159,6 +159,10 @@ class Master:
         self._write_error = ""  # why the last status write failed, in words
         self.all_pids: list[int] = []  # every replica process ever started, for the record
         self.replans = 0  # starts on new ports after a port clash (`replan_after_port_clash`)
+        # Whole-job starts (`begin_attempt`): each resumes from the latest complete checkpoint.
+        self.attempt = -1
+        self.resume: paddle_nbext_job.Checkpoint | None = None
+        self.resume_note = ""  # "restart 1 of 3; resumed from step 20", said while it runs
         self._base_env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("PADDLE_NBEXT_")}
 
     # ---- status
@@ -294,6 +298,7 @@ class Master:
         self.replans += 1
         taken = replica.plan.host_port[1]
         self.stop_all()
+        self.begin_attempt()
         with open(self.job_dir.parent / ADMISSION_LOCK, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
@@ -331,6 +336,28 @@ class Master:
     def log_path(self, replica: Replica, previous: bool = False) -> Path:
         return self.logs / f"{replica.key}{'.previous' if previous else ''}.log"
 
+    def begin_attempt(self) -> None:
+        """Before every replica is started (first start, whole restart, new ports): the
+        checkpoint this attempt resumes from is the latest complete one (no replica of the new
+        attempt runs yet, so none can have saved), named to every replica alike."""
+        self.attempt += 1
+        self.resume = paddle_nbext_job.latest(self.plan.checkpoint_dir)
+
+    def resume_env(self) -> dict[str, str]:
+        """`paddle_nbext_job.resume_from()`'s inputs: empty values mean "from scratch"."""
+        resume = self.resume
+        return {
+            paddle_nbext_job.RESUME_VAR: resume.path if resume is not None else "",
+            paddle_nbext_job.RESUME_STEP_VAR: str(resume.step) if resume is not None else "",
+            paddle_nbext_job.ATTEMPT_VAR: str(max(self.attempt, 0)),
+        }
+
+    def resumed_words(self) -> str:
+        """`resumed from step 20`, or what a restart without a checkpoint does."""
+        if self.resume is not None:
+            return f"resumed from step {self.resume.step}"
+        return "no checkpoint yet, so it starts from the beginning"
+
     def start(self, replica: Replica) -> None:
         current = self.log_path(replica)
         if replica.restarts and current.exists():
@@ -338,6 +365,7 @@ class Master:
         python = self.plan.python or sys.executable
         env = dict(self._base_env)
         env.update(self.plan.launcher_env(replica.plan, self.gpu_assignment.get(replica.key)))
+        env.update(self.resume_env())
         # `python` in the entry point means the configured interpreter (the one with paddle).
         env["PATH"] = os.pathsep.join(filter(None, (os.path.dirname(python), env.get("PATH", ""))))
         with open(current, "ab") as log:
@@ -525,9 +553,12 @@ class Master:
         InitParams), and collective ranks rendezvous with all the others, so the peers that kept
         running (or already finished) would leave it waiting for ever."""
         self.stop_all()
+        self.begin_attempt()
         for replica in self.replicas:
             replica.restarts += 1
             self.start(replica)
+        restarts = max(replica.restarts for replica in self.replicas)
+        self.resume_note = f"restart {restarts} of {self.plan.max_restarts}; {self.resumed_words()}"
 
     def kill_everything(self) -> None:
         """Last resort on any exit path: no process of this job survives the master."""
@@ -594,6 +625,9 @@ class Master:
         if self.cancelled and self.phase == Phase.PENDING:
             self.finish(Phase.CANCELLED, "Cancelled by the user before it started; nothing ran.")
             return 0
+        self.begin_attempt()
+        if self.resume is not None:  # a job resumed from an ended one's checkpoint
+            self.resume_note = self.resumed_words()
         for replica in self.replicas:
             self.start(replica)
         self.message = "Training is running."
@@ -625,9 +659,13 @@ class Master:
             if decision.terminal:
                 self.finish(decision.phase, decision.message)
                 return 0
+            message = decision.message
             if decision.restart:
                 self.restart_all()
-            self.phase, self.message = decision.phase, decision.message
+                message = f"{message}; {self.resumed_words()}"
+            elif self.resume_note and decision.phase == Phase.RUNNING and message.endswith((" running.", " finished.")):
+                message = f"{message[:-1]} ({self.resume_note})."
+            self.phase, self.message = decision.phase, message
             self.write_status()
             time.sleep(self.plan.poll_interval)
 
