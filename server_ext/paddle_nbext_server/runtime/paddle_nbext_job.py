@@ -521,6 +521,9 @@ class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as di
         self.published: Checkpoint | None = None
 
     def __enter__(self) -> str:
+        # What this process reported up to the checkpoint is on disk before the checkpoint can
+        # be: a crash after it loses no point the resumed curve goes on from.
+        flush()
         os.makedirs(self.partial, exist_ok=True)
         return self.partial
 
