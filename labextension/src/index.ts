@@ -22,6 +22,7 @@ import { IFormPrefill } from './formview';
 import { __, setTranslator } from './i18n';
 import { JobViewWidget, jobActions } from './jobtab';
 import { IReplicaRef } from './logpanel';
+import { rankKey } from './ranks';
 import { LogTabWidget } from './logtab';
 import { MetricsView } from './metricsview';
 import { JobsModel } from './model';
@@ -85,7 +86,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
 
     const openLog = (name: string, ref: IReplicaRef): void => {
-      const id = `${name}/${ref.role}-${ref.index}`;
+      const id = `${name}/${rankKey(ref)}`;
       const open = logTabs.get(id);
       if (open && !open.isDisposed) {
         placement.activate(open);

@@ -10,18 +10,12 @@ import { Widget } from '@lumino/widgets';
 
 import { PaddleApi } from './api';
 import { clear, h } from './dom';
-import {
-  absoluteTime,
-  countsText,
-  formatAge,
-  formatDuration,
-  phaseClass,
-  replicaName,
-  replicaReason
-} from './format';
+import { absoluteTime, countsText, formatAge, formatDuration, phaseClass } from './format';
 import { __ } from './i18n';
 import { IReplicaRef, LogPanel, replicaKey } from './logpanel';
+import { ranksPerTrainer } from './ranks';
 import { replicaToOpen } from './replicas';
+import { ReplicaTable } from './replicatable';
 import { IJobStatus, IReplica, TERMINAL_PHASES } from './types';
 
 /** What the action buttons do (dialogs and notifications live with the app, `jobtab.ts`). */
@@ -59,6 +53,7 @@ export class JobView extends Widget {
   private readonly _counts: HTMLElement;
   private readonly _cancel: HTMLButtonElement;
   private readonly _replicas: HTMLTableSectionElement;
+  private readonly _replicaTable: ReplicaTable;
   private readonly _spec: HTMLPreElement;
   /** Where issue 14's training metrics go (`setMetricsWidget`). */
   readonly metricsSlot: HTMLElement;
@@ -114,6 +109,14 @@ export class JobView extends Widget {
     copy.addEventListener('click', () => this._options.actions.copySpec(this._job));
 
     this._replicas = h('tbody');
+    this._replicaTable = new ReplicaTable(this._replicas, {
+      ranFor,
+      showLogs: ref => {
+        this._readerChoseReplica = true;
+        this.logs.select(ref);
+        void this.logs.show();
+      }
+    });
     const table = h(
       'table',
       { className: 'pn-replicas', 'data-testid': 'paddle-replicas' },
@@ -264,50 +267,12 @@ export class JobView extends Widget {
     this._counts.textContent = countsText(job);
     this._cancel.disabled = TERMINAL_PHASES.has(job.phase);
     this._renderReplicas(job);
-    this.logs.setReplicas(job.replicas);
+    this.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec));
     this.tick();
   }
 
   private _renderReplicas(job: IJobStatus): void {
-    clear(this._replicas);
-    for (const replica of job.replicas) {
-      const name = replicaName(replica.role, replica.index);
-      const logs = h(
-        'button',
-        {
-          className: 'pn-button pn-small',
-          type: 'button',
-          'data-testid': 'paddle-replica-logs',
-          'aria-label': __('Logs of %1', name)
-        },
-        __('Logs')
-      );
-      logs.addEventListener('click', () => {
-        this._readerChoseReplica = true;
-        this.logs.select(replica);
-        void this.logs.show();
-      });
-      this._replicas.appendChild(
-        h(
-          'tr',
-          {
-            'data-testid': 'paddle-replica-row',
-            'data-replica': replicaKey(replica),
-            'data-phase': replica.phase
-          },
-          h('th', { scope: 'row' }, name),
-          h(
-            'td',
-            {},
-            h('span', { className: `pn-badge ${phaseClass(replica.phase)}` }, replica.phase)
-          ),
-          h('td', { className: 'pn-reason' }, replicaReason(replica, job.phase)),
-          h('td', {}, String(replica.restarts)),
-          h('td', { className: 'pn-ran' }, ranFor(replica)),
-          h('td', {}, logs)
-        )
-      );
-    }
+    this._replicaTable.render(job);
   }
 
   /** Load the replica the job opens on; a failed one's traceback is marked and scrolled to. */

@@ -7,28 +7,22 @@
  */
 import { ApiError, PaddleApi } from './api';
 import { clear, h } from './dom';
-import { replicaName } from './format';
 import { __ } from './i18n';
 import { NoiseFilter } from './logtext';
 import { LogView } from './logview';
+import { RankFilter, logChoices, parseRankKey, rankKey, rankName } from './ranks';
 import { IReplica } from './types';
 
+/** A replica, or with `rank` one rank of a trainer of several processes (its lines of the log). */
 export interface IReplicaRef {
   role: string;
   index: number;
+  rank?: number;
 }
 
+/** The replica's own key (`trainer-1`), whatever rank is chosen. */
 export function replicaKey(ref: IReplicaRef): string {
   return `${ref.role}-${ref.index}`;
-}
-
-function parseKey(key: string): IReplicaRef | null {
-  const at = key.lastIndexOf('-');
-  if (at <= 0) {
-    return null;
-  }
-  const index = parseInt(key.slice(at + 1), 10);
-  return Number.isNaN(index) ? null : { role: key.slice(0, at), index };
 }
 
 export interface ILogPanelOptions {
@@ -54,6 +48,7 @@ export class LogPanel {
   private readonly _searchStatus: HTMLElement;
   private readonly _status: HTMLElement;
   private _replicas: IReplica[] = [];
+  private _ranks = 1;
   private _abort: AbortController | null = null;
   private _waitingToStart: string | null = null;
 
@@ -194,9 +189,9 @@ export class LogPanel {
     return this._job;
   }
 
-  /** The replica shown (or about to be). */
+  /** The replica (or rank) shown, or about to be. */
   get selected(): IReplicaRef | null {
-    return parseKey(this._replica.value);
+    return parseRankKey(this._replica.value);
   }
 
   get following(): boolean {
@@ -207,20 +202,33 @@ export class LogPanel {
     this._tail.value = String(value);
   }
 
-  /** The job's replicas, for the selector; the selection is kept when still there. */
-  setReplicas(replicas: IReplica[]): void {
+  /**
+   * The job's replicas, for the selector, and the ranks each trainer runs (`ranksPerTrainer`):
+   * a trainer of several ranks is offered whole and rank by rank.  The selection is kept when
+   * still there.
+   */
+  setReplicas(replicas: IReplica[], ranks: number = this._ranks): void {
     this._replicas = replicas;
+    this._ranks = ranks;
     const selected = this._replica.value;
     clear(this._replica);
-    for (const replica of replicas) {
+    const choices = logChoices(replicas, ranks);
+    for (const choice of choices) {
       this._replica.appendChild(
-        h('option', { value: replicaKey(replica) }, replicaName(replica.role, replica.index))
+        h(
+          'option',
+          {
+            value: choice.value,
+            className: choice.ref.rank === undefined ? '' : 'pn-rank-option'
+          },
+          choice.label
+        )
       );
     }
-    if (selected && replicas.some(r => replicaKey(r) === selected)) {
+    if (selected && choices.some(c => c.value === selected)) {
       this._replica.value = selected;
-    } else if (replicas.length) {
-      this._replica.value = replicaKey(replicas[0]);
+    } else if (choices.length) {
+      this._replica.value = choices[0].value;
     }
     // A replica the reader is waiting for has started: show its log now.
     if (this._waitingToStart && this._waitingToStart === this._replica.value) {
@@ -233,7 +241,7 @@ export class LogPanel {
   }
 
   select(ref: IReplicaRef): void {
-    this._replica.value = replicaKey(ref);
+    this._replica.value = rankKey(ref);
   }
 
   /** Load the selected replica's log (and keep streaming it while "follow" is on). */
@@ -245,11 +253,11 @@ export class LogPanel {
     this.stop();
     this.log.clear();
     this._searchStatus.textContent = '';
-    const name = replicaName(ref.role, ref.index);
+    const name = rankName(ref);
     this.log.setLabel(__('Log of %1', name));
     const replica = this._current();
     if (replica && !hasStarted(replica)) {
-      this._waitingToStart = replicaKey(ref);
+      this._waitingToStart = rankKey(ref);
       this._status.textContent = __('%1 has not started yet; its log appears once it does.', name);
       this.node.setAttribute('data-log-state', 'not-started');
       return 'not-started';
@@ -258,27 +266,33 @@ export class LogPanel {
     const tailText = this._tail.value.trim();
     const tail = tailText ? Math.max(1, parseInt(tailText, 10) || 1) : null;
     const previous = this._previous.checked;
-    const options = { ...ref, tail, previous };
+    const options = { role: ref.role, index: ref.index, tail, previous };
     const abort = new AbortController();
     this._abort = abort;
     const label = previous ? __('%1 (previous attempt)', name) : name;
     const filter = new NoiseFilter(this._noise.checked);
-    const write = (text: string): void => this.log.append(filter.feed(text));
+    // One rank of a trainer: its lines of the trainer's log, without their `[rank r] ` prefix.
+    const ranks = ref.rank === undefined ? null : new RankFilter(ref.rank);
+    const write = (text: string): void =>
+      this.log.append(filter.feed(ranks ? ranks.feed(text) : text));
     let outcome: LoadOutcome;
     try {
       if (this._follow.checked && !previous) {
         this._status.textContent = __('following %1…', label);
         this.node.setAttribute('data-log-state', 'following');
         await this._api.followLogs(this._job, options, write, abort.signal);
-        this.log.append(filter.end());
+        this.log.append(filter.feed(ranks?.end() ?? '') + filter.end());
         this._status.textContent = __('%1: replica ended', label);
         outcome = 'ended';
       } else {
         this._status.textContent = __('loading %1…', label);
         write(await this._api.logs(this._job, options, abort.signal));
-        this.log.append(filter.end());
+        this.log.append(filter.feed(ranks?.end() ?? '') + filter.end());
         this._status.textContent = label;
         outcome = 'loaded';
+      }
+      if (ranks?.hidden) {
+        this._status.textContent += ` · ${__('%1 lines of other ranks hidden', ranks.hidden)}`;
       }
       if (filter.hidden) {
         this._status.textContent += ` · ${__('%1 Paddle noise lines hidden', filter.hidden)}`;
@@ -323,7 +337,8 @@ export class LogPanel {
     }
     try {
       const text = await this._api.logs(this._job, {
-        ...ref,
+        role: ref.role,
+        index: ref.index,
         tail: null,
         previous: this._previous.checked
       });
@@ -347,8 +362,8 @@ export class LogPanel {
   }
 
   private _current(): IReplica | undefined {
-    const key = this._replica.value;
-    return this._replicas.find(r => replicaKey(r) === key);
+    const ref = this.selected;
+    return ref ? this._replicas.find(r => replicaKey(r) === replicaKey(ref)) : undefined;
   }
 }
 

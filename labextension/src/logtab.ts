@@ -4,9 +4,9 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { PaddleApi } from './api';
-import { replicaName } from './format';
 import { __ } from './i18n';
 import { IReplicaRef, LogPanel } from './logpanel';
+import { rankKey, rankName, ranksPerTrainer } from './ranks';
 import { IJobStatus, TERMINAL_PHASES } from './types';
 
 class LogTabContent extends Widget {
@@ -22,7 +22,7 @@ class LogTabContent extends Widget {
     super();
     this.addClass('pn-log-tab');
     this.logs = new LogPanel(api, job.name, { tail, follow: !TERMINAL_PHASES.has(job.phase) });
-    this.logs.setReplicas(job.replicas);
+    this.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec));
     this.logs.select(replica);
     this.node.appendChild(this.logs.node);
   }
@@ -44,8 +44,8 @@ class LogTabContent extends Widget {
 export class LogTabWidget extends MainAreaWidget<LogTabContent> {
   constructor(api: PaddleApi, job: IJobStatus, replica: IReplicaRef, tail: number) {
     super({ content: new LogTabContent(api, job, replica, tail) });
-    const name = replicaName(replica.role, replica.index);
-    this.id = `paddle-nbext-log-${job.name}-${replica.role}-${replica.index}`;
+    const name = rankName(replica);
+    this.id = `paddle-nbext-log-${job.name}-${rankKey(replica)}`;
     this.title.label = __('%1 · %2 log', job.name, name);
     this.title.closable = true;
     this.node.setAttribute('data-testid', 'paddle-log-tab');
@@ -53,6 +53,6 @@ export class LogTabWidget extends MainAreaWidget<LogTabContent> {
 
   /** A new status of the job (the replica selector and "not started yet" follow it). */
   setJob(job: IJobStatus): void {
-    this.content.logs.setReplicas(job.replicas);
+    this.content.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec));
   }
 }

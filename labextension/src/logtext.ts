@@ -11,10 +11,12 @@ const GLOG = /^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+\S+:\d+\]/;
 const NOISE =
   /^(?:[-=*]{5,}|\[TimeInfo: |\[SignalInfo: |C\+\+ Traceback|Error Message Summary|\d+\s+\S+.*\(\)$|No stack trace in paddle|FatalError: `Termination signal`|INFO \d{4}-\d{2}-\d{2} |WARNING: Logging before)/;
 export const TRACEBACK_HEADER = 'Traceback (most recent call last):';
+/** What each line of one rank carries in the log of a trainer of several (runtime/gang.py). */
+const RANK_PREFIX = /^\[rank \d+\] /;
 
-/** True for a line of Paddle's own logging (glog, signal frames, shutdown lines). */
+/** True for a line of Paddle's own logging (glog, signal frames, shutdown lines), of any rank. */
 export function isNoiseLine(line: string): boolean {
-  const text = line.trim();
+  const text = line.replace(RANK_PREFIX, '').trim();
   return text !== '' && (GLOG.test(text) || NOISE.test(text));
 }
 
@@ -91,8 +93,8 @@ export function lastTraceback(text: string): ITextSpan | null {
     at = text.indexOf(TRACEBACK_HEADER, at + 1)
   ) {
     const lineStart = text.lastIndexOf('\n', at) + 1;
-    // Only a line that is the header (maybe indented), not "C++ Traceback (most recent…".
-    if (text.slice(lineStart, at).trim() === '') {
+    // Only a line that is the header (maybe indented, maybe a rank's), not "C++ Traceback…".
+    if (text.slice(lineStart, at).replace(RANK_PREFIX, '').trim() === '') {
       start = lineStart;
     }
   }
@@ -102,7 +104,7 @@ export function lastTraceback(text: string): ITextSpan | null {
   let cursor = text.indexOf('\n', start);
   while (cursor >= 0 && cursor < text.length) {
     const next = text.indexOf('\n', cursor + 1);
-    const line = text.slice(cursor + 1, next < 0 ? text.length : next);
+    const line = text.slice(cursor + 1, next < 0 ? text.length : next).replace(RANK_PREFIX, '');
     if (line.trim() && !/^[ \t]/.test(line) && !GLOG.test(line.trim())) {
       return { start, end: next < 0 ? text.length : next };
     }

@@ -21,6 +21,9 @@ export interface IMetricSeries {
 export interface IReplicaMetrics {
   role: string;
   index: number;
+  /** The rank inside a trainer of several processes (each rank is an entry of its own); null or
+   * absent (servers before ranks) for a replica of one process. */
+  rank?: number | null;
   count: number;
   step: number | null;
   total: number | null;
@@ -45,7 +48,12 @@ export interface IMetricsSummary {
   cursor: string;
   progress: IProgress | null;
   latest: {
-    [replica: string]: { step: number; total: number | null; values: { [metric: string]: number } };
+    [replica: string]: {
+      step: number;
+      total: number | null;
+      values: { [metric: string]: number };
+      rank?: number;
+    };
   };
 }
 
@@ -54,8 +62,18 @@ export const OVERVIEW_POINTS = 500;
 /** Past this many points in one line (appended since the overview), the overview is fetched again. */
 export const REFETCH_POINTS = 4 * OVERVIEW_POINTS;
 
-export function replicaId(replica: { role: string; index: number }): string {
-  return `${replica.role}-${replica.index}`;
+/** The server's key of a replica's series (as in a cursor): `trainer-0`, `trainer-0.rank-2`. */
+export function replicaId(replica: { role: string; index: number; rank?: number | null }): string {
+  const base = `${replica.role}-${replica.index}`;
+  return replica.rank ? `${base}.rank-${replica.rank}` : base;
+}
+
+/** A series' name in charts: `trainer-0`, and each rank of a trainer of several, `trainer-0 · rank 2`. */
+export function seriesName(replica: { role: string; index: number; rank?: number | null }): string {
+  const base = `${replica.role}-${replica.index}`;
+  return replica.rank === null || replica.rank === undefined
+    ? base
+    : `${base} · rank ${replica.rank}`;
 }
 
 /** Counts per replica of a cursor (`trainer-0:12,trainer-1:10`). */

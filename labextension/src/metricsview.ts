@@ -24,7 +24,7 @@ import {
   mergeMetrics,
   metricNames,
   progressView,
-  replicaId
+  seriesName
 } from './metrics';
 import { JobsModel } from './model';
 import { TERMINAL_PHASES } from './types';
@@ -266,13 +266,16 @@ export class MetricsView extends Widget {
   }
 }
 
-/** One line per replica that reports `metric`, named like the replica table (`trainer-0`). */
+/**
+ * One line per replica that reports `metric`, named like the replica table (`trainer-0`), and
+ * one per rank of a trainer of several processes (`trainer-0 · rank 2`).
+ */
 export function linesOf(metrics: IMetrics, metric: string): ILine[] {
   const lines: ILine[] = [];
   for (const replica of metrics.replicas) {
     const columns = replica.series[metric];
     if (columns) {
-      lines.push({ name: replicaId(replica), x: columns.step, y: columns.value });
+      lines.push({ name: seriesName(replica), x: columns.step, y: columns.value });
     }
   }
   return lines;

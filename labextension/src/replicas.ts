@@ -1,9 +1,12 @@
 /**
  * Which replica a job view opens on.  A failed job opens on the replica that failed it (the one
  * whose error the job's message quotes), never on a pserver the runner stopped afterwards; any
- * other job opens on its first trainer, whose log is where training shows.
+ * other job opens on its first trainer, whose log is where training shows.  When the message
+ * names the rank of a trainer that failed (`trainer 1 rank 2 failed: ...`), it opens on that
+ * rank's lines, where the traceback is whole.
  */
 import { IReplicaRef } from './logpanel';
+import { failedRank, ranksOf, ranksPerTrainer } from './ranks';
 import { IJobStatus, IReplica } from './types';
 
 function byRoleThenIndex(a: IReplica, b: IReplica): number {
@@ -24,7 +27,11 @@ export function replicaToOpen(job: IJobStatus): IReplicaRef | null {
     const quoted = failed.find(r => r.reason && job.message.includes(r.reason));
     const pick = named ?? quoted ?? failed[0];
     if (pick) {
-      return { role: pick.role, index: pick.index };
+      const rank = pick.role === 'trainer' ? failedRank(job, pick.index) : null;
+      const ranks = ranksOf(pick, ranksPerTrainer(job.spec));
+      return rank !== null && ranks > 1 && rank < ranks
+        ? { role: pick.role, index: pick.index, rank }
+        : { role: pick.role, index: pick.index };
     }
   }
   const first = replicas[0];
