@@ -19,6 +19,8 @@ ROUTES = [
     ("GET", "jobs/some-job"),
     ("DELETE", "jobs/some-job"),
     ("POST", "jobs/some-job/cancel"),
+    ("POST", "jobs/some-job/resume"),
+    ("GET", "jobs/some-job/checkpoints"),
     ("GET", "jobs/some-job/logs"),
     ("GET", "jobs/some-job/metrics"),
     ("GET", "events"),

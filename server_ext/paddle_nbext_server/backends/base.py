@@ -22,6 +22,7 @@ from paddle_nbext.status import JobStatus
 
 from ..events import EventHub
 from ..metrics import MetricsCache, MetricsFile
+from ..runtime.paddle_nbext_job import CHECKPOINTS_SUBDIR
 
 
 class BackendError(Exception):
@@ -96,6 +97,9 @@ class SubmitRequest:
     owner: str
     home: Path  # the user's home; trainer_package must resolve inside it
     entry_script: str | None = None  # cell body from %%paddle_submit, written into the snapshot
+    #: (the ended job, its checkpoint) a resumed job starts from: linked into the new job's
+    #: checkpoint directory before any replica starts (`checkpoints.link_checkpoint`).
+    resume: tuple[str, Path, int] | None = None
 
 
 class _BackendMeta(MetaHasTraits, abc.ABCMeta):
@@ -148,6 +152,15 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         """Where each replica of the owner's job writes what it `report()`s (metrics.py reads
         them); `JobNotFound` for anyone else's job, like every call."""
         raise InvalidState(f"the {self.name or 'configured'} backend keeps no metrics")
+
+    async def checkpoint_dir(self, name: str, owner: str) -> Path:
+        """The owner's job's checkpoint directory as this server sees it (it need not exist):
+        `checkpoints/` beside the `logs/` that hold the job's metrics files, in the home on both
+        backends; `JobNotFound` for anyone else's job, like every call."""
+        files = await self.metrics_files(name, owner)
+        if not files:
+            raise InvalidState(f"job '{name}' has no replica that could save checkpoints")
+        return files[0].path.parent.parent / CHECKPOINTS_SUBDIR
 
     @abc.abstractmethod
     async def cancel(self, name: str, owner: str) -> JobStatus:

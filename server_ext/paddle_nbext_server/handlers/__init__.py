@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jobs import CancelHandler, JobHandler, JobsHandler
+from .jobs import CancelHandler, CheckpointsHandler, JobHandler, JobsHandler, ResumeHandler
 from .meta import ConfigHandler, NotFoundHandler, OpenAPIHandler, VersionHandler
 from .metrics import MetricsHandler
 from .streams import EventsHandler, LogsHandler
@@ -18,6 +18,8 @@ def routes() -> list[tuple[str, Any]]:
     return [
         (rf"{API_BASE}/jobs/?", JobsHandler),
         (rf"{API_BASE}/jobs/{_NAME}/cancel/?", CancelHandler),
+        (rf"{API_BASE}/jobs/{_NAME}/resume/?", ResumeHandler),
+        (rf"{API_BASE}/jobs/{_NAME}/checkpoints/?", CheckpointsHandler),
         (rf"{API_BASE}/jobs/{_NAME}/logs/?", LogsHandler),
         (rf"{API_BASE}/jobs/{_NAME}/metrics/?", MetricsHandler),
         (rf"{API_BASE}/jobs/{_NAME}/?", JobHandler),

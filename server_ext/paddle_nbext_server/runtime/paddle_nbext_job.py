@@ -41,6 +41,7 @@ __all__ = [
     "checkpoints",
     "flush",
     "latest",
+    "manifest",
     "prune",
     "report",
     "resume_from",
@@ -435,11 +436,13 @@ def resume_from(env: Mapping[str, str] | None = None) -> Checkpoint | None:
     every = checkpoints(checkpoint_dir(source))
     if source.get(ATTEMPT_VAR, "").strip():
         attempt = _attempt(source)
-        every = [each for each in every if _manifest(each.path).get("attempt") != attempt]
+        every = [each for each in every if manifest(each.path).get("attempt") != attempt]
     return every[-1] if every else None
 
 
-def _manifest(path: str) -> dict[str, object]:
+def manifest(path: str) -> dict[str, object]:
+    """A complete checkpoint's CHECKPOINT.json (`step`, `time`, `ranks`, `attempt`; a resumed
+    job's first checkpoint also `resumed_from`, the job it came from); {} when unreadable."""
     try:
         with open(os.path.join(path, MANIFEST)) as handle:
             data = json.load(handle)
@@ -542,10 +545,10 @@ class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as di
         done = [name for name in os.listdir(self.partial) if name.startswith(".rank-") and name.endswith(".done")]
         if len(done) < self.ranks:
             return None
-        manifest = {"step": self.step, "time": time.time(), "ranks": self.ranks, "attempt": self.attempt}
+        record = {"step": self.step, "time": time.time(), "ranks": self.ranks, "attempt": self.attempt}
         staging = os.path.join(self.partial, f".{MANIFEST}.{self.rank}")
         with open(staging, "w") as handle:
-            json.dump(manifest, handle)
+            json.dump(record, handle)
         try:
             os.replace(staging, os.path.join(self.partial, MANIFEST))
         except FileNotFoundError:

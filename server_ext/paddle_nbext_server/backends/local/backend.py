@@ -43,10 +43,12 @@ from paddle_nbext.spec import SpecError
 from paddle_nbext.status import JobStatus
 
 from ... import runtime_files
+from ...checkpoints import link_checkpoint
 from ...credentials import job_environment
 from ...events import DELETED, UPDATED, JobEvent
 from ...metrics import MetricsFile
 from ...package import resolve_package, snapshot_package
+from ...runtime import paddle_nbext_job
 from ..base import Backend, BackendUnavailable, InvalidRequest, SubmitRequest
 from . import metrics as local_metrics
 from .logs import Follow, log_path, read_log
@@ -291,6 +293,10 @@ class LocalBackend(Backend):
         if spec.snapshot:
             workdir = snapshot_package(package, job_dir / "package", request.entry_script, home=request.home, jobs_dir=self.root).target
         (job_dir / "logs").mkdir()
+        if request.resume is not None:  # before the master starts: its first start resumes from it
+            source_job, path, step = request.resume
+            source = paddle_nbext_job.Checkpoint(step, str(path), 0.0)
+            link_checkpoint(source, job_dir / paddle_nbext_job.CHECKPOINTS_SUBDIR, source_job)
         launcher = runtime_files.write_bundle(job_dir / "runtime")
         created = now_iso()
         plan: Plan = build_plan(spec, job_dir, workdir, launcher, resources, self._settings())

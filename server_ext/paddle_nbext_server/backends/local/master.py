@@ -355,7 +355,8 @@ class Master:
     def resumed_words(self) -> str:
         """`resumed from step 20`, or what a restart without a checkpoint does."""
         if self.resume is not None:
-            return f"resumed from step {self.resume.step}"
+            origin = paddle_nbext_job.manifest(self.resume.path).get("resumed_from")
+            return f"resumed from step {self.resume.step}" + (f" of job {origin}" if isinstance(origin, str) and origin else "")
         return "no checkpoint yet, so it starts from the beginning"
 
     def start(self, replica: Replica) -> None:
@@ -657,7 +658,10 @@ class Master:
                 now=time.time(),
             )
             if decision.terminal:
-                self.finish(decision.phase, decision.message)
+                ended = decision.message
+                if self.resume_note and decision.phase == Phase.SUCCEEDED:
+                    ended = f"{ended[:-1]} ({self.resume_note})."
+                self.finish(decision.phase, ended)
                 return 0
             message = decision.message
             if decision.restart:
