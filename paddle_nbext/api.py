@@ -159,9 +159,21 @@ class Job:
         self.last = self.client.cancel(self.name)
         return self
 
-    def delete(self) -> None:
-        """Remove the job, its processes or objects, its snapshot and its logs."""
-        self.client.delete(self.name)
+    def resume(self, **changes: Any) -> Job:
+        """Start this Cancelled or Failed job again as a new job from its latest checkpoint
+        (same spec unless `changes` say otherwise, e.g. `job_name=`, `trainers=`); the new job."""
+        status = self.client.resume(self.name, **changes)
+        return Job(status.name, self.client, status)
+
+    def checkpoints(self) -> dict[str, Any]:
+        """Its checkpoints (step, time, size), their size, the job dir's size and the job it
+        was resumed from (`GET /jobs/{name}/checkpoints`)."""
+        return self.client.checkpoints(self.name)
+
+    def delete(self, keep_checkpoints: bool = False) -> None:
+        """Remove the job, its processes or objects, its snapshot, its logs and its checkpoints
+        (`keep_checkpoints=True` moves those to `~/paddle-checkpoints/` first)."""
+        self.client.delete(self.name, keep_checkpoints=keep_checkpoints)
         # Nothing of the job is left to count: no replicas, and no spec whose replica counts a
         # view would show as wanted.
         self.last = replace(self.last, phase=DELETED, message="Deleted.", replicas=[], spec={})

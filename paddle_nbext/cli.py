@@ -4,6 +4,9 @@
     paddle-nbext list [--output json]
     paddle-nbext status NAME | logs NAME [--role --index --follow] | wait NAME | cancel NAME | delete NAME
     paddle-nbext metrics NAME [--points N]     # latest reported values and a text sparkline
+    paddle-nbext checkpoints NAME              # its checkpoints (step, time, size), the resume chain
+    paddle-nbext resume NAME [--job-name NEW] [--wait]   # a Cancelled/Failed job from its latest checkpoint
+    paddle-nbext delete NAME [--keep-checkpoints]
 
 Exit codes: 0 ok; 1 the job failed (or was cancelled), the API refused/was unreachable, or a dry
 run found that the job can never fit the cluster's quota;
@@ -81,12 +84,23 @@ def build_parser() -> Parser:
         ("status", "show a job's status (exit 1 if it failed)"),
         ("wait", "wait until a job ends (exit 1 unless it succeeded)"),
         ("cancel", "stop a job, keeping its record and logs"),
-        ("delete", "delete a job, its snapshot and logs"),
+        ("delete", "delete a job, its snapshot, logs and checkpoints"),
+        ("checkpoints", "list a job's checkpoints (step, time, size) and the job it was resumed from"),
+        ("resume", "start a Cancelled or Failed job again as a new job from its latest checkpoint"),
     ):
         sub = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         sub.add_argument("name", metavar="NAME")
         if name == "wait":
             sub.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 1)")
+        if name == "delete":
+            sub.add_argument(
+                "--keep-checkpoints",
+                action="store_true",
+                help="move the job's checkpoints to ~/paddle-checkpoints/ instead of deleting them",
+            )
+        if name == "resume":
+            sub.add_argument("--job-name", metavar="NEW", default=None, help="the new job's name [a new name from NAME]")
+            sub.add_argument("--wait", action="store_true", help="wait until the new job ends; exit 1 unless it succeeded")
     logs = commands.add_parser("logs", help="print a replica's log", description="Print a replica's log.")
     logs.add_argument("name", metavar="NAME")
     logs.add_argument("--role", choices=(Role.TRAINER.value, Role.PSERVER.value), default=Role.TRAINER.value)
@@ -190,9 +204,26 @@ def _run(args: argparse.Namespace) -> int:
         status = before if is_terminal(before.phase) else client.cancel(args.name)
         _emit(args, status.to_dict(), display.cancel_text(args.name, before.phase, status.phase))
         return EXIT_OK
+    if args.command == "checkpoints":
+        body = client.checkpoints(args.name)
+        _emit(args, body, display.checkpoints_text(body))
+        return EXIT_OK
+    if args.command == "resume":
+        job = Job(args.name, client).resume(job_name=args.job_name)
+        if args.wait:
+            job.wait()
+            _emit(args, job.last.to_dict(), display.status_text(job.last))
+            return _phase_code(job.last)
+        _emit(args, job.last.to_dict(), f"Resumed {args.name} as {job.name}: {job.phase}.")
+        return EXIT_OK
     if args.command == "delete":
-        client.delete(args.name)
-        _emit(args, {"deleted": args.name}, f"Deleted {args.name}.")
+        try:
+            size = client.checkpoints(args.name)
+        except PaddleNbextError:  # a server without checkpoints: delete says nothing of sizes
+            size = {}
+        kept = client.delete(args.name, keep_checkpoints=args.keep_checkpoints)
+        data = {"deleted": args.name, "freed": size.get("job_size"), "kept": kept}
+        _emit(args, data, display.delete_text(args.name, size, kept))
         return EXIT_OK
     raise UsageError(f"unknown command {args.command!r}")
 

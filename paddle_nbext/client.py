@@ -280,8 +280,24 @@ class Client:
     def cancel(self, name: str) -> JobStatus:
         return self._status("POST", f"/jobs/{_quote(name)}/cancel")
 
-    def delete(self, name: str) -> None:
-        self._json("DELETE", f"/jobs/{_quote(name)}")
+    def delete(self, name: str, *, keep_checkpoints: bool = False) -> dict[str, Any] | None:
+        """Delete the job; with `keep_checkpoints` its checkpoints are moved to
+        `~/paddle-checkpoints/` first and the answer says where (`{"kept", "size"}`)."""
+        if not keep_checkpoints:
+            self._json("DELETE", f"/jobs/{_quote(name)}")
+            return None
+        return self._object("DELETE", f"/jobs/{_quote(name)}", params={"keep_checkpoints": "true"})
+
+    def resume(self, name: str, **changes: Any) -> JobStatus:
+        """Start a Cancelled or Failed job again as a new job from its latest checkpoint
+        (`POST /jobs/{name}/resume`); `changes` are job fields to change (`job_name` too)."""
+        body = {k: v for k, v in changes.items() if v is not None}
+        return self._status("POST", f"/jobs/{_quote(name)}/resume", json=body)
+
+    def checkpoints(self, name: str) -> dict[str, Any]:
+        """The job's checkpoints (`GET /jobs/{name}/checkpoints`): `checkpoints` (step, time,
+        size, path), `latest`, `size`, `job_size` (what a delete frees) and `resumed_from`."""
+        return self._object("GET", f"/jobs/{_quote(name)}/checkpoints")
 
     def logs(
         self,

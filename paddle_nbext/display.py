@@ -8,14 +8,26 @@ without a server.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
+from typing import Any
 
-from .contract import Phase, is_terminal, parse_time
+from .contract import Phase, format_bytes, is_terminal, parse_time
 from .status import JobStatus, ReplicaStatus
 from .words import PHASE_COLOURS, replica_name, replica_summary
 
-__all__ = ["PHASE_COLOURS", "age", "replica_counts", "status_text", "status_html", "jobs_text", "jobs_html", "phase_badge"]
+__all__ = [
+    "PHASE_COLOURS",
+    "age",
+    "checkpoints_text",
+    "delete_text",
+    "jobs_html",
+    "jobs_text",
+    "phase_badge",
+    "replica_counts",
+    "status_html",
+    "status_text",
+]
 
 
 def age(created: str | None, now: datetime | None = None) -> str:
@@ -120,3 +132,32 @@ def cancel_text(name: str, phase_before: str, phase_after: str) -> str:
     if phase_after == Phase.CANCELLED:
         return f"Cancelled {name}."
     return f"Cancelling {name}: its replicas are being stopped ({phase_after})."
+
+
+def checkpoints_text(body: Mapping[str, Any]) -> str:
+    """`paddle-nbext checkpoints NAME`: one line per checkpoint (step, time, size), newest last,
+    then the totals and the job it was resumed from."""
+    items = body.get("checkpoints") or []
+    lines = [f"{'STEP':>10}  {'SAVED':20}  SIZE"]
+    lines += [f"{item['step']:>10}  {item['time']:20}  {format_bytes(item['size'])}" for item in items]
+    if not items:
+        lines = [f"{body.get('name', 'The job')} has no checkpoints (training code saves them with paddle_nbext_job.save_checkpoint)."]
+    lines.append(
+        f"Checkpoints: {len(items)}, {format_bytes(body.get('size') or 0)} in {body.get('directory', '?')}; "
+        f"the whole job: {format_bytes(body.get('job_size') or 0)}."
+    )
+    origin = body.get("resumed_from")
+    if isinstance(origin, Mapping) and origin.get("job"):
+        lines.append(f"Resumed from job {origin['job']} at step {origin.get('step')}.")
+    return "\n".join(lines)
+
+
+def delete_text(name: str, sizes: Mapping[str, Any], kept: Mapping[str, Any] | None) -> str:
+    """`Deleted NAME, freeing 1.2Gi.` plus where kept checkpoints went."""
+    freed = sizes.get("job_size")
+    if kept is not None and isinstance(freed, int):
+        freed -= int(kept.get("size") or 0)
+    text = f"Deleted {name}" + (f", freeing {format_bytes(max(freed, 0))}" if isinstance(freed, int) else "") + "."
+    if kept is not None:
+        text += f" Its checkpoints ({format_bytes(int(kept.get('size') or 0))}) are kept in {kept.get('kept')}."
+    return text

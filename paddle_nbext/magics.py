@@ -1,4 +1,5 @@
-"""IPython magics: `%%paddle_submit`, `%paddle_jobs`, `%paddle_logs`, `%paddle_cancel`, `%paddle_delete`.
+"""IPython magics: `%%paddle_submit`, `%paddle_jobs`, `%paddle_logs`, `%paddle_cancel`, `%paddle_delete`,
+`%paddle_resume`.
 
 Users mistype flags all the time, so every error — bad flag, invalid field, server refusal,
 server not found — is printed as ONE line on stderr (naming the flag and what is allowed) and the
@@ -152,14 +153,38 @@ class PaddleMagics(Magics):
 
     @line_magic
     def paddle_delete(self, line: str) -> Any:
-        """Delete a job with its processes, snapshot and logs: `%paddle_delete NAME`."""
+        """Delete a job with its processes, snapshot, logs and checkpoints:
+        `%paddle_delete NAME [--keep-checkpoints]`."""
 
         def action(args: Any) -> Any:
-            api.Job(args.name).delete()
-            print(f"Deleted {args.name}.")
+            job = api.Job(args.name)
+            try:
+                sizes = job.checkpoints()
+            except PaddleNbextError:  # a server without checkpoints
+                sizes = {}
+            kept = job.client.delete(args.name, keep_checkpoints=args.keep_checkpoints)
+            print(display.delete_text(args.name, sizes, kept))
             return None
 
-        return self._run(_name_parser("%paddle_delete", "Delete a job, its snapshot and its logs."), line, action)
+        parser = _name_parser("%paddle_delete", "Delete a job, its snapshot, its logs and its checkpoints.")
+        parser.add_argument("--keep-checkpoints", action="store_true", help="move its checkpoints to ~/paddle-checkpoints/ instead")
+        return self._run(parser, line, action)
+
+    @line_magic
+    def paddle_resume(self, line: str) -> Any:
+        """Start a Cancelled or Failed job again as a new job from its latest checkpoint:
+        `%paddle_resume NAME [--job-name NEW] [--wait]`; returns the new job."""
+
+        def action(args: Any) -> Any:
+            job = api.Job(args.name).resume(job_name=args.job_name)
+            if args.wait:
+                job.wait()
+            return job
+
+        parser = _name_parser("%paddle_resume", "Start a Cancelled or Failed job again as a new job from its latest checkpoint.")
+        parser.add_argument("--job-name", metavar="NEW", default=None, help="the new job's name [a new name from NAME]")
+        parser.add_argument("--wait", action="store_true", help="block until the new job ends")
+        return self._run(parser, line, action)
 
 
 def load_ipython_extension(ipython: Any) -> None:

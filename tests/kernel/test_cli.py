@@ -4,8 +4,10 @@ live server; exit codes 0 (ok), 1 (job failed / API error), 2 (usage)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,7 +56,8 @@ def test_submit_wait_status_logs_list_delete(run, workdir):
     listed = run("list", "-o", "json")
     assert "cli-ok" in [job["name"] for job in json.loads(listed.stdout)["jobs"]]
     deleted = run("delete", "cli-ok")
-    assert deleted.returncode == 0 and deleted.stdout.strip() == "Deleted cli-ok."
+    # Delete says what it frees (the job dir: snapshot, logs, checkpoints).
+    assert deleted.returncode == 0 and re.fullmatch(r"Deleted cli-ok, freeing [\d.]+([KMGT]i)?\.", deleted.stdout.strip()), deleted.stdout
     gone = run("status", "cli-ok")
     assert gone.returncode == 1 and gone.stderr.startswith("paddle-nbext: ") and "cli-ok" in gone.stderr
 
@@ -100,3 +103,57 @@ def test_usage_and_connection_errors(run, server):
     missing = run("--url", server.url + "not-here/", "list")
     assert missing.returncode == 1 and "jupyter server extension enable paddle_nbext_server" in missing.stderr
     assert "\n" not in forbidden.stderr.strip() and "Traceback" not in missing.stderr
+
+
+RESUMABLE = """
+import os, sys, time
+import paddle_nbext_job as job
+
+resume = job.resume_from()
+start = resume.step if resume is not None else 0
+print(f"starting after step {start}", flush=True)
+for step in range(start + 1, 7):
+    job.report(step, total=6, loss=1.0 / step)
+    if step % 2 == 0:
+        with job.save_checkpoint(step, ranks=1) as directory:
+            open(os.path.join(directory, "state"), "w").write(str(step))
+    if step == 4 and resume is None:
+        print("saved 4, waiting", flush=True)
+        time.sleep(600)
+print("finished", flush=True)
+"""
+
+
+def test_checkpoints_resume_and_delete_keeping_them(run, workdir, server):
+    """A cell-body job (`--script`, run as paddle_entry.py from the snapshot) saves checkpoints and is
+    cancelled; `checkpoints` lists them, `resume` starts a new job from the latest (the cell body
+    comes from the ended job's snapshot), and `delete --keep-checkpoints` keeps them in the home."""
+    script = workdir / "resumable.py"
+    script.write_text(RESUMABLE)
+    assert run("submit", "--job-name", "cli-ck", "--script", str(script)).returncode == 0
+    deadline = time.monotonic() + 120
+    while "saved 4, waiting" not in run("logs", "cli-ck").stdout:
+        assert time.monotonic() < deadline, run("status", "cli-ck").stdout
+        time.sleep(0.2)
+    refused = run("resume", "cli-ck")
+    assert refused.returncode == 1 and "only a Cancelled or Failed job can be resumed" in refused.stderr
+    assert run("cancel", "cli-ck").returncode == 0
+    listed = run("checkpoints", "cli-ck")
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[0] for line in listed.stdout.splitlines()[1:3]] == ["2", "4"], listed.stdout
+    assert "Checkpoints: 2," in listed.stdout
+    resumed = run("resume", "cli-ck", "--job-name", "cli-ck-2", "--wait")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert resumed.stdout.startswith("Job cli-ck-2: Succeeded"), resumed.stdout
+    assert "resumed from step 4 of job cli-ck" in resumed.stdout
+    log = run("logs", "cli-ck-2").stdout
+    assert "starting after step 4" in log and "finished" in log, log
+    chain = json.loads(run("checkpoints", "cli-ck-2", "-o", "json").stdout)
+    assert [c["step"] for c in chain["checkpoints"]] == [4, 6] and chain["resumed_from"]["job"] == "cli-ck"
+    kept = run("delete", "cli-ck", "--keep-checkpoints")
+    assert kept.returncode == 0 and "Its checkpoints (" in kept.stdout and "paddle-checkpoints" in kept.stdout, kept.stdout
+    where = kept.stdout.rsplit(" are kept in ", 1)[1].rstrip(".\n")
+    assert sorted(p.name for p in Path(where).iterdir()) == ["step-000000000002", "step-000000000004"]
+    assert run("delete", "cli-ck-2").returncode == 0
+    missing = run("checkpoints", "cli-ck")
+    assert missing.returncode == 1 and "cli-ck" in missing.stderr

@@ -38,7 +38,7 @@ def test_submit_a_ps_job_from_a_cell_then_logs_list_and_delete(shell, kernel_env
     assert "magic-ps" in [j.name for j in listing]
 
     shell.run_line_magic("paddle_delete", "magic-ps")
-    assert capsys.readouterr().out.strip() == "Deleted magic-ps."
+    assert capsys.readouterr().out.strip().startswith("Deleted magic-ps, freeing ")
     shell.run_line_magic("paddle_logs", "magic-ps")
     err = capsys.readouterr().err
     assert err.startswith("paddle-nbext: ") and err.count("\n") == 1 and "magic-ps" in err
@@ -96,3 +96,31 @@ def test_follow_streams_the_trainer_log_then_returns_the_ended_job(shell, kernel
     assert job is not None and job.phase == "Succeeded"
     assert "epoch 0\nepoch 1\nepoch 2\n" in out
     shell.run_line_magic("paddle_delete", "magic-follow")
+
+
+def test_resume_a_cancelled_cell_job_from_its_checkpoint(shell, kernel_env, capsys):
+    body = (
+        "import os, time, paddle_nbext_job as job\n"
+        "resume = job.resume_from()\n"
+        "if resume is None:\n"
+        "    with job.save_checkpoint(7, ranks=1) as d:\n"
+        "        open(os.path.join(d, 'w'), 'w').write('7')\n"
+        "    print('saved', flush=True)\n"
+        "    time.sleep(600)\n"
+        "print('resumed at', resume.step, open(resume.file('w')).read(), flush=True)\n"
+    )
+    job = shell.run_cell_magic("paddle_submit", "--job-name magic-ck", body)
+    assert job is not None, capsys.readouterr().err
+    wait_until(lambda: "saved" in job.logs(), what="the checkpoint")
+    shell.run_line_magic("paddle_resume", "magic-ck")
+    err = capsys.readouterr().err
+    assert err.startswith("paddle-nbext: ") and "only a Cancelled or Failed job can be resumed" in err, err
+    job.cancel().wait(timeout=60)
+    new = shell.run_line_magic("paddle_resume", "magic-ck --job-name magic-ck-2 --wait")
+    assert new is not None and new.name == "magic-ck-2", capsys.readouterr().err
+    assert new.last.phase == "Succeeded" and "resumed at 7 7" in new.logs(), new.last
+    assert new.checkpoints()["resumed_from"]["job"] == "magic-ck"
+    shell.run_line_magic("paddle_delete", "magic-ck-2")
+    shell.run_line_magic("paddle_delete", "magic-ck --keep-checkpoints")
+    out = capsys.readouterr().out
+    assert "Deleted magic-ck-2, freeing " in out and "Its checkpoints (" in out, out
