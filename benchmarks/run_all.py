@@ -18,7 +18,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-ORDER = ("kernel", "k8s", "server", "hardening", "local", "ranks", "panel", "metrics")
+ORDER = ("kernel", "k8s", "server", "hardening", "local", "ranks", "panel", "metrics", "checkpoint")
 
 
 def main() -> int:

@@ -77,6 +77,7 @@ def test_a_process_killed_mid_save_leaves_the_previous_checkpoint_the_latest(tmp
         save(checkpoints, 30, ranks=1)
     finally:
         del os.environ[job.ATTEMPT_VAR]
+    job.wait_for_removals()
     assert sorted(p.name for p in checkpoints.iterdir()) == ["step-000000000010", "step-000000000030"]
 
 
@@ -133,6 +134,19 @@ def test_retention_keeps_the_last_k(tmp_path: Path) -> None:
     assert [c.step for c in job.checkpoints(tmp_path)] == [30, 40, 50]
     save(tmp_path, 60, ranks=1, keep=0)  # 0 keeps all
     assert [c.step for c in job.checkpoints(tmp_path)] == [30, 40, 50, 60]
+    # Retired ones are renamed away at once and removed in the background.
+    job.wait_for_removals()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"step-0000000000{step}" for step in (30, 40, 50, 60)]
+
+
+def test_what_a_crash_left_mid_removal_goes_with_the_next_prune(tmp_path: Path) -> None:
+    save(tmp_path, 1, ranks=1)
+    leftover = tmp_path / ".deleting-step-000000000000-123-456"
+    leftover.mkdir()
+    (leftover / "model.pdparams").write_bytes(b"x")
+    save(tmp_path, 2, ranks=1, keep=5)
+    job.wait_for_removals()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000000000001", "step-000000000002"]
 
 
 def test_retention_comes_from_the_job_field_through_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

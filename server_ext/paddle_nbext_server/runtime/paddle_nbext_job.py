@@ -583,29 +583,74 @@ class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as di
         return self.published
 
 
-def prune(directory: str | os.PathLike[str], keep: int, *, newest: int | None = None) -> list[int]:
-    """Remove complete checkpoints beyond the newest `keep` (0: keep all) and the partial
-    directories of dead attempts (another attempt's, at or below `newest`); the removed steps."""
+def prune(directory: str | os.PathLike[str], keep: int, *, newest: int | None = None, wait: bool = False) -> list[int]:
+    """Retire complete checkpoints beyond the newest `keep` (0: keep all) and the partial
+    directories of dead attempts (another attempt's, at or below `newest`); the retired steps.
+
+    Retiring is one rename each (to `.deleting-...`: no longer a checkpoint, at once); the files
+    are removed by a background thread, so a training loop never waits for the disk to free
+    100 MB (`wait=True` waits; at exit the module waits too; what a crash leaves is removed by
+    the next prune)."""
     root = os.fspath(directory)
     removed: list[int] = []
     every = checkpoints(root)
+    doomed: list[str] = []
     if keep > 0:
         for old in every[: max(0, len(every) - keep)]:
-            _remove_tree(old.path)
+            doomed.append(old.path)
             removed.append(old.step)
-    if newest is not None:
-        attempt = _attempt()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        names = []
+    attempt = _attempt()
+    for name in names:
+        if name.startswith((DELETING_PREFIX, ".old-")):
+            doomed.append(os.path.join(root, name))
+            continue
+        step = _step_of(name, PARTIAL_PREFIX)
+        if newest is None or step is None or step > newest:
+            continue
+        if not name.endswith(f"-{attempt}") or step < newest:
+            doomed.append(os.path.join(root, name))
+    retired = []
+    for path in doomed:
+        name = os.path.basename(path)
+        if name.startswith(DELETING_PREFIX):
+            retired.append(path)
+            continue
+        target = os.path.join(root, f"{DELETING_PREFIX}{name.lstrip('.')}-{os.getpid()}-{time.monotonic_ns()}")
         try:
-            names = os.listdir(root)
+            os.rename(path, target)
         except OSError:
-            names = []
-        for name in names:
-            step = _step_of(name, PARTIAL_PREFIX)
-            if step is None or step > newest:
-                continue
-            if not name.endswith(f"-{attempt}") or step < newest:
-                _remove_tree(os.path.join(root, name))
+            continue  # gone already (another rank's prune)
+        retired.append(target)
+    if retired:
+        worker = threading.Thread(target=_remove_all, args=(retired,), name="paddle-nbext-prune", daemon=True)
+        worker.start()
+        _removals.append(worker)
+        if wait:
+            worker.join()
     return removed
+
+
+#: A retired checkpoint or partial directory being removed (`prune`).
+DELETING_PREFIX = ".deleting-"
+_removals: list[threading.Thread] = []
+
+
+def _remove_all(paths: list[str]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def wait_for_removals() -> None:
+    """Wait until every retired checkpoint's files are removed (at exit, and for tests)."""
+    while _removals:
+        _removals.pop().join()
+
+
+atexit.register(wait_for_removals)
 
 
 def _remove_tree(path: str) -> None:
