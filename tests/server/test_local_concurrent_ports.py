@@ -48,10 +48,11 @@ def colliding_ports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             probe.bind(("127.0.0.1", 0))
             pool.append(probe.getsockname()[1])
 
-    def same_ports(host: str = "127.0.0.1", avoid: set[int] | None = None) -> int:
+    def same_ports(host: str = "127.0.0.1", count: int = 1, avoid: set[int] | None = None) -> int:
+        assert count == 1, "these jobs' trainers run one rank each"
         return next(port for port in pool if port not in (avoid or set()))
 
-    monkeypatch.setattr(local_plan, "free_port", same_ports)
+    monkeypatch.setattr(local_plan, "free_ports", same_ports)
     return pool
 
 
