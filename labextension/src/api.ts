@@ -9,7 +9,15 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { IMetrics } from './metrics';
-import { IDryRun, IErrorBody, IJobStatus, IServerConfig } from './types';
+import {
+  ICheckpoints,
+  IDryRun,
+  IErrorBody,
+  IJobStatus,
+  IKeptCheckpoints,
+  IResumed,
+  IServerConfig
+} from './types';
 
 export const API_PATH = 'paddle/api/v1';
 
@@ -137,8 +145,21 @@ export class PaddleApi {
     return this.json('POST', `jobs/${encodeURIComponent(name)}/cancel`);
   }
 
-  remove(name: string): Promise<void> {
-    return this.json('DELETE', `jobs/${encodeURIComponent(name)}`);
+  /** Delete; with `keepCheckpoints` its checkpoints are moved to ~/paddle-checkpoints/ first. */
+  remove(name: string, keepCheckpoints = false): Promise<IKeptCheckpoints | undefined> {
+    return this.json('DELETE', `jobs/${encodeURIComponent(name)}`, undefined, {
+      keep_checkpoints: keepCheckpoints ? 'true' : null
+    });
+  }
+
+  /** A Cancelled or Failed job started again as a new job from its latest checkpoint. */
+  resume(name: string, changes: { [field: string]: unknown } = {}): Promise<IResumed> {
+    return this.json('POST', `jobs/${encodeURIComponent(name)}/resume`, changes);
+  }
+
+  /** The job's checkpoints, their size, the job dir's size and the job it was resumed from. */
+  checkpoints(name: string): Promise<ICheckpoints> {
+    return this.json('GET', `jobs/${encodeURIComponent(name)}/checkpoints`);
   }
 
   /** What the job's replicas `report()`ed, at most `points` per replica and metric, after `since`. */

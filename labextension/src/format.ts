@@ -1,7 +1,8 @@
 /**
  * Words and short figures the panel shows: ages, replica counts per phase, replica reasons.
  */
-import { IJobStatus, IReplica, IRoleCounts, TERMINAL_PHASES } from './types';
+import { Fraction, formatBytes } from './quantity';
+import { ICheckpoints, IJobStatus, IReplica, IRoleCounts, TERMINAL_PHASES } from './types';
 
 /** "5s", "3m", "2h 5m", "3d 4h" from an ISO time to `now` (ms since the epoch). */
 export function formatAge(iso: string | null, now: number): string {
@@ -177,4 +178,30 @@ export function absoluteTime(iso: string | null): string {
   }
   const when = new Date(iso);
   return Number.isNaN(when.getTime()) ? '' : when.toLocaleString();
+}
+
+/** Phases a job can be resumed from (`POST /jobs/{name}/resume`). */
+export const RESUMABLE_PHASES: ReadonlySet<string> = new Set(['Cancelled', 'Failed']);
+
+/** Bytes for people (`12.5Mi`). */
+export function bytesText(bytes: number): string {
+  return formatBytes(Fraction.of(Math.max(0, Math.round(bytes))));
+}
+
+/**
+ * The job view's checkpoint line: `3 checkpoints, latest step 1200 (36.2Mi) · resumed from job
+ * mnist-1 at step 800`; '' for a job that has none and was not resumed.
+ */
+export function checkpointsText(info: ICheckpoints): string {
+  const parts: string[] = [];
+  const count = info.checkpoints.length;
+  if (count && info.latest) {
+    parts.push(
+      `${count} checkpoint${count === 1 ? '' : 's'}, latest step ${info.latest.step} (${bytesText(info.size)})`
+    );
+  }
+  if (info.resumed_from) {
+    parts.push(`resumed from job ${info.resumed_from.job} at step ${info.resumed_from.step}`);
+  }
+  return parts.join(' · ');
 }

@@ -120,7 +120,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
           return null; // deleted since (a restored layout naming an old job)
         }
       }
-      const widget = new JobViewWidget({ api, actions, job, tail, back: backToList, openLog });
+      const widget = new JobViewWidget({
+        api,
+        actions,
+        job,
+        tail,
+        back: backToList,
+        openLog,
+        openJob: other => void openJob(other)
+      });
       const metrics = new MetricsView({ api, model, name });
       widget.content.setMetricsWidget(metrics);
       widget.disposed.connect(() => metrics.dispose());

@@ -7,7 +7,8 @@ import { Clipboard, Dialog, MainAreaWidget, Notification, showDialog } from '@ju
 import { ApiError, PaddleApi } from './api';
 import { __ } from './i18n';
 import { IJobActions, IJobViewOptions, JobView } from './jobview';
-import { IJobStatus } from './types';
+import { bytesText } from './format';
+import { ICheckpoints, IJobStatus } from './types';
 
 /** Cancel and delete ask first; failures become a notification in words. */
 export function jobActions(api: PaddleApi): IJobActions {
@@ -36,27 +37,83 @@ export function jobActions(api: PaddleApi): IJobActions {
       }
     },
     async remove(name: string, running: boolean): Promise<boolean> {
+      let sizes: ICheckpoints | null = null;
+      try {
+        sizes = await api.checkpoints(name);
+      } catch {
+        sizes = null; // a server before checkpoints: the dialog says nothing of sizes
+      }
+      const hasCheckpoints = !!sizes && sizes.checkpoints.length > 0;
       const result = await showDialog({
         title: __('Delete job %1?', name),
         body:
           (running ? __('The job is stopped first.') + ' ' : '') +
-          __('Its record, logs and package snapshot are removed. This cannot be undone.'),
+          __(
+            'Its record, logs, package snapshot and checkpoints are removed. This cannot be undone.'
+          ) +
+          (sizes ? ' ' + __('This frees %1.', bytesText(sizes.job_size)) : '') +
+          (hasCheckpoints && sizes
+            ? ' ' +
+              __(
+                '"Delete, keep checkpoints" moves its %1 checkpoints (%2) to ~/paddle-checkpoints/ first.',
+                sizes.checkpoints.length,
+                bytesText(sizes.size)
+              )
+            : ''),
         buttons: [
           Dialog.cancelButton({ label: __('Keep') }),
+          ...(hasCheckpoints
+            ? [Dialog.warnButton({ label: __('Delete, keep checkpoints'), actions: ['keep'] })]
+            : []),
           Dialog.warnButton({ label: __('Delete') })
         ]
       });
       if (!result.button.accept) {
         return false;
       }
+      const keep = result.button.actions.includes('keep');
       try {
-        await api.remove(name);
+        const kept = await api.remove(name, keep);
+        if (kept) {
+          Notification.info(__('Checkpoints of %1 kept in %2.', name, kept.kept), {
+            autoClose: 8000
+          });
+        }
         return true;
       } catch (error) {
         Notification.error(__('Could not delete %1: %2', name, (error as ApiError).message), {
           autoClose: 8000
         });
         return false;
+      }
+    },
+    async resume(job: IJobStatus): Promise<IJobStatus | null> {
+      const result = await showDialog({
+        title: __('Resume job %1?', job.name),
+        body: __(
+          'A new job with the same spec starts from its latest checkpoint; %1 stays as it is.',
+          job.name
+        ),
+        buttons: [
+          Dialog.cancelButton({ label: __('Not now') }),
+          Dialog.okButton({ label: __('Resume') })
+        ]
+      });
+      if (!result.button.accept) {
+        return null;
+      }
+      try {
+        const resumed = await api.resume(job.name);
+        Notification.success(
+          __('Resumed %1 as %2 from step %3.', job.name, resumed.name, resumed.resumed_from.step),
+          { autoClose: 5000 }
+        );
+        return resumed;
+      } catch (error) {
+        Notification.error(__('Could not resume %1: %2', job.name, (error as ApiError).message), {
+          autoClose: 8000
+        });
+        return null;
       }
     },
     copySpec(job: IJobStatus): void {

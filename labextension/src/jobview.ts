@@ -10,7 +10,15 @@ import { Widget } from '@lumino/widgets';
 
 import { PaddleApi } from './api';
 import { clear, h } from './dom';
-import { absoluteTime, countsText, formatAge, formatDuration, phaseClass } from './format';
+import {
+  RESUMABLE_PHASES,
+  absoluteTime,
+  checkpointsText,
+  countsText,
+  formatAge,
+  formatDuration,
+  phaseClass
+} from './format';
 import { __ } from './i18n';
 import { IReplicaRef, LogPanel, replicaKey } from './logpanel';
 import { ranksPerTrainer } from './ranks';
@@ -25,6 +33,8 @@ export interface IJobActions {
   /** Confirm and delete; true once deleted. */
   remove(name: string, running: boolean): Promise<boolean>;
   copySpec(job: IJobStatus): void;
+  /** Confirm and resume an ended job from its latest checkpoint; the new job, or null. */
+  resume(job: IJobStatus): Promise<IJobStatus | null>;
 }
 
 export interface IJobViewOptions {
@@ -36,6 +46,8 @@ export interface IJobViewOptions {
   back: (name: string) => void;
   /** Open one replica's log in a tab of its own. */
   openLog?: (name: string, ref: IReplicaRef) => void;
+  /** Open another job's view (the job a Resume started). */
+  openJob?: (name: string) => void;
 }
 
 export class JobView extends Widget {
@@ -52,6 +64,9 @@ export class JobView extends Widget {
   private readonly _times: HTMLElement;
   private readonly _counts: HTMLElement;
   private readonly _cancel: HTMLButtonElement;
+  private readonly _resume: HTMLButtonElement;
+  private readonly _checkpoints: HTMLElement;
+  private _checkpointsFor = '';
   private readonly _replicas: HTMLTableSectionElement;
   private readonly _replicaTable: ReplicaTable;
   private readonly _spec: HTMLPreElement;
@@ -104,6 +119,22 @@ export class JobView extends Widget {
       { className: 'pn-button', type: 'button', 'data-testid': 'paddle-copy-spec' },
       __('Copy spec')
     );
+    this._resume = h(
+      'button',
+      {
+        className: 'pn-button',
+        type: 'button',
+        'data-testid': 'paddle-resume',
+        title: __('Start this job again as a new job from its latest checkpoint')
+      },
+      __('Resume')
+    );
+    this._checkpoints = h('p', {
+      className: 'pn-detail-checkpoints',
+      'data-testid': 'paddle-detail-checkpoints',
+      hidden: true
+    });
+    this._resume.addEventListener('click', () => void this._resumeJob());
     this._cancel.addEventListener('click', () => void this._cancelJob());
     remove.addEventListener('click', () => void this._deleteJob());
     copy.addEventListener('click', () => this._options.actions.copySpec(this._job));
@@ -161,7 +192,8 @@ export class JobView extends Widget {
         this._message,
         this._counts,
         this._times,
-        h('div', { className: 'pn-actions' }, this._cancel, remove, copy),
+        this._checkpoints,
+        h('div', { className: 'pn-actions' }, this._cancel, remove, copy, this._resume),
         this.metricsSlot,
         h('h3', {}, __('Replicas')),
         h('div', { className: 'pn-table-scroll' }, table),
@@ -266,7 +298,12 @@ export class JobView extends Widget {
     this._message.classList.toggle('pn-error-text', job.phase === 'Failed');
     this._counts.textContent = countsText(job);
     this._cancel.disabled = TERMINAL_PHASES.has(job.phase);
+    this._resume.hidden = !RESUMABLE_PHASES.has(job.phase);
     this._renderReplicas(job);
+    if (this._checkpointsFor !== job.phase) {
+      this._checkpointsFor = job.phase;
+      void this._loadCheckpoints();
+    }
     this.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec));
     this.tick();
   }
@@ -308,6 +345,25 @@ export class JobView extends Widget {
     if (!this._opened) {
       this._opened = true;
       void this._openOn(this._job);
+    }
+  }
+
+  /** The checkpoint line (count, latest step, size, the job it was resumed from). */
+  private async _loadCheckpoints(): Promise<void> {
+    try {
+      const info = await this._options.api.checkpoints(this.name);
+      const text = checkpointsText(info);
+      this._checkpoints.textContent = text;
+      this._checkpoints.hidden = !text;
+    } catch {
+      this._checkpoints.hidden = true; // a server before checkpoints, or the job is gone
+    }
+  }
+
+  private async _resumeJob(): Promise<void> {
+    const resumed = await this._options.actions.resume(this._job);
+    if (resumed) {
+      this._options.openJob?.(resumed.name);
     }
   }
 

@@ -31,6 +31,12 @@ export interface IReplicaMetrics {
   eta_seconds: number | null;
   invalid: number;
   truncated: boolean;
+  /** Where a later process of the replica (a whole-job restart) started reporting; its points
+   * replaced the earlier ones from that step on.  Absent from servers before checkpoints. */
+  restarts?: { step: number; time: number }[];
+  /** In an answer to a cursor: a restart since dropped points the asker holds, so this entry is
+   * the replica's whole series, to replace them. */
+  replaced?: boolean;
   series: { [metric: string]: IMetricSeries };
 }
 
@@ -90,13 +96,14 @@ export function cursorCounts(cursor: string): Map<string, number> {
 
 /**
  * `base` with the points of `newer` (an answer to `since=base.cursor`) appended.  A replica
- * whose count went down started its file over: its series are replaced, not appended.
+ * whose count went down started its file over, and one the server marks `replaced` (a restart
+ * dropped points `base` holds): its series are replaced, not appended.
  */
 export function mergeMetrics(base: IMetrics, newer: IMetrics): IMetrics {
   const old = new Map(base.replicas.map(r => [replicaId(r), r]));
   const replicas = newer.replicas.map(replica => {
     const before = old.get(replicaId(replica));
-    if (!before || replica.count < before.count) {
+    if (!before || replica.count < before.count || replica.replaced) {
       return replica;
     }
     const series: { [metric: string]: IMetricSeries } = {};

@@ -49,6 +49,38 @@ export interface IJobStatus {
   replicas: IReplica[];
 }
 
+/** One complete checkpoint (`GET /jobs/{name}/checkpoints`). */
+export interface ICheckpoint {
+  step: number;
+  time: string;
+  size: number;
+  path: string;
+}
+
+/** `GET /jobs/{name}/checkpoints`: the job's checkpoints and what a delete frees. */
+export interface ICheckpoints {
+  name: string;
+  directory: string;
+  checkpoints: ICheckpoint[];
+  latest: ICheckpoint | null;
+  /** Bytes of the checkpoint directory. */
+  size: number;
+  /** Bytes of the whole job dir in the home (logs, snapshot, checkpoints): what a delete frees. */
+  job_size: number;
+  resumed_from: { job: string; step: number; path?: string } | null;
+}
+
+/** `POST /jobs/{name}/resume`: the new job. */
+export interface IResumed extends IJobStatus {
+  resumed_from: { job: string; step: number };
+}
+
+/** `DELETE /jobs/{name}?keep_checkpoints=true`: where they went. */
+export interface IKeptCheckpoints {
+  kept: string;
+  size: number;
+}
+
 /** Server limits, `paddle_nbext.spec.Limits.to_dict()`. */
 export interface ILimits {
   max_pservers: number;

@@ -63,6 +63,24 @@ describe('merging answers after a cursor', () => {
     expect(merged.replicas[0].series.loss.step).toEqual([1]);
   });
 
+  it('replaces a replica the server marks replaced after a restart', () => {
+    // Steps 1-7 were seen; the job restarted from the checkpoint of step 4, so the server
+    // answers the whole series again (1-4 kept, 5-6 from the new attempt), count still growing.
+    const base = answer([replica(0, [1, 2, 3, 4, 5, 6, 7])], 'trainer-0:7');
+    const whole = {
+      ...replica(0, [1, 2, 3, 4, 5, 6]),
+      count: 9,
+      replaced: true,
+      restarts: [{ step: 5, time: 1005 }]
+    };
+    const merged = mergeMetrics(base, answer([whole], 'trainer-0:9'));
+    expect(merged.replicas[0].series.loss.step).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(merged.replicas[0].restarts).toEqual([{ step: 5, time: 1005 }]);
+    // Without the mark the same answer would be appended: steps going back.
+    const appended = mergeMetrics(base, answer([{ ...whole, replaced: false }], 'trainer-0:9'));
+    expect(appended.replicas[0].series.loss.step.length).toBe(13);
+  });
+
   it('reads cursors and orders metric names loss first', () => {
     expect([...cursorCounts('trainer-0:3,pserver-1:0')]).toEqual([
       ['trainer-0', 3],

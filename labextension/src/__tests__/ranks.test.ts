@@ -341,5 +341,6 @@ describe('metrics per rank', () => {
 const actions = {
   cancel: () => Promise.resolve(null),
   remove: () => Promise.resolve(false),
-  copySpec: () => undefined
+  copySpec: () => undefined,
+  resume: () => Promise.resolve(null)
 };

@@ -198,7 +198,8 @@ describe('request body', () => {
       procs_per_trainer: 1,
       env: { A: '1' },
       snapshot: true,
-      max_restarts: 0
+      max_restarts: 0,
+      keep_checkpoints: 3
     });
   });
 

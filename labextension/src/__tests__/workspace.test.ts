@@ -32,7 +32,8 @@ function replica(role: string, index: number, overrides: Partial<IReplica> = {})
 const actions = {
   cancel: () => Promise.resolve(null),
   remove: () => Promise.resolve(false),
-  copySpec: () => undefined
+  copySpec: () => undefined,
+  resume: () => Promise.resolve(null)
 };
 
 const FAILED_LOG = [
@@ -152,6 +153,58 @@ describe('failure first', () => {
     expect(view.node.querySelector('[data-testid="paddle-log-status"]')!.textContent).toBe(
       'trainer 0 has not started yet; its log appears once it does.'
     );
+  });
+
+  it('offers Resume for a cancelled job, shows its checkpoints and opens the new job', async () => {
+    const checkpoints = {
+      name: 'ck',
+      directory: '/home/u/.paddle-jobs/ck/checkpoints',
+      checkpoints: [
+        { step: 10, time: '2026-12-01T10:00:00Z', size: 1024, path: '/x/step-10' },
+        { step: 20, time: '2026-12-01T10:01:00Z', size: 1024, path: '/x/step-20' }
+      ],
+      latest: { step: 20, time: '2026-12-01T10:01:00Z', size: 1024, path: '/x/step-20' },
+      size: 3 * 1024 * 1024,
+      job_size: 4 * 1024 * 1024,
+      resumed_from: { job: 'ck-old', step: 5 }
+    };
+    const api = {
+      logs: () => Promise.resolve(''),
+      checkpoints: () => Promise.resolve(checkpoints)
+    } as unknown as PaddleApi;
+    const resumed: string[] = [];
+    const opened: string[] = [];
+    const view = new JobView({
+      api,
+      actions: {
+        ...actions,
+        resume: (asked: IJobStatus) => {
+          resumed.push(asked.name);
+          return Promise.resolve(job('ck-2'));
+        }
+      },
+      job: job('ck', { phase: 'Running' }),
+      tail: 10,
+      back: () => undefined,
+      openJob: name => opened.push(name)
+    });
+    const button = view.node.querySelector<HTMLButtonElement>('[data-testid="paddle-resume"]')!;
+    expect(button.hidden).toBe(true); // a running job is not resumed
+    view.setJob(job('ck', { phase: 'Cancelled' }));
+    expect(button.hidden).toBe(false);
+    await new Promise(resolve => setTimeout(resolve, 0));
+    const line = view.node.querySelector<HTMLElement>('[data-testid="paddle-detail-checkpoints"]')!;
+    expect(line.hidden).toBe(false);
+    expect(line.textContent).toBe(
+      '2 checkpoints, latest step 20 (3Mi) · resumed from job ck-old at step 5'
+    );
+    button.click();
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(resumed).toEqual(['ck']);
+    expect(opened).toEqual(['ck-2']);
+    view.setJob(job('ck', { phase: 'Succeeded' }));
+    expect(button.hidden).toBe(true);
+    view.dispose();
   });
 
   it('has a metrics slot that holds one widget and Esc goes back', () => {
