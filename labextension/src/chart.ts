@@ -104,6 +104,7 @@ export class LineChart {
   private readonly _tooltip: HTMLElement;
   private readonly _note: HTMLElement;
   private _lines: ILine[] = [];
+  private _marks: number[] = [];
   private _scale: Scale = 'linear';
   private _x: [number, number] = [0, 1];
   private _y: [number, number] = [0, 1];
@@ -155,8 +156,10 @@ export class LineChart {
     }
   }
 
-  setLines(lines: ILine[]): void {
+  /** The lines, and the steps where the job restarted (a dashed rule each). */
+  setLines(lines: ILine[], marks: number[] = []): void {
     this._lines = lines;
+    this._marks = marks;
     this.render();
   }
 
@@ -227,6 +230,25 @@ export class LineChart {
     this._x = [x0, x1];
     this._y = [y0 - pad, y1 + pad];
     this._renderAxes();
+    for (const step of this._marks) {
+      if (step < x0 || step > x1) {
+        continue;
+      }
+      const x = this._px(step).toFixed(1);
+      const rule = svg('line', {
+        x1: x,
+        x2: x,
+        y1: MARGIN.top,
+        y2: HEIGHT - MARGIN.bottom,
+        class: 'pn-chart-restart',
+        'stroke-dasharray': '4 3',
+        'vector-effect': 'non-scaling-stroke',
+        'data-testid': 'paddle-chart-restart',
+        'data-step': step
+      });
+      rule.appendChild(svg('title')).textContent = __('restarted: resumed at step %1', step);
+      this._plot.appendChild(rule);
+    }
     this._lines.forEach((line, n) => {
       const points = visible[n].map(
         i => `${this._px(line.x[i]).toFixed(1)},${this._py(line.y[i]).toFixed(1)}`

@@ -125,6 +125,17 @@ export function mergeMetrics(base: IMetrics, newer: IMetrics): IMetrics {
   return { ...newer, points: base.points, replicas };
 }
 
+/** The steps where any replica restarted (a whole-job restart), each once, in order. */
+export function restartSteps(metrics: IMetrics): number[] {
+  const steps = new Set<number>();
+  for (const replica of metrics.replicas) {
+    for (const mark of replica.restarts ?? []) {
+      steps.add(mark.step);
+    }
+  }
+  return [...steps].sort((a, b) => a - b);
+}
+
 /** The longest line (points of one replica's metric) in `metrics`. */
 export function longestSeries(metrics: IMetrics): number {
   let longest = 0;

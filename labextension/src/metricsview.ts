@@ -24,6 +24,7 @@ import {
   mergeMetrics,
   metricNames,
   progressView,
+  restartSteps,
   seriesName
 } from './metrics';
 import { JobsModel } from './model';
@@ -218,7 +219,7 @@ export class MetricsView extends Widget {
           h('section', { className: 'pn-chart-section' }, h('h4', {}, name), chart.node)
         );
       }
-      chart.setLines(linesOf(metrics!, name));
+      chart.setLines(linesOf(metrics!, name), restartSteps(metrics!));
     }
     if (!names.length) {
       clear(this._charts);

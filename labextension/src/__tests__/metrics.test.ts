@@ -10,7 +10,8 @@ import {
   longestSeries,
   mergeMetrics,
   metricNames,
-  progressView
+  progressView,
+  restartSteps
 } from '../metrics';
 import { linesOf } from '../metricsview';
 
@@ -79,6 +80,25 @@ describe('merging answers after a cursor', () => {
     // Without the mark the same answer would be appended: steps going back.
     const appended = mergeMetrics(base, answer([{ ...whole, replaced: false }], 'trainer-0:9'));
     expect(appended.replicas[0].series.loss.step.length).toBe(13);
+  });
+
+  it('marks the restarts on the charts, each step once', () => {
+    const metrics = answer(
+      [
+        replica(0, [1, 2, 5], { restarts: [{ step: 5, time: 1 }] }),
+        replica(1, [1, 2, 5], { restarts: [{ step: 5, time: 2 }] }),
+        replica(2, [1])
+      ],
+      ''
+    );
+    expect(restartSteps(metrics)).toEqual([5]);
+    const chart = new LineChart('loss');
+    chart.setLines(linesOf(metrics, 'loss'), restartSteps(metrics));
+    const rules = chart.node.querySelectorAll('[data-testid="paddle-chart-restart"]');
+    expect([...rules].map(rule => rule.getAttribute('data-step'))).toEqual(['5']);
+    expect(rules[0].textContent).toBe('restarted: resumed at step 5');
+    chart.setLines(linesOf(metrics, 'loss'));
+    expect(chart.node.querySelectorAll('[data-testid="paddle-chart-restart"]').length).toBe(0);
   });
 
   it('reads cursors and orders metric names loss first', () => {
