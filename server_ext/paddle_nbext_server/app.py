@@ -16,6 +16,7 @@ from jupyter_server.utils import url_path_join
 from traitlets import TraitError
 
 from .config import PaddleNbext
+from .config_files import with_config_d
 from .handlers import API_BASE, routes
 from .state import STATE_KEY, ExtensionState
 
@@ -26,7 +27,8 @@ _WILDCARD_OR_LOCAL = {"", "0.0.0.0", "*", "localhost", "127.0.0.1", "::", "::1"}
 def load_settings(parent: Any) -> tuple[PaddleNbext, str | None]:
     """`c.PaddleNbext` checked; on a bad value the defaults plus the message naming the trait."""
     try:
-        settings = PaddleNbext(parent=parent)
+        config = with_config_d(parent.config, getattr(parent, "config_file_paths", None), parent.log)
+        settings = PaddleNbext(parent=parent, config=config)
         settings.check_consistency()
         return settings, None
     except TraitError as error:
