@@ -21,6 +21,7 @@ from . import display
 from .client import Client
 from .contract import Phase, Role, is_terminal
 from .metrics import MetricsTable, table_from
+from .ranklog import rank_lines, rank_stream
 from .spec import JobSpec
 from .status import JobStatus, SubmitPlan
 
@@ -131,18 +132,23 @@ class Job:
         tail: int | None = None,
         previous: bool = False,
         follow: bool = False,
+        rank: int | None = None,
     ) -> LogText | None:
         """The replica's log.  With `follow=True` it is printed as it is written until the replica
-        ends, and nothing is returned (so a notebook does not show it twice)."""
+        ends, and nothing is returned (so a notebook does not show it twice).  `rank`: only that
+        rank's lines of a trainer of several ranks (without their `[rank r] ` prefix; `tail`
+        counts the trainer's lines)."""
         if follow:
-            for chunk in self.follow_logs(role, index, tail=tail):
+            for chunk in self.follow_logs(role, index, tail=tail, rank=rank):
                 sys.stdout.write(chunk)
                 sys.stdout.flush()
             return None
-        return LogText(self.client.logs(self.name, role=role, index=index, tail=tail, previous=previous))
+        text = self.client.logs(self.name, role=role, index=index, tail=tail, previous=previous)
+        return LogText(text if rank is None else rank_lines(text, rank))
 
-    def follow_logs(self, role: str = Role.TRAINER, index: int = 0, *, tail: int | None = None) -> Iterator[str]:
-        return self.client.follow_logs(self.name, role=role, index=index, tail=tail)
+    def follow_logs(self, role: str = Role.TRAINER, index: int = 0, *, tail: int | None = None, rank: int | None = None) -> Iterator[str]:
+        chunks = self.client.follow_logs(self.name, role=role, index=index, tail=tail)
+        return chunks if rank is None else rank_stream(chunks, rank)
 
     def metrics(self, points: int | None = None) -> MetricsTable:
         """What the replicas `report()`ed: one dict per point (replica, role, index, step, time

@@ -28,6 +28,7 @@ from .client import Client, PaddleNbextError, dumps
 from .contract import Phase, Role, is_terminal
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
 from .quota import QuotaCheck, Verdict
+from .ranklog import rank_lines, rank_stream
 from .status import JobStatus
 
 __all__ = ["main", "build_parser"]
@@ -108,6 +109,7 @@ def build_parser() -> Parser:
     logs.add_argument("--tail", type=int, default=None)
     logs.add_argument("--previous", action="store_true")
     logs.add_argument("--follow", "-f", action="store_true", help="stream until the replica ends")
+    logs.add_argument("--rank", type=int, default=None, help="only this rank's lines of a trainer of several ranks")
     metrics = commands.add_parser(
         "metrics",
         help="print what a job's replicas report()ed",
@@ -181,14 +183,20 @@ def _run(args: argparse.Namespace) -> int:
         _emit(args, job.last.to_dict(), display.status_text(job.last))
         return _phase_code(job.last)
     if args.command == "logs":
+        if args.rank is not None and args.rank < 0:
+            raise UsageError("--rank must be 0 or more")
         if args.follow:
-            for chunk in client.follow_logs(args.name, role=args.role, index=args.index, tail=args.tail):
+            chunks = client.follow_logs(args.name, role=args.role, index=args.index, tail=args.tail)
+            for chunk in chunks if args.rank is None else rank_stream(chunks, args.rank):
                 sys.stdout.write(chunk)
                 sys.stdout.flush()
             return EXIT_OK
         text = client.logs(args.name, role=args.role, index=args.index, tail=args.tail, previous=args.previous)
+        if args.rank is not None:
+            text = rank_lines(text, args.rank)
         if args.output == "json":
-            print(dumps({"name": args.name, "role": args.role, "index": args.index, "log": text}))
+            where = {"name": args.name, "role": args.role, "index": args.index}
+            print(dumps({**where, **({"rank": args.rank} if args.rank is not None else {}), "log": text}))
         else:
             sys.stdout.write(text)
         return EXIT_OK

@@ -55,6 +55,7 @@ def _logs_parser() -> Parser:
     parser.add_argument("--tail", type=int, default=None, help="only the last N lines")
     parser.add_argument("--previous", action="store_true", help="the log of the previous (restarted) attempt")
     parser.add_argument("--follow", action="store_true", help="stream until the replica ends")
+    parser.add_argument("--rank", type=int, default=None, help="only this rank's lines of a trainer of several ranks")
     return parser
 
 
@@ -123,14 +124,14 @@ class PaddleMagics(Magics):
 
     @line_magic
     def paddle_logs(self, line: str) -> Any:
-        """Show a replica's log: `%paddle_logs NAME [--role trainer|pserver] [--index N] [--follow]`."""
+        """Show a replica's log: `%paddle_logs NAME [--role trainer|pserver] [--index N] [--rank R] [--follow]`."""
 
         def action(args: Any) -> Any:
             job = api.Job(args.name)
             if args.follow:
-                job.logs(args.role, args.index, tail=args.tail, follow=True)
+                job.logs(args.role, args.index, tail=args.tail, follow=True, rank=args.rank)
                 return None
-            text = job.logs(args.role, args.index, tail=args.tail, previous=args.previous) or ""
+            text = job.logs(args.role, args.index, tail=args.tail, previous=args.previous, rank=args.rank) or ""
             print(
                 text if text else f"(no output yet from {args.role}-{args.index} of {args.name})", end="" if text.endswith("\n") else "\n"
             )
