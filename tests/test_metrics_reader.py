@@ -236,3 +236,30 @@ def test_the_first_start_and_a_steps_repeat_are_not_restarts(tmp_path: Path) -> 
     write(file.path, started(3, loss=1.0) + point(3, acc=0.5) + point(4, loss=0.5))
     body = MetricsCache().read("job", [file])["replicas"][0]
     assert body["restarts"] == [] and body["series"]["loss"]["step"] == [3, 4] and body["series"]["acc"]["step"] == [3]
+
+
+def test_the_kubernetes_backend_lists_each_ranks_file_on_the_home_volume(tmp_path: Path) -> None:
+    """Pservers first, one file each; every trainer's ranks from the spec (GPUs, else
+    procs_per_trainer); a launch entry point's trainer has its one file."""
+    from paddle_nbext.status import JobStatus
+    from paddle_nbext_server.backends.kubernetes.metrics import metrics_files
+
+    def listed(spec: dict[str, object]) -> list[tuple[str, int, int | None, str]]:
+        status = JobStatus.from_dict({"name": "job-a", "phase": "Running", "spec": spec})
+        files = metrics_files(str(tmp_path), status)
+        assert all(f.path.parent == tmp_path / ".paddle-jobs" / "job-a" / "logs" for f in files)
+        return [(f.role, f.index, f.rank, f.path.name) for f in files]
+
+    assert listed({"mode": "ps", "pservers": 1, "trainers": 1, "procs_per_trainer": 2}) == [
+        ("pserver", 0, None, "pserver-0.metrics.jsonl"),
+        ("trainer", 0, 0, "trainer-0.metrics.jsonl"),
+        ("trainer", 0, 1, "trainer-0.rank-1.metrics.jsonl"),
+    ]
+    assert [row[:3] for row in listed({"mode": "collective", "trainers": 2, "trainer_gpu": 2})] == [
+        ("trainer", 0, 0),
+        ("trainer", 0, 1),
+        ("trainer", 1, 0),
+        ("trainer", 1, 1),
+    ]
+    launch = {"mode": "collective", "trainers": 1, "trainer_gpu": 8, "entry_point": "python -m paddle.distributed.launch train.py"}
+    assert listed(launch) == [("trainer", 0, None, "trainer-0.metrics.jsonl")]
