@@ -67,7 +67,8 @@ def test_a_rank_that_raises_fails_the_job_naming_trainer_and_rank(home: Path) ->
     status, log = asyncio.run(scenario())
     assert status.phase == "Failed"
     # Global rank 4 is rank 1 of trainer 1.
-    assert "trainer 1 rank 1 failed: ValueError: bad batch at step 10: x has NaN values" in status.message, status.message
+    # Named once: not "trainer 1 failed with exit code 1: trainer 1 rank 1 failed: ...".
+    assert status.message == "trainer 1 rank 1 failed: ValueError: bad batch at step 10: x has NaN values", status.message
     assert "[rank 1] ValueError: bad batch at step 10: x has NaN values" in log
     assert leftover_processes(home, "rank-raises") == []
 
