@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-__all__ = ["RankLines", "rank_lines", "rank_stream"]
+__all__ = ["RankLines", "failed_rank", "rank_lines", "rank_stream"]
 
 _ANY_RANK = re.compile(r"^\[rank \d+\] ")
 
@@ -64,3 +64,10 @@ def rank_stream(chunks: Iterable[str], rank: int) -> Iterator[str]:
     rest = lines.end()
     if rest:
         yield rest
+
+
+def failed_rank(message: str, index: int) -> int | None:
+    """The rank of trainer `index` a job's message says failed (`trainer 1 rank 2 failed: ...`,
+    runtime/policy.py), or None."""
+    found = re.search(rf"\btrainer {index} rank (\d+) failed\b", message)
+    return int(found[1]) if found else None

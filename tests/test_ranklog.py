@@ -42,3 +42,12 @@ def test_a_last_line_without_newline_is_kept_and_a_negative_rank_refused() -> No
     assert rank_lines("[rank 2] almost", 2) == "almost"
     with pytest.raises(ValueError, match="0 or more"):
         RankLines(-1)
+
+
+def test_the_failed_rank_of_a_trainer_is_read_from_the_jobs_message() -> None:
+    from paddle_nbext.ranklog import failed_rank
+
+    assert failed_rank("trainer 1 rank 2 failed: ValueError: x", 1) == 2
+    assert failed_rank("trainer 1 rank 2 failed after 1 restart: ValueError: x", 1) == 2
+    assert failed_rank("trainer 11 rank 2 failed: x", 1) is None
+    assert failed_rank("trainer 1 failed with exit code 1: ValueError: x", 1) is None

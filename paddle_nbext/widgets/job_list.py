@@ -18,6 +18,7 @@ from .. import display
 from ..api import get_client
 from ..client import Client, PaddleNbextError
 from ..contract import Role
+from ..ranklog import failed_rank, rank_lines
 from ..status import JobStatus
 from ..words import replica_name, replica_to_open
 from ._poll import Poller, comm_alive, watch_comm_close
@@ -125,19 +126,26 @@ class JobListWidget(widgets.VBox):
     # ---- buttons
     def show_logs(self, name: str, role: str | None = None, index: int | None = None) -> str:
         """Show a replica's last lines; by default the one the panel opens on (a failed job's
-        failed replica, else trainer 0)."""
+        failed replica, and of a trainer of several ranks the failed rank's lines, else trainer 0)."""
+        rank = None
         if role is None or index is None:
             row = self.rows.get(name)
             default_role, default_index = replica_to_open(row.status) if row else (Role.TRAINER.value, 0)
+            if row and role is None and index is None and default_role == Role.TRAINER.value:
+                rank = failed_rank(row.status.message, default_index)
             role = default_role if role is None else role
             index = default_index if index is None else index
         try:
-            text = self.client.logs(name, role=role, index=index, tail=200)
+            # One rank's last lines are among more of its trainer's (every rank writes there).
+            text = self.client.logs(name, role=role, index=index, tail=200 if rank is None else 5000)
         except PaddleNbextError as error:
             self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
             return ""
+        if rank is not None:
+            text = "".join(rank_lines(text, rank).splitlines(keepends=True)[-200:])
+        who = replica_name(role, index) + (f" · rank {rank}" if rank is not None else "")
         self.logs.value = (
-            f"<b>{html.escape(name)} · {html.escape(replica_name(role, index))}</b> (last 200 lines)"
+            f"<b>{html.escape(name)} · {html.escape(who)}</b> (last 200 lines)"
             f"<pre class='paddle-logs' style='max-height:300px;overflow:auto'>{html.escape(text) or '(no output yet)'}</pre>"
         )
         return text

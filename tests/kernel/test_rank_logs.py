@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .conftest import wait_until
+
 CLI = str(Path(sys.executable).with_name("paddle-nbext"))
 SCRIPT = """\
 import os
@@ -48,4 +50,41 @@ def test_a_ranks_lines_by_api_and_cli(client, server, workdir) -> None:
             assert result.returncode == 0, result.stderr
             assert result.stdout == "".join(f"rank 1 says step {step}\n" for step in (1, 2, 3)), follow
     finally:
+        job.delete()
+
+
+RAISES = """\
+import os
+rank = os.environ["PADDLE_LOCAL_RANK"]
+print(f"rank {rank} starts", flush=True)
+if rank == "1":
+    raise ValueError("rank one cannot go on")
+"""
+
+
+def test_the_job_lists_logs_button_shows_the_failed_ranks_lines(client, workdir) -> None:
+    from paddle_nbext import api
+    from paddle_nbext.widgets.job_list import JobListWidget
+
+    (workdir / "rank_raises.py").write_text(RAISES)
+    job = api.submit(
+        entry_point="python rank_raises.py",
+        job_name="rank-raises-widget",
+        mode="collective",
+        trainers=1,
+        procs_per_trainer=2,
+        trainer_package=str(workdir),
+        client=client,
+    )
+    table = JobListWidget(client, interval=0.3)
+    try:
+        job.wait(timeout=180)
+        assert job.last.message == "trainer 0 rank 1 failed: ValueError: rank one cannot go on"
+        wait_until(lambda: "paddle-phase-failed" in table.rows["rank-raises-widget"].cells[1].value, what="the row to show Failed")
+        text = table.show_logs("rank-raises-widget")
+        assert "rank 1 starts\n" in text and "ValueError: rank one cannot go on" in text
+        assert "[rank" not in text and "rank 0 starts" not in text
+        assert "rank-raises-widget · trainer 0 · rank 1" in table.logs.value
+    finally:
+        table.close()
         job.delete()
