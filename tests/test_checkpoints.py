@@ -268,5 +268,16 @@ def test_kubernetes_replicas_know_their_attempt_from_the_pod_label() -> None:
     from tests.test_k8s_manifests import SETTINGS
 
     env = manifests.role_env(spec, "alice", "trainer", SETTINGS, "/home/jovyan/.paddle-jobs/ck/package")
-    attempt = next(item for item in env if item["name"] == job.ATTEMPT_VAR)
-    assert attempt["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.labels['paddle-nbext/attempt']"}}
+    by_name = {item["name"]: item for item in env}
+    # Ours (jobs mode: the master's restarts) and JobSet's (jobset mode), joined by Kubernetes'
+    # $(VAR) expansion: "2." in jobs mode, "0.3" in jobset mode.
+    assert by_name["PADDLE_NBEXT_ATTEMPT_JOBS"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.labels['paddle-nbext/attempt']"}}
+    assert by_name["PADDLE_NBEXT_ATTEMPT_JOBSET"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"}
+    }
+    assert by_name[job.ATTEMPT_VAR]["value"] == "$(PADDLE_NBEXT_ATTEMPT_JOBS).$(PADDLE_NBEXT_ATTEMPT_JOBSET)"
+    names = [item["name"] for item in env]
+    assert names.index(job.ATTEMPT_VAR) > names.index("PADDLE_NBEXT_ATTEMPT_JOBSET")  # expansion needs them first
+    # The replicas read them as distinct attempts, in either mode.
+    tokens = {job._attempt({job.ATTEMPT_VAR: value}) for value in ("0.", "1.", "0.1", "0.2", "10.", "1.0")}
+    assert len(tokens) == 6

@@ -51,4 +51,4 @@ def test_demo_notebook_runs_and_the_jobs_succeed(kernel_env):
     assert "4 trainers × 2 CPU = 8 CPU, 4Gi" in output_of('form.inputs["trainers"].value = 0')
     assert "no errors | Submit disabled: False" in output_of('form.inputs["trainers"].value = 0')
     assert "demo-ps" in output_of("%paddle_jobs") and "Succeeded" in output_of("%paddle_jobs")
-    assert "Deleted demo-ps." in output_of("%paddle_delete demo-ps")
+    assert "Deleted demo-ps, freeing " in output_of("%paddle_delete demo-ps")  # and says what it freed

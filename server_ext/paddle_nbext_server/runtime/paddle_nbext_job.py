@@ -476,7 +476,7 @@ def _keep(keep: int | None) -> int:
 
 def _attempt(env: Mapping[str, str] | None = None) -> str:
     raw = (os.environ if env is None else env).get(ATTEMPT_VAR, "").strip()
-    return "".join(c for c in raw if c.isalnum())[:32] or "0"
+    return "".join(c for c in raw if c.isascii() and (c.isalnum() or c in "._")).strip(".")[:32] or "0"
 
 
 class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as directory:`

@@ -48,7 +48,7 @@ from paddle_nbext.quantity import Quantity
 from paddle_nbext.spec import JobSpec
 
 from ... import runtime_files
-from ...runtime import paddle_nbext_job
+from ...runtime import paddle_nbext_job, replicas
 from . import volcano
 from .api_names import JOBS_DIR
 from .home_volume import HomeVolume
@@ -189,6 +189,10 @@ def _threads(cpu: str) -> str:
     return str(max(1, math.ceil(Quantity.parse(cpu).value)))
 
 
+#: The two pod labels `PADDLE_NBEXT_ATTEMPT` is made of (`role_env`).
+ATTEMPT_PARTS = ("PADDLE_NBEXT_ATTEMPT_JOBS", "PADDLE_NBEXT_ATTEMPT_JOBSET")
+
+
 def checkpoint_dir(home_path: str, job_name: str) -> str:
     """A job's checkpoint directory on the home volume: `<home>/.paddle-jobs/<job>/checkpoints`."""
     return f"{home_path.rstrip('/')}/{JOBS_DIR}/{job_name}/{paddle_nbext_job.CHECKPOINTS_SUBDIR}"
@@ -225,10 +229,16 @@ def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, w
         paddle_nbext_job.KEEP_VAR: str(spec.keep_checkpoints),
     }
     user = [{"name": key, "value": value} for key, value in sorted(spec.env.items()) if key not in values]
-    # The whole-job attempt (the pod's label, new on every restart): a checkpoint an earlier
-    # attempt published is the one to resume from (`paddle_nbext_job.resume_from`).
-    attempt = {"name": paddle_nbext_job.ATTEMPT_VAR, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{ATTEMPT_LABEL}']"}}}
-    return [*user, *({"name": key, "value": value} for key, value in values.items()), attempt]
+    # The whole-job attempt, new on every restart: a checkpoint an earlier attempt published is
+    # the one to resume from (`paddle_nbext_job.resume_from`).  From the pod's labels: ours (the
+    # master's restarts, `jobs` mode) and JobSet's (its restarts, `jobset` mode, where ours stays
+    # 0); a label a pod lacks reads as "".
+    attempt = [
+        {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{label}']"}}}
+        for name, label in ((ATTEMPT_PARTS[0], ATTEMPT_LABEL), (ATTEMPT_PARTS[1], replicas.JOBSET_RESTART_LABEL))
+    ]
+    attempt.append({"name": paddle_nbext_job.ATTEMPT_VAR, "value": f"$({ATTEMPT_PARTS[0]}).$({ATTEMPT_PARTS[1]})"})
+    return [*user, *({"name": key, "value": value} for key, value in values.items()), *attempt]
 
 
 def _resources(spec: JobSpec, role: str, settings: ManifestSettings) -> dict[str, Any]:
