@@ -261,6 +261,10 @@ def test_without_the_runners_word_a_rank_resumes_from_an_earlier_attempts_checkp
     save(tmp_path, 30, ranks=1)
     assert (found := job.resume_from()) is not None and found.step == 20
     assert (newest := job.latest()) is not None and newest.step == 30
+    # A process that started after attempt 2 saved step 30 under the same attempt label (a queue
+    # suspended and re-admitted the job, which keeps JobSet's restart count) resumes from it.
+    monkeypatch.setattr(job, "process_started", lambda: time.time() + 1)
+    assert (found := job.resume_from()) is not None and found.step == 30
 
 
 def test_kubernetes_replicas_know_their_attempt_from_the_pod_label() -> None:

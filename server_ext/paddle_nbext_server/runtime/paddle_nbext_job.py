@@ -417,9 +417,11 @@ def latest(directory: str | os.PathLike[str] | None = None) -> Checkpoint | None
 def resume_from(env: Mapping[str, str] | None = None) -> Checkpoint | None:
     """The checkpoint this attempt starts from, the same for every rank: the one the job's
     runner named when it started the job (`PADDLE_NBEXT_RESUME_FROM`; set empty: from scratch),
-    else the latest one an earlier attempt published (`PADDLE_NBEXT_ATTEMPT`: a rank that starts
-    late must not take what a faster rank of its own attempt saved meanwhile), else `latest()`.
-    None: start from scratch."""
+    else the latest one not saved by this attempt after this process started (a rank that starts
+    late must not take what a faster rank of its own attempt saved meanwhile: with
+    `PADDLE_NBEXT_ATTEMPT` a checkpoint of another attempt, or of this one from before this process
+    started, as after a queue suspended and re-admitted the job), else `latest()`.  None: start
+    from scratch."""
     source = os.environ if env is None else env
     path = source.get(RESUME_VAR, "").strip()
     if path:
@@ -435,9 +437,31 @@ def resume_from(env: Mapping[str, str] | None = None) -> Checkpoint | None:
         return None
     every = checkpoints(checkpoint_dir(source))
     if source.get(ATTEMPT_VAR, "").strip():
-        attempt = _attempt(source)
-        every = [each for each in every if manifest(each.path).get("attempt") != attempt]
+        attempt, started = _attempt(source), process_started()
+        every = [each for each in every if _usable(manifest(each.path), attempt, started)]
     return every[-1] if every else None
+
+
+def _usable(record: Mapping[str, object], attempt: str, started: float) -> bool:
+    saved = record.get("time")
+    before = isinstance(saved, (int, float)) and not isinstance(saved, bool) and saved < started
+    return record.get("attempt") != attempt or before
+
+
+_IMPORTED = time.time()
+
+
+def process_started() -> float:
+    """When this process started (epoch seconds; from /proc, else when this module was imported)."""
+    try:
+        with open("/proc/self/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime: clock ticks after boot (field 22 of proc(5))
+        with open("/proc/stat") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return _IMPORTED
 
 
 def manifest(path: str) -> dict[str, object]:
