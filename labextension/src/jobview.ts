@@ -13,6 +13,7 @@ import { clear, h } from './dom';
 import {
   RESUMABLE_PHASES,
   absoluteTime,
+  bytesText,
   checkpointsText,
   countsText,
   formatAge,
@@ -66,6 +67,8 @@ export class JobView extends Widget {
   private readonly _cancel: HTMLButtonElement;
   private readonly _resume: HTMLButtonElement;
   private readonly _checkpoints: HTMLElement;
+  private readonly _checkpointList: HTMLDetailsElement;
+  private readonly _checkpointRows: HTMLTableSectionElement;
   private _checkpointsFor = '';
   private readonly _replicas: HTMLTableSectionElement;
   private readonly _replicaTable: ReplicaTable;
@@ -134,6 +137,29 @@ export class JobView extends Widget {
       'data-testid': 'paddle-detail-checkpoints',
       hidden: true
     });
+    this._checkpointRows = h('tbody');
+    this._checkpointList = h(
+      'details',
+      { className: 'pn-checkpoints-section', 'data-testid': 'paddle-checkpoints', hidden: true },
+      h('summary', {}, __('Checkpoints')),
+      h(
+        'table',
+        { className: 'pn-replicas' },
+        h('caption', { className: 'pn-sr-only' }, __('Checkpoints of %1', job.name)),
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            h('th', { scope: 'col' }, __('Step')),
+            h('th', { scope: 'col' }, __('Saved')),
+            h('th', { scope: 'col' }, __('Size'))
+          )
+        ),
+        this._checkpointRows
+      )
+    );
     this._resume.addEventListener('click', () => void this._resumeJob());
     this._cancel.addEventListener('click', () => void this._cancelJob());
     remove.addEventListener('click', () => void this._deleteJob());
@@ -199,6 +225,7 @@ export class JobView extends Widget {
         h('div', { className: 'pn-table-scroll' }, table),
         h('h3', {}, __('Logs')),
         this.logs.node,
+        this._checkpointList,
         h('details', { className: 'pn-spec-section' }, h('summary', {}, __('Spec')), this._spec)
       )
     );
@@ -355,6 +382,19 @@ export class JobView extends Widget {
       const text = checkpointsText(info);
       this._checkpoints.textContent = text;
       this._checkpoints.hidden = !text;
+      clear(this._checkpointRows);
+      for (const checkpoint of [...info.checkpoints].reverse()) {
+        this._checkpointRows.appendChild(
+          h(
+            'tr',
+            { 'data-step': String(checkpoint.step) },
+            h('td', {}, String(checkpoint.step)),
+            h('td', {}, h('time', { dateTime: checkpoint.time }, absoluteTime(checkpoint.time))),
+            h('td', {}, bytesText(checkpoint.size))
+          )
+        );
+      }
+      this._checkpointList.hidden = info.checkpoints.length === 0;
     } catch {
       this._checkpoints.hidden = true; // a server before checkpoints, or the job is gone
     }

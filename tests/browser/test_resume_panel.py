@@ -69,6 +69,11 @@ def test_a_cancelled_job_resumes_from_the_panel_and_continues_from_its_checkpoin
     dialog.locator("button.jp-mod-warn").click()
     expect(view.locator('[data-testid="paddle-detail-phase"]')).to_have_text("Cancelled", timeout=60_000)
     expect(view.locator('[data-testid="paddle-detail-checkpoints"]')).to_have_text(re.compile(r"^2 checkpoints, latest step 10 \("))
+    # The checkpoints themselves: step, time and size, newest first.
+    listing = view.locator('[data-testid="paddle-checkpoints"]')
+    listing.locator("summary").click()
+    expect(listing.locator("tbody tr")).to_have_count(2)
+    expect(listing.locator("tbody tr td:first-child")).to_have_text(["10", "5"])
 
     # Resume, confirmed: the new job's view opens and it goes on from step 10.
     expect(resume).to_be_visible()

@@ -198,6 +198,16 @@ describe('failure first', () => {
     expect(line.textContent).toBe(
       '2 checkpoints, latest step 20 (3Mi) · resumed from job ck-old at step 5'
     );
+    // Each checkpoint with its step, time and size, newest first.
+    const list = view.node.querySelector<HTMLElement>('[data-testid="paddle-checkpoints"]')!;
+    expect(list.hidden).toBe(false);
+    const rows = [...list.querySelectorAll('tbody tr')].map(row =>
+      [...row.querySelectorAll('td')].map(cell => cell.textContent)
+    );
+    expect(rows.map(row => [row[0], row[2]])).toEqual([
+      ['20', '1Ki'],
+      ['10', '1Ki']
+    ]);
     button.click();
     await new Promise(resolve => setTimeout(resolve, 0));
     expect(resumed).toEqual(['ck']);
