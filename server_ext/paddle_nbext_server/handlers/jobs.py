@@ -176,9 +176,16 @@ class ResumeHandler(PaddleAPIHandler):
         # A backend that does not link at submit (the local one does, before its master starts):
         # link now, before its replicas can have started and looked.
         target = await backend.checkpoint_dir(spec.job_name, owner)
-        await asyncio.to_thread(link_checkpoint, latest, target, name)
+        body = {**result, "resumed_from": {"job": name, "step": latest.step}}
+        try:
+            await asyncio.to_thread(link_checkpoint, latest, target, name)
+        except OSError as error:  # the job exists now: say what went wrong rather than fail the call
+            body["warning"] = (
+                f"the checkpoint of step {latest.step} could not be linked into {target} "
+                f"({error.strerror or error}); the new job starts from scratch"
+            )
         self.set_header("Location", f"{self.request.path.rstrip('/').rsplit('/', 2)[0]}/{spec.job_name}")
-        self.write_json({**result, "resumed_from": {"job": name, "step": latest.step}}, status=201)
+        self.write_json(body, status=201)
 
 
 def _cell_body(job_dir: Path, spec: dict[str, Any]) -> str | None:
