@@ -52,6 +52,11 @@ INSTALLED=labextension/node_modules/.package-lock.json
 if [ ! "$INSTALLED" -nt labextension/package-lock.json ] || [ ! "$INSTALLED" -nt labextension/package.json ]; then
   (cd labextension && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# JupyterHub's proxy for the JupyterHub recipe and its tests (deploy/jupyterhub/proxy pins it).
+PROXY_INSTALLED=deploy/jupyterhub/proxy/node_modules/.package-lock.json
+if [ ! "$PROXY_INSTALLED" -nt deploy/jupyterhub/proxy/package-lock.json ]; then
+  (cd deploy/jupyterhub/proxy && npm ci --no-audit --no-fund --loglevel=error)
+fi
 # Builds the panel (needs node and npm on PATH; the build requirements bring jupyter-builder)
 # and installs the package with the panel's assets and the server extension's enable file.
 .venv/bin/python -m pip install -q -e ".[test,paddle]"

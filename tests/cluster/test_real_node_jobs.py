@@ -478,3 +478,26 @@ def test_a_trainer_failure_with_restarts_left_restarts_every_replica_and_the_job
         assert failed == [], f"Jobs of a successful job read Failed: {failed}"
     finally:
         notebook.delete("retried")
+
+
+def test_two_trainer_pods_of_three_ranks_each_train_over_gloo_and_a_raising_rank_is_named(notebook: Notebook) -> None:
+    """procs_per_trainer on real pods: each trainer pod runs 3 ranks (6 gloo ranks across two pods,
+    rendezvous through the pods' DNS names and consecutive ports), every rank's lines prefixed in
+    its trainer's log; then a rank that raises fails the job naming its trainer and rank."""
+    ranks = {"mode": "collective", "trainers": 2, "procs_per_trainer": 3, "trainer_cpu": "500m", "trainer_mem": "3Gi"}
+    notebook.submit("ranks", entry_point="python collective_train.py --steps 40 --print-every 10", **ranks)
+    final = notebook.ended("ranks")
+    assert final["phase"] == "Succeeded", describe(final)
+    for index in (0, 1):
+        log = notebook.log("ranks", "trainer", index)
+        for rank in range(3):
+            lines = "\n".join(line for line in log.splitlines() if line.startswith(f"[rank {rank}] "))
+            assert f"trainer {3 * index + rank} of 6 training" in lines, log[-3000:]
+            values = losses(lines)
+            assert len(values) >= 2 and values[-1] < values[0], (index, rank, values)
+
+    entry = "python collective_train.py --steps 400 --step-delay 0.02 --raise-rank 4 --raise-step 10"
+    notebook.submit("rank-raises", entry_point=entry, **ranks)
+    failed = notebook.ended("rank-raises")
+    assert failed["phase"] == "Failed", describe(failed)
+    assert "trainer 1 rank 1 failed: ValueError" in failed["message"], describe(failed)

@@ -237,14 +237,19 @@ class RealNode:
 
     def _import_images(self) -> None:
         for image in self.images:
-            done = self._ctr("images", "import", str(image.archive))
-            if done.returncode != 0:
-                raise ControlPlaneError(
-                    f"containerd could not import {image.reference} from {image.archive}: {done.stderr.strip() or done.stdout.strip()}"
-                )
-            listed = self._ctr("images", "ls", "-q")
-            if image.reference not in listed.stdout.split():
-                raise ControlPlaneError(f"containerd imported {image.archive} but lists no {image.reference}: {listed.stdout.strip()}")
+            self.import_image(image)
+
+    def import_image(self, image: images.Image) -> None:
+        """Give the node's containerd ``image`` (one built here; also one built after the node
+        started, such as the JupyterHub tests' notebook image)."""
+        done = self._ctr("images", "import", str(image.archive))
+        if done.returncode != 0:
+            raise ControlPlaneError(
+                f"containerd could not import {image.reference} from {image.archive}: {done.stderr.strip() or done.stdout.strip()}"
+            )
+        listed = self._ctr("images", "ls", "-q")
+        if image.reference not in listed.stdout.split():
+            raise ControlPlaneError(f"containerd imported {image.archive} but lists no {image.reference}: {listed.stdout.strip()}")
 
     def _make_cgroup_roots(self) -> None:
         """The kubelet's cgroupRoot must exist in every v1 hierarchy before it starts."""

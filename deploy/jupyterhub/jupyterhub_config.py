@@ -1,0 +1,83 @@
+# Plain JupyterHub + KubeSpawner for paddle-nbext: each user's notebook server is a pod in the
+# cluster, with the user's home on a claim of its own and a ServiceAccount bound to the shipped
+# notebook Role, so that `%%paddle_submit` runs distributed Paddle jobs as pods in that namespace.
+#
+# The same site as deploy/jupyterhub/values.yaml (Zero to JupyterHub), for a hub run without the
+# chart; each setting names the chart value it stands for. Site-specific values come from the
+# environment (PADDLE_NBEXT_HUB_*, below) so that this file can be used as it is; anything else
+# (the authenticator, node pools, TLS, the database) goes into a file of your own named by
+# PADDLE_NBEXT_HUB_EXTRA_CONFIG, loaded last (the chart's hub.extraConfig).
+#
+# Before starting the hub, in the notebooks' namespace:
+#   kubectl -n <ns> apply -f deploy/rbac/notebook-role.yaml -f deploy/rbac/master-role.yaml
+#   kubectl -n <ns> apply -f deploy/jupyterhub/paddle-nbext-site.yaml   # the job settings
+# Then: jupyterhub -f deploy/jupyterhub/jupyterhub_config.py
+# The hub needs configurable-http-proxy (npm; deploy/jupyterhub/proxy/ pins one), a kubeconfig
+# or in-cluster account allowed to manage pods, claims and events there, and a network path to
+# the pods (run it in a pod, or on a node of the cluster).
+#
+# The suite runs this file as it is (tests/cluster/test_real_node_jupyterhub.py): the hub as a
+# process beside the test control plane, spawning notebook pods on the real node.
+
+import os
+
+c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
+
+
+def setting(name: str, default: str) -> str:
+    """A site value from $PADDLE_NBEXT_HUB_<name>, else `default`."""
+    return os.environ.get(f"PADDLE_NBEXT_HUB_{name}", default)
+
+
+# --- the hub and its proxy (chart: proxy.service, hub.service) ----------------------------------
+c.JupyterHub.bind_url = setting("PUBLIC_URL", "http://:8000")  # where users' browsers connect
+c.JupyterHub.hub_bind_url = setting("HUB_BIND_URL", "http://0.0.0.0:8081")  # the hub's API
+# How notebook pods reach the hub's API (chart: the `hub` Service); must be routable from pods.
+if setting("HUB_CONNECT_URL", ""):
+    c.JupyterHub.hub_connect_url = setting("HUB_CONNECT_URL", "")
+c.ConfigurableHTTPProxy.command = [setting("PROXY", "configurable-http-proxy")]
+c.JupyterHub.cleanup_servers = False  # a hub restart leaves the users' notebooks (and their jobs) running
+
+# --- notebook pods (chart: singleuser.*) ---------------------------------------------------------
+c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
+c.KubeSpawner.namespace = setting("NAMESPACE", "jupyter")  # the release namespace
+c.KubeSpawner.image = setting("IMAGE", "paddle-notebook:latest")  # singleuser.image.name:tag
+c.KubeSpawner.image_pull_policy = setting("IMAGE_PULL_POLICY", "IfNotPresent")  # singleuser.image.pullPolicy
+c.KubeSpawner.uid = 1000  # singleuser.uid
+c.KubeSpawner.gid = 100
+c.KubeSpawner.fs_gid = 100  # singleuser.fsGid
+# The account bound by deploy/rbac/notebook-role.yaml (singleuser.serviceAccountName): the
+# notebook's server (paddle-nbext) creates the job's objects with its token.
+c.KubeSpawner.service_account = "paddle-notebook"
+c.KubeSpawner.automount_service_account_token = True
+c.KubeSpawner.cmd = ["python3", "-m", "jupyterhub.singleuser"]  # singleuser.cmd
+c.KubeSpawner.default_url = "/lab"  # singleuser.defaultUrl
+c.KubeSpawner.cpu_guarantee = float(setting("CPU_GUARANTEE", "0.1"))  # singleuser.cpu.guarantee
+c.KubeSpawner.mem_guarantee = setting("MEMORY_GUARANTEE", "512M")  # singleuser.memory.guarantee
+c.KubeSpawner.mem_limit = setting("MEMORY_LIMIT", "2G")  # singleuser.memory.limit
+c.KubeSpawner.start_timeout = int(setting("START_TIMEOUT", "300"))  # singleuser.startTimeout
+
+# The home: one claim per user, `claim-{username}` (singleuser.storage.type "dynamic", the
+# chart's default), mounted at the home path. paddle-nbext's home_volume "auto" reads this pod's
+# spec and mounts the same claim into every job pod. A site with CephFS homes binds these claims
+# to CephFS volumes (a StorageClass of the CephFS CSI driver, or static PersistentVolumes).
+c.KubeSpawner.pvc_name_template = "claim-{username}"
+c.KubeSpawner.storage_pvc_ensure = True
+c.KubeSpawner.storage_capacity = setting("HOME_SIZE", "10Gi")  # singleuser.storage.capacity
+if setting("HOME_STORAGE_CLASS", ""):
+    c.KubeSpawner.storage_class = setting("HOME_STORAGE_CLASS", "")  # singleuser.storage.dynamic.storageClass
+c.KubeSpawner.storage_access_modes = [setting("HOME_ACCESS_MODE", "ReadWriteOnce")]
+# The job settings every notebook of the site shares (the chart's singleuser.extraFiles): the
+# ConfigMap of deploy/jupyterhub/paddle-nbext-site.yaml, one server config file.
+c.KubeSpawner.volumes = [
+    {"name": "home", "persistentVolumeClaim": {"claimName": "{pvc_name}"}},
+    {"name": "paddle-nbext-site", "configMap": {"name": "paddle-nbext-site", "optional": True}},
+]
+c.KubeSpawner.volume_mounts = [
+    {"name": "home", "mountPath": "/home/jovyan"},
+    {"name": "paddle-nbext-site", "mountPath": "/etc/jupyter/jupyter_server_config.d", "readOnly": True},
+]
+
+# --- the site's own additions (chart: hub.extraConfig) -------------------------------------------
+if setting("EXTRA_CONFIG", ""):
+    load_subconfig(setting("EXTRA_CONFIG", ""))  # noqa: F821 - provided by JupyterHub
