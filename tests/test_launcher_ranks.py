@@ -24,6 +24,19 @@ if sys.argv[1] == "fail" and rank == 2:
     while not all(os.path.exists(f"pid-{other}") for other in range(3)):  # the others run too
         time.sleep(0.01)
     raise ValueError("rank two cannot go on")
+if sys.argv[1] == "abort-first" and rank == 2:  # raises, then shuts down slowly, as Paddle does
+    import atexit
+    atexit.register(time.sleep, 3)
+    def hook(*exc):
+        sys.__excepthook__(*exc)
+        sys.stderr.flush()
+        open("raised", "w").close()
+    sys.excepthook = hook
+    raise ValueError("rank two cannot go on")
+if sys.argv[1] == "abort-first" and rank == 0:  # a gloo peer aborts when the raiser goes away
+    while not os.path.exists("raised"):
+        time.sleep(0.01)
+    os.abort()
 if sys.argv[1] != "ok":
     while True:
         time.sleep(0.05)
@@ -81,6 +94,16 @@ def test_sigterm_reaches_every_rank_and_the_launcher_ends_as_stopped(tmp_path) -
     assert process.wait(timeout=30) == 128 + signal.SIGTERM
     assert time.monotonic() - sent < 2.5
     assert not [pid for pid in ranks if alive(pid)]
+
+
+def test_the_rank_that_raised_is_named_even_when_a_peers_abort_ends_first(tmp_path) -> None:
+    """In real pods the raising rank prints its traceback, then Paddle's shutdown keeps it alive
+    while its peers abort (SIGABRT) on the lost connection: the abort ends first, yet the trainer
+    names the rank that raised and exits as an exception does (1), not as an abort (134)."""
+    result = launch(ranked(tmp_path, "abort-first"))
+    assert result.stderr.splitlines()[-1] == "trainer 1 rank 2 failed: ValueError: rank two cannot go on", result.stderr
+    assert result.returncode == 1
+    assert not [pid for pid in pids(tmp_path) if alive(pid)]
 
 
 def test_local_replica_ranks_write_to_the_runners_log(tmp_path) -> None:

@@ -124,15 +124,32 @@ def _exit_code(status: int) -> int:
     return 128 - code if code < 0 else code
 
 
+def raised(rank: Rank) -> bool:
+    """Whether the rank's own code raised (its output holds a Python traceback)."""
+    return any(line.strip() == "Traceback (most recent call last):" for line in rank.tail)
+
+
 def blamed(ranks: Sequence[Rank]) -> Rank | None:
-    """The rank whose failure failed the trainer: of those that failed on their own (not stopped
-    by us), one that printed a Python traceback (its error, where the others only aborted
-    because a peer was gone), else the first that ended."""
-    failed = [rank for rank in ranks if rank.code not in (None, 0) and not rank.stopped]
-    for rank in failed:
-        if any(line.strip() == "Traceback (most recent call last):" for line in rank.tail):
+    """The rank whose failure failed the trainer: one that printed a Python traceback (its error,
+    where the others only aborted because a peer was gone) — even one we stopped: in real pods a
+    peer's abort (SIGABRT, 134) often ends first, while the rank that raised is still shutting
+    down after its traceback — else the first that failed on its own."""
+    failed = [rank for rank in ranks if rank.code not in (None, 0)]
+    for rank in sorted(failed, key=lambda each: each.stopped):  # own failures first
+        if raised(rank):
             return rank
-    return failed[0] if failed else None
+    own = [rank for rank in failed if not rank.stopped]
+    return own[0] if own else None
+
+
+def trainer_exit_code(culprit: Rank) -> int:
+    """The trainer's exit code for its culprit: a rank that raised ends the trainer as an
+    exception does (its code, 1 when we stopped it mid-shutdown), so that the job's policy reads
+    it as the cause, not as one more replica aborted by another's failure."""
+    code = culprit.code or 1
+    if raised(culprit) and not 0 < code < 128:
+        return 1
+    return code
 
 
 def run_ranks(
@@ -236,7 +253,7 @@ def run_ranks(
     culprit = blamed(ranks)
     if culprit is not None:
         say(f"{label} rank {culprit.rank} failed: {culprit.failure()}")
-        return culprit.code or 1
+        return trainer_exit_code(culprit)
     if any(each.code not in (None, 0) for each in ranks):  # only ranks we stopped failed: cannot be
         return 1
     return 0
