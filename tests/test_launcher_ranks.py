@@ -25,6 +25,8 @@ if sys.argv[1] == "fail" and rank == 2:
         time.sleep(0.01)
     raise ValueError("rank two cannot go on")
 if sys.argv[1] == "abort-first" and rank == 2:  # raises, then shuts down slowly, as Paddle does
+    while not all(os.path.exists(f"pid-{other}") for other in range(3)):  # the others run too
+        time.sleep(0.01)
     import atexit
     atexit.register(time.sleep, 3)
     def hook(*exc):

@@ -199,6 +199,9 @@ def test_a_failed_rank_is_named_once_with_its_own_words() -> None:
     assert decide(replicas, max_restarts=0).message == "trainer 1 rank 1 failed: ValueError: bad batch at step 10"
     replicas[1] = Observed("trainer", 1, FAILED, exit_code=1, restarts=2, log_tail=RANK_TAIL)
     assert decide(replicas, max_restarts=2).message == "trainer 1 rank 1 failed after 2 restarts: ValueError: bad batch at step 10"
+    # Kubernetes words a plain failed container as its exit code (replicas.py): the same message.
+    replicas[1] = Observed("trainer", 1, FAILED, exit_code=1, reason="Exit code 1", log_tail=RANK_TAIL)
+    assert decide(replicas, max_restarts=0).message == "trainer 1 rank 1 failed: ValueError: bad batch at step 10"
 
 
 def test_a_rank_that_said_nothing_is_named_with_its_exit_and_a_backend_reason_is_kept() -> None:

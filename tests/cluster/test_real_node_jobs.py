@@ -501,3 +501,44 @@ def test_two_trainer_pods_of_three_ranks_each_train_over_gloo_and_a_raising_rank
     failed = notebook.ended("rank-raises")
     assert failed["phase"] == "Failed", describe(failed)
     assert "trainer 1 rank 1 failed: ValueError" in failed["message"], describe(failed)
+
+
+SHOW_RANK = """import os
+print("rank", os.environ["PADDLE_LOCAL_RANK"], "gpus", os.environ.get("FLAGS_selected_gpus", "-"),
+      "backend", os.environ.get("PADDLE_DISTRI_BACKEND", "-"), "world", os.environ["PADDLE_GLOBAL_SIZE"], flush=True)
+"""
+
+
+def test_a_gpu_trainer_pod_runs_one_rank_per_device_each_on_its_own_gpu(notebook: Notebook) -> None:
+    """A trainer pod with 2 GPUs as the device plugin gives them (NVIDIA_VISIBLE_DEVICES with the
+    devices' UUIDs; here the node advertises 2 `nvidia.com/gpu` by hand and the job sets the
+    variable, as no GPU is here): 2 ranks, rank r on the r-th visible device, none on gloo."""
+    core = client.CoreV1Api(notebook.admin)
+    node = notebook.cluster.node.node_name
+    gpus = {"nvidia.com/gpu": "2"}
+    core.patch_node_status(node, {"status": {"capacity": gpus, "allocatable": gpus}})
+    try:
+        notebook.write("examples/show_rank.py", SHOW_RANK)
+        notebook.submit(
+            "gpus",
+            mode="collective",
+            trainers=1,
+            trainer_gpu=2,
+            env={"NVIDIA_VISIBLE_DEVICES": "GPU-6f3a0c1e,GPU-9b2d4e7f"},
+            entry_point="python show_rank.py",
+        )
+        final = notebook.ended("gpus")
+        assert final["phase"] == "Succeeded", describe(final)
+        log = notebook.log("gpus", "trainer", 0)
+        assert "[rank 0] rank 0 gpus 0 backend - world 2" in log, log[-2000:]
+        assert "[rank 1] rank 1 gpus 1 backend - world 2" in log, log[-2000:]
+    finally:
+        removal = [{"op": "remove", "path": f"/status/{field}/nvidia.com~1gpu"} for field in ("capacity", "allocatable")]
+        core.api_client.call_api(
+            f"/api/v1/nodes/{node}/status",
+            "PATCH",
+            body=removal,
+            header_params={"Content-Type": "application/json-patch+json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )

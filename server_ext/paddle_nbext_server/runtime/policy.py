@@ -164,6 +164,9 @@ _NOISE = re.compile(
     r"No stack trace in paddle|FatalError: `Termination signal`|INFO \d{4}-\d{2}-\d{2} |WARNING: Logging before)"
 )
 _TRACEBACK = "Traceback (most recent call last):"
+#: A reason that says no more than the exit code (Kubernetes' `Error` as `replicas.py` words it):
+#: a rank's own words say more.
+_EXIT_ONLY = re.compile(r"Exit code \d+|Error")
 
 
 def failure_line(text: str) -> str:
@@ -235,7 +238,7 @@ def decide(
             how = trainer.reason or describe_exit(trainer.exit_code)
             after = f" after {trainer.restarts} restart{'s' if trainer.restarts != 1 else ''}" if max_restarts else ""
             who, tail = failure_words(trainer)
-            if who != f"trainer {trainer.index}" and tail and not trainer.reason:
+            if who != f"trainer {trainer.index}" and tail and (not trainer.reason or _EXIT_ONLY.fullmatch(trainer.reason)):
                 # The rank's own words say it; its exit code is the trainer's (gang.py).
                 message = f"{who} failed{after}: {tail}"
             else:
