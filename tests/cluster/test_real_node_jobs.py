@@ -533,12 +533,7 @@ def test_a_gpu_trainer_pod_runs_one_rank_per_device_each_on_its_own_gpu(notebook
         assert "[rank 0] rank 0 gpus 0 backend - world 2" in log, log[-2000:]
         assert "[rank 1] rank 1 gpus 1 backend - world 2" in log, log[-2000:]
     finally:
-        removal = [{"op": "remove", "path": f"/status/{field}/nvidia.com~1gpu"} for field in ("capacity", "allocatable")]
-        core.api_client.call_api(
-            f"/api/v1/nodes/{node}/status",
-            "PATCH",
-            body=removal,
-            header_params={"Content-Type": "application/json-patch+json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
+        # A list body is sent as a JSON patch: remove what was advertised, for the other tests.
+        core.patch_node_status(
+            node, [{"op": "remove", "path": f"/status/{field}/nvidia.com~1gpu"} for field in ("capacity", "allocatable")]
         )
