@@ -33,18 +33,6 @@ def iso(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def tree_size(path: Path) -> int:
-    """Bytes of the files under `path` (0 when it does not exist)."""
-    total = 0
-    for root, _, names in os.walk(path):
-        for name in names:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total
-
-
 def resumed_from(directory: Path) -> dict[str, Any] | None:
     """`{"job", "step", "path"}` of the checkpoint a job resumed from, None if it was not resumed."""
     try:
@@ -57,12 +45,12 @@ def resumed_from(directory: Path) -> dict[str, Any] | None:
 def describe(directory: Path) -> dict[str, Any]:
     """The body of `GET /jobs/{name}/checkpoints`."""
     found = paddle_nbext_job.checkpoints(directory)
-    items = [{"step": each.step, "time": iso(each.time), "size": tree_size(Path(each.path)), "path": each.path} for each in found]
+    items = [{"step": each.step, "time": iso(each.time), "size": each.size(), "path": each.path} for each in found]
     return {
         "directory": str(directory),
         "checkpoints": items,
         "latest": items[-1] if items else None,
-        "size": tree_size(directory),
+        "size": paddle_nbext_job.tree_size(directory),
         "resumed_from": resumed_from(directory),
     }
 

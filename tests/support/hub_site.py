@@ -120,6 +120,7 @@ class HubSite:
     token: str = field(default_factory=lambda: secrets.token_hex(24))
     homes: dict[str, Path] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
+    hub_kubeconfig: Path | None = None  # KubeSpawner's credentials, addressed to the node's API relay
 
     # --- the site ---------------------------------------------------------------------------------
     def prepare(self, hub_kubeconfig: str, users: list[str]) -> None:
@@ -139,7 +140,7 @@ class HubSite:
             home = self.site.new_home(user)
             self.site.home_claim(self.api, self.namespace, f"claim-{user}", home)
             self.homes[user] = home
-        self._hub_kubeconfig = self._through_the_node(hub_kubeconfig)
+        self.hub_kubeconfig = self._through_the_node(hub_kubeconfig)
 
     def _apply_site_settings(self) -> None:
         """deploy/jupyterhub/paddle-nbext-site.yaml with this site's values: the job image the
@@ -194,7 +195,7 @@ class HubSite:
         )
         env = {
             **os.environ,
-            "KUBECONFIG": str(self._hub_kubeconfig),
+            "KUBECONFIG": str(self.hub_kubeconfig),
             "PADDLE_NBEXT_HUB_PUBLIC_URL": PUBLIC_URL,
             "PADDLE_NBEXT_HUB_HUB_BIND_URL": f"http://{NODE_IP}:{HUB_API_PORT}",
             "PADDLE_NBEXT_HUB_HUB_CONNECT_URL": f"http://{NODE_IP}:{HUB_API_PORT}",
@@ -215,7 +216,7 @@ class HubSite:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        self.wait(lambda: self._answers(), "the hub's API to answer through the proxy", 120)
+        self.wait(self._answers, "the hub's API to answer through the proxy", 120)
         return self
 
     def _answers(self) -> bool:
@@ -257,17 +258,18 @@ class HubSite:
 
     def user_token(self, user: str) -> str:
         """A token of `user`'s, as the user gets one from the hub's token page."""
-        self.hub_api("POST", "users", {"usernames": [user]}) if self._missing(user) else None
+        self._ensure_user(user)
         return str(self.hub_api("POST", f"users/{user}/tokens", {"expires_in": 7200, "note": "paddle-nbext tests"})["token"])
 
-    def _missing(self, user: str) -> bool:
+    def _ensure_user(self, user: str) -> None:
+        """The hub knows `user` (as after their first login)."""
         answer = requests.get(f"{PUBLIC_URL}/hub/api/users/{user}", headers={"Authorization": f"token {self.token}"}, timeout=30)
-        return answer.status_code == 404
+        if answer.status_code == 404:
+            self.hub_api("POST", "users", {"usernames": [user]})
 
     def start_server(self, user: str) -> None:
         """Start `user`'s notebook pod and wait until the hub says it is ready."""
-        if self._missing(user):
-            self.hub_api("POST", "users", {"usernames": [user]})
+        self._ensure_user(user)
         if self._server(user).get("ready") is True:
             return  # running already (an earlier test of the module started it)
         self.hub_api("POST", f"users/{user}/server")
@@ -298,7 +300,3 @@ class HubSite:
             if time.monotonic() > deadline:
                 raise HubError(f"waited {timeout:.0f} s for {what}; the hub's log ends:\n{self.log_tail()}")
             time.sleep(0.5)
-
-
-def hub_service_account_role() -> dict[str, Any]:
-    return dict(HUB_ROLE)

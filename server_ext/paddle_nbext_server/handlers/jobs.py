@@ -21,7 +21,7 @@ from paddle_nbext.spec import JobSpec
 from paddle_nbext.status import JobStatus
 
 from ..backends.base import InvalidState, SubmitRequest
-from ..checkpoints import describe, keep_aside, link_checkpoint, tree_size
+from ..checkpoints import describe, keep_aside, link_checkpoint
 from ..package import ENTRY_SCRIPT_NAME as ENTRY_SCRIPT
 from ..runtime import paddle_nbext_job
 from .base import PaddleAPIHandler
@@ -124,7 +124,7 @@ class JobHandler(PaddleAPIHandler):
             self.set_status(204)
             self.finish()
             return
-        self.write_json({"kept": str(kept), "size": await asyncio.to_thread(tree_size, kept)})
+        self.write_json({"kept": str(kept), "size": await asyncio.to_thread(paddle_nbext_job.tree_size, kept)})
 
 
 class CancelHandler(PaddleAPIHandler):
@@ -213,7 +213,7 @@ class CheckpointsHandler(PaddleAPIHandler):
 
         def answer() -> dict[str, Any]:
             body = describe(directory)
-            body["job_size"] = tree_size(directory.parent)
+            body["job_size"] = paddle_nbext_job.tree_size(directory.parent)
             return body
 
         self.write_json({"name": name, **await asyncio.to_thread(answer)})

@@ -341,7 +341,7 @@ class Checkpoint:
 
     def size(self) -> int:
         """Bytes of its files."""
-        return _tree_size(self.path)
+        return tree_size(self.path)
 
     def to_dict(self) -> dict[str, object]:
         return {"step": self.step, "path": self.path, "time": self.time, "size": self.size()}
@@ -356,7 +356,8 @@ class Checkpoint:
         return hash((self.step, self.path))
 
 
-def _tree_size(path: str) -> int:
+def tree_size(path: str | os.PathLike[str]) -> int:
+    """Bytes of the files under `path` (0 when it does not exist)."""
     total = 0
     for root, _, names in os.walk(path):
         for name in names:

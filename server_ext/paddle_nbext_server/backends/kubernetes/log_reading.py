@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext.contract import ROLES
@@ -19,7 +18,6 @@ from paddle_nbext.status import JobStatus
 from ...runtime import replicas
 from ..base import BackendUnavailable, InvalidState, replica_not_found
 from . import logs as replica_logs
-from . import manifests
 from .admission import Admission
 from .cache import describe_failure
 
@@ -45,46 +43,6 @@ class LogReading(Admission):
         except InvalidState:  # the replica has no pod (any more): its file on the home may have the log
             pod = None
         return pod, replica_logs.replica_pods(self._pods_by_job.get(self._key(status), {}).values(), role, index)
-
-    async def _open_pod_log(self, doing: str, pod: str, tail: int | None, **options: Any) -> Any:
-        """One `pods/log` request of the main container (the raw response: read or streamed)."""
-        kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "_preload_content": False, **options}
-        if tail is not None:
-            kwargs["tail_lines"] = tail
-        connection = await self._conn()
-        core = client.CoreV1Api(connection.api)
-        return await self._call(doing, core.read_namespaced_pod_log, pod, connection.namespace, **kwargs)
-
-    async def read_pod_log(self, pod: str, *, tail: int | None, previous: bool) -> str:
-        """The pod's log from the API.  When the API cannot give it (the pod is gone, its node is
-        lost), and for `previous` (a retry is a new pod, so the API has none), the launcher's file
-        of that attempt on the home volume (logs.py).  The API's error when neither has it."""
-
-        replica = replica_logs.replica_of(pod, self._pods_by_job)
-
-        async def from_file() -> str | None:
-            if replica is None:
-                return None
-            key, role, index, pods = replica
-            return await asyncio.to_thread(
-                replica_logs.read_attempt, self.home_path, self._name_of(key), role, index, pods, pod, tail=tail, previous=previous
-            )
-
-        if previous and (text := await from_file()) is not None:
-            return text
-        try:
-            response = await self._open_pod_log(f"read the log of {pod}", pod, tail, previous=previous)
-        except (ApiException, BackendUnavailable):
-            text = None if previous else await from_file()
-            if text is None:
-                raise
-            return text
-        served = str(response.data.decode("utf-8", errors="replace"))
-        if replica_logs.KUBELET_LOG_GONE.fullmatch(served.strip()):
-            # A real kubelet answers 200 with this sentence once the container is removed (the pod
-            # is being deleted): the launcher's file has what it said.
-            return (None if previous else await from_file()) or served
-        return served
 
     async def read_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False) -> str:
 

@@ -33,6 +33,7 @@ from ...events import DELETED as EV_DELETED
 from ...events import UPDATED, JobEvent
 from ...runtime import cluster_master, policy, replicas
 from ..base import BackendUnavailable
+from . import logs as replica_logs
 from . import manifests, queue_positions, queue_status, volcano, volcano_status
 from .api_names import JOB_OF_JOB, JOB_OF_POD, SELECTOR
 from .cache import WORKLOADS, WatchCache, describe_failure
@@ -418,10 +419,45 @@ class Reconciler(HomeSetup):
         finally:
             self._finishing.discard(job)
 
+    async def _open_pod_log(self, doing: str, pod: str, tail: int | None, **options: Any) -> Any:
+        """One `pods/log` request of the main container (the raw response: read or streamed)."""
+        kwargs: dict[str, Any] = {"container": manifests.CONTAINER, "_preload_content": False, **options}
+        if tail is not None:
+            kwargs["tail_lines"] = tail
+        connection = await self._conn()
+        core = client.CoreV1Api(connection.api)
+        return await self._call(doing, core.read_namespaced_pod_log, pod, connection.namespace, **kwargs)
+
     async def read_pod_log(self, pod: str, *, tail: int | None, previous: bool) -> str:
-        """A pod's log, read by the layer above (`log_reading.LogReading`): a failed trainer's
-        last lines say why its job ended."""
-        raise NotImplementedError
+        """The pod's log from the API.  When the API cannot give it (the pod is gone, its node is
+        lost), and for `previous` (a retry is a new pod, so the API has none), the launcher's file
+        of that attempt on the home volume (logs.py).  The API's error when neither has it."""
+
+        replica = replica_logs.replica_of(pod, self._pods_by_job)
+
+        async def from_file() -> str | None:
+            if replica is None:
+                return None
+            key, role, index, pods = replica
+            return await asyncio.to_thread(
+                replica_logs.read_attempt, self.home_path, self._name_of(key), role, index, pods, pod, tail=tail, previous=previous
+            )
+
+        if previous and (text := await from_file()) is not None:
+            return text
+        try:
+            response = await self._open_pod_log(f"read the log of {pod}", pod, tail, previous=previous)
+        except (ApiException, BackendUnavailable):
+            text = None if previous else await from_file()
+            if text is None:
+                raise
+            return text
+        served = str(response.data.decode("utf-8", errors="replace"))
+        if replica_logs.KUBELET_LOG_GONE.fullmatch(served.strip()):
+            # A real kubelet answers 200 with this sentence once the container is removed (the pod
+            # is being deleted): the launcher's file has what it said.
+            return (None if previous else await from_file()) or served
+        return served
 
     async def _log_tail(self, pod: str) -> str:
         try:
