@@ -107,6 +107,13 @@ REPLICA_JOBS_KEY = "replica-jobs.json"
 #: The record ConfigMap's key holding the job's spec (`JobSpec.to_dict()` as JSON).
 SPEC_KEY = "spec.json"
 
+#: The launcher's exit code when the job's environment (its requirements file) cannot be built:
+#: the job fails at once, never restarted, since every attempt would meet the same installer.
+ENVIRONMENT_EXIT_CODE = 4
+#: The name the job's environment step goes by in the logs API (`?role=environment`): the
+#: installer's output, beside the replicas' logs.
+ENVIRONMENT_LOG = "environment"
+
 
 #: The environment variables of the Paddle contract, which the launcher sets per replica (role,
 #: ids, endpoints; docs/paddle-facts.md). A job's `env` may not set them, and the launcher drops

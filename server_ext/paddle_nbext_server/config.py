@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from traitlets import Dict, Enum, Float, Int, List, TraitError, Unicode, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import LoggingConfigurable
 
 from paddle_nbext.quantity import Quantity, QuantityError
@@ -68,6 +68,26 @@ class PaddleNbext(LoggingConfigurable):
             "Environment variables of the server that jobs must never see, besides the Jupyter and Hub tokens "
             "(always kept out): names or shell-style patterns, e.g. ['AWS_SECRET_ACCESS_KEY', 'VAULT_*']."
         ),
+    )
+    pip_index_url = Unicode(
+        "",
+        config=True,
+        help=(
+            "Package index a job's requirements.txt is installed from (e.g. the site's mirror); empty: the user's "
+            "pip.conf, else the installer's default. May hold a credential: it is kept out of logs, records and dry runs."
+        ),
+    )
+    pip_extra_index_urls = List(Unicode(), config=True, help="More package indexes for jobs' requirements (pip's --extra-index-url).")
+    pip_find_links = List(Unicode(), config=True, help="Directories or pages of wheels for jobs' requirements (pip's --find-links).")
+    pip_trusted_hosts = List(
+        Unicode(), config=True, help="Index hosts served without valid HTTPS (pip's --trusted-host, uv's --allow-insecure-host)."
+    )
+    pip_no_index = Bool(False, config=True, help="Install jobs' requirements only from pip_find_links (air-gapped sites).")
+    pip_installer = Enum(
+        ["auto", "uv", "pip"],
+        "auto",
+        config=True,
+        help="Installer of jobs' requirements: 'auto' uses uv where the job's image (or Python environment) has it, else pip.",
     )
     max_streams_per_user = Int(
         32,

@@ -19,7 +19,7 @@ from pathlib import Path
 import paddle_nbext
 import paddle_nbext.contract
 
-from .runtime import cluster_master, gang, launcher, paddle_nbext_job, policy, preflight, ranks, replicas, supervise
+from .runtime import cluster_master, environments, gang, launcher, paddle_nbext_job, policy, preflight, ranks, replicas, supervise
 
 #: The bundle's directory of modules for training code (on the replica's PYTHONPATH).
 PYLIB = "pylib"
@@ -30,6 +30,7 @@ _MODULES = {
     "preflight.py": preflight,
     "supervise.py": supervise,
     "ranks.py": ranks,
+    "environments.py": environments,
     "gang.py": gang,
     "cluster_master.py": cluster_master,
     "replicas.py": replicas,

@@ -19,9 +19,10 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from paddle_nbext.contract import ROLES, Role
+from paddle_nbext.contract import ENVIRONMENT_LOG, ROLES, Role, is_terminal
 
-from ..backends.base import BackendError
+from .. import job_requirements
+from ..backends.base import Backend, BackendError
 from ..events import DELETED, METRICS, RESYNC, UPDATED, JobEvent
 from .base import PaddleAPIHandler, RequestError
 from .jobs import newest_first
@@ -188,8 +189,8 @@ class LogsHandler(StreamingHandler):
     @authorized
     async def get(self, name: str) -> None:
         role = self.get_query_argument("role", Role.TRAINER.value) or Role.TRAINER.value
-        if role not in ROLES:
-            raise RequestError(f"role must be 'pserver' or 'trainer', got {role!r}", field="role")
+        if role not in ROLES and role != ENVIRONMENT_LOG:
+            raise RequestError(f"role must be 'pserver', 'trainer' or '{ENVIRONMENT_LOG}', got {role!r}", field="role")
         index = self.query_int("index", 0)
         tail = self.query_int("tail", None)
         follow = self.query_bool("follow")
@@ -199,6 +200,9 @@ class LogsHandler(StreamingHandler):
         backend = await self.backend()
         name, owner = self.job_name(name), self.owner
         assert index is not None  # it has a default
+        if role == ENVIRONMENT_LOG:
+            await self._environment_log(backend, name, owner, tail, follow, previous)
+            return
         if not follow:
             text = await backend.read_logs(name, owner, role, index, tail=tail, previous=previous)
             self.set_header("Cache-Control", "no-cache")
@@ -210,7 +214,30 @@ class LogsHandler(StreamingHandler):
         self.set_header("Content-Type", self.CONTENT_TYPE)
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
-        chunks: AsyncIterator[str] = backend.follow_logs(name, owner, role, index, tail=tail).__aiter__()
+        await self._stream(backend.follow_logs(name, owner, role, index, tail=tail).__aiter__())
+
+    async def _environment_log(self, backend: Backend, name: str, owner: str, tail: int | None, follow: bool, previous: bool) -> None:
+        """The job's environment log (`?role=environment`): its requirements' installer output."""
+        if previous:
+            raise RequestError("the environment log has no earlier attempts; leave out previous", field="previous")
+        path = await backend.environment_log(name, owner)
+        if not follow:
+            text = await asyncio.to_thread(job_requirements.read_log, path, tail)
+            self.set_header("Cache-Control", "no-cache")
+            self.finish(text, set_content_type=self.CONTENT_TYPE)
+            return
+
+        async def job_ended() -> bool:
+            return is_terminal((await backend.get_job(name, owner)).phase)
+
+        self.claim_stream(owner)
+        self.set_header("Content-Type", self.CONTENT_TYPE)
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")
+        await self._stream(job_requirements.follow_log(path, tail, job_ended).__aiter__())
+
+    async def _stream(self, chunks: AsyncIterator[str]) -> None:
+        """Send what `chunks` yields until it ends or the client goes; the stream is claimed."""
         try:
             await self.send("")
             while True:

@@ -48,8 +48,9 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
         from paddle_nbext import contract
 
 if __package__:
-    from . import gang, preflight, ranks, supervise
-else:  # a plain script: the bundle's gang.py, preflight.py, ranks.py and supervise.py beside this file
+    from . import environments, gang, preflight, ranks, supervise
+else:  # a plain script: the bundle's environments.py, gang.py, preflight.py, ranks.py and supervise.py beside this file
+    import environments  # type: ignore[import-not-found,no-redef]
     import gang  # type: ignore[import-not-found,no-redef]
     import preflight  # type: ignore[import-not-found,no-redef]
     import ranks  # type: ignore[import-not-found,no-redef]
@@ -648,6 +649,32 @@ def run_teed(argv: list[str], env: Mapping[str, str], log: ReplicaLog) -> int:
     return code
 
 
+def prepare_environment(base: Mapping[str, str], workdir: str, log: ReplicaLog | None) -> environments.Prepared | int | None:
+    """The job's environment from its requirements file (`environments.ensure`): None when the
+    job has none, the exit code to end with when it cannot be built (the installer's words said)."""
+    requirements = base.get(environments.REQUIREMENTS_VAR, "").strip()
+    if not requirements:
+        return None
+    home = base.get("HOME", "").strip()
+    envs_dir = base.get(environments.ENVS_DIR_VAR, "").strip() or (os.path.join(home, JOBS_DIR, "envs") if home else "")
+    if not envs_dir:
+        _say(f"paddle-nbext launcher: {environments.ENVS_DIR_VAR} and HOME are both unset; the job's environment has nowhere to live", log)
+        return contract.ENVIRONMENT_EXIT_CODE
+    job = environments.Job(base.get("PADDLE_NBEXT_JOB", ""), metrics_dir(base), base.get("PADDLE_NBEXT_IMAGE", ""))
+    try:
+        os.makedirs(envs_dir, exist_ok=True)
+        return environments.ensure(os.path.join(workdir, requirements), workdir, envs_dir, job, base, lambda words: _say(words, log))
+    except (environments.RequirementsError, environments.BuildFailed) as failure:
+        _say(f"paddle-nbext launcher: {ENVIRONMENT_FAILED} {failure}", log)
+    except OSError as error:
+        _say(f"paddle-nbext launcher: {ENVIRONMENT_FAILED} {envs_dir}: {error.strerror or error}", log)
+    return contract.ENVIRONMENT_EXIT_CODE
+
+
+#: How the launcher's line about a failed environment starts (the policy words the job's end from it).
+ENVIRONMENT_FAILED = "the job's environment could not be built:"
+
+
 def _stopped_before_the_code_ran(signum: int, _frame: object) -> None:
     """SIGTERM (a cancel, a restart, an eviction) while the launcher itself still works, e.g.
     waits for the pservers: end now, as the entry point would have.  In a container the
@@ -687,6 +714,9 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
     if not os.path.isdir(workdir):
         _say(f"paddle-nbext launcher: the package dir {workdir} does not exist", log)
         return 2
+    prepared = prepare_environment(base, workdir, log)
+    if isinstance(prepared, int):
+        return prepared
     own_host = env.get("POD_IP", "")
     if own_host and not wait_resolvable(own_host, timeout):
         _say(
@@ -710,7 +740,9 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
     path = supervise.with_python_on_path(env.get("PATH", ""))
     for each in envs:
         each["PATH"] = path
-    argv = supervise.entry_argv(env["ENTRY"], path)
+        if prepared is not None:
+            prepared.apply(each)
+    argv = supervise.entry_argv(env["ENTRY"], env["PATH"])
     if len(envs) > 1:
         label = f"trainer {replica_index(base)}"
         return gang.run_ranks(

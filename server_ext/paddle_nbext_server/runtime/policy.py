@@ -30,6 +30,7 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
         from paddle_nbext import contract
 
 Phase, ReplicaPhase, Role = contract.Phase, contract.ReplicaPhase, contract.Role
+ENVIRONMENT_EXIT_CODE = contract.ENVIRONMENT_EXIT_CODE
 
 
 @dataclass
@@ -201,6 +202,20 @@ def failure_words(replica: Observed) -> tuple[str, str]:
     return who, why
 
 
+#: How the launcher words a job's environment that could not be built (launcher.ENVIRONMENT_FAILED).
+_ENVIRONMENT_FAILED = re.compile(r"^paddle-nbext launcher: the job's environment could not be built: (.*)$")
+
+
+def environment_failure(replica: Observed) -> str:
+    """The job's message when its environment could not be built: the installer's words, which
+    the launcher said last; never restarted, since every attempt would meet the same installer."""
+    for line in reversed(replica.log_tail.splitlines()):
+        found = _ENVIRONMENT_FAILED.match(line.strip())
+        if found:
+            return f"The job's environment could not be built: {found[1]}"
+    return f"The job's environment could not be built ({replica.role} {replica.index} ended with exit code {ENVIRONMENT_EXIT_CODE}); see its log."
+
+
 def decide(
     replicas: list[Observed],
     *,
@@ -225,6 +240,11 @@ def decide(
         return Decision(Phase.CANCELLED, "Cancelled by the user; logs are kept until the job is deleted.", stop=running)
     if timed_out_after is not None:
         return Decision(Phase.FAILED, f"DeadlineExceeded: the job ran longer than its timeout of {timed_out_after}s.", stop=running)
+    unbuildable = next(
+        (r for r in sorted(replicas, key=blame_order) if r.phase == ReplicaPhase.FAILED and r.exit_code == ENVIRONMENT_EXIT_CODE), None
+    )
+    if unbuildable is not None:
+        return Decision(Phase.FAILED, environment_failure(unbuildable), stop=running)
     failed = [t for t in trainers if t.phase == ReplicaPhase.FAILED and t.restarts >= max_restarts]
     if _settling(failed, trainers, now):
         first = min(failed, key=blame_order)

@@ -51,7 +51,7 @@ from paddle_nbext.contract import (
 )
 from paddle_nbext.status import JobStatus, ReplicaStatus
 
-from ...runtime import paddle_nbext_job, policy, supervise
+from ...runtime import environments, paddle_nbext_job, policy, supervise
 from . import limits, pending_end
 from .ports import free_ports, port_free
 from .processes import ProcessTable, pid_alive, resident_bytes, signal_replica
@@ -143,6 +143,7 @@ class Master:
     def __init__(self, job_dir: Path) -> None:
         self.job_dir = job_dir.resolve()
         self.plan = read_record(Plan, self.job_dir)
+        self._environment_seen: tuple[int, str | None] = (0, None)
         self.job = read_record(JobRecord, self.job_dir)
         self.logs = self.job_dir / "logs"
         self.logs.mkdir(exist_ok=True)
@@ -669,9 +670,27 @@ class Master:
                 message = f"{message}; {self.resumed_words()}"
             elif self.resume_note and decision.phase == Phase.RUNNING and message.endswith((" running.", " finished.")):
                 message = f"{message[:-1]} ({self.resume_note})."
+            if not decision.restart:
+                message = self.environment_message() or message
             self.phase, self.message = decision.phase, message
             self.write_status()
             time.sleep(self.plan.poll_interval)
+
+    def environment_message(self) -> str | None:
+        """The job's message ("Preparing environment: ...") while the replicas' launchers build its environment
+        (`runtime/environments.py` writes its status beside the logs); read again only when that
+        file changed."""
+        if environments.REQUIREMENTS_VAR not in self.plan.env:
+            return None
+        path = self.job_dir / "logs" / environments.STATUS_FILE
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            return None
+        if stamp != self._environment_seen[0]:
+            status = environments.read_json(str(path))
+            self._environment_seen = (stamp, environments.phase_message(status) if status else None)
+        return self._environment_seen[1]
 
 
 def say(message: str) -> None:

@@ -25,6 +25,7 @@ from paddle_nbext.contract import Phase
 from paddle_nbext.status import JobStatus
 
 from ...events import DELETED, UPDATED, JobEvent
+from ...job_requirements import ENVS_DIR
 from ..base import JobNotFound
 from . import pending_end
 from .store import JobFiles, JobStore, Signature, signature
@@ -133,7 +134,7 @@ class JobWatcher:
         if not force and root_signature is not None and root_signature == self._listed_signature:
             return set(self._listed_names)
         try:
-            names = {e.name for e in os.scandir(self.store.root) if e.is_dir() and not e.name.startswith(".")}
+            names = {e.name for e in os.scandir(self.store.root) if e.is_dir() and not e.name.startswith(".") and e.name != ENVS_DIR}
         except OSError:
             names = set()
         self._listed_signature, self._listed_names = root_signature, frozenset(names)
