@@ -30,6 +30,7 @@ __all__ = [
     "NAME_MAX_LENGTH",
     "PATH_MAX_LENGTH",
     "NAME_PATTERN",
+    "REQUIREMENTS_MAX_LENGTH",
     "RESERVED_ENV",
     "RESERVED_ENV_PREFIX",
     "RULES",
@@ -56,6 +57,8 @@ IMAGE_MAX_LENGTH = 512
 # path longer than PATH_MAX cannot be opened.
 ENTRY_POINT_MAX_LENGTH = 8192
 PATH_MAX_LENGTH = 4096
+#: Characters of `requirements`, a path relative to the package directory (a file name's limit).
+REQUIREMENTS_MAX_LENGTH = 255
 ENV_MAX_COUNT = 256
 #: UTF-8 bytes of all `NAME=value` entries of `env` together.
 ENV_MAX_BYTES = 64 * 1024
@@ -467,9 +470,31 @@ def _ranks_fit(values: Mapping[str, Any], limits: Limits) -> None:
         )
 
 
+_REQUIREMENTS_ADVICE = "give a path relative to the package directory, e.g. requirements.txt"
+
+
+def _requirements_in_package(values: Mapping[str, Any], limits: Limits) -> None:
+    """`requirements` names a file inside the package: relative, without a '..' component and
+    short.  Whether the file exists is the backend's business (it reads the snapshot)."""
+    path = values["requirements"]
+    if not path:
+        return  # requirements.txt when the package has one
+    if len(path) > REQUIREMENTS_MAX_LENGTH:
+        raise SpecError(
+            "requirements",
+            f"is {len(path)} characters long; at most {REQUIREMENTS_MAX_LENGTH} are allowed for a path relative to the package "
+            "directory, e.g. requirements.txt",
+        )
+    if path.startswith("/"):
+        raise SpecError("requirements", f"'{clip(path)}' is an absolute path; {_REQUIREMENTS_ADVICE}")
+    if ".." in path.split("/"):
+        raise SpecError("requirements", f"'{clip(path)}' leaves the package directory ('..'); {_REQUIREMENTS_ADVICE}")
+
+
 #: rule name -> check over the parsed values of the fields it reads (`reads`), given the limits.
 RULES: dict[str, tuple[tuple[str, ...], Callable[[Mapping[str, Any], Limits], None]]] = {
     "pservers_fit_mode": (("mode", "pservers"), _pservers_fit_mode),
     "gpus_per_job": (("trainers", "trainer_gpu"), _gpus_per_job),
     "ranks_fit": (("mode", "entry_point", "trainer_gpu", "procs_per_trainer"), _ranks_fit),
+    "requirements_in_package": (("requirements",), _requirements_in_package),
 }

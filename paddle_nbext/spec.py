@@ -120,6 +120,22 @@ class JobSpec:
             )
         ),
     )
+    requirements: str = field(
+        default="",
+        metadata=spec_field(
+            FieldInfo(
+                kind="path",
+                label="Requirements file",
+                group="Code",
+                flag="--requirements",
+                metavar="FILE",
+                help="pip requirements file inside the package, installed once into a cached environment over the image's Python "
+                "before the replicas start; empty: requirements.txt when the package has one",
+                placeholder="requirements.txt when present",
+                rule="requirements_in_package",
+            )
+        ),
+    )
     image: str | None = field(
         default=None,
         metadata=spec_field(

@@ -199,6 +199,9 @@ function parsePath(name: string, field: IFieldSchema, ctx: IContext): unknown {
   if (value.includes('\0')) {
     throw new FieldError(name, 'must be a path');
   }
+  if (value.includes('\n') || value.includes('\r')) {
+    throw new FieldError(name, 'must be a path on one line (it holds a line break)');
+  }
   return value;
 }
 
@@ -524,6 +527,10 @@ export function launchEntry(entry: string): boolean {
 
 type Values = { [field: string]: unknown };
 
+/** Characters of `requirements` (rules.py `REQUIREMENTS_MAX_LENGTH`). */
+const REQUIREMENTS_MAX_LENGTH = 255;
+const REQUIREMENTS_ADVICE = 'give a path relative to the package directory, e.g. requirements.txt';
+
 const RULES: {
   [rule: string]: { reads: string[]; check: (values: Values, limits: ILimits) => void };
 } = {
@@ -588,6 +595,35 @@ const RULES: {
         throw new FieldError(
           'trainer_gpu',
           `${gpus} GPUs mean ${gpus} processes per trainer; this server allows ${most}`
+        );
+      }
+    }
+  },
+  requirements_in_package: {
+    reads: ['requirements'],
+    check: values => {
+      const path = values.requirements as string;
+      if (!path) {
+        return; // requirements.txt when the package has one
+      }
+      const length = [...path].length;
+      if (length > REQUIREMENTS_MAX_LENGTH) {
+        throw new FieldError(
+          'requirements',
+          `is ${length} characters long; at most ${REQUIREMENTS_MAX_LENGTH} are allowed for a path ` +
+            'relative to the package directory, e.g. requirements.txt'
+        );
+      }
+      if (path.startsWith('/')) {
+        throw new FieldError(
+          'requirements',
+          `'${path}' is an absolute path; ${REQUIREMENTS_ADVICE}`
+        );
+      }
+      if (path.split('/').includes('..')) {
+        throw new FieldError(
+          'requirements',
+          `'${path}' leaves the package directory ('..'); ${REQUIREMENTS_ADVICE}`
         );
       }
     }

@@ -98,7 +98,7 @@ class JobForm(widgets.VBox):
     # ---- building
     def _default(self, row: JobField) -> Any:
         name = row.name
-        if row.kind == "path":  # the kernel's cwd unless the server pins a package dir
+        if name == "trainer_package":  # the kernel's cwd unless the server pins a package dir
             return self.defaults.get(name) or os.getcwd()
         if name in self.defaults and self.defaults[name] is not None:
             return self.defaults[name]

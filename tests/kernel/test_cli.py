@@ -95,6 +95,8 @@ def test_a_failed_job_exits_1_and_follow_streams_the_log(run):
 def test_usage_and_connection_errors(run, server):
     usage = run("submit", "--entry", "python x.py", "--trainers", "-1")
     assert usage.returncode == 2 and usage.stderr.startswith("paddle-nbext: --trainers: must be")
+    outside = run("submit", "--entry", "python x.py", "--requirements", "../requirements.txt")
+    assert outside.returncode == 2 and outside.stderr.startswith("paddle-nbext: --requirements: '../requirements.txt' leaves the package")
     assert run("frobnicate").returncode == 2
     limit = run("submit", "--entry", "python x.py", "--trainers", "100000")
     assert limit.returncode == 1 and "--trainers (trainers): must be at most" in limit.stderr

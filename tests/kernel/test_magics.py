@@ -72,6 +72,7 @@ def test_user_errors_are_one_line_without_traceback(shell, kernel_env, capsys):
         # the server's limit, reported through its {error, message, field} body
         "--trainers 100000": "--trainers (trainers): must be at most",
         "--package /definitely/not/home": "--package (trainer_package):",
+        "--requirements /abs/requirements.txt": "--requirements: '/abs/requirements.txt' is an absolute path",
     }
     for line, expected in cases.items():
         assert shell.run_cell_magic("paddle_submit", line, "print('hi')\n") is None
@@ -79,7 +80,8 @@ def test_user_errors_are_one_line_without_traceback(shell, kernel_env, capsys):
         assert captured.err.startswith("paddle-nbext: ") and expected in captured.err, (line, captured.err)
         assert captured.err.count("\n") == 1 and "Traceback" not in captured.err + captured.out
     shell.run_line_magic("paddle_submit", "--help")
-    assert "--trainer-cpu CPU" in capsys.readouterr().out
+    help_text = capsys.readouterr().out
+    assert "--trainer-cpu CPU" in help_text and "--requirements FILE" in help_text
 
 
 def test_dry_run_creates_nothing(shell, kernel_env, capsys):

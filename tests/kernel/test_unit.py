@@ -41,6 +41,8 @@ def test_flags_map_to_job_fields_and_only_given_fields_are_sent():
         "LR=0.1",
         "--package",
         "/home/u/p",
+        "--requirements",
+        "env/requirements-dev.txt",
         "--timeout",
         "30m",
     )
@@ -51,6 +53,7 @@ def test_flags_map_to_job_fields_and_only_given_fields_are_sent():
         "trainer_mem": "4Gi",
         "env": {"EPOCHS": "3", "LR": "0.1"},
         "trainer_package": "/home/u/p",
+        "requirements": "env/requirements-dev.txt",
         "timeout": "30m",
     }
 
@@ -64,6 +67,11 @@ def test_flags_map_to_job_fields_and_only_given_fields_are_sent():
         (("--env", "NOEQUALS"), "--env: 'NOEQUALS' is not K=V"),
         (("--env", "PADDLE_TRAINER_ID=3"), "--env: PADDLE_TRAINER_ID is set by the launcher"),
         (("--mode", "mpi"), "--mode: 'mpi' is not a mode"),
+        (
+            ("--requirements", "/home/u/requirements.txt"),
+            "--requirements: '/home/u/requirements.txt' is an absolute path; give a path relative",
+        ),
+        (("--requirements", "../requirements.txt"), "--requirements: '../requirements.txt' leaves the package directory"),
         (("--bogus",), "unrecognized arguments: --bogus"),
     ],
 )
@@ -131,6 +139,7 @@ def trainer_with_args(epochs):
 def test_paddle_job_keeps_only_set_fields():
     job = PaddleJob(job_name="fit-1", trainers=2, trainer_mem="2Gi", env={"A": "1"})
     assert job.to_spec() == {"job_name": "fit-1", "trainers": 2, "trainer_mem": "2Gi", "env": {"A": "1"}}
+    assert PaddleJob(requirements="requirements-gpu.txt").to_spec() == {"requirements": "requirements-gpu.txt"}
     assert ENTRY_SCRIPT_COMMAND == "python paddle_entry.py"
 
 

@@ -18,6 +18,12 @@ def test_form_validates_inline_and_becomes_a_live_status_view(client):
     # The form says what the server's Paddle runs (this venv: the pinned 3.0.0 wheel).
     assert "PaddlePaddle 3.0.0 runs parameter-server and collective jobs." in form.header.value
     assert form.inputs["trainer_package"].value.endswith("/project")  # the kernel's cwd
+    # the other path row is not the package dir: empty (requirements.txt when present), not the cwd
+    assert form.inputs["requirements"].value == "" and "requirements" not in form.data()
+    form.inputs["requirements"].value = "../requirements.txt"
+    assert form.messages["requirements"].startswith("'../requirements.txt' leaves the package directory")
+    assert form.submit_button.disabled is True
+    form.inputs["requirements"].value = ""
 
     form.inputs["trainers"].value = 0
     assert form.messages["trainers"].startswith("must be at least 1")

@@ -108,6 +108,19 @@ describe('form validation mirrors JobSpec.check', () => {
       check(form({ image: 'x:1' }), TIGHT /* allowed_images ['paddle:3.0.0'] */).image
     ).toMatch(/not allowed on this server; allowed images: paddle:3/);
   });
+
+  it('requirements: a file inside the package, blank left to the package', () => {
+    expect(defaultValues(DEFAULT).requirements).toBe('');
+    expect(check(form({ requirements: 'env/requirements-dev.txt' }))).toEqual({});
+    expect(check(form({ requirements: '/r.txt' })).requirements).toBe(
+      "'/r.txt' is an absolute path; give a path relative to the package directory, e.g. requirements.txt"
+    );
+    expect(check(form({ requirements: 'env/../../r.txt' })).requirements).toMatch(
+      /leaves the package directory/
+    );
+    expect(payload(form())).not.toHaveProperty('requirements');
+    expect(payload(form({ requirements: ' r.txt ' })).requirements).toBe('r.txt');
+  });
 });
 
 describe('totals line', () => {
