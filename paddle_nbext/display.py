@@ -66,11 +66,23 @@ def status_text(status: JobStatus) -> str:
     counts = replica_counts(status)
     if counts:
         lines.append(f"  replicas: {counts}")
+    resumed = resumed_text(status)
+    if resumed:
+        lines.append(f"  {resumed}")
     for replica in _replicas(status):
         reason = f" ({replica.reason})" if replica.reason else ""
         restarts = f", {replica.restarts} restarts" if replica.restarts else ""
         lines.append(f"  {replica_name(replica.role, replica.index)}: {replica.phase}{reason}{restarts}")
     return "\n".join(lines)
+
+
+def resumed_text(status: JobStatus) -> str:
+    """`resumed from job mnist-1 at step 800` for a job that Resume started, else ''."""
+    link = status.resumed_from
+    if not link:
+        return ""
+    step = link.get("step")
+    return f"resumed from job {link.get('job')}" + (f" at step {step}" if step is not None else "")
 
 
 def status_html(status: JobStatus) -> str:
@@ -95,7 +107,8 @@ def status_html(status: JobStatus) -> str:
         f"<div class='paddle-job'><b>{name}</b> {phase_badge(str(status.phase))} "
         f"<span class='paddle-message'>{html.escape(str(status.message or ''))}</span>"
         f"<div class='paddle-counts'>{html.escape(replica_counts(status))} · age {age(status.created)}</div>"
-        f"{table}</div>"
+        + (f"<div class='paddle-resumed-from'>{html.escape(resumed_text(status))}</div>" if status.resumed_from else "")
+        + f"{table}</div>"
     )
 
 

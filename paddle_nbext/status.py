@@ -19,7 +19,7 @@ from typing import Any
 from .contract import ROLES, TERMINAL_PHASES, ReplicaPhase
 from .quota import QuotaCheck
 
-__all__ = ["JobStatus", "ReplicaStatus", "RoleCounts", "SubmitPlan"]
+__all__ = ["JobStatus", "ReplicaStatus", "RoleCounts", "SubmitPlan", "resumed_link"]
 
 
 @dataclass
@@ -68,6 +68,9 @@ class JobStatus:
     started: str | None = None
     finished: str | None = None
     replicas: list[ReplicaStatus] = field(default_factory=list)
+    #: The job this one was started from by Resume (`POST /jobs/{name}/resume`): `{"job": name,
+    #: "step": the checkpoint's step}`; None for a job submitted as new.
+    resumed_from: dict[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -88,8 +91,9 @@ class JobStatus:
         return counts
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON body of `GET /jobs/{name}` (and of each item of `GET /jobs`)."""
-        return {
+        """The JSON body of `GET /jobs/{name}` (and of each item of `GET /jobs`); `resumed_from`
+        only for a job that Resume started."""
+        body: dict[str, Any] = {
             "name": self.name,
             "owner": self.owner,
             "backend": self.backend,
@@ -104,6 +108,9 @@ class JobStatus:
             "roles": {role: dict(vars(c)) for role, c in self.role_counts().items()},
             "replicas": [dict(vars(r)) for r in sorted(self.replicas, key=lambda r: (r.role, r.index))],
         }
+        if self.resumed_from is not None:
+            body["resumed_from"] = dict(self.resumed_from)
+        return body
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobStatus:
@@ -119,7 +126,16 @@ class JobStatus:
             started=data.get("started"),
             finished=data.get("finished"),
             replicas=[ReplicaStatus.from_dict(r) for r in data.get("replicas") or []],
+            resumed_from=resumed_link(data.get("resumed_from")),
         )
+
+
+def resumed_link(value: Any) -> dict[str, Any] | None:
+    """A `resumed_from` value as stored or sent (`{"job", "step"}`), None when it names no job."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("job"), str) or not value["job"]:
+        return None
+    step = value.get("step")
+    return {"job": value["job"], "step": step if isinstance(step, int) and not isinstance(step, bool) else None}
 
 
 @dataclass

@@ -127,7 +127,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
         tail,
         back: backToList,
         openLog,
-        openJob: other => void openJob(other)
+        openJob: other => void openJob(other),
+        isListed: other => model.job(other) !== undefined
       });
       const metrics = new MetricsView({ api, model, name });
       widget.content.setMetricsWidget(metrics);

@@ -47,8 +47,10 @@ export interface IJobViewOptions {
   back: (name: string) => void;
   /** Open one replica's log in a tab of its own. */
   openLog?: (name: string, ref: IReplicaRef) => void;
-  /** Open another job's view (the job a Resume started). */
+  /** Open another job's view (the job a Resume started, the job this one resumed). */
   openJob?: (name: string) => void;
+  /** Whether a job is in the list (a resumed job's origin may have been deleted since). */
+  isListed?: (name: string) => boolean;
 }
 
 export class JobView extends Widget {
@@ -67,6 +69,7 @@ export class JobView extends Widget {
   private readonly _cancel: HTMLButtonElement;
   private readonly _resume: HTMLButtonElement;
   private readonly _checkpoints: HTMLElement;
+  private readonly _resumedFrom: HTMLElement;
   private readonly _checkpointList: HTMLDetailsElement;
   private readonly _checkpointRows: HTMLTableSectionElement;
   private _checkpointsFor = '';
@@ -135,6 +138,11 @@ export class JobView extends Widget {
     this._checkpoints = h('p', {
       className: 'pn-detail-checkpoints',
       'data-testid': 'paddle-detail-checkpoints',
+      hidden: true
+    });
+    this._resumedFrom = h('p', {
+      className: 'pn-detail-resumed-from',
+      'data-testid': 'paddle-detail-resumed-from',
       hidden: true
     });
     this._checkpointRows = h('tbody');
@@ -218,6 +226,7 @@ export class JobView extends Widget {
         this._message,
         this._counts,
         this._times,
+        this._resumedFrom,
         this._checkpoints,
         h('div', { className: 'pn-actions' }, this._cancel, remove, copy, this._resume),
         this.metricsSlot,
@@ -327,12 +336,57 @@ export class JobView extends Widget {
     this._cancel.disabled = TERMINAL_PHASES.has(job.phase);
     this._resume.hidden = !RESUMABLE_PHASES.has(job.phase);
     this._renderReplicas(job);
+    this._renderResumedFrom(job);
     if (this._checkpointsFor !== job.phase) {
       this._checkpointsFor = job.phase;
       void this._loadCheckpoints();
     }
     this.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec));
     this.tick();
+  }
+
+  /**
+   * "Resumed from <job> at step N" for a job that Resume started: the job's name is a button
+   * that opens that job's view while it is listed, plain text once it is gone.
+   */
+  private _renderResumedFrom(job: IJobStatus): void {
+    const link = job.resumed_from;
+    const key = link ? `${link.job}@${link.step}@${this._listed(link.job)}` : '';
+    if (this._resumedFrom.dataset.shown === key) {
+      return;
+    }
+    this._resumedFrom.dataset.shown = key;
+    clear(this._resumedFrom);
+    this._resumedFrom.hidden = !link;
+    if (!link) {
+      return;
+    }
+    const origin = link.job;
+    let name: HTMLElement;
+    if (this._listed(origin) && this._options.openJob) {
+      const button = h(
+        'button',
+        {
+          className: 'pn-link',
+          type: 'button',
+          'data-testid': 'paddle-resumed-from-job',
+          title: __('Open job %1', origin)
+        },
+        origin
+      );
+      button.addEventListener('click', () => this._options.openJob?.(origin));
+      name = button;
+    } else {
+      name = h('span', { title: __('no longer listed') }, origin);
+    }
+    this._resumedFrom.append(__('Resumed from '), name);
+    if (link.step !== null && link.step !== undefined) {
+      this._resumedFrom.append(__(' at step %1', link.step));
+    }
+  }
+
+  private _listed(name: string): boolean {
+    return this._options.isListed ? this._options.isListed(name) : true;
   }
 
   private _renderReplicas(job: IJobStatus): void {

@@ -47,6 +47,14 @@ export interface IJobStatus {
   finished: string | null;
   roles: { [role: string]: IRoleCounts };
   replicas: IReplica[];
+  /** Only on a job that Resume started: the ended job and the step of its checkpoint. */
+  resumed_from?: IResumedFrom;
+}
+
+/** `IJobStatus.resumed_from`: the job a resumed job started from. */
+export interface IResumedFrom {
+  job: string;
+  step: number | null;
 }
 
 /** One complete checkpoint (`GET /jobs/{name}/checkpoints`). */

@@ -95,3 +95,26 @@ def keep_aside(directory: Path, job: str, home: Path) -> Path | None:
     except OSError:  # another filesystem than the home's (a jobs dir elsewhere)
         shutil.copytree(directory, kept, copy_function=_link_or_copy)
     return kept
+
+
+def resumed_checkpoint(directory: Path, attempt: str, started: float | None) -> paddle_nbext_job.Checkpoint | None:
+    """The checkpoint the replicas of `attempt` (the `PADDLE_NBEXT_ATTEMPT` they run with) resumed
+    from, seen from outside the job: `paddle_nbext_job.resume_from()`'s rule, the latest complete
+    checkpoint that another attempt saved (or this one before its replicas `started`, epoch
+    seconds: a queue's re-admission).  So it is the latest that existed when the restart began,
+    also after this attempt saved its own.  None when there is none, or the directory cannot be
+    read; never raises."""
+    label = paddle_nbext_job._attempt({paddle_nbext_job.ATTEMPT_VAR: attempt})
+    try:
+        every = paddle_nbext_job.checkpoints(directory)
+        usable = [each for each in every if paddle_nbext_job._usable(paddle_nbext_job.manifest(each.path), label, started or 0.0)]
+    except Exception:  # a home that went away under the read: no words rather than no status
+        return None
+    return usable[-1] if usable else None
+
+
+def resumed_words(checkpoint: paddle_nbext_job.Checkpoint) -> str:
+    """`resumed from step 20` (`of job mnist-1` when it is the checkpoint Resume linked from an
+    ended job), the local master's words."""
+    origin = paddle_nbext_job.manifest(checkpoint.path).get("resumed_from")
+    return f"resumed from step {checkpoint.step}" + (f" of job {origin}" if isinstance(origin, str) and origin else "")

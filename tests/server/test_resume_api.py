@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from paddle_nbext_server.backends.local.store import JobStore
+
 from .test_api import assert_error, wait_for
 
 #: Saves a checkpoint every 5 steps (a file holding the step); without one to resume from it
@@ -82,6 +84,13 @@ async def test_a_cancelled_job_resumes_as_a_new_job_from_its_latest_checkpoint(a
     done = await wait_for(api, new, {"Succeeded", "Failed"})
     assert done["phase"] == "Succeeded", done
     assert done["message"] == "All 1 trainer finished successfully (resumed from step 10 of job ck).", done
+    # The new job links to the one it resumed, in its status (GET, the list) to the end, and a
+    # server started again reads it from the job's record; a job submitted as new has no link.
+    assert done["resumed_from"] == {"job": "ck", "step": 10}, done
+    listed_jobs = {each["name"]: each for each in (await api("GET", "jobs"))[1]["jobs"]}
+    assert listed_jobs[new]["resumed_from"] == {"job": "ck", "step": 10} and "resumed_from" not in listed_jobs["ck"]
+    restarted = JobStore(jp_home_dir / ".paddle-jobs").load(jp_home_dir / ".paddle-jobs" / new).record.status
+    assert restarted.resumed_from == {"job": "ck", "step": 10} and restarted.phase == "Succeeded", restarted
     log = (await api("GET", f"jobs/{new}/logs"))[1]
     assert "resumed from 10" in log and "saved 15" in log and "done" in log, log
     status, chain = await api("GET", f"jobs/{new}/checkpoints")

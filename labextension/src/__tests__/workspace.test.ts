@@ -217,6 +217,43 @@ describe('failure first', () => {
     view.dispose();
   });
 
+  it('links a resumed job to the job it resumed from while that job is listed', () => {
+    const api = {
+      logs: () => Promise.resolve(''),
+      checkpoints: () => Promise.reject(new Error('none'))
+    } as unknown as PaddleApi;
+    const listed = new Set(['ck']);
+    const opened: string[] = [];
+    const view = new JobView({
+      api,
+      actions,
+      job: job('ck-2', { resumed_from: { job: 'ck', step: 10 } }),
+      tail: 10,
+      back: () => undefined,
+      openJob: name => opened.push(name),
+      isListed: name => listed.has(name)
+    });
+    const line = view.node.querySelector<HTMLElement>(
+      '[data-testid="paddle-detail-resumed-from"]'
+    )!;
+    expect(line.hidden).toBe(false);
+    expect(line.textContent).toBe('Resumed from ck at step 10');
+    line.querySelector<HTMLButtonElement>('[data-testid="paddle-resumed-from-job"]')!.click();
+    expect(opened).toEqual(['ck']);
+    // Once the origin is deleted its name stays, as text: there is nothing to open.
+    listed.delete('ck');
+    view.setJob(job('ck-2', { phase: 'Succeeded', resumed_from: { job: 'ck', step: 10 } }));
+    expect(line.textContent).toBe('Resumed from ck at step 10');
+    expect(line.querySelector('[data-testid="paddle-resumed-from-job"]')).toBeNull();
+    // A job submitted as new has no such line.
+    const fresh = new JobView({ api, actions, job: job('new'), tail: 10, back: () => undefined });
+    expect(
+      fresh.node.querySelector<HTMLElement>('[data-testid="paddle-detail-resumed-from"]')!.hidden
+    ).toBe(true);
+    view.dispose();
+    fresh.dispose();
+  });
+
   it('has a metrics slot that holds one widget and Esc goes back', () => {
     const back: string[] = [];
     const view = new JobView({

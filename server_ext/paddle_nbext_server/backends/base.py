@@ -101,6 +101,11 @@ class SubmitRequest:
     #: checkpoint directory before any replica starts (`checkpoints.link_checkpoint`).
     resume: tuple[str, Path, int] | None = None
 
+    @property
+    def resumed_from(self) -> dict[str, Any] | None:
+        """`JobStatus.resumed_from` of the job this request makes: `{"job", "step"}`, or None."""
+        return None if self.resume is None else {"job": self.resume[0], "step": self.resume[2]}
+
 
 class _BackendMeta(MetaHasTraits, abc.ABCMeta):
     """Traitlets' and abc's metaclasses combined (either alone refuses the other's base)."""

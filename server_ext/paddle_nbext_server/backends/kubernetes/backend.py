@@ -34,6 +34,7 @@ from .cache import describe_failure
 from .home_setup import remove_tree
 from .log_reading import LogReading
 from .settings import JOBSET_MODE
+from .status import link_record
 
 
 class KubernetesBackend(LogReading):
@@ -125,6 +126,8 @@ class KubernetesBackend(LogReading):
         self._check_queue(spec)
         await self._require_workload_api(connection)
         plan = manifests.build_plan(spec, owner, self._settings(connection.namespace), home=home, workdir=workdir, runtime=runtime)
+        if request.resumed_from is not None:  # the link to the ended job, kept with the record
+            link_record(plan[0], request.resumed_from)
         quota_check = await self._check_quota(connection, spec, plan)
         if dry_run:
             preview = self._preview_status(spec, owner)

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -29,18 +30,25 @@ from paddle_nbext.contract import (
 )
 from paddle_nbext.status import JobStatus
 
+from ... import checkpoints
 from ...events import DELETED as EV_DELETED
 from ...events import UPDATED, JobEvent
 from ...runtime import cluster_master, policy, replicas
 from ..base import BackendUnavailable
 from . import logs as replica_logs
-from . import manifests, queue_positions, queue_status, volcano, volcano_status
+from . import manifests, queue_positions, queue_status, resume_note, volcano, volcano_status
 from .api_names import JOB_OF_JOB, JOB_OF_POD, SELECTOR
 from .cache import WORKLOADS, WatchCache, describe_failure
 from .connection import Connection
 from .home_setup import HomeSetup
 from .settings import JOBSET_MODE, role_job_name
 from .status import final_of, job_status
+
+#: When the checkpoint a job's current attempt resumed from is not found, its checkpoints are read
+#: again this many times, this many seconds apart (a Resume links its checkpoint just after the
+#: submit, so the first read may come before it).
+RESUME_RECHECKS = 3
+RESUME_RECHECK = 5.0
 
 
 class Reconciler(HomeSetup):
@@ -62,6 +70,10 @@ class Reconciler(HomeSetup):
         self._ticker: asyncio.Task[None] | None = None
         self._positions = queue_positions.QueuePositions(interval=self.queue_position_interval, log=self.log)
         self._releasing: set[str] = set()  # jobs whose PodGroup is being deleted
+        # The checkpoint each job's current attempt resumed from (`resume_note`), read from the
+        # home in a thread: job -> (attempt, its note or "" for none, reads of that attempt).
+        self._resume_notes: dict[str, tuple[str, str, int]] = {}
+        self._resume_reading: set[str] = set()
 
     async def _ensure_cache(self) -> WatchCache:
         if self._cache is None:
@@ -370,6 +382,7 @@ class Reconciler(HomeSetup):
             if record is None:
                 status = self._statuses.pop(job, None)
                 self._published.pop(job, None)
+                self._resume_notes.pop(job, None)
                 if status is not None:
                     if self._keys.get((status.owner, status.name)) == job:
                         del self._keys[(status.owner, status.name)]
@@ -384,6 +397,7 @@ class Reconciler(HomeSetup):
                 self._pod_notes(job),
                 queue_note=queue_status.summary(self._queue_words(job)) or self._gang_note(job),
             )
+            status = self._with_resume_note(job, record, status)
             self._statuses[job] = status
             if status.terminal:
                 self._release_gang(job)
@@ -397,6 +411,51 @@ class Reconciler(HomeSetup):
                 task = asyncio.create_task(self._finish(job, record, views, decision))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+
+    def _with_resume_note(self, job: str, record: dict[str, Any], status: JobStatus) -> JobStatus:
+        """After a whole-job restart (or in a job Resume started), the message says which
+        checkpoint the replicas resumed from, as the local master's does (`resume_note`).  The
+        home is read in a thread, once per attempt (a found checkpoint stays the answer: a
+        later save of the attempt or retention does not change where it resumed from; none
+        found is read again `RESUME_RECHECKS` times, `RESUME_RECHECK` seconds apart); until then,
+        and whenever the home cannot be read, the message is the policy's alone."""
+        asked = resume_note.question(record, list(self._pods_by_job.get(job, {}).values()), status)
+        known = self._resume_notes.get(job)
+        if asked is None:
+            # A success whose pods are gone already: the note its run had.
+            return resume_note.with_note(status, known[1]) if known and status.phase == Phase.SUCCEEDED else status
+        if known is not None and known[0] == asked.attempt and (known[1] or known[2] > RESUME_RECHECKS):
+            return resume_note.with_note(status, known[1])
+        if job not in self._resume_reading:
+            self._resume_reading.add(job)
+            task = asyncio.create_task(self._read_resume(job, status.name, asked))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return resume_note.with_note(status, known[1]) if known is not None and known[0] == asked.attempt else status
+
+    async def _read_resume(self, job: str, name: str, asked: resume_note.Question) -> None:
+        directory = Path(manifests.checkpoint_dir(self.home_path, name))
+
+        def read() -> str:
+            found = checkpoints.resumed_checkpoint(directory, asked.attempt, asked.started)
+            return "" if found is None else resume_note.note_of(asked, checkpoints.resumed_words(found))
+
+        try:
+            note = await asyncio.to_thread(read)
+        except Exception as error:  # never the status's problem
+            self.log.debug("paddle-nbext: could not read the checkpoints of %s: %s", name, error)
+            note = ""
+        finally:
+            self._resume_reading.discard(job)
+        before = self._resume_notes.get(job)
+        reads = before[2] + 1 if before is not None and before[0] == asked.attempt else 1
+        self._resume_notes[job] = (asked.attempt, note, reads)
+        if job not in self._statuses:
+            return  # deleted meanwhile
+        if note and (before is None or before[:2] != (asked.attempt, note)):
+            self._mark(job)
+        elif not note and reads <= RESUME_RECHECKS:
+            asyncio.get_running_loop().call_later(RESUME_RECHECK, self._mark, job)
 
     async def _finish(self, job: str, record: dict[str, Any], views: list[Any], decision: policy.Decision) -> None:
         """The server's share of the master's work: record the end, stop what still runs."""

@@ -12,11 +12,14 @@ import json
 from typing import Any
 
 from paddle_nbext.contract import OWNER_ANNOTATION, SPEC_KEY, STATUS_ANNOTATION, Phase
-from paddle_nbext.status import JobStatus, ReplicaStatus
+from paddle_nbext.status import JobStatus, ReplicaStatus, resumed_link
 
 from ...runtime import policy, replicas
 
 BACKEND_NAME = "kubernetes"
+#: On the record of a job that Resume started: JSON `{"job", "step"}` of the job and checkpoint it
+#: resumed from (`JobStatus.resumed_from`), written at submit, so it lasts as long as the record.
+RESUMED_FROM_ANNOTATION = "paddle-nbext/resumed-from"
 
 
 def record_owner(record: dict[str, Any]) -> str:
@@ -29,6 +32,19 @@ def record_spec(record: dict[str, Any]) -> dict[str, Any]:
     except ValueError:
         return {}
     return spec if isinstance(spec, dict) else {}
+
+
+def link_record(record: dict[str, Any], resumed_from: dict[str, Any]) -> None:
+    """Write the link of a job that Resume started into its record (before it is created)."""
+    record["metadata"].setdefault("annotations", {})[RESUMED_FROM_ANNOTATION] = json.dumps(resumed_from, sort_keys=True)
+
+
+def record_resumed_from(record: dict[str, Any]) -> dict[str, Any] | None:
+    raw = ((record.get("metadata") or {}).get("annotations") or {}).get(RESUMED_FROM_ANNOTATION)
+    try:
+        return resumed_link(json.loads(raw)) if raw else None
+    except ValueError:
+        return None
 
 
 def final_of(record: dict[str, Any]) -> dict[str, Any] | None:
@@ -62,6 +78,7 @@ def job_status(
         "backend": BACKEND_NAME,
         "spec": spec,
         "created": meta.get("creationTimestamp") or "",
+        "resumed_from": record_resumed_from(record),
     }
     final = final_of(record)
     if final is not None:

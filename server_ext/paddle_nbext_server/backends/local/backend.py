@@ -303,7 +303,14 @@ class LocalBackend(Backend):
         write_record(job_dir, plan)
         record: StatusRecord = initial_status(request, created, STARTING_MESSAGE)
         write_record(job_dir, record)
-        job = JobRecord(owner=request.owner, spec=spec.to_dict(), created=created, created_epoch=time.time(), package=str(package))
+        job = JobRecord(
+            owner=request.owner,
+            spec=spec.to_dict(),
+            created=created,
+            created_epoch=time.time(),
+            package=str(package),
+            resumed_from=request.resumed_from,
+        )
         write_record(job_dir, job)
         return JobFiles(job, record)
 

@@ -142,5 +142,6 @@ def initial_status(request: SubmitRequest, created: str, message: str) -> Status
         spec=spec.to_dict(),
         created=created,
         replicas=replicas,
+        resumed_from=request.resumed_from,
     )
     return StatusRecord(status)

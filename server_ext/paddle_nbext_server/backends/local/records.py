@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from paddle_nbext.contract import ROLES, Phase, ReplicaPhase
-from paddle_nbext.status import JobStatus, ReplicaStatus
+from paddle_nbext.status import JobStatus, ReplicaStatus, resumed_link
 
 from ...runtime import paddle_nbext_job
 
@@ -233,10 +233,15 @@ class JobRecord:
     created: str = ""
     created_epoch: float = 0.0  # time.time() at submit: how long a master may take to appear
     package: str = ""  # the trainer package as resolved at submit (before any snapshot)
+    #: `{"job", "step"}` of the ended job a Resume started this one from (`JobStatus.resumed_from`).
+    resumed_from: dict[str, Any] | None = None
     version: int = VERSION
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1)
+        data = asdict(self)
+        if self.resumed_from is None:
+            del data["resumed_from"]
+        return json.dumps(data, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> JobRecord:
@@ -244,7 +249,14 @@ class JobRecord:
         return _build(
             cls,
             data,
-            {"owner": _text, "spec": _status_spec, "created": _text, "created_epoch": _number, "package": _text},
+            {
+                "owner": _text,
+                "spec": _status_spec,
+                "created": _text,
+                "created_epoch": _number,
+                "package": _text,
+                "resumed_from": resumed_link,
+            },
         )
 
 
@@ -492,6 +504,8 @@ class StatusRecord:
 
     def to_json(self) -> str:
         data = asdict(self.status)
+        if data.get("resumed_from") is None:
+            data.pop("resumed_from", None)
         data.update(
             master_pid=self.master_pid,
             processes=dict(self.processes),
@@ -518,6 +532,7 @@ class StatusRecord:
                 "started": _optional_text,
                 "finished": _optional_text,
                 "replicas": _each(_replica_status),
+                "resumed_from": resumed_link,
             },
         )
         return _build(

@@ -209,6 +209,9 @@ class JobStore:
             return JobFiles(job, damaged_status(job_name_of(job_dir), job, BACKEND_NAME, message), damaged=message)
         if not record.terminal:
             record = self._with_pending_end(job_dir, record)
+        if job.resumed_from is not None and record.status.resumed_from is None:
+            # The master writes status.json from the job alone; the link is job.json's.
+            record.status.resumed_from = job.resumed_from
         return JobFiles(job, record)
 
     @staticmethod
