@@ -14,6 +14,7 @@ job runs, the environment step's status file gives the job its message ("Prepari
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -216,3 +217,9 @@ def _read_from(path: Path, offset: int) -> bytes:
             return handle.read()
     except OSError:
         return b""
+
+
+def remove_index_file(job_dir: Path) -> None:
+    """Take back the settings file of a job whose submit was rolled back."""
+    with contextlib.suppress(OSError):
+        (job_dir / INDEX_FILE).unlink()

@@ -109,7 +109,9 @@ def test_two_jobs_submitted_at_once_build_their_environment_once(home: Path, ind
 
     async def scenario() -> list[Any]:
         backend = backend_for(home, parent=site(index))
-        await asyncio.gather(*(backend.submit(request(home, job_name=n, entry_point="python uses_tinytok.py", trainers=2)) for n in ("one", "two")))
+        await asyncio.gather(
+            *(backend.submit(request(home, job_name=n, entry_point="python uses_tinytok.py", trainers=2)) for n in ("one", "two"))
+        )
         return [await wait_terminal(backend, n) for n in ("one", "two")]
 
     ends = asyncio.run(scenario())

@@ -9,6 +9,7 @@ the requesting `owner`; a job of another owner behaves exactly like a missing jo
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from paddle_nbext.status import JobStatus
 
 from ..events import EventHub
 from ..metrics import MetricsCache, MetricsFile
+from ..runtime import environments
 from ..runtime.paddle_nbext_job import CHECKPOINTS_SUBDIR
 
 
@@ -167,6 +169,20 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
             raise InvalidState(f"job '{name}' has no replica that could save checkpoints")
         return files[0].path.parent.parent / CHECKPOINTS_SUBDIR
 
+    async def environment_log(self, name: str, owner: str) -> Path:
+        """The owner's job's environment log (its requirements' installer output), beside the
+        replicas' logs in the home on both backends; 404 when the job has no requirements file
+        or its replicas have not started to prepare it yet."""
+        files = await self.metrics_files(name, owner)
+        logs_dir = files[0].path.parent if files else None
+        if logs_dir is None or not await asyncio.to_thread(
+            _any_file, logs_dir / environments.STATUS_FILE, logs_dir / environments.LOG_FILE
+        ):
+            raise JobNotFound(
+                f"job '{name}' has no environment log: it has no requirements file, or its replicas have not started preparing it yet"
+            )
+        return logs_dir / environments.LOG_FILE
+
     @abc.abstractmethod
     async def cancel(self, name: str, owner: str) -> JobStatus:
         """Stop every replica, keep the record and logs; phase becomes Cancelled.  Cancelling a
@@ -175,3 +191,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     @abc.abstractmethod
     async def delete(self, name: str, owner: str) -> None:
         """Stop the job if running, then remove it and everything it created."""
+
+
+def _any_file(*paths: Path) -> bool:
+    return any(path.is_file() for path in paths)

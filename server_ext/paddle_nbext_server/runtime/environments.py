@@ -24,7 +24,7 @@ Why this shape (docs/architecture.md, "Job environments"):
 - **uv when the image or the interpreter's environment has it, pip otherwise.**  uv resolves
   (`uv pip compile`, with the constraints) and installs exactly the missing pins (`--no-deps`);
   pip installs with `--prefix`, which leaves what is installed alone, under the same constraints.
-  Both run isolated from their own configuration files; the index settings are the site's (the
+  Both run without their own configuration files; the index settings are the site's (the
   server's `pip_*` settings) merged with the user's own `pip.conf`, passed to either installer
   the same way, and their credentials are never written anywhere.
 - A build is atomic: it happens in a private directory renamed into place when complete, so a
@@ -419,9 +419,24 @@ def environment_key(requirements: Requirements, settings: IndexSettings, base: M
     return hashed.hexdigest()[:16]
 
 
-def site_packages(prefix: str) -> str:
-    """The prefix's site-packages for this interpreter (where `--prefix` installs go)."""
-    return os.path.join(prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}", "site-packages")
+def site_dirs(prefix: str) -> list[str]:
+    """The package directories an install into `prefix` made, relative to it: where `--prefix`
+    puts them is the interpreter's scheme (`lib/python3.11/site-packages`, or Debian's
+    `local/lib/python3.11/dist-packages`), so they are looked for rather than assumed."""
+    found = []
+    for root, dirs, _ in os.walk(prefix):
+        for name in list(dirs):
+            if name in ("site-packages", "dist-packages"):
+                found.append(os.path.relpath(os.path.join(root, name), prefix))
+                dirs.remove(name)
+        if os.path.relpath(root, prefix).count(os.sep) >= 3:
+            dirs.clear()
+    return sorted(found)
+
+
+def bin_dirs(prefix: str) -> list[str]:
+    """The script directories of an install into `prefix` (`bin`, Debian's `local/bin`), relative."""
+    return [each for each in ("bin", os.path.join("local", "bin")) if os.path.isdir(os.path.join(prefix, each))]
 
 
 def find_uv(env: Mapping[str, str]) -> str | None:
@@ -544,12 +559,10 @@ class Prepared:
 
     def apply(self, env: dict[str, str]) -> None:
         """Put the environment first on the replica's `PYTHONPATH` and `PATH`."""
-        site = site_packages(self.prefix)
-        if os.path.isdir(site):
-            env["PYTHONPATH"] = site + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        binaries = os.path.join(self.prefix, "bin")
-        if os.path.isdir(binaries):
-            env["PATH"] = binaries + (os.pathsep + env["PATH"] if env.get("PATH") else "")
+        for variable, found in (("PYTHONPATH", site_dirs(self.prefix)), ("PATH", bin_dirs(self.prefix))):
+            if found:
+                paths = os.pathsep.join(os.path.join(self.prefix, each) for each in found)
+                env[variable] = paths + (os.pathsep + env[variable] if env.get(variable) else "")
         env["PADDLE_NBEXT_ENV"] = self.prefix
 
 
@@ -576,7 +589,16 @@ def _installer_env(env: Mapping[str, str], cache: str) -> dict[str, str]:
     """The installers' environment: theirs without our job's variables or their own config."""
     clean = {key: value for key, value in env.items() if not key.startswith(("PADDLE_", "PIP_", "UV_"))}
     clean.update(
-        UV_CACHE_DIR=os.path.join(cache, "uv"), PIP_CACHE_DIR=os.path.join(cache, "pip"), UV_NO_PROGRESS="1", PYTHONDONTWRITEBYTECODE="1"
+        UV_CACHE_DIR=os.path.join(cache, "uv"),
+        PIP_CACHE_DIR=os.path.join(cache, "pip"),
+        UV_NO_PROGRESS="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        # The user's pip.conf is already merged into the settings passed as flags: not read twice.
+        PIP_CONFIG_FILE=os.devnull,
+        # An interpreter its distribution manages (Debian's EXTERNALLY-MANAGED) refuses installs
+        # into itself; ours go into a prefix of their own, beside it.
+        PIP_BREAK_SYSTEM_PACKAGES="1",
+        UV_BREAK_SYSTEM_PACKAGES="1",
     )
     return clean
 
@@ -634,7 +656,6 @@ def build(
         "-m",
         "pip",
         "install",
-        "--isolated",
         "--no-input",
         "--disable-pip-version-check",
         "--no-warn-script-location",
@@ -670,11 +691,11 @@ def _already(pin: str, base: Mapping[str, tuple[str, str]]) -> bool:
 
 
 def installed_in(prefix: str) -> list[str]:
-    """`name==version` of the distributions in an environment's site-packages."""
-    site = site_packages(prefix)
-    if not os.path.isdir(site):
+    """`name==version` of the distributions in an environment's package directories."""
+    site = [os.path.join(prefix, each) for each in site_dirs(prefix)]
+    if not site:
         return []
-    return sorted(f"{dist.metadata['Name']}=={dist.version}" for dist in metadata.distributions(path=[site]) if dist.metadata["Name"])
+    return sorted(f"{dist.metadata['Name']}=={dist.version}" for dist in metadata.distributions(path=site) if dist.metadata["Name"])
 
 
 @contextlib.contextmanager

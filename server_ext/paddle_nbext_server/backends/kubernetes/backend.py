@@ -9,6 +9,7 @@ cleanly even if the master pod is lost.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -19,10 +20,10 @@ from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext.contract import CANCELLED_ANNOTATION, ROLES
 from paddle_nbext.quota import Verdict
-from paddle_nbext.spec import SpecError
+from paddle_nbext.spec import JobSpec, SpecError
 from paddle_nbext.status import JobStatus
 
-from ... import package
+from ... import job_requirements, package
 from ...metrics import MetricsFile
 from ...runtime import replicas
 from ..base import BackendUnavailable, InvalidRequest, InvalidState, JobNotFound, SubmitRequest
@@ -116,8 +117,11 @@ class KubernetesBackend(LogReading):
         home = await self._home_volume(owner, connection)
         try:
             source = await asyncio.to_thread(package.resolve_package, spec, request.home)
+            requirements = await asyncio.to_thread(job_requirements.find_requirements, spec, source)
         except SpecError as error:
             raise InvalidRequest(error.message, field=error.field) from None
+        if requirements is not None:  # the file found, for the launchers (and the record)
+            spec = dataclasses.replace(spec, requirements=requirements.file)
         snapshot = spec.snapshot or request.entry_script is not None
         job_dir = Path(request.home) / JOBS_DIR / spec.job_name
         workdir_local = job_dir / "package" if snapshot else source
@@ -134,7 +138,11 @@ class KubernetesBackend(LogReading):
             return {
                 "dry_run": True,
                 "job": preview.to_dict(),
-                "plan": {"namespace": connection.namespace, "manifests": plan},
+                "plan": {
+                    "namespace": connection.namespace,
+                    "manifests": plan,
+                    "environment": await self._environment_preview(requirements, request, spec),
+                },
                 "quota": quota_check.to_dict(),
             }
         if quota_check.verdict == Verdict.NEVER:  # refused before anything is created
@@ -149,17 +157,38 @@ class KubernetesBackend(LogReading):
         try:
             if snapshot:
                 await asyncio.to_thread(self._snapshot, source, job_dir, request.entry_script, request.home)
+            if requirements is not None:
+                await asyncio.to_thread(self._write_index_file, job_dir)
             for manifest in plan[1:]:
                 await self._create(manifests.set_owner_uid(manifest, uid), created, spec.job_name)
         except BaseException:
             await self._rollback(created)
             if snapshot:
                 await asyncio.to_thread(shutil.rmtree, job_dir, True)
+            elif requirements is not None:
+                await asyncio.to_thread(job_requirements.remove_index_file, job_dir)
             raise
         cache.put("configmaps", record)
         self._flush_now(key)
         status = self._statuses.get(key)
         return (status or self._preview_status(spec, owner)).to_dict()
+
+    def _site(self) -> job_requirements.Site:
+        """The site's settings for jobs' requirements (`c.PaddleNbext.pip_*`)."""
+        return job_requirements.Site.from_config(self.parent)
+
+    def _write_index_file(self, job_dir: Path) -> None:
+        """The site's index settings for the job's launchers, in its folder in the home (0600)."""
+        job_dir.mkdir(parents=True, exist_ok=True)
+        job_requirements.write_index_file(job_dir, self._site())
+
+    async def _environment_preview(
+        self, requirements: job_requirements.Requirements | None, request: SubmitRequest, spec: JobSpec
+    ) -> dict[str, Any] | None:
+        """What a dry run says about the job's environment (`job_requirements.preview`)."""
+        envs = Path(request.home) / JOBS_DIR / job_requirements.ENVS_DIR
+        image = spec.image or self.default_image or ""
+        return await asyncio.to_thread(job_requirements.preview, requirements, envs, self._site(), image)
 
     async def list_jobs(self, owner: str) -> list[JobStatus]:
         self._serves(owner)

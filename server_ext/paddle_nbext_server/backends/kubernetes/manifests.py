@@ -48,7 +48,8 @@ from paddle_nbext.quantity import Quantity
 from paddle_nbext.spec import JobSpec
 
 from ... import runtime_files
-from ...runtime import paddle_nbext_job, replicas
+from ...job_requirements import ENVS_DIR, INDEX_FILE
+from ...runtime import environments, paddle_nbext_job, replicas
 from . import volcano
 from .api_names import JOBS_DIR
 from .home_volume import HomeVolume
@@ -193,9 +194,19 @@ def _threads(cpu: str) -> str:
 ATTEMPT_PARTS = ("PADDLE_NBEXT_ATTEMPT_JOBS", "PADDLE_NBEXT_ATTEMPT_JOBSET")
 
 
+def job_folder(home_path: str, job_name: str) -> str:
+    """A job's folder on the home volume as pods see it: `<home>/.paddle-jobs/<job>`."""
+    return f"{home_path.rstrip('/')}/{JOBS_DIR}/{job_name}"
+
+
 def checkpoint_dir(home_path: str, job_name: str) -> str:
     """A job's checkpoint directory on the home volume: `<home>/.paddle-jobs/<job>/checkpoints`."""
-    return f"{home_path.rstrip('/')}/{JOBS_DIR}/{job_name}/{paddle_nbext_job.CHECKPOINTS_SUBDIR}"
+    return f"{job_folder(home_path, job_name)}/{paddle_nbext_job.CHECKPOINTS_SUBDIR}"
+
+
+def envs_dir(home_path: str) -> str:
+    """Where jobs' environments live on the home volume: `<home>/.paddle-jobs/envs`."""
+    return f"{home_path.rstrip('/')}/{JOBS_DIR}/{ENVS_DIR}"
 
 
 def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, workdir: str) -> list[dict[str, Any]]:
@@ -228,6 +239,15 @@ def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, w
         paddle_nbext_job.CHECKPOINT_DIR_VAR: checkpoint_dir(settings.home_path, spec.job_name),
         paddle_nbext_job.KEEP_VAR: str(spec.keep_checkpoints),
     }
+    if spec.requirements:  # resolved at submit: the launcher builds or reuses the job's environment first
+        values.update(
+            {
+                environments.REQUIREMENTS_VAR: spec.requirements,
+                environments.ENVS_DIR_VAR: envs_dir(settings.home_path),
+                environments.INDEX_FILE_VAR: f"{job_folder(settings.home_path, spec.job_name)}/{INDEX_FILE}",
+                "PADDLE_NBEXT_IMAGE": spec.image or settings.default_image or "",
+            }
+        )
     user = [{"name": key, "value": value} for key, value in sorted(spec.env.items()) if key not in values]
     # The whole-job attempt, new on every restart: a checkpoint an earlier attempt published is
     # the one to resume from (`paddle_nbext_job.resume_from`).  From the pod's labels: ours (the

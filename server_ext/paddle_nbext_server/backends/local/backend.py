@@ -42,7 +42,7 @@ from paddle_nbext.contract import Phase, format_bytes, is_terminal, now_iso
 from paddle_nbext.spec import SpecError
 from paddle_nbext.status import JobStatus
 
-from ... import runtime_files
+from ... import job_requirements, runtime_files
 from ...checkpoints import link_checkpoint
 from ...credentials import job_environment
 from ...events import DELETED, UPDATED, JobEvent
@@ -221,7 +221,11 @@ class LocalBackend(Backend):
         job_dir = self._jobs.job_dir(spec.job_name, request.owner)  # where it would go (another user's name: elsewhere)
         resources = check_fits_at_all(spec, self._capacity())
         workdir = job_dir / "package" if spec.snapshot else package
+        requirements = job_requirements.find_requirements(spec, package)
         plan = build_plan(spec, job_dir, workdir, job_dir / "runtime" / "launcher.py", resources, self._settings())
+        if requirements is not None:
+            index_file = str(job_dir / job_requirements.INDEX_FILE) if not self._site().is_default() else None
+            plan.env.update(requirements.launcher_env(str(self._envs_dir()), index_file))
         processes = [
             {
                 "role": replica.role,
@@ -245,8 +249,17 @@ class LocalBackend(Backend):
                 "processes": processes,
                 "request": asdict(resources),
                 "capacity": asdict(plan.capacity),
+                "environment": job_requirements.preview(requirements, self._envs_dir(), self._site()),
             },
         }
+
+    def _site(self) -> job_requirements.Site:
+        """The site's settings for jobs' requirements (`c.PaddleNbext.pip_*`)."""
+        return job_requirements.Site.from_config(self.parent)
+
+    def _envs_dir(self) -> Path:
+        """Where jobs' environments live: `<jobs_dir>/envs`, beside the job dirs."""
+        return self.root / job_requirements.ENVS_DIR
 
     def _create(self, request: SubmitRequest) -> JobStatus:
         """Create the job dir and start its master; all or nothing."""
@@ -255,12 +268,13 @@ class LocalBackend(Backend):
         package = resolve_package(spec, request.home, self.root)
         _refuse_cell_without_snapshot(request)
         resources = check_fits_at_all(spec, self._capacity())
+        requirements = job_requirements.find_requirements(spec, package)
         try:
             job_dir = self._jobs.claim(spec.job_name, request.owner)
         except OSError as error:
             raise self._unwritable(error) from None
         try:
-            files = self._write_job(request, job_dir, package, resources)
+            files = self._write_job(request, job_dir, package, resources, requirements)
             self._jobs.launch_master(job_dir, job_environment(os.environ, self._secret_env()))
             self._memory.remember_submitted(job_dir.name, files)  # submit publishes the event
             return files.record.status
@@ -286,7 +300,14 @@ class LocalBackend(Backend):
         """The site's extra credential names (`c.PaddleNbext.secret_env`)."""
         return list(getattr(self.parent, "secret_env", None) or [])
 
-    def _write_job(self, request: SubmitRequest, job_dir: Path, package: Path, resources: ResourceRequest) -> JobFiles:
+    def _write_job(
+        self,
+        request: SubmitRequest,
+        job_dir: Path,
+        package: Path,
+        resources: ResourceRequest,
+        requirements: job_requirements.Requirements | None,
+    ) -> JobFiles:
         """Everything the master reads, job.json last: a dir without it is not a job yet."""
         spec = request.spec
         workdir = package
@@ -300,6 +321,9 @@ class LocalBackend(Backend):
         launcher = runtime_files.write_bundle(job_dir / "runtime")
         created = now_iso()
         plan: Plan = build_plan(spec, job_dir, workdir, launcher, resources, self._settings())
+        if requirements is not None:  # the replicas' launchers build or reuse its environment first
+            index_file = job_requirements.write_index_file(job_dir, self._site())
+            plan.env.update(requirements.launcher_env(str(self._envs_dir()), index_file))
         write_record(job_dir, plan)
         record: StatusRecord = initial_status(request, created, STARTING_MESSAGE)
         write_record(job_dir, record)
