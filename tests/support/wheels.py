@@ -67,6 +67,12 @@ class SimpleIndex:
             def log_message(self, *_args: object) -> None:
                 pass
 
+            head_only = False
+
+            def do_HEAD(self) -> None:  # noqa: N802 - installers ask before they download
+                self.head_only = True
+                self.do_GET()
+
             def _send(self, status: int, body: bytes, kind: str = "text/html") -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
@@ -74,7 +80,8 @@ class SimpleIndex:
                 if status == 401:
                     self.send_header("WWW-Authenticate", 'Basic realm="test index"')
                 self.end_headers()
-                self.wfile.write(body)
+                if not self.head_only:
+                    self.wfile.write(body)
 
             def do_GET(self) -> None:  # noqa: N802 - the http.server hook's name
                 index.requests.append(self.path)
@@ -85,18 +92,21 @@ class SimpleIndex:
                         return
                 parts = [part for part in self.path.split("?")[0].split("/") if part]
                 wheels = sorted(index.directory.glob("*.whl"))
-                if parts[:1] == ["simple"] and len(parts) == 2:
+                if parts[:1] == ["simple"] and len(parts) == 3 and (index.directory / parts[2]).is_file():
+                    # Files below the project's page, as many private indexes serve them (and
+                    # where installers send the index's credentials too).
+                    self._send(200, (index.directory / parts[2]).read_bytes(), "application/octet-stream")
+                elif parts[:1] == ["simple"] and len(parts) == 2:
                     project = re.sub(r"[-_.]+", "-", parts[1]).lower()
                     links = [w for w in wheels if re.sub(r"[-_.]+", "-", w.name.split("-")[0]).lower() == project]
                     if not links:
                         self._send(404, b"no such project")
                         return
                     body = "".join(
-                        f'<a href="/files/{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n' for w in links
+                        f'<a href="/simple/{parts[1]}/{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n'
+                        for w in links
                     )
                     self._send(200, f"<html><body>{body}</body></html>".encode())
-                elif parts[:1] == ["files"] and len(parts) == 2 and (index.directory / parts[1]).is_file():
-                    self._send(200, (index.directory / parts[1]).read_bytes(), "application/octet-stream")
                 else:
                     self._send(404, b"not found")
 

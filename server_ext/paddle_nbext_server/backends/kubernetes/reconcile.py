@@ -33,7 +33,7 @@ from paddle_nbext.status import JobStatus
 from ... import checkpoints
 from ...events import DELETED as EV_DELETED
 from ...events import UPDATED, JobEvent
-from ...runtime import cluster_master, policy, replicas
+from ...runtime import cluster_master, environments, policy, replicas
 from ..base import BackendUnavailable
 from . import logs as replica_logs
 from . import manifests, queue_positions, queue_status, resume_note, volcano, volcano_status
@@ -49,6 +49,8 @@ from .status import final_of, job_status
 #: submit, so the first read may come before it).
 RESUME_RECHECKS = 3
 RESUME_RECHECK = 5.0
+#: Seconds between reads of a job's environment status while its launchers build it.
+ENVIRONMENT_RECHECK = 1.0
 
 
 class Reconciler(HomeSetup):
@@ -74,6 +76,10 @@ class Reconciler(HomeSetup):
         # home in a thread: job -> (attempt, its note or "" for none, reads of that attempt).
         self._resume_notes: dict[str, tuple[str, str, int]] = {}
         self._resume_reading: set[str] = set()
+        # While a job's launchers build its environment (`runtime/environments.py`), the status
+        # file they write in the home: job -> (the step has ended, "Preparing environment: ..." or "").
+        self._environment_notes: dict[str, tuple[bool, str]] = {}
+        self._environment_reading: set[str] = set()
 
     async def _ensure_cache(self) -> WatchCache:
         if self._cache is None:
@@ -383,6 +389,7 @@ class Reconciler(HomeSetup):
                 status = self._statuses.pop(job, None)
                 self._published.pop(job, None)
                 self._resume_notes.pop(job, None)
+                self._environment_notes.pop(job, None)
                 if status is not None:
                     if self._keys.get((status.owner, status.name)) == job:
                         del self._keys[(status.owner, status.name)]
@@ -398,6 +405,7 @@ class Reconciler(HomeSetup):
                 queue_note=queue_status.summary(self._queue_words(job)) or self._gang_note(job),
             )
             status = self._with_resume_note(job, record, status)
+            status = self._with_environment_note(job, status)
             self._statuses[job] = status
             if status.terminal:
                 self._release_gang(job)
@@ -432,6 +440,38 @@ class Reconciler(HomeSetup):
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return resume_note.with_note(status, known[1]) if known is not None and known[0] == asked.attempt else status
+
+    def _with_environment_note(self, job: str, status: JobStatus) -> JobStatus:
+        """While the replicas of a job with a requirements file build its environment, the
+        message says so ("Preparing environment: 12 packages (uv)"), as the local master's does.
+        The in-cluster master cannot read the home; the server reads the launchers' status file
+        there in a thread, again every `ENVIRONMENT_RECHECK` seconds until the step has ended."""
+        if not status.spec.get("requirements") or status.phase != Phase.RUNNING:
+            return status
+        ended, note = self._environment_notes.get(job, (False, ""))
+        if not ended and job not in self._environment_reading:
+            self._environment_reading.add(job)
+            task = asyncio.create_task(self._read_environment(job, status.name))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return dataclasses.replace(status, message=note) if note else status
+
+    async def _read_environment(self, job: str, name: str) -> None:
+        logs_dir = Path(manifests.job_folder(self.home_path, name)) / "logs"
+        try:
+            state = await asyncio.to_thread(environments.read_status, str(logs_dir))
+        finally:
+            self._environment_reading.discard(job)
+        ended = state is not None and state.get("state") in ("ready", "failed")
+        note = (environments.phase_message(state) or "") if state else ""
+        before = self._environment_notes.get(job)
+        self._environment_notes[job] = (ended, note)
+        if job not in self._statuses:
+            return
+        if before is None or before[1] != note:
+            self._mark(job)
+        if not ended:
+            asyncio.get_running_loop().call_later(ENVIRONMENT_RECHECK, self._mark, job)
 
     async def _read_resume(self, job: str, name: str, asked: resume_note.Question) -> None:
         directory = Path(manifests.checkpoint_dir(self.home_path, name))
