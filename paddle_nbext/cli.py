@@ -7,6 +7,9 @@
     paddle-nbext checkpoints NAME              # its checkpoints (step, time, size), the resume chain
     paddle-nbext resume NAME [--job-name NEW] [--wait]   # a Cancelled/Failed job from its latest checkpoint
     paddle-nbext delete NAME [--keep-checkpoints]
+    paddle-nbext envs list [--json]            # your jobs' Python environments: size, last use, users
+    paddle-nbext envs prune [--unused-days N] [--dry-run] [--cache]   # remove the unused ones
+    paddle-nbext envs rm KEY
 
 Exit codes: 0 ok; 1 the job failed (or was cancelled), the API refused/was unreachable, or a dry
 run found that the job can never fit the cluster's quota;
@@ -22,10 +25,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__, display
+from . import __version__, display, envs
 from . import metrics as job_metrics
 from .client import Client, PaddleNbextError, dumps
-from .contract import Phase, Role, is_terminal
+from .contract import ENVIRONMENT_LOG, Phase, Role, is_terminal
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
 from .quota import QuotaCheck, Verdict
 from .ranklog import rank_lines, rank_stream
@@ -104,7 +107,12 @@ def build_parser() -> Parser:
             sub.add_argument("--wait", action="store_true", help="wait until the new job ends; exit 1 unless it succeeded")
     logs = commands.add_parser("logs", help="print a replica's log", description="Print a replica's log.")
     logs.add_argument("name", metavar="NAME")
-    logs.add_argument("--role", choices=(Role.TRAINER.value, Role.PSERVER.value), default=Role.TRAINER.value)
+    logs.add_argument(
+        "--role",
+        choices=(Role.TRAINER.value, Role.PSERVER.value, ENVIRONMENT_LOG),
+        default=Role.TRAINER.value,
+        help=f"whose log: a replica's, or '{ENVIRONMENT_LOG}' for the installer's output of the job's requirements",
+    )
     logs.add_argument("--index", type=int, default=0)
     logs.add_argument("--tail", type=int, default=None)
     logs.add_argument("--previous", action="store_true")
@@ -117,6 +125,24 @@ def build_parser() -> Parser:
     )
     metrics.add_argument("name", metavar="NAME")
     metrics.add_argument("--points", type=int, default=200, help="points per replica and metric to fetch [200]")
+    environments = commands.add_parser(
+        "envs",
+        help="list or remove your jobs' Python environments",
+        description=(
+            "Your jobs' Python environments (built from their packages' requirements files): "
+            "`envs list` shows them (key, packages, size, last use, the running jobs using them); "
+            "`envs prune` removes those no job started with for --unused-days days and no running job uses; "
+            "`envs rm KEY` removes one."
+        ),
+    )
+    environments.add_argument("action", choices=("list", "prune", "rm"), help="list, prune or rm")
+    environments.add_argument("key", metavar="KEY", nargs="?", default=None, help="the environment to remove (envs rm)")
+    environments.add_argument("--json", dest="output", action="store_const", const="json", help="print JSON (same as --output json)")
+    environments.add_argument(
+        "--unused-days", type=int, default=None, metavar="N", help="prune: remove environments unused for N days or more [30]"
+    )
+    environments.add_argument("--dry-run", action="store_true", help="prune: only say what would be removed")
+    environments.add_argument("--cache", action="store_true", help="prune: also empty the installers' download cache")
     return parser
 
 
@@ -142,6 +168,8 @@ def _run(args: argparse.Namespace) -> int:
     from .api import Job, submit
 
     spec = spec_from_args(args) if args.command == "submit" else {}  # usage errors before any network
+    if args.command == "envs":
+        _check_envs(args)
     client = Client(args.url, args.token)
     if args.command == "list":
         statuses = client.list_jobs()
@@ -233,7 +261,37 @@ def _run(args: argparse.Namespace) -> int:
         data = {"deleted": args.name, "freed": size.get("job_size"), "kept": kept}
         _emit(args, data, display.delete_text(args.name, size, kept))
         return EXIT_OK
+    if args.command == "envs":
+        return _envs(args, client)
     raise UsageError(f"unknown command {args.command!r}")
+
+
+def _check_envs(args: argparse.Namespace) -> None:
+    """Usage errors of `envs`, found before anything is sent."""
+    given = (("--unused-days", args.unused_days is not None), ("--dry-run", args.dry_run), ("--cache", args.cache))
+    prune_only = [flag for flag, present in given if present]
+    if args.action != "prune" and prune_only:
+        raise UsageError(f"envs {args.action}: {prune_only[0]} is an option of envs prune")
+    if (args.action == "rm") != (args.key is not None):
+        raise UsageError(
+            "envs rm: give the KEY of the environment to remove" if args.action == "rm" else f"envs {args.action} takes no KEY"
+        )
+    if args.unused_days is not None and args.unused_days < 0:
+        raise UsageError("--unused-days must be 0 or more")
+
+
+def _envs(args: argparse.Namespace, client: Client) -> int:
+    if args.action == "list":
+        body = client.environments()
+        _emit(args, body, envs.environments_text(body))
+    elif args.action == "prune":
+        days = 30 if args.unused_days is None else args.unused_days
+        body = client.prune_environments(unused_days=days, dry_run=args.dry_run, cache=args.cache)
+        _emit(args, body, envs.prune_text(body))
+    else:
+        body = client.remove_environment(args.key)
+        _emit(args, body, envs.remove_text(body))
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

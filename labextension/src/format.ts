@@ -166,9 +166,12 @@ export function phaseClass(phase: string): string {
   return `pn-phase-${phase.toLowerCase().replace(/[^a-z]/g, '')}`;
 }
 
-/** "trainer 1": how every surface names a replica (never "trainer-1"). */
+/** The log of a job's requirements step (the server's `?role=environment`), not a replica. */
+export const ENVIRONMENT_LOG = 'environment';
+
+/** "trainer 1": how every surface names a replica (never "trainer-1"); "environment" for the installer's log. */
 export function replicaName(role: string, index: number): string {
-  return `${role} ${index}`;
+  return role === ENVIRONMENT_LOG ? role : `${role} ${index}`;
 }
 
 /** The local date and time of an ISO time, for hover titles ('' when unknown). */

@@ -341,7 +341,7 @@ export class JobView extends Widget {
       this._checkpointsFor = job.phase;
       void this._loadCheckpoints();
     }
-    this.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec));
+    this.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec), Boolean(job.spec.requirements));
     this.tick();
   }
 

@@ -49,6 +49,8 @@ export class LogPanel {
   private readonly _status: HTMLElement;
   private _replicas: IReplica[] = [];
   private _ranks = 1;
+  /** The job has a requirements file: its installer's log is offered too. */
+  private _environment = false;
   private _abort: AbortController | null = null;
   private _waitingToStart: string | null = null;
 
@@ -207,12 +209,17 @@ export class LogPanel {
    * a trainer of several ranks is offered whole and rank by rank.  The selection is kept when
    * still there.
    */
-  setReplicas(replicas: IReplica[], ranks: number = this._ranks): void {
+  setReplicas(
+    replicas: IReplica[],
+    ranks: number = this._ranks,
+    environment: boolean = this._environment
+  ): void {
     this._replicas = replicas;
     this._ranks = ranks;
+    this._environment = environment;
     const selected = this._replica.value;
     clear(this._replica);
-    const choices = logChoices(replicas, ranks);
+    const choices = logChoices(replicas, ranks, environment);
     for (const choice of choices) {
       this._replica.appendChild(
         h(

@@ -22,7 +22,7 @@ class LogTabContent extends Widget {
     super();
     this.addClass('pn-log-tab');
     this.logs = new LogPanel(api, job.name, { tail, follow: !TERMINAL_PHASES.has(job.phase) });
-    this.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec));
+    this.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec), Boolean(job.spec.requirements));
     this.logs.select(replica);
     this.node.appendChild(this.logs.node);
   }
@@ -53,6 +53,10 @@ export class LogTabWidget extends MainAreaWidget<LogTabContent> {
 
   /** A new status of the job (the replica selector and "not started yet" follow it). */
   setJob(job: IJobStatus): void {
-    this.content.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec));
+    this.content.logs.setReplicas(
+      job.replicas,
+      ranksPerTrainer(job.spec),
+      Boolean(job.spec.requirements)
+    );
   }
 }

@@ -7,7 +7,7 @@
  * under their trainer, the log picker offer `trainer 1 · rank 2` and filter the trainer's log
  * by that prefix, and the charts name each rank's curve.  Pure so vitest covers them.
  */
-import { replicaName } from './format';
+import { ENVIRONMENT_LOG, replicaName } from './format';
 import { launchEntry } from './validate';
 import { IJobStatus, IReplica } from './types';
 
@@ -103,9 +103,10 @@ export interface ILogChoice {
 
 /**
  * The log picker's choices: each replica's whole log, and after a trainer of several ranks one
- * choice per rank (`trainer 1 · rank 2`), so the closed picker always says which trainer.
+ * choice per rank (`trainer 1 · rank 2`), so the closed picker always says which trainer.  A job
+ * with a requirements file (`environment`) also offers its installer's log, last.
  */
-export function logChoices(replicas: IReplica[], ranks: number): ILogChoice[] {
+export function logChoices(replicas: IReplica[], ranks: number, environment = false): ILogChoice[] {
   const choices: ILogChoice[] = [];
   for (const replica of replicas) {
     const base: IRankRef = { role: replica.role, index: replica.index };
@@ -119,6 +120,10 @@ export function logChoices(replicas: IReplica[], ranks: number): ILogChoice[] {
       const ref = { ...base, rank };
       choices.push({ value: rankKey(ref), label: rankName(ref), ref });
     }
+  }
+  if (environment) {
+    const ref: IRankRef = { role: ENVIRONMENT_LOG, index: 0 };
+    choices.push({ value: rankKey(ref), label: 'environment (requirements)', ref });
   }
   return choices;
 }

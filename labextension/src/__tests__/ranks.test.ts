@@ -136,6 +136,17 @@ describe('ranks of a trainer', () => {
     );
   });
 
+  it("offers a job's installer log last when it has a requirements file, and asks for role=environment", () => {
+    const choices = logChoices([replica('pserver', 0), replica('trainer', 0)], 1, true);
+    expect(choices.map(c => [c.value, c.label])).toEqual([
+      ['pserver-0', 'pserver 0'],
+      ['trainer-0', 'trainer 0'],
+      ['environment-0', 'environment (requirements)']
+    ]);
+    expect(parseRankKey('environment-0')).toEqual({ role: 'environment', index: 0 });
+    expect(rankName({ role: 'environment', index: 0 })).toBe('environment');
+  });
+
   it("filters a trainer's log to one rank across chunk boundaries, keeping the launcher's lines", () => {
     const filter = new RankFilter(1);
     // Split mid-prefix and mid-line.

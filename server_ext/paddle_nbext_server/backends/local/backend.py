@@ -27,6 +27,7 @@ loop never blocks.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import sys
@@ -269,6 +270,8 @@ class LocalBackend(Backend):
         _refuse_cell_without_snapshot(request)
         resources = check_fits_at_all(spec, self._capacity())
         requirements = job_requirements.find_requirements(spec, package)
+        if requirements is not None:  # the file found, in the record (the panel offers its log)
+            request = dataclasses.replace(request, spec=dataclasses.replace(spec, requirements=requirements.file))
         try:
             job_dir = self._jobs.claim(spec.job_name, request.owner)
         except OSError as error:
