@@ -190,6 +190,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.dry_run:
             plan = submit(script=script, dry_run=True, client=client, **spec)
             print(dumps(plan.to_dict()))
+            if plan.environment_words and args.output != "json":
+                print(f"Environment: {plan.environment_words}", file=sys.stderr)
             return _quota_said(args, plan.quota)
         job = submit(script=script, client=client, **spec)
         if args.follow:

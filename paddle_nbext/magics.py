@@ -104,7 +104,10 @@ class PaddleMagics(Magics):
             if args.dry_run:
                 from .client import dumps
 
-                print(dumps(api.submit(script=body, dry_run=True, **spec).to_dict()))
+                plan = api.submit(script=body, dry_run=True, **spec)
+                print(dumps(plan.to_dict()))
+                if plan.environment_words:
+                    print(f"Environment: {plan.environment_words}")
                 return None
             job = api.submit(script=body, **spec)
             if args.follow:

@@ -153,6 +153,15 @@ class SubmitPlan:
     def spec(self) -> dict[str, Any]:
         return self.job.spec
 
+    @property
+    def environment_words(self) -> str | None:
+        """What the job's requirements would do ("requirements.txt: will be built before the
+        replicas start (3 requirements)"), None for a job without a requirements file."""
+        found = self.plan.get("environment")
+        if not isinstance(found, Mapping) or not found.get("summary"):
+            return None
+        return f"{found.get('file')}: {found['summary']}"
+
     def to_dict(self) -> dict[str, Any]:
         """The dry run's JSON body."""
         body = {"dry_run": True, "job": self.job.to_dict(), "plan": self.plan}

@@ -43,7 +43,7 @@ def book(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     """A notebook server whose jobs run in the installers image, with the wheels in the home."""
     site = real_cluster.node
     image = installers_image()
-    site.import_image(image)
+    site.node.import_image(image)
     namespace = real_cluster.new_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted"})
     admin = real_cluster.api_client()
     apply_shipped_rbac(admin, namespace)

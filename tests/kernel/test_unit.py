@@ -259,3 +259,23 @@ def test_wait_returns_on_a_job_whose_record_is_damaged():
     job = Job("broken", client=Answers())  # type: ignore[arg-type]
     assert job.wait(timeout=30, poll=0.01) is job
     assert job.phase == "Unknown" and job.last.message == "status.json is damaged" and Answers.calls == 1
+
+
+def test_a_dry_run_says_what_the_jobs_requirements_would_do() -> None:
+    from paddle_nbext.status import SubmitPlan
+
+    job = {"name": "r", "owner": "u", "phase": "Pending", "message": "", "replicas": [], "spec": {}, "created": None}
+    with_file = SubmitPlan.from_dict(
+        {
+            "job": job,
+            "plan": {
+                "environment": {
+                    "file": "requirements.txt",
+                    "environment": "build",
+                    "summary": "will be built before the replicas start (3 requirements)",
+                }
+            },
+        }
+    )
+    assert with_file.environment_words == "requirements.txt: will be built before the replicas start (3 requirements)"
+    assert SubmitPlan.from_dict({"job": job, "plan": {"environment": None}}).environment_words is None
