@@ -26,6 +26,9 @@ _LAZY = {
     "dist_train": "api",
     "connect": "api",
     "get_client": "api",
+    "environments": "api",
+    "prune_environments": "api",
+    "remove_environment": "api",
     # client and errors
     "Client": "client",
     "PaddleNbextError": "client",

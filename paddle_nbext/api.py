@@ -33,8 +33,11 @@ __all__ = [
     "SubmitPlan",
     "connect",
     "dist_train",
+    "environments",
     "get_client",
     "jobs",
+    "prune_environments",
+    "remove_environment",
     "submit",
     "ENTRY_SCRIPT_NAME",
 ]
@@ -232,6 +235,26 @@ def jobs(client: Client | None = None) -> JobList:
     """The caller's jobs, newest first."""
     client = get_client(client)
     return JobList(Job(status.name, client, status) for status in client.list_jobs())
+
+
+def environments(client: Client | None = None) -> list[dict[str, Any]]:
+    """Your jobs' Python environments (built from their packages' requirements files), most
+    recently used first: key, requirements, packages, size (bytes), built, last_used, in_use_by."""
+    return list(get_client(client).environments().get("environments") or [])
+
+
+def prune_environments(
+    unused_days: int = 30, *, dry_run: bool = False, cache: bool = False, client: Client | None = None
+) -> dict[str, Any]:
+    """Remove the environments no job started with for `unused_days` days and no running job
+    uses (`cache=True`: the download cache too; `dry_run=True`: only say what would go).  Returns
+    what was removed and kept, and the bytes `freed`."""
+    return get_client(client).prune_environments(unused_days=unused_days, dry_run=dry_run, cache=cache)
+
+
+def remove_environment(key: str, client: Client | None = None) -> dict[str, Any]:
+    """Remove one environment now (refused while a running job uses it): `{"key", "size"}`."""
+    return get_client(client).remove_environment(key)
 
 
 @overload

@@ -299,6 +299,23 @@ class Client:
         size, path), `latest`, `size`, `job_size` (what a delete frees) and `resumed_from`."""
         return self._object("GET", f"/jobs/{_quote(name)}/checkpoints")
 
+    def environments(self) -> dict[str, Any]:
+        """Your jobs' Python environments (`GET /environments`): per environment its key,
+        requirements, installed `packages`, `size`, `built`, `last_used` and the running jobs
+        using it (`in_use_by`); and the totals `count`, `bytes`, `cache_bytes`."""
+        return self._object("GET", "/environments")
+
+    def prune_environments(self, *, unused_days: int = 30, dry_run: bool = False, cache: bool = False) -> dict[str, Any]:
+        """Remove the environments no job started with for `unused_days` days and no running job
+        uses (`POST /environments/prune`); `cache` also empties the download cache; `dry_run`
+        removes nothing.  The answer lists what was (or would be) `removed` and `kept`, and `freed` bytes."""
+        body = {"unused_days": unused_days, "dry_run": dry_run, "cache": cache}
+        return self._object("POST", "/environments/prune", json=body)
+
+    def remove_environment(self, key: str) -> dict[str, Any]:
+        """Remove one environment (`DELETE /environments/{key}`): `{"key", "size"}`."""
+        return self._object("DELETE", f"/environments/{_quote(key)}")
+
     def logs(
         self,
         name: str,

@@ -37,7 +37,7 @@ def exercise(base_url: str, document: Path = DOCUMENT) -> list[str]:
     failures: list[str] = []
     statuses: dict[int, int] = {}
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 13  # resume and checkpoints (issue 26)
+    assert len(operations) == 16  # resume and checkpoints (issue 26); environments, prune, remove (issue 25)
     for operation in operations:
         if (operation.method.upper(), operation.path) in STREAMING:
             continue

@@ -22,7 +22,9 @@ from paddle_nbext.spec import JobSpec
 from paddle_nbext.status import JobStatus
 
 from ..events import EventHub
+from ..job_requirements import ENVS_DIR
 from ..metrics import MetricsCache, MetricsFile
+from ..package import HOME_JOBS_DIR
 from ..runtime import environments
 from ..runtime.paddle_nbext_job import CHECKPOINTS_SUBDIR
 
@@ -133,6 +135,12 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     def describe(self) -> dict[str, Any]:
         """Backend facts for `GET /config` (no secrets)."""
         return {"name": self.name}
+
+    def environments_dir(self, home: Path) -> Path:
+        """Where the jobs of the user whose home is `home` keep their Python environments
+        (`runtime/environments.py`), as this server sees it: `<home>/.paddle-jobs/envs`, where
+        their launchers build them.  A backend that keeps jobs elsewhere answers its own."""
+        return home / HOME_JOBS_DIR / ENVS_DIR
 
     @abc.abstractmethod
     async def submit(self, request: SubmitRequest, *, dry_run: bool = False) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .environments import EnvironmentHandler, EnvironmentsHandler, PruneHandler
 from .jobs import CancelHandler, CheckpointsHandler, JobHandler, JobsHandler, ResumeHandler
 from .meta import ConfigHandler, NotFoundHandler, OpenAPIHandler, VersionHandler
 from .metrics import MetricsHandler
@@ -23,6 +24,9 @@ def routes() -> list[tuple[str, Any]]:
         (rf"{API_BASE}/jobs/{_NAME}/logs/?", LogsHandler),
         (rf"{API_BASE}/jobs/{_NAME}/metrics/?", MetricsHandler),
         (rf"{API_BASE}/jobs/{_NAME}/?", JobHandler),
+        (rf"{API_BASE}/environments/?", EnvironmentsHandler),
+        (rf"{API_BASE}/environments/prune/?", PruneHandler),
+        (rf"{API_BASE}/environments/(?P<key>[^/]+)/?", EnvironmentHandler),
         (rf"{API_BASE}/events/?", EventsHandler),
         (rf"{API_BASE}/config/?", ConfigHandler),
         (rf"{API_BASE}/version/?", VersionHandler),
