@@ -248,3 +248,11 @@ def test_index_credentials_never_reach_a_file(tmp_path: Path, wheels: Path) -> N
     assert not leaks, leaks
     info = json.loads((envs / result["key"] / env.INFO_FILE).read_text())
     assert info["index"]["index_url"].startswith("http://bot:***@127.0.0.1:")
+
+
+def test_the_local_backend_keeps_environments_beside_its_job_dirs_wherever_they_are(tmp_path: Path) -> None:
+    from paddle_nbext_server.backends.local import LocalBackend
+    from paddle_nbext_server.events import EventHub
+
+    backend = LocalBackend(events=EventHub(), jobs_dir=str(tmp_path / "elsewhere" / "jobs"))
+    assert backend.environments_dir(tmp_path / "home") == tmp_path / "elsewhere" / "jobs" / "envs"

@@ -262,6 +262,10 @@ class LocalBackend(Backend):
         """Where jobs' environments live: `<jobs_dir>/envs`, beside the job dirs."""
         return self.root / job_requirements.ENVS_DIR
 
+    def environments_dir(self, home: Path) -> Path:
+        """Locally jobs' environments live beside the job dirs, wherever `jobs_dir` is."""
+        return self._envs_dir()
+
     def _create(self, request: SubmitRequest) -> JobStatus:
         """Create the job dir and start its master; all or nothing."""
         spec = request.spec
