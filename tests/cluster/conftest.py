@@ -24,6 +24,10 @@ Fixtures
                       ``real_cluster.node`` says how pods get there (image, node selector, tolerations) and
                       makes homes that the notebook side and the pods share.  If the node cannot start,
                       every real-node test errors naming the component and its log.
+``hub``               module scope: a :class:`support.hub_site.HubSite`, the one JupyterHub of the session
+                      (``hub_site``, started on the real node's cluster the first time a module asks
+                      for it, with the shipped RBAC and the users of ``HUB_USERS``); each module's
+                      users' notebook servers are stopped when the module ends.
 ``queued_cluster``    module scope: a :class:`Cluster` on a second control plane of its own with the JobSet
                       and Kueue controllers beside it (``support.controlplane.queueing``), started only
                       when a test asks for it; ``queued_cluster.queues`` are those controllers.
@@ -75,6 +79,8 @@ from kubernetes.client.rest import ApiException
 from support.controlplane import ControlPlane, ControlPlaneError
 from support.controlplane.kubelet import cri_log, logs_object, pod_status
 from support.controlplane.queueing import QueueControllers
+from support.hub_site import HUB_ROLE, HubSite
+from support.realnode_notebook import apply_shipped_rbac
 from support.realnode_site import RealNodeSite
 from support.volumes import create_bound_claim
 from support.waiting import eventually
@@ -82,6 +88,8 @@ from support.waiting import eventually
 KUBECONFIG_ENV = "PADDLE_NBEXT_TEST_KUBECONFIG"
 WAIT_SECONDS = 60.0
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+#: The hub's users, each with a home claim: alice and bob for the API tests, carol for the browser's day.
+HUB_USERS = ("alice", "bob", "carol")
 
 
 def _write_kubeconfig(
@@ -528,3 +536,31 @@ def real_cluster(real_substrate: RealNodeSubstrate) -> Iterator[Cluster]:
     view.node = real_substrate.site  # type: ignore[attr-defined]
     yield view
     view.cleanup()
+
+
+@pytest.fixture(scope="session")
+def hub_site(real_substrate: RealNodeSubstrate, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubSite]:
+    """One JupyterHub for the session, shared by every module that runs users through it (the
+    API tests and the browser's day): the notebook image, the hub and its proxy start once."""
+    view = Cluster(real_substrate)
+    site = real_substrate.site
+    namespace = view.new_namespace()
+    admin = view.api_client()
+    apply_shipped_rbac(admin, namespace)
+    hub_kubeconfig = view.kubeconfig_for(namespace, "jupyterhub", HUB_ROLE)
+    hub = HubSite(site, admin, namespace, tmp_path_factory.mktemp("jupyterhub"))
+    try:
+        hub.prepare(hub_kubeconfig, list(HUB_USERS))
+        hub.start()
+        yield hub
+    finally:
+        hub.stop()
+        site.release_volumes(admin)
+        view.cleanup()
+
+
+@pytest.fixture(scope="module")
+def hub(hub_site: HubSite) -> Iterator[HubSite]:
+    """The session's hub for one module; the notebook servers its tests started stop after it."""
+    yield hub_site
+    hub_site.stop_servers()

@@ -6,20 +6,20 @@ of deploy/jupyterhub/paddle-nbext-site.yaml, the shipped RBAC) with the notebook
 (``support/hub_site.py``); the notebook's server finds everything itself, as in production: the
 in-cluster API through its ServiceAccount, its home by reading its own pod (home_volume "auto"),
 the uid and groups the job pods run as from the same pod, its user from $JUPYTERHUB_USER.
-The suite talks to the notebook through the hub's proxy with each user's own hub token.
+The suite talks to the notebook through the hub's proxy with each user's own hub token; the hub
+is the session's one (``hub`` in conftest.py), shared with the browser's day
+(test_real_node_jupyterhub_browser.py).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
-from support.hub_site import HUB_ROLE, HubSite
-from support.realnode_notebook import apply_shipped_rbac
+from support.hub_site import HubSite
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -46,23 +46,6 @@ if dist.get_rank() == 0:
     paddle.save(model.state_dict(), target)
     print(f"saved {target}", flush=True)
 '''
-
-
-@pytest.fixture(scope="module")
-def hub(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubSite]:
-    site = real_cluster.node
-    namespace = real_cluster.new_namespace()
-    admin = real_cluster.api_client()
-    apply_shipped_rbac(admin, namespace)
-    hub_kubeconfig = real_cluster.kubeconfig_for(namespace, "jupyterhub", HUB_ROLE)
-    hub_site = HubSite(site, admin, namespace, tmp_path_factory.mktemp("jupyterhub"))
-    try:
-        hub_site.prepare(hub_kubeconfig, ["alice", "bob"])
-        hub_site.start()
-        yield hub_site
-    finally:
-        hub_site.stop()
-        site.release_volumes(admin)
 
 
 def write_code(hub: HubSite, user: str, relative: str, text: str) -> None:

@@ -279,6 +279,13 @@ class HubSite:
         self.hub_api("DELETE", f"users/{user}/server")
         self.wait(lambda: not self._server(user), f"{user}'s notebook server to stop", START_WAIT)
 
+    def stop_servers(self) -> None:
+        """Stop every user's notebook server that runs (a module's users leave the node to the next)."""
+        for user in self.homes:
+            answer = requests.get(f"{PUBLIC_URL}/hub/api/users/{user}", headers={"Authorization": f"token {self.token}"}, timeout=30)
+            if answer.status_code == 200 and (answer.json().get("servers") or {}).get(""):
+                self.stop_server(user)
+
     def _server(self, user: str) -> dict[str, Any]:
         info = self.hub_api("GET", f"users/{user}")
         servers = info.get("servers") or {}
