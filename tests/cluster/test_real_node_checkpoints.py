@@ -55,8 +55,17 @@ def test_an_evicted_collective_job_resumes_from_its_checkpoint_with_one_curve(no
         step = int(re.search(r"trainer 0 resumed from step (\d+)", first).group(1))  # type: ignore[union-attr]
         assert step >= seen["step"] and step % 20 == 0, (step, seen)
         notebook.wait_log(NAME, rf"trainer 1 resumed from step {step}\b", index=1)
+        # The job says where it resumed from, as on the local backend: the server reads the
+        # checkpoints in the home (the in-cluster master cannot), and an eviction uses up no
+        # max_restarts, so the restart is not counted "of N".
+        note = rf"\(restart 1 \(trainer 1 was evicted[^()]*\); resumed from step {step}\)\."
+        said = notebook.wait(NAME, lambda s: re.search(note, s.get("message", "")) is not None, "the job saying where it resumed from")
+        assert re.fullmatch(rf"(Training is running|1/2 trainers finished|All 2 trainers finished successfully) {note}", said["message"]), (
+            describe(said)
+        )
         ended = notebook.ended(NAME)
         assert ended["phase"] == "Succeeded", describe(ended)
+        assert re.fullmatch(rf"All 2 trainers finished successfully {note}", ended["message"]), describe(ended)
         metrics = notebook.server.api("GET", f"jobs/{NAME}/metrics").json()
         for replica in metrics["replicas"]:
             steps = replica["series"]["loss"]["step"]
@@ -92,6 +101,9 @@ def test_a_cancelled_job_resumes_as_a_new_job_in_real_pods(notebook: Notebook) -
         notebook.wait_log("ckpt-cancel-2", rf"trainer 0 resumed from step {step}\b")
         ended = notebook.ended("ckpt-cancel-2")
         assert ended["phase"] == "Succeeded", describe(ended)
+        # It links to the job it resumed (the record's annotation), and says so as the local one does.
+        assert ended["resumed_from"] == {"job": "ckpt-cancel", "step": step}, describe(ended)
+        assert ended["message"] == f"All 1 trainer finished successfully (resumed from step {step} of job ckpt-cancel).", describe(ended)
         steps = notebook.server.api("GET", "jobs/ckpt-cancel-2/metrics").json()["replicas"][0]["series"]["loss"]["step"]
         assert steps == list(range((step or 0) + 1, (step or 0) + 41)), steps
     finally:

@@ -148,6 +148,9 @@ def test_checkpoints_resume_and_delete_keeping_them(run, workdir, server):
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert resumed.stdout.startswith("Job cli-ck-2: Succeeded"), resumed.stdout
     assert "resumed from step 4 of job cli-ck" in resumed.stdout
+    # The new job links to the one it resumed: in its status, as text and as JSON.
+    assert "  resumed from job cli-ck at step 4" in resumed.stdout.splitlines(), resumed.stdout
+    assert json.loads(run("status", "cli-ck-2", "-o", "json").stdout)["resumed_from"] == {"job": "cli-ck", "step": 4}
     log = run("logs", "cli-ck-2").stdout
     assert "starting after step 4" in log and "finished" in log, log
     chain = json.loads(run("checkpoints", "cli-ck-2", "-o", "json").stdout)
@@ -156,6 +159,8 @@ def test_checkpoints_resume_and_delete_keeping_them(run, workdir, server):
     assert kept.returncode == 0 and "Its checkpoints (" in kept.stdout and "paddle-checkpoints" in kept.stdout, kept.stdout
     where = kept.stdout.rsplit(" are kept in ", 1)[1].rstrip(".\n")
     assert sorted(p.name for p in Path(where).iterdir()) == ["step-000000000002", "step-000000000004"]
+    # The link outlives the job it names.
+    assert "  resumed from job cli-ck at step 4" in run("status", "cli-ck-2").stdout.splitlines()
     assert run("delete", "cli-ck-2").returncode == 0
     missing = run("checkpoints", "cli-ck")
     assert missing.returncode == 1 and "cli-ck" in missing.stderr
