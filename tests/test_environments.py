@@ -256,3 +256,25 @@ def test_the_local_backend_keeps_environments_beside_its_job_dirs_wherever_they_
 
     backend = LocalBackend(events=EventHub(), jobs_dir=str(tmp_path / "elsewhere" / "jobs"))
     assert backend.environments_dir(tmp_path / "home") == tmp_path / "elsewhere" / "jobs" / "envs"
+
+
+def test_a_replica_holds_its_environment_so_housekeeping_cannot_remove_it_while_it_runs(tmp_path: Path, wheels: Path) -> None:
+    import fcntl
+
+    root = package(tmp_path, {"requirements.txt": "tinytok==1.0\n"})
+    environ = {**os.environ, env.INDEX_FILE_VAR: site_file(tmp_path, {"no_index": True, "find_links": [str(wheels)]})}
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    prepared = env.ensure(str(root / "requirements.txt"), str(root), str(envs), env.Job("runs", None), environ, lambda _: None)
+    assert prepared.lock_fd is not None
+    lock = os.open(envs / ".locks" / f"{prepared.key}.lock", os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):  # what prune and DELETE /environments/{key} try first
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        again = env.ensure(str(root / "requirements.txt"), str(root), str(envs), env.Job("next", None), environ, lambda _: None)
+        assert again.reused and again.key == prepared.key  # a second user starts meanwhile
+        os.close(prepared.lock_fd)
+        os.close(again.lock_fd)  # type: ignore[arg-type]
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the replicas ended: it can go
+    finally:
+        os.close(lock)

@@ -40,9 +40,11 @@ from __future__ import annotations
 import configparser
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -567,6 +569,12 @@ class Prepared:
     reused: bool
     packages: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: The environment's lock, held shared while the replica runs (closed when the process ends).
+    lock_fd: int | None = None
+
+    def holding(self, fd: int) -> Prepared:
+        self.lock_fd = fd
+        return self
 
     def apply(self, env: dict[str, str]) -> None:
         """Put the environment first on the replica's `PYTHONPATH` and `PATH`."""
@@ -709,32 +717,6 @@ def installed_in(prefix: str) -> list[str]:
     return sorted(f"{dist.metadata['Name']}=={dist.version}" for dist in metadata.distributions(path=site) if dist.metadata["Name"])
 
 
-@contextlib.contextmanager
-def locked(path: str) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (created); the kernel lets go if the process dies."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def lock_is_free(path: str) -> bool:
-    """Whether nobody holds the lock now (so this process would build)."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
-
-
 def _status(job: Job, data: dict[str, Any]) -> None:
     if job.logs_dir:
         with contextlib.suppress(OSError):
@@ -766,33 +748,78 @@ def ensure(
     base = installed()
     key = environment_key(requirements, settings, base)
     prefix = os.path.join(envs_dir, key)
-    if os.path.isfile(os.path.join(prefix, INFO_FILE)):
-        return _reuse(prefix, key, job)
     locks = os.path.join(envs_dir, ".locks")
     os.makedirs(locks, exist_ok=True)
     lock = os.path.join(locks, key + ".lock")
     owner_file = os.path.join(locks, key + ".json")
-    if not lock_is_free(lock):
-        owner = read_json(owner_file) or {}
-        _status(
+    # The lock is held shared for as long as the replica runs (the launcher's process keeps the
+    # descriptor), so housekeeping, which takes it exclusively without waiting, never removes an
+    # environment a replica uses; building takes it exclusively.
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        return _ready(
+            fd,
+            prefix,
+            key,
             job,
-            {
-                "state": "building",
-                "key": key,
-                "by": owner.get("job"),
-                "packages": owner.get("packages"),
-                "installer": owner.get("installer"),
-            },
+            lambda: _build_locked(requirements, settings, base, key, envs_dir, job, env, package_dir, owner_file, say),
+            say,
         )
-        say(f"paddle-nbext: waiting for environment {key}, which job {owner.get('job') or 'another replica'} is building")
-    with locked(lock):
-        if os.path.isfile(os.path.join(prefix, INFO_FILE)):
-            return _reuse(prefix, key, job)
-        failed = read_json(os.path.join(locks, key + ".failed.json"))
-        if failed and failed.get("job") == job.name and isinstance(failed.get("reason"), str):
-            _status(job, {"state": "failed", "key": key, "reason": failed["reason"], "installer": failed.get("installer")})
-            raise BuildFailed(failed["reason"])
-        return _build_locked(requirements, settings, base, key, envs_dir, job, env, package_dir, owner_file, say)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _ready(fd: int, prefix: str, key: str, job: Job, build_now: Callable[[], Prepared], say: Callable[[str], None]) -> Prepared:
+    """The environment at `prefix` with its lock `fd` held shared, built here when missing.
+    Never waits for an exclusive lock while holding a shared one, nor for the exclusive lock while
+    the environment exists (its users hold it shared for as long as they run): who cannot build
+    waits for the builder with a shared lock, which it gets once the build has ended."""
+    exists = functools.partial(os.path.isfile, os.path.join(prefix, INFO_FILE))
+    locks = os.path.dirname(os.path.abspath(prefix)) + os.sep + ".locks"
+    waited = False
+    while True:
+        if _try_lock(fd, fcntl.LOCK_SH) and exists():
+            return _reuse(prefix, key, job).holding(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        if _try_lock(fd, fcntl.LOCK_EX):
+            built = None
+            if not exists():
+                _remembered_failure(locks, key, job)
+                built = build_now()
+            fcntl.flock(fd, fcntl.LOCK_SH)  # built, here or just before: used from now on
+            return (built or _reuse(prefix, key, job)).holding(fd)
+        if not waited:
+            waited = True
+            owner = read_json(os.path.join(locks, key + ".json")) or {}
+            by = owner.get("job")
+            _status(
+                job, {"state": "building", "key": key, "by": by, "packages": owner.get("packages"), "installer": owner.get("installer")}
+            )
+            say(f"paddle-nbext: waiting for environment {key}, which job {by or 'another replica'} is building")
+        fcntl.flock(fd, fcntl.LOCK_SH)  # until the builder is done
+        if exists():
+            return _reuse(prefix, key, job).holding(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        _remembered_failure(locks, key, job)
+        time.sleep(random.uniform(0.01, 0.1))  # others looked at the same moment: one of us builds
+
+
+def _remembered_failure(locks: str, key: str, job: Job) -> None:
+    """Raise the failure this job met building `key` before (its other replicas, its retries)."""
+    failed = read_json(os.path.join(locks, key + ".failed.json"))
+    if failed and failed.get("job") == job.name and isinstance(failed.get("reason"), str):
+        _status(job, {"state": "failed", "key": key, "reason": failed["reason"], "installer": failed.get("installer")})
+        raise BuildFailed(failed["reason"])
+
+
+def _try_lock(fd: int, kind: int) -> bool:
+    """Take the lock `kind` without waiting (converting one held); False when others hold it."""
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _reuse(prefix: str, key: str, job: Job) -> Prepared:
