@@ -80,7 +80,7 @@ class PaddleNbextApp(ExtensionApp):
         assert self.serverapp is not None
         export_kernel_env(self.serverapp)
         status = "ok" if self.state.error is None else f"NOT usable: {self.state.error}"
-        self.log.info("paddle-nbext: %s backend, API at %s (%s)", settings.backend, os.environ.get(ENV_URL), status)
+        self.log.info("paddle-nbext: %s backend, API at %s (%s)", settings.backend_name, os.environ.get(ENV_URL), status)
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(routes())

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Type, Unicode, validate
 from traitlets.config import LoggingConfigurable
 
 from paddle_nbext.quantity import Quantity, QuantityError
@@ -33,6 +33,25 @@ class PaddleNbext(LoggingConfigurable):
         config=True,
         help="Where jobs run: 'local' (processes on this machine) or 'kubernetes' (the user's namespace).",
     )
+    backend_class = Type(
+        default_value=None,
+        allow_none=True,
+        klass="paddle_nbext_server.backends.base.Backend",
+        config=True,
+        help=(
+            "A backend class of the site's own, a subclass of paddle_nbext_server.backends.base.Backend given as "
+            "'package.module.Class' (its `name` is what /config reports); when set it runs jobs instead of `backend`, "
+            "whose 'local' and 'kubernetes' are shorthands for the shipped classes."
+        ),
+    )
+
+    @property
+    def backend_name(self) -> str:
+        """The running backend's name: a plugged class's `name` (else its class name), or `backend`."""
+        if self.backend_class is not None:
+            return str(getattr(self.backend_class, "name", "") or self.backend_class.__name__)
+        return str(self.backend)
+
     defaults = Dict(
         config=True,
         help="Job fields used when a request leaves them out, e.g. {'trainers': 2, 'trainer_mem': '2Gi'}.",

@@ -46,13 +46,20 @@ class ExtensionState:
         if error is None:
             self._construct()
 
-    def _construct(self) -> None:
+    def _backend_class(self) -> type[Backend]:
+        """`c.PaddleNbext.backend_class` when the site plugs in its own, else the shipped class
+        `c.PaddleNbext.backend` names (imported only now: the other's dependencies are not needed)."""
+        if self.settings.backend_class is not None:
+            return self.settings.backend_class
         module_name, class_name = BACKEND_CLASSES[self.settings.backend]
+        return getattr(importlib.import_module(module_name), class_name)  # type: ignore[no-any-return]
+
+    def _construct(self) -> None:
         try:
-            cls = getattr(importlib.import_module(module_name), class_name)
+            cls = self._backend_class()
             self.backend = cls(events=self.hub, parent=self.settings)
         except Exception as error:  # any failure must leave the server usable
-            self.error = f"the {self.settings.backend} backend could not be created: {type(error).__name__}: {error}"
+            self.error = f"the {self.settings.backend_name} backend could not be created: {type(error).__name__}: {error}"
             self.settings.log.error("paddle-nbext: %s", self.error, exc_info=not isinstance(error, TraitError))
             return
         self._adopt_backend_image()
@@ -74,7 +81,7 @@ class ExtensionState:
             try:
                 self.settings.check_consistency()
             except TraitError as error:
-                self._refuse(f"{error} (it is the default image of the {self.settings.backend} backend)")
+                self._refuse(f"{error} (it is the default image of the {self.settings.backend_name} backend)")
                 return
         master_image = getattr(self.backend, "master_image", "")
         allowed = self.settings.allowed_images
@@ -110,7 +117,7 @@ class ExtensionState:
                 await self.backend.start()
             except Exception as error:
                 self._start_failed_at = time.monotonic()
-                self.error = f"the {self.settings.backend} backend could not start: {type(error).__name__}: {error}"
+                self.error = f"the {self.settings.backend_name} backend could not start: {type(error).__name__}: {error}"
                 self.settings.log.error("paddle-nbext: %s", self.error, exc_info=True)
                 return
             self._started, self.error, self._start_failed_at = True, None, None
@@ -135,7 +142,7 @@ class ExtensionState:
         backend_ok = facts.get("ok", True) is not False
         ok = self.backend is not None and self._started and self.error is None and backend_ok
         problem = self.error or (None if backend_ok else facts.get("error"))
-        return {**facts, "name": self.settings.backend, "ok": ok, "error": None if ok else problem}
+        return {**facts, "name": self.settings.backend_name, "ok": ok, "error": None if ok else problem}
 
     async def stop(self) -> None:
         """End open streams, then release the backend's watches (jobs keep running)."""

@@ -268,3 +268,19 @@ async def test_backend_default_image_outside_the_allow_list_is_reported(api, pad
     assert status == 200 and config["backend"]["ok"] is False
     assert "allowed_images" in config["backend"]["error"] and "paddlepaddle/paddle:3.0.0" in config["backend"]["error"]
     assert_error(await api("GET", "jobs"), 503, "unavailable")
+
+
+@pytest.mark.parametrize("paddle_config", [{"backend_class": "support.site_backend.SiteBackend"}])
+async def test_a_site_plugs_in_its_own_backend_class(api, package, paddle_config):
+    status, config = await api("GET", "config")
+    assert status == 200 and config["backend"]["ok"] is True and config["backend"]["name"] == "site-local", config["backend"]
+    status, plan = await api("POST", "jobs", body={"entry_point": "python t.py", "trainer_package": "work"}, params={"dry_run": "1"})
+    assert status == 200 and plan["dry_run"] is True, plan
+
+
+@pytest.mark.parametrize("paddle_config", [{"backend_class": "support.site_backend.NotABackend"}])
+async def test_a_backend_class_that_is_no_backend_is_reported_naming_the_setting(api, paddle_config):
+    status, config = await api("GET", "config")
+    assert status == 200 and config["backend"]["ok"] is False and "backend_class" in config["backend"]["error"], config["backend"]
+    error = assert_error(await api("GET", "jobs"), 503, "unavailable")
+    assert "backend_class" in error["message"]
