@@ -162,8 +162,14 @@ def losses(text: str) -> list[float]:
 
 @pytest.fixture(scope="module")
 def notebook(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
+    yield from open_notebook(real_cluster, tmp_path_factory.mktemp("notebook-logs"))
+
+
+def open_notebook(real_cluster: Any, log_dir: Path, adjust: Callable[[Path, dict[str, Any]], None] | None = None) -> Iterator[Notebook]:
+    """A notebook server of the user's, in a namespace of its own that enforces Pod Security's
+    strictest profile (every job pod and master must pass it), under the shipped RBAC; `adjust`
+    may change the home and the server settings before the server starts.  Stops it after."""
     site = real_cluster.node
-    # Pod Security's strictest profile, enforced: every job pod and master must pass it.
     namespace = real_cluster.new_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted"})
     admin = real_cluster.api_client()
     apply_shipped_rbac(admin, namespace)
@@ -173,10 +179,12 @@ def notebook(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         .status.token
     )
     setup = prepare_notebook(site, admin, namespace, Path(real_cluster.kubeconfig_with_token(token, namespace)), USER)
-    log_dir = tmp_path_factory.mktemp("notebook-logs")
-    server = NotebookServer(setup.home, setup.settings, user=USER, uid=site.uid, gid=site.gid, log_dir=log_dir)
+    settings = json.loads(json.dumps(setup.settings))
+    if adjust is not None:
+        adjust(setup.home, settings)
+    server = NotebookServer(setup.home, settings, user=USER, uid=site.uid, gid=site.gid, log_dir=log_dir)
     server.start()
-    book = Notebook(server, namespace, setup.home, admin, real_cluster, setup.settings, log_dir)
+    book = Notebook(server, namespace, setup.home, admin, real_cluster, settings, log_dir)
     try:
         yield book
     finally:

@@ -20,12 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
 from support.controlplane.installer_image import installers_image
-from support.notebook_server import NotebookServer
-from support.realnode_notebook import NOTEBOOK_ACCOUNT, apply_shipped_rbac, prepare_notebook
 from support.wheels import make_wheel
-from test_real_node_jobs import USER, Notebook, describe
+from test_real_node_jobs import Notebook, describe, open_notebook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1200)]
 
@@ -44,34 +41,18 @@ def book(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     site = real_cluster.node
     image = installers_image()
     site.node.import_image(image)
-    namespace = real_cluster.new_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted"})
-    admin = real_cluster.api_client()
-    apply_shipped_rbac(admin, namespace)
-    token = (
-        client.CoreV1Api(admin)
-        .create_namespaced_service_account_token(NOTEBOOK_ACCOUNT, namespace, {"spec": {"expirationSeconds": 7200}})
-        .status.token
-    )
-    setup = prepare_notebook(site, admin, namespace, Path(real_cluster.kubeconfig_with_token(token, namespace)), USER)
-    wheels = setup.home / "wheels"
-    make_wheel(wheels, "tinytok", "1.0", requires=("tinyutil>=1",), body="def tokens(text):\n    return text.split()\n")
-    make_wheel(wheels, "tinyutil", "1.2")
-    code = setup.home / "examples"
-    (code / "uses_tinytok.py").write_text(USES_TINYTOK)
-    for path in [wheels, *wheels.iterdir(), code / "uses_tinytok.py"]:
-        os.lchown(path, site.uid, site.gid)
-    settings = json.loads(json.dumps(setup.settings))
-    settings["PaddleNbext"].update(pip_no_index=True, pip_find_links=[str(wheels)])
-    settings["KubernetesBackend"]["default_image"] = image.reference
-    log_dir = tmp_path_factory.mktemp("requirements-notebook-logs")
-    server = NotebookServer(setup.home, settings, user=USER, uid=site.uid, gid=site.gid, log_dir=log_dir)
-    server.start()
-    notebook = Notebook(server, namespace, setup.home, admin, real_cluster, settings, log_dir)
-    try:
-        yield notebook
-    finally:
-        notebook.server.stop()
-        site.release_volumes(admin)
+
+    def with_wheels(home: Path, settings: dict[str, Any]) -> None:
+        wheels = home / "wheels"
+        make_wheel(wheels, "tinytok", "1.0", requires=("tinyutil>=1",), body="def tokens(text):\n    return text.split()\n")
+        make_wheel(wheels, "tinyutil", "1.2")
+        (home / "examples" / "uses_tinytok.py").write_text(USES_TINYTOK)
+        for path in [wheels, *wheels.iterdir(), home / "examples" / "uses_tinytok.py"]:
+            os.lchown(path, site.uid, site.gid)
+        settings["PaddleNbext"].update(pip_no_index=True, pip_find_links=[str(wheels)])
+        settings["KubernetesBackend"]["default_image"] = image.reference
+
+    yield from open_notebook(real_cluster, tmp_path_factory.mktemp("requirements-notebook-logs"), with_wheels)
 
 
 def requirements(book: Notebook, folder: str, text: str) -> None:
