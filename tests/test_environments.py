@@ -174,6 +174,10 @@ def test_the_job_message_while_preparing() -> None:
         env.phase_message({"state": "building", "installer": "pip", "job": "b", "by": "a"})
         == "Preparing environment: requirements (pip), built by job a"
     )
+    assert (
+        env.phase_message({"state": "building", "requirements": 1, "installer": "uv", "job": "a"})
+        == "Preparing environment: 1 requirement (uv)"
+    )
     assert env.phase_message({"state": "ready"}) is None
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from local_jobs import OWNER, backend_for, request, wait_terminal
-from support.wheels import make_wheel
+from local_jobs import OWNER, backend_for, request, wait_terminal, wait_until
+from support.wheels import SimpleIndex, make_wheel
 
 from paddle_nbext_server.backends.base import InvalidRequest
 from paddle_nbext_server.config import PaddleNbext
@@ -168,3 +169,29 @@ def test_a_named_requirements_file_that_is_missing_is_refused_naming_the_field(h
     assert refused.value.field == "requirements"
     assert "'deps/gpu.txt' does not exist in the package directory" in str(refused.value)
     assert not (home / ".paddle-jobs" / "missing").exists()
+
+
+def test_while_the_environment_is_built_the_job_says_so_and_its_log_shows_the_installer(home: Path, index: Path) -> None:
+    """The index holds the wheels' downloads until the test has seen the job's message."""
+    package(home, "tinytok==1.0  # held\n")
+    held = SimpleIndex(index)
+    held.downloads = threading.Event()
+
+    async def scenario() -> tuple[Any, str, Any, str]:
+        with held.serving():
+            backend = backend_for(home, parent=PaddleNbext(pip_index_url=held.url, pip_installer="uv"))
+            await backend.submit(request(home, job_name="held", entry_point="python uses_tinytok.py", trainers=2))
+            try:
+                preparing = await wait_until(backend, "held", lambda s: s.message.startswith("Preparing environment") or s.terminal)
+                log = (await backend.environment_log("held", OWNER)).read_text()
+            finally:
+                held.downloads.set()
+            end = await wait_terminal(backend, "held")
+            return preparing, log, end, (await backend.environment_log("held", OWNER)).read_text()
+
+    preparing, log, end, whole_log = asyncio.run(scenario())
+    # Before the resolver has the wheels, the job counts the file's requirements.
+    assert preparing.phase == "Running" and preparing.message == "Preparing environment: 1 requirement (uv)", preparing.to_dict()
+    assert "uv pip compile" in log and "--index-url" in log
+    assert end.phase == "Succeeded", end.message
+    assert "uv pip install" in whole_log and "tinyutil==1.2" in whole_log

@@ -52,6 +52,8 @@ class SimpleIndex:
     def __init__(self, directory: Path, *, host: str = "127.0.0.1", user: str = "", password: str = "") -> None:
         self.directory, self.host, self.user, self.password = directory, host, user, password
         self.requests: list[str] = []
+        #: When set, file downloads wait until it is set (a test holds a build in progress).
+        self.downloads: threading.Event | None = None
         self._server: http.server.ThreadingHTTPServer | None = None
 
     @property
@@ -93,6 +95,8 @@ class SimpleIndex:
                 parts = [part for part in self.path.split("?")[0].split("/") if part]
                 wheels = sorted(index.directory.glob("*.whl"))
                 if parts[:1] == ["simple"] and len(parts) == 3 and (index.directory / parts[2]).is_file():
+                    if index.downloads is not None and not self.head_only:
+                        index.downloads.wait(300)
                     # Files below the project's page, as many private indexes serve them (and
                     # where installers send the index's credentials too).
                     self._send(200, (index.directory / parts[2]).read_bytes(), "application/octet-stream")

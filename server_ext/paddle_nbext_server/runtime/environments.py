@@ -499,8 +499,13 @@ def phase_message(status: Mapping[str, Any]) -> str | None:
     """The job's message while its environment is being prepared; None once it is ready or failed."""
     if status.get("state") != "building":
         return None
-    packages = status.get("packages")
-    what = f"{packages} package{'s' if packages != 1 else ''}" if isinstance(packages, int) else "requirements"
+    packages, requirements = status.get("packages"), status.get("requirements")
+    if isinstance(packages, int):  # resolved: what will be installed
+        what = f"{packages} package{'s' if packages != 1 else ''}"
+    elif isinstance(requirements, int):  # before the resolver has answered: the file's lines
+        what = f"{requirements} requirement{'s' if requirements != 1 else ''}"
+    else:
+        what = "requirements"
     by = status.get("by")
     waiting = f", built by job {by}" if isinstance(by, str) and by and by != status.get("job") else ""
     return f"Preparing environment: {what} ({status.get('installer') or 'pip'}){waiting}"
@@ -680,7 +685,6 @@ def build(
         "--no-warn-script-location",
     ]
     pip_argv += ["--prefix", prefix, "-c", constraints, *settings.args("pip"), "-r", requirements_path]
-    on_resolved(requirements.count())
     if _run(pip_argv, output, run_env, package_dir) != 0:
         raise BuildFailed(installer_reason(output.lines))
     return "pip", sorted(set(installed_in(prefix)) - set(before))
@@ -794,7 +798,15 @@ def _ready(fd: int, prefix: str, key: str, job: Job, build_now: Callable[[], Pre
             owner = read_json(os.path.join(locks, key + ".json")) or {}
             by = owner.get("job")
             _status(
-                job, {"state": "building", "key": key, "by": by, "packages": owner.get("packages"), "installer": owner.get("installer")}
+                job,
+                {
+                    "state": "building",
+                    "key": key,
+                    "by": by,
+                    "packages": owner.get("packages"),
+                    "requirements": owner.get("requirements"),
+                    "installer": owner.get("installer"),
+                },
             )
             say(f"paddle-nbext: waiting for environment {key}, which job {by or 'another replica'} is building")
         fcntl.flock(fd, fcntl.LOCK_SH)  # until the builder is done
@@ -849,9 +861,9 @@ def _build_locked(
 ) -> Prepared:
     installer = "uv" if find_uv(env) else "pip"
     started = time.time()
-    owner = {"job": job.name, "packages": requirements.count(), "installer": installer, "started": started}
+    owner: dict[str, Any] = {"job": job.name, "requirements": requirements.count(), "installer": installer, "started": started}
     write_json(owner_file, owner)
-    _status(job, {"state": "building", "key": key, "packages": requirements.count(), "installer": installer})
+    _status(job, {"state": "building", "key": key, "requirements": requirements.count(), "installer": installer})
     say(f"paddle-nbext: building environment {key} for {requirements.path} with {installer}")
     building = tempfile.mkdtemp(prefix=f".{key}.building-", dir=envs_dir)
     logs = [os.path.join(building, INSTALL_LOG)]
