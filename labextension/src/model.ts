@@ -26,6 +26,13 @@ export function problemFrom(error: unknown): IProblem {
     if (error.missingExtension) {
       return { kind: 'missing', message: error.message };
     }
+    if (error.status === 503 && error.code === 'forbidden_by_cluster') {
+      // RBAC refuses the server's own calls: the message names the verb, resource and Role
+      return {
+        kind: 'unreachable',
+        message: `The job backend is not allowed to work: ${error.message}`
+      };
+    }
     if (error.status === 503) {
       return { kind: 'unreachable', message: `The job backend is unreachable: ${error.message}` };
     }
@@ -141,7 +148,11 @@ export class JobsModel implements IDisposable {
           type: 'problem',
           problem: {
             kind: 'unreachable',
-            message: `The ${config.backend.name} backend is unreachable: ${config.backend.error ?? 'no details'}`
+            message: `The ${config.backend.name} backend is ${
+              Array.isArray(config.backend.forbidden) && config.backend.forbidden.length > 0
+                ? 'not allowed to work'
+                : 'unreachable'
+            }: ${config.backend.error ?? 'no details'}`
           }
         });
       } else if (this._state.problem?.kind === 'unreachable') {

@@ -139,6 +139,19 @@ describe('live job list', () => {
     expect(model.state.connection).toBe('polling');
   });
 
+  it('a 503 the cluster refused (RBAC) is shown as not allowed, with the missing permission', async () => {
+    const server = new FakeServer();
+    const words =
+      "the notebook's ServiceAccount system:serviceaccount:ns:default may not list configmaps in namespace ns (HTTP 403): ...";
+    server.failEvents = new ApiError(503, 'forbidden_by_cluster', words);
+    const model = start(server);
+    await until(() => model.state.problem !== null);
+    expect(model.state.problem).toEqual({
+      kind: 'unreachable',
+      message: `The job backend is not allowed to work: ${words}`
+    });
+  });
+
   it('a 503 is shown as an unreachable backend, and clears once it answers', async () => {
     const server = new FakeServer();
     server.failEvents = new ApiError(503, 'unavailable', 'Kubernetes API timed out');

@@ -93,6 +93,15 @@ class BackendUnavailable(BackendError):
     code = "unavailable"
 
 
+class BackendForbidden(BackendUnavailable):
+    """The substrate refuses what the server itself must do (Kubernetes RBAC: the notebook's
+    ServiceAccount lacks a verb).  Still 503: nothing the user sends changes it, an admin's
+    fix does, and 403 already means "this request's credentials" in the REST API.  The message
+    names the verb, the resource, the namespace and the Role that grants it."""
+
+    code = "forbidden_by_cluster"
+
+
 @dataclass(frozen=True)
 class SubmitRequest:
     """A validated spec plus what only the server knows: who asks and where their home is."""

@@ -94,6 +94,49 @@ def _with_message(reason: str, message: str | None) -> str:
     return f"{reason}: {message}" if message else reason
 
 
+_CLAIM_NOT_FOUND = re.compile(r'persistentvolumeclaim "([^"]+)" not found')
+_CLAIM_UNBOUND = "unbound immediate PersistentVolumeClaims"
+HOME_VOLUME = "home"  # the name of the home's volume in every job pod (home_volume.HomeVolume.volume)
+
+
+def _claims(pod: dict[str, Any]) -> dict[str, str]:
+    """The pod's PersistentVolumeClaims: claim name -> volume name."""
+    volumes = (pod.get("spec") or {}).get("volumes") or []
+    return {
+        str(v["persistentVolumeClaim"]["claimName"]): str(v.get("name") or "")
+        for v in volumes
+        if (v.get("persistentVolumeClaim") or {}).get("claimName")
+    }
+
+
+def claim_words(pod: dict[str, Any], message: str) -> str | None:
+    """The scheduler's words for a pod whose claim is missing or not bound, said of the claim
+    (the home's, in a job pod), with the scheduler's own message after; None for other reasons.
+
+    The scheduler names a missing claim (`persistentvolumeclaim "claim-x" not found`) but not an
+    unbound one (`pod has unbound immediate PersistentVolumeClaims`, also for a claim whose
+    storageClass does not exist): the pod's spec says which claims it mounts."""
+    claims = _claims(pod)
+
+    def named(claim: str) -> str:
+        return f"the home claim {claim}" if claims.get(claim) == HOME_VOLUME else f"the claim {claim}"
+
+    missing = _CLAIM_NOT_FOUND.search(message)
+    if missing is not None:
+        return (
+            f"{named(missing.group(1))} does not exist in the job's namespace: ask the admin to create it "
+            f"(the home volume settings name it) (scheduler: {message.strip()})"
+        )
+    if _CLAIM_UNBOUND in message and claims:
+        which = " or ".join(named(claim) for claim in claims)
+        commands = ", ".join(f"kubectl describe pvc {claim}" for claim in claims)
+        return (
+            f"{which} is not bound to a volume: it stays Pending while no PersistentVolume fits it or its "
+            f"storageClass does not exist or provisions nothing; ask the admin ({commands}) (scheduler: {message.strip()})"
+        )
+    return None
+
+
 # A pod's phase, as Kubernetes writes it (its own words, not the job's `contract.Phase`).
 POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_FAILED = "Pending", "Running", "Succeeded", "Failed"
 
@@ -115,7 +158,8 @@ def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
         view.started = None
         for condition in status.get("conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-                view.reason = _with_message(condition.get("reason") or "Unschedulable", condition.get("message"))
+                message = claim_words(pod, condition.get("message") or "") or condition.get("message")
+                view.reason = _with_message(condition.get("reason") or "Unschedulable", message)
         if view.reason is None and waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
             view.reason = _with_message(waiting["reason"], waiting.get("message"))
     elif phase == POD_RUNNING:

@@ -20,12 +20,13 @@ from paddle_nbext.status import JobStatus, ReplicaStatus
 
 from ... import runtime_files
 from ...runtime import replicas
-from ..base import BackendUnavailable, Forbidden, InvalidRequest, JobExists
+from ..base import BackendForbidden, BackendUnavailable, Forbidden, InvalidRequest, JobExists
 from . import jobset as jobsets
 from . import manifests, quota_reads, volcano
 from .api_names import HUB_SELECTOR, JOBSET_API, POD_ENDED, PODGROUP_API
 from .cache import describe_failure
 from .connection import Connection
+from .forbidden import denial_of
 from .reconcile import Reconciler
 from .settings import JOBSET_MODE, ManifestSettings
 
@@ -121,6 +122,10 @@ class Admission(Reconciler):
         try:
             await self._call(f"create the runtime ConfigMap {name}", core.create_namespaced_config_map, connection.namespace, wanted)
         except ApiException as error:
+            if (denial := denial_of(error)) is not None:
+                raise BackendForbidden(
+                    f"cannot create the job runtime ConfigMap {name}: {denial.sentence()}; nothing was created"
+                ) from None
             if error.status != 409:
                 raise BackendUnavailable(f"cannot create the job runtime ConfigMap {name}: {describe_failure(error)}") from None
             listed = await self._call(

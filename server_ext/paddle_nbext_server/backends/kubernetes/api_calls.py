@@ -13,11 +13,12 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ..base import BackendUnavailable, InvalidRequest, JobExists
+from ..base import BackendForbidden, BackendUnavailable, InvalidRequest, JobExists
 from .api_names import CUSTOM_OBJECTS, WARNING_TEXT
 from .backend_config import KubernetesBackendConfig
 from .cache import describe_failure
 from .connection import Connection, connect
+from .forbidden import denial_of
 
 
 class KubernetesApi(KubernetesBackendConfig):
@@ -126,6 +127,10 @@ class KubernetesApi(KubernetesBackendConfig):
             if error.status == 403 and "quota" in cause.lower():
                 raise InvalidRequest(
                     f"creating {kind} {name} failed: the namespace quota does not allow it ({cause}); ask for less or free resources"
+                ) from None
+            if (denial := denial_of(error)) is not None:
+                raise BackendForbidden(
+                    f"creating {kind} {name} was forbidden by RBAC: {denial.sentence()}; nothing of job '{job}' was left behind"
                 ) from None
             if error.status == 403:
                 raise BackendUnavailable(

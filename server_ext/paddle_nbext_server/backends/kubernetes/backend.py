@@ -95,6 +95,8 @@ class KubernetesBackend(LogReading):
         else:
             info["ok"] = self._cache.connected and self._cache.synced
             info["error"] = self._cache.error
+            if self._cache.denials:  # the cause in parts: who may not do what, where, and the Role
+                info["forbidden"] = [denial.to_dict() for denial in self._cache.denials]
         info["workload_mode"] = self.workload_mode
         info["jobset_api"] = self._apis.get(JOBSET_API)  # None: not asked (yet)
         if self.workload_mode == JOBSET_MODE and self._apis.get(JOBSET_API) is False:

@@ -26,6 +26,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from .forbidden import Denial, denial_of, sentence_of
+
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 KINDS = ("configmaps", "jobs", "pods", "events", "pod_events", "workloads", "podgroups")
 # Events carry none of our labels: the Job controller's FailedCreate events (quota, LimitRange,
@@ -50,7 +52,11 @@ Handler = Callable[[str, str, dict[str, Any]], None]  # (kind, event type, objec
 
 
 def describe_failure(error: BaseException) -> str:
-    """One sentence for people from a client exception (connection refused, 403, ...)."""
+    """One sentence for people from a client exception (connection refused, 403, ...).  An RBAC
+    refusal says who may not do what where, and the Role that grants it (`forbidden.Denial`)."""
+    denial = denial_of(error)
+    if denial is not None:
+        return denial.sentence()
     if isinstance(error, ApiException):
         try:
             message = json.loads(error.body or "{}").get("message") or error.reason
@@ -118,6 +124,7 @@ class WatchCache:
         self.error: str | None = None
         self.warnings: dict[str, str] = {}  # optional kinds that cannot be read, and why
         self._errors: dict[str, str] = {}
+        self._denials: dict[str, Denial] = {}  # kinds the API refuses to list or watch (RBAC), and how
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._responses: dict[str, Any] = {}
@@ -164,12 +171,22 @@ class WatchCache:
         except RuntimeError:  # loop closed during shutdown
             self._stop.set()
 
-    def _set_error(self, kind: str, message: str | None) -> None:
+    @property
+    def denials(self) -> list[Denial]:
+        """The RBAC refusals behind `error`, when it is one (`GET /config` names them)."""
+        return list(self._denials.values())
+
+    def _set_error(self, kind: str, message: str | None, denial: Denial | None = None) -> None:
         if message is None:
             self._errors.pop(kind, None)
         else:
             self._errors[kind] = message
-        self.error = next(iter(self._errors.values()), None)
+        if denial is None:
+            self._denials.pop(kind, None)
+        else:
+            self._denials[kind] = denial
+        denials = [self._denials[k] for k in self._errors if k in self._denials]
+        self.error = sentence_of(denials) if denials else next(iter(self._errors.values()), None)
 
     def _forget_warning(self, kind: str) -> None:
         """`kind` can be read again."""
@@ -191,7 +208,7 @@ class WatchCache:
                     self._post(self._optional_unreadable, kind.name, describe_failure(error))
                     self._stop.wait(OPTIONAL_RETRY)
                     continue
-                self._post(self._set_error, kind.name, describe_failure(error))
+                self._post(self._set_error, kind.name, describe_failure(error), denial_of(error))
                 kind.synced = False
                 self._stop.wait(self.retry_delay)
             except Exception as error:  # noqa: BLE001 - connection refused, reset, timeouts ...

@@ -17,11 +17,12 @@ from kubernetes.client.exceptions import ApiException
 from paddle_nbext.spec import SpecError
 
 from ... import package
-from ..base import BackendUnavailable, InvalidRequest, InvalidState
+from ..base import BackendForbidden, BackendUnavailable, InvalidRequest, InvalidState
 from . import home_volume as homes
 from .api_calls import KubernetesApi
 from .cache import describe_failure
 from .connection import Connection
+from .forbidden import denial_of
 from .usernames import Scheme
 
 
@@ -114,6 +115,11 @@ class HomeSetup(KubernetesApi):
                     "read the notebook pod", core.read_namespaced_pod, self.pod_name, connection.namespace, _preload_content=False
                 )
             except ApiException as error:
+                if (denial := denial_of(error)) is not None:
+                    raise BackendForbidden(
+                        f"home_volume 'auto' needs to read the notebook pod {self.pod_name}: {denial.sentence()} "
+                        "(or use home_volume 'pvc' or 'cephfs'); nothing was created"
+                    ) from None
                 raise BackendUnavailable(
                     f"home_volume 'auto' needs to read the notebook pod {self.pod_name} in {connection.namespace}: "
                     f"{describe_failure(error)}; grant 'get pods' or use home_volume 'pvc' or 'cephfs'"

@@ -34,7 +34,7 @@ from ... import checkpoints
 from ...events import DELETED as EV_DELETED
 from ...events import UPDATED, JobEvent
 from ...runtime import cluster_master, environments, policy, replicas
-from ..base import BackendUnavailable
+from ..base import BackendForbidden, BackendUnavailable
 from . import logs as replica_logs
 from . import manifests, queue_positions, queue_status, resume_note, volcano, volcano_status
 from .api_names import JOB_OF_JOB, JOB_OF_POD, SELECTOR
@@ -647,6 +647,8 @@ class Reconciler(HomeSetup):
     def _cache_unavailable(self, cache: WatchCache, consequence: str) -> BackendUnavailable:
         cause = cache.error or "no answer yet"
         namespace = cache.namespace
+        if cache.denials:
+            return BackendForbidden(f"{consequence[0].upper()}{consequence[1:]}: {cause}")
         if cause.startswith(("HTTP 401", "HTTP 403")):
             return BackendUnavailable(
                 f"the service account may not watch paddle-nbext jobs in namespace {namespace} ({cause}); "
