@@ -29,6 +29,7 @@ PHASE_COLOURS: dict[str, str] = {
     Phase.SUCCEEDED: "#2e7d32",
     Phase.FAILED: "#c62828",
     Phase.CANCELLED: "#a64400",
+    Phase.UNKNOWN: "#6a1b9a",
     ReplicaPhase.STOPPED: "#4e5b6a",
 }
 
@@ -67,7 +68,8 @@ def role_summaries(phase: str, roles: Mapping[str, RoleCounts]) -> list[RoleSumm
 
     While the job is active the fraction is what runs; once it has ended, what happened to the
     replicas.  Parameter servers never exit on their own (the runner stops them once the
-    trainers are done), so in a succeeded job they read "finished", not "stopped"."""
+    trainers are done), so in a succeeded job they read "finished", not "stopped".  A job in
+    phase Unknown (its record cannot be read) claims no count: `trainers ?/2`."""
     ended = phase in TERMINAL_PHASES
     out: list[RoleSummary] = []
     for role, c in _ordered(roles):
@@ -82,6 +84,9 @@ def role_summaries(phase: str, roles: Mapping[str, RoleCounts]) -> list[RoleSumm
                 f"{c.stopped} stopped",
             ]
         )
+        if phase == Phase.UNKNOWN:
+            out.append(RoleSummary(role, f"{label} ?/{c.desired}", "neutral", f"{c.desired} {label} wanted, state unknown"))
+            continue
         if ended:
             parts = [
                 (c.succeeded, "succeeded"),
@@ -143,6 +148,7 @@ _CASES: list[tuple[str, dict[str, dict[str, int]]]] = [
     (Phase.CANCELLED, {"trainer": {"desired": 3, "stopped": 2, "pending": 1}}),
     (Phase.FAILED, {"trainer": {"desired": 2}}),
     (Phase.RUNNING, {"trainer": {"desired": 4, "running": 2, "failed": 1, "pending": 1}}),
+    (Phase.UNKNOWN, {"pserver": {"desired": 1}, "trainer": {"desired": 2}}),
 ]
 
 

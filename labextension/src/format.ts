@@ -76,7 +76,8 @@ function roleLabel(role: string, count: number): string {
  * Counts alone ("trainer 0/2") are running/desired, which makes a finished job look broken;
  * so while the job is active the fraction is what runs, and once it has ended the fraction is
  * what happened to the replicas.  Parameter servers never exit on their own: the runner stops
- * them when the trainers are done, so in a succeeded job they read "finished".
+ * them when the trainers are done, so in a succeeded job they read "finished". A job in phase
+ * `Unknown` (its record cannot be read) claims no count: "trainers ?/2".
  */
 export function roleSummaries(job: IJobStatus): IRoleSummary[] {
   const ended = TERMINAL_PHASES.has(job.phase);
@@ -91,6 +92,14 @@ export function roleSummaries(job: IJobStatus): IRoleSummary[] {
       `${c.failed} failed`,
       `${c.stopped} stopped`
     ].join(', ');
+    if (job.phase === 'Unknown') {
+      return {
+        role,
+        text: `${label} ?/${desired}`,
+        tone: 'neutral',
+        title: `${desired} ${label} wanted, state unknown`
+      };
+    }
     const parts: Array<[number, string]> = ended
       ? [
           [c.succeeded, 'succeeded'],
@@ -203,8 +212,12 @@ export function checkpointsText(info: ICheckpoints): string {
       `${count} checkpoint${count === 1 ? '' : 's'}, latest step ${info.latest.step} (${bytesText(info.size)})`
     );
   }
-  if (info.resumed_from) {
-    parts.push(`resumed from job ${info.resumed_from.job} at step ${info.resumed_from.step}`);
+  // The API promises no key of `resumed_from` (it is the record the resume left): say what it has.
+  const from = info.resumed_from;
+  if (from?.job) {
+    parts.push(
+      `resumed from job ${from.job}${from.step === undefined ? '' : ` at step ${from.step}`}`
+    );
   }
   return parts.join(' · ');
 }

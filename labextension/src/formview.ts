@@ -30,6 +30,7 @@ import {
   defaultFor,
   defaultValues,
   formFields,
+  inMode,
   isShown,
   toPayload,
   totalsLine,
@@ -484,7 +485,7 @@ export class JobFormView {
         ) {
           continue;
         }
-        if (!ui.field['x-modes'].includes(mode)) {
+        if (!inMode(ui.field, mode)) {
           ui.input.value = '0';
         } else if (ui.input.value === '0' || ui.input.value === '') {
           ui.input.value = asText(defaultFor(ui.field, mode));

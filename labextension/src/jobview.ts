@@ -331,7 +331,10 @@ export class JobView extends Widget {
     this._badge.className = `pn-badge ${phaseClass(job.phase)}`;
     this._badge.textContent = job.phase;
     this._message.textContent = job.message;
-    this._message.classList.toggle('pn-error-text', job.phase === 'Failed');
+    this._message.classList.toggle(
+      'pn-error-text',
+      job.phase === 'Failed' || job.phase === 'Unknown'
+    );
     this._counts.textContent = countsText(job);
     this._cancel.disabled = TERMINAL_PHASES.has(job.phase);
     this._resume.hidden = !RESUMABLE_PHASES.has(job.phase);

@@ -1,10 +1,18 @@
 /**
- * The JSON shapes of the paddle-nbext REST API (docs/architecture.md, "REST API" and
- * "Job status").  Kept in one place so the panel, the state logic and the tests agree.
+ * The JSON shapes of the paddle-nbext REST API, under the names the panel uses.
+ *
+ * Nothing here is written by hand from the docs: every shape is the generated one in
+ * ./api_types.ts, which `python -m paddle_nbext_server.openapi_gen` renders from the API's
+ * OpenAPI document (server_ext/paddle_nbext_server/openapi.json), and a test fails while it is
+ * stale. This module only names them, narrows what the panel relies on more tightly than the
+ * document says, and opens the phase unions (see `OpenString`).
  */
+import type * as api from './api_types';
 
-export type JobPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled';
-export type ReplicaPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Stopped';
+/** A job's phase, as the API names them (`paddle_nbext.contract.Phase`). */
+export type JobPhase = api.IJobStatus['phase'];
+/** A replica's phase, as the API names them (`paddle_nbext.contract.ReplicaPhase`). */
+export type ReplicaPhase = api.IReplica['phase'];
 
 /**
  * One of `Known`, or any other string: a newer server may report a phase this panel does not
@@ -13,197 +21,98 @@ export type ReplicaPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Sto
  */
 export type OpenString<Known extends string> = Known | (string & Record<never, never>);
 
-export const TERMINAL_PHASES: ReadonlySet<string> = new Set(['Succeeded', 'Failed', 'Cancelled']);
+/**
+ * Every job phase and every replica phase the API names, each once. They are the keys of a
+ * `Record` over the generated unions, so tsc fails here when the API adds or drops one (and the
+ * vitest suite checks each has its badge).
+ */
+export const JOB_PHASES = Object.keys({
+  Pending: true,
+  Running: true,
+  Succeeded: true,
+  Failed: true,
+  Cancelled: true,
+  Unknown: true
+} satisfies Record<JobPhase, true>) as JobPhase[];
+export const REPLICA_PHASES = Object.keys({
+  Pending: true,
+  Running: true,
+  Succeeded: true,
+  Failed: true,
+  Stopped: true
+} satisfies Record<ReplicaPhase, true>) as ReplicaPhase[];
 
-export interface IRoleCounts {
-  desired: number;
-  pending: number;
-  running: number;
-  succeeded: number;
-  failed: number;
-  stopped: number;
-}
+/**
+ * The ends: a job there never changes again (`paddle_nbext.contract.TERMINAL_PHASES`).
+ * `Unknown` is not one: the job's record could not be read, and it changes once the file is
+ * written again.
+ */
+export const TERMINAL_PHASES: ReadonlySet<string> = new Set<JobPhase>([
+  'Succeeded',
+  'Failed',
+  'Cancelled'
+]);
 
-export interface IReplica {
-  role: string;
-  index: number;
-  phase: OpenString<ReplicaPhase>;
-  reason: string | null;
-  exit_code: number | null;
-  restarts: number;
-  started: string | null;
-  finished: string | null;
-}
+export type IRoleCounts = api.IRoleCounts;
 
-export interface IJobStatus {
-  name: string;
-  owner: string;
-  backend: string;
-  phase: OpenString<JobPhase>;
-  message: string;
-  spec: { [key: string]: unknown };
-  created: string;
-  started: string | null;
-  finished: string | null;
-  roles: { [role: string]: IRoleCounts };
-  replicas: IReplica[];
-  /** Only on a job that Resume started: the ended job and the step of its checkpoint. */
-  resumed_from?: IResumedFrom;
-}
+export type IReplica = Omit<api.IReplica, 'phase'> & { phase: OpenString<ReplicaPhase> };
 
 /** `IJobStatus.resumed_from`: the job a resumed job started from. */
-export interface IResumedFrom {
-  job: string;
-  step: number | null;
-}
+export type IResumedFrom = NonNullable<api.IJobStatus['resumed_from']>;
 
-/** One complete checkpoint (`GET /jobs/{name}/checkpoints`). */
-export interface ICheckpoint {
-  step: number;
-  time: string;
-  size: number;
-  path: string;
-}
+export type IJobStatus = Omit<api.IJobStatus, 'phase' | 'replicas'> & {
+  phase: OpenString<JobPhase>;
+  replicas: IReplica[];
+};
 
 /** `GET /jobs/{name}/checkpoints`: the job's checkpoints and what a delete frees. */
-export interface ICheckpoints {
-  name: string;
-  directory: string;
-  checkpoints: ICheckpoint[];
-  latest: ICheckpoint | null;
-  /** Bytes of the checkpoint directory. */
-  size: number;
-  /** Bytes of the whole job dir in the home (logs, snapshot, checkpoints): what a delete frees. */
-  job_size: number;
-  resumed_from: { job: string; step: number; path?: string } | null;
-}
+export type ICheckpoints = api.IListCheckpointsResponse;
 
-/** `POST /jobs/{name}/resume`: the new job. */
-export interface IResumed extends IJobStatus {
-  resumed_from: { job: string; step: number };
-}
+/** One complete checkpoint (`GET /jobs/{name}/checkpoints`). */
+export type ICheckpoint = ICheckpoints['checkpoints'][number];
+
+/** `POST /jobs/{name}/resume`: the new job, which always says what it resumed from. */
+export type IResumed = IJobStatus & { resumed_from: { job: string; step: number } };
 
 /** `DELETE /jobs/{name}?keep_checkpoints=true`: where they went. */
-export interface IKeptCheckpoints {
-  kept: string;
-  size: number;
-}
+export type IKeptCheckpoints = api.IDeleteJobResponse;
 
-/** Server limits, `paddle_nbext.spec.Limits.to_dict()`. */
-export interface ILimits {
-  max_pservers: number;
-  max_trainers: number;
-  max_gpu_per_replica: number;
-  max_gpu_per_job: number | null;
-  /** Absent from servers older than procs_per_trainer. */
-  max_procs_per_trainer?: number;
-  max_cpu_per_replica: string | null;
-  max_mem_per_replica: string | null;
-  max_restarts: number;
-  max_timeout: number | null;
-  allowed_images: string[] | null;
-}
+/** Server limits, `paddle_nbext.rules.Limits.to_dict()`. */
+export type ILimits = api.ILimits;
 
 /** How a job field is parsed and shown (`paddle_nbext.fields.Kind`). */
-export type FieldKind =
-  | 'name'
-  | 'command'
-  | 'path'
-  | 'image'
-  | 'choice'
-  | 'count'
-  | 'cpu'
-  | 'memory'
-  | 'env'
-  | 'switch'
-  | 'duration';
+export type FieldKind = api.IJobSchemaField['x-kind'];
 
 /**
  * One job field in the JSON Schema `GET /config` serves (`paddle_nbext/schema.py`): JSON Schema
  * keywords plus the form's `x-` keywords.
  */
-export interface IFieldSchema {
-  title: string;
-  description: string;
-  default?: unknown;
-  enum?: unknown[];
-  minimum?: number;
-  maximum?: number;
-  maxLength?: number;
-  pattern?: string;
-  examples?: string[];
-  propertyNames?: { pattern?: string };
-  'x-kind': FieldKind;
-  'x-group': string;
-  'x-modes': string[];
-  'x-backends'?: string[];
-  'x-flag': string;
-  'x-placeholder'?: string;
-  'x-rule'?: string;
-  'x-choice-labels'?: { [value: string]: string };
-  'x-mode-defaults'?: { [mode: string]: unknown };
-  'x-maximum-quantity'?: string;
-  'x-maximum-seconds'?: number;
-  'x-reserved-names'?: string[];
-  'x-reserved-prefix'?: string;
-}
+export type IFieldSchema = api.IJobSchemaField;
 
-/** The JSON Schema of a job spec on this server: limits, defaults and backend applied. */
-export interface IJobSchema {
+/**
+ * The JSON Schema of a job spec on this server: limits, defaults and backend applied. The form
+ * is built from whatever fields it lists, so they are read by name rather than as the fixed set
+ * the document names.
+ */
+export type IJobSchema = Omit<api.IJobSchema, 'properties' | 'required'> & {
   properties: { [field: string]: IFieldSchema };
   required: string[];
-  'x-groups': string[];
-  'x-backend'?: string;
-  'x-limits': ILimits;
-}
+};
 
-export interface IBackendInfo {
-  name: string;
-  ok: boolean;
-  error?: string | null;
-  [key: string]: unknown;
-}
+/** `GET /config`'s `backend`: its name, whether it can run jobs, and its own facts. */
+export type IBackendInfo = api.IConfig['backend'];
 
 /** `GET /config`: what drives the New job form (`job_schema` builds it). */
-export interface IServerConfig {
-  backend: IBackendInfo;
-  defaults: { [field: string]: unknown };
-  job_schema: IJobSchema;
-  limits: ILimits;
-  images: string[];
-  default_image: string | null;
-  version: string;
-}
+export type IServerConfig = Omit<api.IConfig, 'job_schema'> & { job_schema: IJobSchema };
 
 /** One quota object's figures for one resource (Kubernetes quantities; `limit` null: no known bound). */
-export interface IQuotaBound {
-  resource: string;
-  source: string;
-  limit: string | null;
-  free: string;
-}
+export type IQuotaBound = api.IQuotaCheck['bounds'][number];
 
 /** The dry run's `quota`: the job against the namespace's and its queue's quota (Kubernetes). */
-export interface IQuotaCheck {
-  verdict: 'fits' | 'waits' | 'never' | 'unknown';
-  words: string;
-  need: { [resource: string]: string };
-  bounds: IQuotaBound[];
-  field: string | null;
-  unknown: string[];
-}
+export type IQuotaCheck = api.IQuotaCheck;
 
 /** `POST /jobs?dry_run=true`: nothing is created. */
-export interface IDryRun {
-  dry_run: true;
-  job: IJobStatus;
-  plan: { [key: string]: unknown };
-  quota?: IQuotaCheck;
-}
+export type IDryRun = Omit<api.IDryRun, 'job'> & { job: IJobStatus };
 
-/** The REST error body `{"error", "message", "field"}`. */
-export interface IErrorBody {
-  error: string;
-  message: string;
-  field: string | null;
-}
+/** The REST error body `{"error", "message", "field"}` (422: `errors` per field too). */
+export type IErrorBody = api.IError;

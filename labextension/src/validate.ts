@@ -700,10 +700,15 @@ export function formFields(schema: IJobSchema): Array<[string, IFieldSchema]> {
   return Object.entries(schema.properties);
 }
 
+/** The field belongs to `mode` (any string the form holds: an unknown one belongs to none). */
+export function inMode(field: IFieldSchema, mode: string): boolean {
+  return field['x-modes'].some(each => each === mode);
+}
+
 /** A field means something in this mode on this backend (else the form hides it). */
 export function isShown(field: IFieldSchema, mode: string, backend = ''): boolean {
   const backends = field['x-backends'];
-  return field['x-modes'].includes(mode) && (!backend || !backends || backends.includes(backend));
+  return inMode(field, mode) && (!backend || !backends || backends.includes(backend));
 }
 
 /** A default as the form's text: env mappings as `NAME=value` lines, blanks as ''. */
@@ -747,7 +752,7 @@ function formBody(values: FormValues, schema: IJobSchema, backend: string): Body
     if (value === undefined || (backend && backends && !backends.includes(backend))) {
       continue;
     }
-    if (kind !== 'count' && knownMode && !field['x-modes'].includes(mode)) {
+    if (kind !== 'count' && knownMode && !inMode(field, mode)) {
       continue;
     }
     if (typeof value === 'boolean') {
@@ -782,7 +787,7 @@ export function toPayload(values: FormValues, schema: IJobSchema, backend = ''):
   const body = formBody(values, schema, backend);
   const mode = typeof body.mode === 'string' ? body.mode : String(values.mode ?? '');
   for (const [name, field] of formFields(schema)) {
-    if (field['x-kind'] === 'count' && name in body && !field['x-modes'].includes(mode)) {
+    if (field['x-kind'] === 'count' && name in body && !inMode(field, mode)) {
       body[name] = 0;
     }
   }

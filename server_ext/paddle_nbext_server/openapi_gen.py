@@ -6,7 +6,9 @@ schemas) plus the parts derived from the job field table (`paddle_nbext.spec.JOB
 
 In a source checkout it also writes tests/vectors/job_spec_schemas.json: the job schema `/config`
 serves for each limits set of the shared validation vectors, which the panel's vitest suite
-validates the vectors against (it cannot run Python).
+validates the vectors against (it cannot run Python); and labextension/src/api_types.ts: the
+panel's TypeScript types of the API's JSON, rendered from the document by `openapi_ts` (the panel
+imports them through labextension/src/types.ts), so they cannot drift from the API.
 
 Derived: the job fields of `SubmitBody` (the POST /jobs request: types, fixed bounds, defaults,
 labels and help of every field), and `JobSchema` / `JobSchemaField`, the shape of the JSON
@@ -28,7 +30,9 @@ from paddle_nbext.rules import Limits
 from paddle_nbext.schema import job_schema, request_properties
 from paddle_nbext.spec import JOB_FIELDS, MODES
 
-__all__ = ["BASE_PATH", "OPENAPI_PATH", "VECTORS_DIR", "build_document", "contract_files", "main", "render"]
+from .openapi_ts import render_typescript
+
+__all__ = ["API_TYPES_PATH", "BASE_PATH", "OPENAPI_PATH", "VECTORS_DIR", "build_document", "contract_files", "main", "render"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BASE_PATH = PACKAGE_DIR / "openapi_base.json"
@@ -36,6 +40,8 @@ OPENAPI_PATH = PACKAGE_DIR / "openapi.json"
 VECTORS_DIR = PACKAGE_DIR.parents[1] / "tests" / "vectors"
 VECTORS_PATH = VECTORS_DIR / "job_spec_validation.json"
 VECTOR_SCHEMAS_PATH = VECTORS_DIR / "job_spec_schemas.json"
+#: The panel's generated API types (written only where the panel's sources are: a source checkout).
+API_TYPES_PATH = PACKAGE_DIR.parents[1] / "labextension" / "src" / "api_types.ts"
 COMMAND = "python -m paddle_nbext_server.openapi_gen"
 #: The schemas this module writes; openapi_base.json must leave them out (or, SubmitBody, hold
 #: only its non-field parts).
@@ -56,6 +62,8 @@ def _submit_body(base: dict[str, Any]) -> dict[str, Any]:
 def _job_schema_field() -> dict[str, Any]:
     """One property of the served JSON Schema: the form facts every field carries."""
     text = {"type": "string"}
+    count = {"type": "integer"}
+    texts = {"type": "array", "items": text}
     return {
         "type": "object",
         "description": "A job field as the New job form shows it: JSON Schema keywords plus x- keywords (see paddle_nbext/schema.py).",
@@ -63,7 +71,18 @@ def _job_schema_field() -> dict[str, Any]:
         "properties": {
             "title": text,
             "description": text,
+            "type": {"oneOf": [text, texts]},
+            "oneOf": {"type": "array", "items": {"type": "object"}},
             "default": {"nullable": True},
+            "enum": {"type": "array", "items": {"nullable": True}},
+            "examples": texts,
+            "minimum": count,
+            "maximum": count,
+            "minLength": count,
+            "maxLength": count,
+            "pattern": text,
+            "propertyNames": {"type": "object", "properties": {"pattern": text}},
+            "additionalProperties": {"type": "object"},
             "x-kind": {"type": "string", "enum": list(KINDS)},
             "x-group": {"type": "string", "enum": list(GROUPS)},
             "x-modes": {"type": "array", "items": {"type": "string", "enum": list(MODES)}},
@@ -72,6 +91,11 @@ def _job_schema_field() -> dict[str, Any]:
             "x-placeholder": text,
             "x-rule": text,
             "x-mode-defaults": {"type": "object", "additionalProperties": {"nullable": True}},
+            "x-choice-labels": {"type": "object", "additionalProperties": text},
+            "x-maximum-quantity": text,
+            "x-maximum-seconds": count,
+            "x-reserved-names": texts,
+            "x-reserved-prefix": text,
         },
     }
 
@@ -132,7 +156,10 @@ def vector_schemas(vectors: dict[str, Any]) -> dict[str, Any]:
 
 def contract_files() -> dict[Path, str]:
     """Every generated file with the text it must have."""
-    files = {OPENAPI_PATH: render(build_document())}
+    document = build_document()
+    files = {OPENAPI_PATH: render(document)}
+    if API_TYPES_PATH.parent.is_dir():
+        files[API_TYPES_PATH] = render_typescript(document)
     if VECTORS_PATH.exists():
         vectors = json.loads(VECTORS_PATH.read_text(encoding="utf-8"))
         files[VECTOR_SCHEMAS_PATH] = render(vector_schemas(vectors))
@@ -142,7 +169,7 @@ def contract_files() -> dict[Path, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=COMMAND.removeprefix("python -m "),
-        description="Write openapi.json (and the vectors' job schemas) from openapi_base.json and the job field table.",
+        description="Write openapi.json (and the vectors' job schemas and the panel's api_types.ts) from openapi_base.json and the job field table.",
     )
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 if a generated file differs from what would be written")
     args = parser.parse_args(argv)

@@ -1,5 +1,6 @@
-"""openapi.json is generated (openapi_base.json + the job field table), and `/config` serves the
-job schema the panel's form is built from."""
+"""openapi.json is generated (openapi_base.json + the job field table), the panel's TypeScript
+types (labextension/src/api_types.ts) from it, and `/config` serves the job schema the panel's
+form is built from."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import json
 import jsonschema
 import pytest
 
+from paddle_nbext import contract
 from paddle_nbext.schema import job_schema
 from paddle_nbext.spec import JobSpec, Limits
-from paddle_nbext_server import openapi_gen
+from paddle_nbext_server import openapi_gen, openapi_ts
 
 
 def test_committed_contract_files_are_what_the_generator_writes() -> None:
@@ -25,6 +27,7 @@ def test_check_mode_reports_a_stale_file_with_the_command(tmp_path, monkeypatch,
     stale.write_text("{}\n")
     monkeypatch.setattr(openapi_gen, "OPENAPI_PATH", stale)
     monkeypatch.setattr(openapi_gen, "VECTORS_PATH", tmp_path / "absent.json")
+    monkeypatch.setattr(openapi_gen, "API_TYPES_PATH", tmp_path / "no-panel" / "api_types.ts")
     assert openapi_gen.main(["--check"]) == 1
     assert openapi_gen.COMMAND in capsys.readouterr().err
     assert openapi_gen.main([]) == 0 and openapi_gen.main(["--check"]) == 0
@@ -57,3 +60,104 @@ async def test_config_schema_applies_the_configured_limits_and_defaults(api, pad
     assert properties["image"]["enum"] == ["paddle:3.0", None] and properties["image"]["default"] == "paddle:3.0"
     assert properties["image"]["examples"] == ["paddle:3.0"] and properties["timeout"]["x-maximum-seconds"] == 600
     assert config["job_schema"]["x-limits"] == config["limits"]
+
+
+# ---- the panel's types: labextension/src/api_types.ts is rendered from the same document
+
+
+def test_the_panels_api_types_are_a_contract_file() -> None:
+    assert openapi_gen.API_TYPES_PATH.parent.is_dir(), "a source checkout has the panel's sources"
+    files = openapi_gen.contract_files()
+    assert files[openapi_gen.API_TYPES_PATH] == openapi_ts.render_typescript(openapi_gen.build_document())
+    text = files[openapi_gen.API_TYPES_PATH]
+    assert text.startswith("/**\n * GENERATED FILE, DO NOT EDIT") and openapi_gen.COMMAND in text
+    assert "phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled' | 'Unknown';" in text
+
+
+def test_check_mode_reports_stale_panel_types(tmp_path, monkeypatch, capsys) -> None:
+    """Drift: a document change (or a hand edit of the TypeScript) fails --check until regenerated."""
+    openapi = tmp_path / "openapi.json"
+    openapi.write_text(openapi_gen.render(openapi_gen.build_document()))
+    types = tmp_path / "src" / "api_types.ts"
+    types.parent.mkdir()
+    types.write_text(openapi_gen.contract_files()[openapi_gen.API_TYPES_PATH].replace("'Unknown'", "'Lost'"))
+    monkeypatch.setattr(openapi_gen, "OPENAPI_PATH", openapi)
+    monkeypatch.setattr(openapi_gen, "API_TYPES_PATH", types)
+    monkeypatch.setattr(openapi_gen, "VECTORS_PATH", tmp_path / "absent.json")
+    assert openapi_gen.main(["--check"]) == 1
+    err = capsys.readouterr().err
+    assert str(types) in err and str(openapi) not in err and openapi_gen.COMMAND in err
+    assert openapi_gen.main([]) == 0 and openapi_gen.main(["--check"]) == 0
+    assert "'Unknown'" in types.read_text() and "'Lost'" not in types.read_text()
+
+
+def test_a_copy_without_the_panels_sources_writes_no_types(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(openapi_gen, "API_TYPES_PATH", tmp_path / "labextension" / "src" / "api_types.ts")
+    assert openapi_gen.API_TYPES_PATH not in openapi_gen.contract_files()
+
+
+def test_the_document_names_every_phase_and_limit_the_model_has() -> None:
+    """What the panel's types come from must say what the server sends."""
+    schemas = openapi_gen.build_document()["components"]["schemas"]
+    assert schemas["JobStatus"]["properties"]["phase"]["enum"] == [str(phase) for phase in contract.Phase]
+    assert schemas["Replica"]["properties"]["phase"]["enum"] == [str(phase) for phase in contract.ReplicaPhase]
+    limits = schemas["Limits"]
+    assert list(limits["properties"]) == list(Limits().to_dict()) == limits["required"]
+
+
+def test_every_keyword_the_served_job_schema_uses_is_declared() -> None:
+    declared = set(openapi_gen.build_document()["components"]["schemas"]["JobSchemaField"]["properties"])
+    vectors = json.loads(openapi_gen.VECTORS_PATH.read_text(encoding="utf-8"))
+    limit_sets = [Limits(), *(Limits.from_dict(limits) for limits in vectors["limits"].values())]
+    used = {
+        keyword
+        for limits in limit_sets
+        for backend in ("local", "kubernetes")
+        for field in job_schema(limits, {}, backend=backend)["properties"].values()
+        for keyword in field
+    }
+    assert used - declared == set(), f"add these to openapi_gen._job_schema_field: {sorted(used - declared)}"
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        ({"type": "string", "nullable": True}, "string | null"),
+        ({"type": "string", "enum": ["a", "it's"]}, "'a' | 'it\\'s'"),
+        ({"type": "boolean", "enum": [True]}, "true"),
+        ({"type": ["string", "null"]}, "string | null"),
+        ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, "number | string"),
+        ({"nullable": True}, "unknown"),
+        ({"type": "array", "items": {"$ref": "#/components/schemas/Thing"}}, "IThing[]"),
+        ({"type": "array", "items": {"type": "string", "enum": ["x", "y"]}}, "Array<'x' | 'y'>"),
+        ({"$ref": "#/components/schemas/Maybe"}, "IMaybe | null"),
+        ({"type": "object"}, "{ [key: string]: unknown }"),
+        ({"type": "object", "additionalProperties": {"type": "integer"}}, "{ [key: string]: number }"),
+        ({"type": "object", "additionalProperties": False}, "Record<string, never>"),
+        (
+            {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}, "b-c": {"type": "string"}}},
+            "{\n  a: number;\n  'b-c'?: string;\n}",
+        ),
+    ],
+)
+def test_typescript_of_a_schema(schema, expected) -> None:
+    document = {
+        "components": {
+            "schemas": {
+                "Thing": {"type": "object", "properties": {"x": {"type": "string"}}},
+                "Maybe": {"type": "object", "nullable": True, "properties": {"x": {"type": "string"}}},
+                "Probe": {"type": "object", "properties": {"value": schema}},
+            }
+        }
+    }
+    text = openapi_ts.render_typescript(document)
+    value = text.split("export interface IProbe {\n  value?: ", 1)[1].rsplit(";\n}\n", 1)[0]
+    assert value == expected.replace("\n", "\n  ")
+
+
+def test_typescript_of_the_operations_inline_responses() -> None:
+    text = openapi_gen.contract_files()[openapi_gen.API_TYPES_PATH]
+    for name in ("IListCheckpointsResponse", "IDeleteJobResponse", "IGetVersionResponse"):
+        assert f"\nexport interface {name} {{\n" in text
+    with pytest.raises(ValueError, match="unsupported"):
+        openapi_ts.render_typescript({"components": {"schemas": {"X": {"type": "object", "properties": {"y": {"$ref": "other.json#/Z"}}}}}})

@@ -82,11 +82,12 @@ describe('the New job form is built from the served schema', () => {
 
 describe("the form says what the server's Paddle runs", () => {
   it('shows the local backend summary, as a warning when parameter-server mode is out of reach', () => {
-    expect(paddleNote({ name: 'kubernetes', ok: true })).toBeNull();
+    expect(paddleNote({ name: 'kubernetes', ok: true, error: null })).toBeNull();
     expect(
       paddleNote({
         name: 'local',
         ok: true,
+        error: null,
         paddle: {
           summary: 'PaddlePaddle 3.0.0 runs parameter-server and collective jobs.',
           modes: ['ps', 'collective']
@@ -100,6 +101,7 @@ describe("the form says what the server's Paddle runs", () => {
       paddleNote({
         name: 'local',
         ok: true,
+        error: null,
         paddle: {
           summary: 'PaddlePaddle 3.3.1 runs collective jobs only: ...',
           modes: ['collective']

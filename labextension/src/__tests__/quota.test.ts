@@ -65,8 +65,10 @@ afterEach(() => {
 
 describe('the form says what the quota has free before submit', () => {
   it('reads the check and its level from the dry run', () => {
-    expect(checksQuota({ name: 'kubernetes', ok: true, quota_check: true })).toBe(true);
-    expect(checksQuota({ name: 'local', ok: true })).toBe(false);
+    expect(checksQuota({ name: 'kubernetes', ok: true, error: null, quota_check: true })).toBe(
+      true
+    );
+    expect(checksQuota({ name: 'local', ok: true, error: null })).toBe(false);
     expect(quotaNote(undefined)).toBeNull();
     expect(quotaNote(WAITS)).toEqual({ text: WAITS.words, level: 'waits' });
     expect(quotaNote({ ...WAITS, verdict: 'later' as IQuotaCheck['verdict'] })?.level).toBe(

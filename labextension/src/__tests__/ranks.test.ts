@@ -22,7 +22,11 @@ import { replicaToOpen } from '../replicas';
 import { IJobStatus, IReplica } from '../types';
 import { job } from './fixtures';
 
-function replica(role: string, index: number, overrides: Partial<IReplica> = {}): IReplica {
+function replica(
+  role: IReplica['role'],
+  index: number,
+  overrides: Partial<IReplica> = {}
+): IReplica {
   return {
     role,
     index,

@@ -15,7 +15,11 @@ import { job, serverConfig } from './fixtures';
 import { SCHEMAS } from './schemas';
 import { Widget } from '@lumino/widgets';
 
-function replica(role: string, index: number, overrides: Partial<IReplica> = {}): IReplica {
+function replica(
+  role: IReplica['role'],
+  index: number,
+  overrides: Partial<IReplica> = {}
+): IReplica {
   return {
     role,
     index,
@@ -394,8 +398,10 @@ describe('the New job form', () => {
     expect(hintFor(field, schema, 0)).toContain('this server has no GPUs');
     expect(hintFor(field, schema, 0)).not.toContain('at most');
     expect(hintFor(field, schema, 2)).toContain('at most 2');
-    expect(gpuCapacity({ name: 'local', ok: true, capacity: { gpus: ['0', '1'] } })).toBe(2);
-    expect(gpuCapacity({ name: 'kubernetes', ok: true })).toBeNull();
+    expect(
+      gpuCapacity({ name: 'local', ok: true, error: null, capacity: { gpus: ['0', '1'] } })
+    ).toBe(2);
+    expect(gpuCapacity({ name: 'kubernetes', ok: true, error: null })).toBeNull();
   });
 });
 
