@@ -275,8 +275,8 @@ export interface IReplicaMetrics {
   truncated: boolean;
   /** Where a later process of this replica (a whole-job restart) started reporting; its points replace the earlier ones from that step on. */
   restarts?: Array<{
-    step?: number;
-    time?: number;
+    step: number;
+    time: number;
   }>;
   /** A restart since the `since` cursor dropped points the asker holds: this answer carries the replica's whole series, to replace them. */
   replaced?: boolean;

@@ -5,63 +5,29 @@
  * the progress bar.  Pure so vitest covers it without a browser.
  */
 
-export interface IProgress {
-  step: number;
-  total: number;
-  fraction: number;
-  eta_seconds: number | null;
-}
+import type * as api from './api_types';
 
-export interface IMetricSeries {
-  step: number[];
-  time: number[];
-  value: number[];
-}
+// The API's shapes are the generated ones (./api_types.ts, from openapi.json), under the names
+// the metrics code uses.
 
-export interface IReplicaMetrics {
-  role: string;
-  index: number;
-  /** The rank inside a trainer of several processes (each rank is an entry of its own); null or
-   * absent (servers before ranks) for a replica of one process. */
-  rank?: number | null;
-  count: number;
-  step: number | null;
-  total: number | null;
-  updated: number | null;
-  eta_seconds: number | null;
-  invalid: number;
-  truncated: boolean;
-  /** Where a later process of the replica (a whole-job restart) started reporting; its points
-   * replaced the earlier ones from that step on.  Absent from servers before checkpoints. */
-  restarts?: { step: number; time: number }[];
-  /** In an answer to a cursor: a restart since dropped points the asker holds, so this entry is
-   * the replica's whole series, to replace them. */
-  replaced?: boolean;
-  series: { [metric: string]: IMetricSeries };
-}
+/** The job's progress: its slowest replica that reports a total. */
+export type IProgress = api.IProgress;
 
-export interface IMetrics {
-  name: string;
-  cursor: string;
-  points: number | null;
-  progress: IProgress | null;
-  replicas: IReplicaMetrics[];
-}
+/** One metric of one replica as columns of equal length, in the order reported. */
+export type IMetricSeries = api.IMetricSeries;
+
+/**
+ * One replica's (or one rank's) points: `rank` is null or absent for a replica of one process;
+ * `restarts` says where a later process of it started reporting, `replaced` that an answer to a
+ * cursor carries the whole series.
+ */
+export type IReplicaMetrics = api.IReplicaMetrics;
+
+/** `GET /jobs/{name}/metrics`. */
+export type IMetrics = api.IMetrics;
 
 /** The data of a `metrics` event on `/events`. */
-export interface IMetricsSummary {
-  name: string;
-  cursor: string;
-  progress: IProgress | null;
-  latest: {
-    [replica: string]: {
-      step: number;
-      total: number | null;
-      values: { [metric: string]: number };
-      rank?: number;
-    };
-  };
-}
+export type IMetricsSummary = api.IMetricsSummary;
 
 /** Points per replica and metric the overview asks for. */
 export const OVERVIEW_POINTS = 500;
