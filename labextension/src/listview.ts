@@ -1,6 +1,7 @@
 /**
  * The job list: a listbox of one option per job (name, phase badge, replica summary, age),
- * compact enough for a 250 px sidebar.
+ * compact enough for a 250 px sidebar, where nothing in a row is cut: a long name wraps, and so
+ * does the summary, between roles first, then between a role's phrases.
  *
  * Keyboard: one Tab stop (roving tabindex), arrows/Home/End move, Enter or Space opens.  Rows
  * are keyed by job name and redrawn only when the job's status object changed, so an event
@@ -11,6 +12,14 @@ import { __ } from './i18n';
 import { h } from './dom';
 import { IJobsState } from './state';
 import { IJobStatus } from './types';
+
+/**
+ * A role summary's phrases, each with its comma ("trainers 1/2 succeeded," "1 failed"): a
+ * narrow row wraps between them, never inside "1 failed", and never cuts a count off.
+ */
+export function countPhrases(text: string): string[] {
+  return text.split(', ').map((phrase, n, all) => (n < all.length - 1 ? `${phrase},` : phrase));
+}
 
 interface IRow {
   job: IJobStatus;
@@ -265,7 +274,14 @@ export class JobListView {
           'span',
           { className: 'pn-counts', title: summary },
           ...summaries.map(({ role, text, tone, title }) =>
-            h('span', { className: 'pn-count', 'data-role': role, 'data-tone': tone, title }, text)
+            h(
+              'span',
+              { className: 'pn-count', 'data-role': role, 'data-tone': tone, title },
+              ...countPhrases(text).flatMap((phrase, n) => [
+                ...(n ? [' '] : []),
+                h('span', { className: 'pn-count-phrase' }, phrase)
+              ])
+            )
           )
         ),
         age
