@@ -95,6 +95,9 @@ RECORD_UID_LABEL = "paddle-nbext/record-uid"
 OWNER_ANNOTATION = "paddle-nbext/owner"
 STATUS_ANNOTATION = "paddle-nbext/status"  # JSON: the final status, written once the job ends
 CANCELLED_ANNOTATION = "paddle-nbext/cancelled"
+#: On the record of a job that Resume started: JSON `{"job", "step"}` of the job and checkpoint it
+#: resumed from (`JobStatus.resumed_from`), written at submit, so it lasts as long as the record.
+RESUMED_FROM_ANNOTATION = "paddle-nbext/resumed-from"
 #: On a Kubernetes job's replica Jobs and their pods: which whole-job attempt made them ("0" the
 #: first).  A restart deletes every replica Job and makes them again with the next attempt, so
 #: pods of an attempt that is being stopped never count for the one that replaces it.

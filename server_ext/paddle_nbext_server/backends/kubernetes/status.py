@@ -11,15 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from paddle_nbext.contract import OWNER_ANNOTATION, SPEC_KEY, STATUS_ANNOTATION, Phase
+from paddle_nbext.contract import OWNER_ANNOTATION, RESUMED_FROM_ANNOTATION, SPEC_KEY, STATUS_ANNOTATION, Phase
 from paddle_nbext.status import JobStatus, ReplicaStatus, resumed_link
 
 from ...runtime import policy, replicas
 
 BACKEND_NAME = "kubernetes"
-#: On the record of a job that Resume started: JSON `{"job", "step"}` of the job and checkpoint it
-#: resumed from (`JobStatus.resumed_from`), written at submit, so it lasts as long as the record.
-RESUMED_FROM_ANNOTATION = "paddle-nbext/resumed-from"
 
 
 def record_owner(record: dict[str, Any]) -> str:
