@@ -11,6 +11,9 @@
 # Before starting the hub, in the notebooks' namespace:
 #   kubectl -n <ns> apply -f deploy/rbac/notebook-role.yaml -f deploy/rbac/master-role.yaml
 #   kubectl -n <ns> apply -f deploy/jupyterhub/paddle-nbext-site.yaml   # the job settings
+# (With PADDLE_NBEXT_HUB_USER_NAMESPACES=1, below: the site ConfigMap in the hub's namespace and
+#   kubectl apply -f deploy/rbac/hub-user-namespaces.yaml  # the hub's ClusterRole; the hub
+# provisions each user's namespace itself.)
 # Then: jupyterhub -f deploy/jupyterhub/jupyterhub_config.py
 # The hub needs configurable-http-proxy (npm; deploy/jupyterhub/proxy/ pins one), a kubeconfig
 # or in-cluster account allowed to manage pods, claims and events there, and a network path to
@@ -77,6 +80,72 @@ c.KubeSpawner.volume_mounts = [
     {"name": "home", "mountPath": "/home/jovyan"},
     {"name": "paddle-nbext-site", "mountPath": "/etc/jupyter/jupyter_server_config.d", "readOnly": True},
 ]
+
+# --- one namespace per user (chart: hub.config.KubeSpawner.enable_user_namespaces) ---------------
+# PADDLE_NBEXT_HUB_USER_NAMESPACES=1: each user's notebook pod, home claim and jobs live in a
+# namespace of their own (PADDLE_NBEXT_HUB_USER_NAMESPACE_TEMPLATE, default "paddle-{username}"),
+# so the API server itself keeps one user's token away from another's jobs, pods, logs and home
+# (admin guide: "Where jobs run"). KubeSpawner creates the namespace (labelled for the admission
+# policy of deploy/policy/, inert where it is not installed); the hook below puts what the
+# notebook needs into it before the pod starts: the ServiceAccount, the shipped Roles of
+# deploy/rbac/ (PADDLE_NBEXT_HUB_RBAC_DIR) and a copy of the paddle-nbext-site ConfigMap of the
+# hub's namespace (NAMESPACE above). The hub then needs the ClusterRole of
+# deploy/rbac/hub-user-namespaces.yaml instead of a Role in one namespace.
+USER_NAMESPACES = setting("USER_NAMESPACES", "") in ("1", "true", "yes")
+if USER_NAMESPACES:
+    import yaml
+
+    c.KubeSpawner.enable_user_namespaces = True
+    c.KubeSpawner.user_namespace_template = setting("USER_NAMESPACE_TEMPLATE", "paddle-{username}")
+    c.KubeSpawner.user_namespace_labels = {"paddle-nbext/jobs-policy": "enforced"}
+    RBAC_DIR = setting("RBAC_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rbac"))
+    NOTEBOOK_RBAC = []
+    for name in ("notebook-role.yaml", "master-role.yaml"):
+        with open(os.path.join(RBAC_DIR, name)) as stream:
+            NOTEBOOK_RBAC += [doc for doc in yaml.safe_load_all(stream) if doc]
+
+    async def provision_user_namespace(spawner, pod):
+        """KubeSpawner's modify_pod_hook, run once the user's namespace exists and before the
+        notebook pod is made: the notebook's account, the shipped Roles and the site settings in
+        that namespace (made, or replaced by the shipped ones)."""
+        from kubernetes_asyncio.client.rest import ApiException
+        from kubespawner.clients import shared_client
+
+        namespace = spawner.namespace
+        core, rbac = spawner.api, shared_client("RbacAuthorizationV1Api")
+
+        async def put(create, replace, body):
+            try:
+                await create(namespace, body)
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+                if replace is not None:
+                    await replace(body["metadata"]["name"], namespace, body)
+
+        await put(core.create_namespaced_service_account, None, {"metadata": {"name": spawner.service_account}})
+        for doc in NOTEBOOK_RBAC:
+            body = {**doc, "metadata": {**doc["metadata"], "namespace": namespace}}
+            if doc["kind"] == "ServiceAccount":
+                await put(core.create_namespaced_service_account, None, body)
+            elif doc["kind"] == "Role":
+                await put(rbac.create_namespaced_role, rbac.replace_namespaced_role, body)
+            elif doc["kind"] == "RoleBinding":
+                body["subjects"] = [{**subject, "namespace": namespace} for subject in doc["subjects"]]
+                if doc["metadata"]["name"] == "paddle-nbext":  # the notebook's binding: KubeSpawner's account
+                    body["subjects"] = [{"kind": "ServiceAccount", "name": spawner.service_account, "namespace": namespace}]
+                await put(rbac.create_namespaced_role_binding, rbac.replace_namespaced_role_binding, body)
+        try:
+            site = await core.read_namespaced_config_map("paddle-nbext-site", setting("NAMESPACE", "jupyter"))
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        else:
+            body = {"metadata": {"name": "paddle-nbext-site", "labels": site.metadata.labels or {}}, "data": site.data or {}}
+            await put(core.create_namespaced_config_map, core.replace_namespaced_config_map, body)
+        return pod
+
+    c.KubeSpawner.modify_pod_hook = provision_user_namespace
 
 # --- the site's own additions (chart: hub.extraConfig) -------------------------------------------
 if setting("EXTRA_CONFIG", ""):

@@ -28,6 +28,9 @@ Fixtures
                       (``hub_site``, started on the real node's cluster the first time a module asks
                       for it, with the shipped RBAC and the users of ``HUB_USERS``); each module's
                       users' notebook servers are stopped when the module ends.
+``hub_user_namespaces`` module scope: a second hub from the same recipe with one namespace per user
+                      (``PADDLE_NBEXT_HUB_USER_NAMESPACES=1``: ``paddle-alice``, ``paddle-bob``), beside
+                      the first on ports of its own; its users' namespaces are deleted after the module.
 ``queued_cluster``    module scope: a :class:`Cluster` on a second control plane of its own with the JobSet
                       and Kueue controllers beside it (``support.controlplane.queueing``), started only
                       when a test asks for it; ``queued_cluster.queues`` are those controllers.
@@ -79,7 +82,7 @@ from kubernetes.client.rest import ApiException
 from support.controlplane import ControlPlane, ControlPlaneError
 from support.controlplane.kubelet import cri_log, logs_object, pod_status
 from support.controlplane.queueing import QueueControllers
-from support.hub_site import HUB_ROLE, HubSite
+from support.hub_site import HUB_ROLE, OTHER_PORTS, HubSite, grant_user_namespaces
 from support.realnode_notebook import apply_shipped_rbac
 from support.realnode_site import RealNodeSite
 from support.volumes import create_bound_claim
@@ -564,3 +567,26 @@ def hub(hub_site: HubSite) -> Iterator[HubSite]:
     """The session's hub for one module; the notebook servers its tests started stop after it."""
     yield hub_site
     hub_site.stop_servers()
+
+
+@pytest.fixture(scope="module")
+def hub_user_namespaces(real_substrate: RealNodeSubstrate, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubSite]:
+    """The recipe with PADDLE_NBEXT_HUB_USER_NAMESPACES=1: the hub holds the shipped ClusterRole
+    (deploy/rbac/hub-user-namespaces.yaml) and provisions each user's namespace itself."""
+    view = Cluster(real_substrate)
+    namespace = view.new_namespace()
+    admin = view.api_client()
+    hub_kubeconfig = view.kubeconfig_for(namespace, "jupyterhub")
+    revoke = grant_user_namespaces(admin, namespace, "jupyterhub")
+    hub = HubSite(
+        real_substrate.site, admin, namespace, tmp_path_factory.mktemp("jupyterhub-user-ns"), user_namespaces=True, ports=OTHER_PORTS
+    )
+    try:
+        hub.prepare(hub_kubeconfig, ["alice", "bob"])
+        hub.start()
+        yield hub
+    finally:
+        hub.stop()
+        hub.remove_user_namespaces()
+        revoke()
+        view.cleanup()

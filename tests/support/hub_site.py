@@ -15,10 +15,18 @@ Each user's notebook is a pod on the real node from the notebook image built her
 (``controlplane/notebook_image.py``), uid 1000 / fsGroup 100, ServiceAccount ``paddle-notebook``
 bound to the shipped Role, the home claim ``claim-<user>`` bound to a ``local`` volume of a
 directory the suite can read, and the job settings of ``deploy/jupyterhub/paddle-nbext-site.yaml``.
+
+With ``user_namespaces`` the same recipe runs with ``PADDLE_NBEXT_HUB_USER_NAMESPACES=1``: the hub
+holds the ClusterRole of ``deploy/rbac/hub-user-namespaces.yaml``, KubeSpawner makes each user's
+namespace ``paddle-<user>`` and home claim there (bound to the user's ``local`` volume, made for
+it beforehand), and the recipe's hook provisions the notebook's account, the shipped Roles and the
+site ConfigMap in it.  Such a hub listens on ports of its own, so that it can run beside the
+shared-namespace one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -35,10 +43,11 @@ from typing import Any
 import requests
 import yaml
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from support.controlplane.node_network import API_PORT, NODE_IP, inside
 from support.controlplane.notebook_image import notebook_image
-from support.controlplane.realnode import pod_placement
+from support.controlplane.realnode import NODE_LABEL, pod_placement
 from support.realnode_site import RealNodeSite
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,6 +66,10 @@ HUB_ROLE = {
         {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     ]
 }
+#: The ports of a second hub beside the first (the user-namespaces one): public, hub API, proxy API.
+OTHER_PORTS = (8200, 8281, 8201)  # (8181 is taken in the node: CoreDNS's ready port)
+USER_NAMESPACE_TEMPLATE = "paddle-{username}"  # the recipe's default
+HOME_CLASS = "pnb-hub-home"  # the storage class naming the users' prepared home volumes
 START_WAIT = 300.0  # a first notebook pod: the image's import into the node's containerd, the pod's start
 
 
@@ -121,6 +134,18 @@ class HubSite:
     homes: dict[str, Path] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     hub_kubeconfig: Path | None = None  # KubeSpawner's credentials, addressed to the node's API relay
+    user_namespaces: bool = False  # PADDLE_NBEXT_HUB_USER_NAMESPACES=1: each user's notebook and jobs in paddle-<user>
+    ports: tuple[int, int, int] = (PUBLIC_PORT, HUB_API_PORT, 8001)  # public, the hub's API, the proxy's API
+    volumes: list[str] = field(default_factory=list)  # the user-namespace homes' volumes (the hub's own)
+
+    @property
+    def url(self) -> str:
+        """Where browsers (and the suite) reach the hub's proxy."""
+        return f"http://{NODE_IP}:{self.ports[0]}"
+
+    def user_namespace(self, user: str) -> str:
+        """Where `user`'s notebook pod, home claim and jobs live."""
+        return USER_NAMESPACE_TEMPLATE.format(username=user) if self.user_namespaces else self.namespace
 
     # --- the site ---------------------------------------------------------------------------------
     def prepare(self, hub_kubeconfig: str, users: list[str]) -> None:
@@ -138,9 +163,33 @@ class HubSite:
         self._apply_site_settings()
         for user in users:
             home = self.site.new_home(user)
-            self.site.home_claim(self.api, self.namespace, f"claim-{user}", home)
+            if self.user_namespaces:
+                self._home_volume(self.user_namespace(user), f"claim-{user}", home)
+            else:
+                self.site.home_claim(self.api, self.namespace, f"claim-{user}", home)
             self.homes[user] = home
         self.hub_kubeconfig = self._through_the_node(hub_kubeconfig)
+
+    def _home_volume(self, namespace: str, claim: str, home: Path) -> None:
+        """A ``local`` volume of `home` on the node made for the claim KubeSpawner will create in the
+        user's namespace (``claimRef``; its class is the recipe's HOME_STORAGE_CLASS), as an admin
+        provisions a CephFS home statically before the user's first login."""
+        selector = {"matchExpressions": [{"key": NODE_LABEL[0], "operator": "In", "values": [NODE_LABEL[1]]}]}
+        volume = client.CoreV1Api(self.api).create_persistent_volume(
+            {
+                "metadata": {"generateName": "pnb-user-ns-home-", "labels": {"paddle-nbext/test": "true"}},
+                "spec": {
+                    "capacity": {"storage": "10Gi"},
+                    "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": HOME_CLASS,
+                    "claimRef": {"namespace": namespace, "name": claim},
+                    "local": {"path": str(home)},
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [selector]}},
+                },
+            }
+        )
+        self.volumes.append(str(volume.metadata.name))
 
     def _apply_site_settings(self) -> None:
         """deploy/jupyterhub/paddle-nbext-site.yaml with this site's values: the job image the
@@ -186,6 +235,7 @@ class HubSite:
                     "c.JupyterHub.load_roles = [{"
                     f"'name': {SERVICE!r}, 'services': [{SERVICE!r}], "
                     "'scopes': ['admin:users', 'admin:servers', 'tokens', 'list:users', 'read:users', 'access:servers']}]",
+                    f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{self.ports[2]}'",
                     f"c.KubeSpawner.node_selector = {placement['node_selector']!r}",
                     f"c.KubeSpawner.tolerations = {placement['tolerations']!r}",
                     "c.KubeSpawner.http_timeout = 120",
@@ -196,9 +246,9 @@ class HubSite:
         env = {
             **os.environ,
             "KUBECONFIG": str(self.hub_kubeconfig),
-            "PADDLE_NBEXT_HUB_PUBLIC_URL": PUBLIC_URL,
-            "PADDLE_NBEXT_HUB_HUB_BIND_URL": f"http://{NODE_IP}:{HUB_API_PORT}",
-            "PADDLE_NBEXT_HUB_HUB_CONNECT_URL": f"http://{NODE_IP}:{HUB_API_PORT}",
+            "PADDLE_NBEXT_HUB_PUBLIC_URL": self.url,
+            "PADDLE_NBEXT_HUB_HUB_BIND_URL": f"http://{NODE_IP}:{self.ports[1]}",
+            "PADDLE_NBEXT_HUB_HUB_CONNECT_URL": f"http://{NODE_IP}:{self.ports[1]}",
             "PADDLE_NBEXT_HUB_PROXY": str(PROXY),
             "PADDLE_NBEXT_HUB_NAMESPACE": self.namespace,
             "PADDLE_NBEXT_HUB_IMAGE": self.image,
@@ -206,6 +256,8 @@ class HubSite:
             "PADDLE_NBEXT_HUB_HOME_SIZE": "1Gi",
             "PADDLE_NBEXT_HUB_EXTRA_CONFIG": str(extra),
         }
+        if self.user_namespaces:
+            env.update(PADDLE_NBEXT_HUB_USER_NAMESPACES="1", PADDLE_NBEXT_HUB_HOME_STORAGE_CLASS=HOME_CLASS)
         hub = Path(sys.executable).with_name("jupyterhub")
         log = (self.workdir / "jupyterhub.log").open("wb")
         self.process = subprocess.Popen(
@@ -223,7 +275,7 @@ class HubSite:
         if self.process is not None and self.process.poll() is not None:
             raise HubError(f"jupyterhub exited with {self.process.returncode}:\n{self.log_tail()}")
         try:
-            return requests.get(f"{PUBLIC_URL}/hub/api/", timeout=5).status_code == 200
+            return requests.get(f"{self.url}/hub/api/", timeout=5).status_code == 200
         except requests.RequestException:
             return False
 
@@ -243,6 +295,18 @@ class HubSite:
             self.process.wait(10)
         self.process = None
 
+    def remove_user_namespaces(self) -> None:
+        """The users' namespaces KubeSpawner made (with everything in them) and their home volumes."""
+        core = client.CoreV1Api(self.api)
+        if self.user_namespaces:
+            for user in self.homes:
+                with contextlib.suppress(ApiException, ValueError):
+                    core.delete_namespace(self.user_namespace(user))
+        for name in self.volumes:
+            with contextlib.suppress(ApiException):
+                core.delete_persistent_volume(name)
+        self.volumes.clear()
+
     def log_tail(self, lines: int = 40) -> str:
         path = self.workdir / "jupyterhub.log"
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
@@ -250,7 +314,7 @@ class HubSite:
     # --- the hub's REST API, as the suite's service -------------------------------------------------
     def hub_api(self, method: str, path: str, body: Any = None) -> Any:
         answer = requests.request(
-            method, f"{PUBLIC_URL}/hub/api/{path}", json=body, headers={"Authorization": f"token {self.token}"}, timeout=60
+            method, f"{self.url}/hub/api/{path}", json=body, headers={"Authorization": f"token {self.token}"}, timeout=60
         )
         if answer.status_code >= 400 and not (method == "DELETE" and answer.status_code == 404):
             raise HubError(f"{method} hub/api/{path}: {answer.status_code} {answer.text[:500]}")
@@ -263,7 +327,7 @@ class HubSite:
 
     def _ensure_user(self, user: str) -> None:
         """The hub knows `user` (as after their first login)."""
-        answer = requests.get(f"{PUBLIC_URL}/hub/api/users/{user}", headers={"Authorization": f"token {self.token}"}, timeout=30)
+        answer = requests.get(f"{self.url}/hub/api/users/{user}", headers={"Authorization": f"token {self.token}"}, timeout=30)
         if answer.status_code == 404:
             self.hub_api("POST", "users", {"usernames": [user]})
 
@@ -282,7 +346,7 @@ class HubSite:
     def stop_servers(self) -> None:
         """Stop every user's notebook server that runs (a module's users leave the node to the next)."""
         for user in self.homes:
-            answer = requests.get(f"{PUBLIC_URL}/hub/api/users/{user}", headers={"Authorization": f"token {self.token}"}, timeout=30)
+            answer = requests.get(f"{self.url}/hub/api/users/{user}", headers={"Authorization": f"token {self.token}"}, timeout=30)
             if answer.status_code == 200 and (answer.json().get("servers") or {}).get(""):
                 self.stop_server(user)
 
@@ -295,7 +359,7 @@ class HubSite:
         """paddle-nbext's API in `user`'s notebook pod, through the hub's proxy, with `token`."""
         return requests.request(
             method,
-            f"{PUBLIC_URL}/user/{user}/paddle/api/v1/{path.lstrip('/')}",
+            f"{self.url}/user/{user}/paddle/api/v1/{path.lstrip('/')}",
             json=body,
             headers={"Authorization": f"token {token}"},
             timeout=60,
@@ -307,3 +371,41 @@ class HubSite:
             if time.monotonic() > deadline:
                 raise HubError(f"waited {timeout:.0f} s for {what}; the hub's log ends:\n{self.log_tail()}")
             time.sleep(0.5)
+
+
+def grant_user_namespaces(api: client.ApiClient, namespace: str, account: str) -> Callable[[], None]:
+    """deploy/rbac/hub-user-namespaces.yaml as an admin applies it, its subject edited to the hub's
+    `account` in `namespace`; waits until it is in force and returns what removes it."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "rbac" / "hub-user-namespaces.yaml").read_text()) if d]
+    for doc in docs:
+        if doc["kind"] == "ClusterRole":
+            with contextlib.suppress(ApiException):  # left by an earlier hub of the session
+                rbac.delete_cluster_role(doc["metadata"]["name"])
+            rbac.create_cluster_role(doc)
+        else:
+            doc["subjects"] = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+            with contextlib.suppress(ApiException):
+                rbac.delete_cluster_role_binding(doc["metadata"]["name"])
+            rbac.create_cluster_role_binding(doc)
+    review = {
+        "spec": {
+            "user": f"system:serviceaccount:{namespace}:{account}",
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
+            "resourceAttributes": {"verb": "create", "resource": "namespaces"},
+        }
+    }
+    authorization = client.AuthorizationV1Api(api)
+    deadline = time.monotonic() + 60
+    while not authorization.create_subject_access_review(review).status.allowed:
+        if time.monotonic() > deadline:
+            raise HubError(f"the ClusterRole of deploy/rbac/hub-user-namespaces.yaml was never in force for {account}")
+        time.sleep(0.2)
+
+    def revoke() -> None:
+        for doc in docs:
+            delete = rbac.delete_cluster_role if doc["kind"] == "ClusterRole" else rbac.delete_cluster_role_binding
+            with contextlib.suppress(ApiException):
+                delete(doc["metadata"]["name"])
+
+    return revoke
