@@ -9,7 +9,7 @@
  */
 
 export interface IError {
-  /** Machine-readable code: bad_request, forbidden, not_found, name_taken, conflict, too_large (a body over 4 MiB), invalid, too_many (streams per user), unavailable, ... */
+  /** Machine-readable code: bad_request, forbidden, not_found, name_taken, conflict, too_large (a body over 4 MiB), invalid, too_many (streams per user), unavailable, forbidden_by_cluster (503: the cluster refuses the notebook's ServiceAccount a permission the backend needs; the message names verb, resource, namespace and the fix), ... */
   error: string;
   /** A sentence saying what is wrong and how to fix it. */
   message: string;
