@@ -279,27 +279,28 @@ def test_in_per_user_namespaces_the_api_server_keeps_alice_and_bob_apart(hub_use
         assert notebook.spec.service_account_name == "paddle-notebook" and notebook.spec.node_name == hub.site.node_name
     alice, bob = hub.user_token("alice"), hub.user_token("bob")
 
-    # Both users' jobs run, each in the user's own namespace, into the user's own home.
-    secret = run_job(hub, "alice", alice, "private")
+    # Both users' jobs run, each in the user's own namespace, into the user's own home (names of
+    # their own: the shared hub's Alice has a job "private" of the same object name in its namespace).
+    secret = run_job(hub, "alice", alice, "diary")
     run_job(hub, "bob", bob, "own")
-    for user, name in (("alice", "private"), ("bob", "own")):
+    for user, name in (("alice", "diary"), ("bob", "own")):
         placed = {
             p.metadata.namespace for p in core.list_pod_for_all_namespaces(label_selector=f"{JOB_LABEL}={object_name(name, user)}").items
         }
         assert placed == {hub.user_namespace(user)}, (user, placed)
-    assert job_names(hub, "alice", alice) == {"private"}
+    assert job_names(hub, "alice", alice) == {"diary"}
     assert job_names(hub, "bob", bob) == {"own"}
-    answer = hub.notebook("bob", bob, "GET", "jobs/private")
+    answer = hub.notebook("bob", bob, "GET", "jobs/diary")
     assert answer.status_code == 404, answer.text
 
     theirs, own = hub.user_namespace("alice"), hub.user_namespace("bob")
-    pod, image = trainer_pod(hub, "alice", "private"), hub.site.image
+    pod, image = trainer_pod(hub, "alice", "diary"), hub.site.image
     probe = in_notebook_pod(
         hub,
         "bob",
         {
             "records": ["GET", f"/api/v1/namespaces/{theirs}/configmaps", None],
-            "record": ["GET", f"/api/v1/namespaces/{theirs}/configmaps/{object_name('private', 'alice')}", None],
+            "record": ["GET", f"/api/v1/namespaces/{theirs}/configmaps/{object_name('diary', 'alice')}", None],
             "pods": ["GET", f"/api/v1/namespaces/{theirs}/pods", None],
             "log": ["GET", f"/api/v1/namespaces/{theirs}/pods/{pod}/log", None],
             "job-there": [
