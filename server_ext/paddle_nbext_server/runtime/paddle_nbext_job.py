@@ -567,7 +567,11 @@ class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as di
         marker = os.path.join(self.partial, f".rank-{self.rank}.done")
         with open(marker, "w") as handle:
             handle.write(f"{time.time():.3f}\n")
-        done = [name for name in os.listdir(self.partial) if name.startswith(".rank-") and name.endswith(".done")]
+        try:
+            names = os.listdir(self.partial)
+        except FileNotFoundError:  # the last rank counted this marker and published meanwhile
+            return self._published_by_peer()
+        done = [name for name in names if name.startswith(".rank-") and name.endswith(".done")]
         if len(done) < self.ranks:
             return None
         record = {"step": self.step, "time": time.time(), "ranks": self.ranks, "attempt": self.attempt}
