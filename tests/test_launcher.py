@@ -482,3 +482,13 @@ def test_an_attempt_file_that_cannot_keep_up_never_holds_the_replica_back_and_sa
     skipped = next(int(line.split()[1]) for line in lines if line.startswith("skipped "))
     assert skipped > 0, said
     assert "noted" in lines, f"the file never said what it skipped\n{said}"
+
+
+def test_a_collective_replica_on_kubernetes_waits_for_every_other_trainers_name_first() -> None:
+    base = {
+        "PADDLE_NBEXT_MODE": "collective",
+        "PADDLE_NBEXT_TRAINER_ENDPOINTS": "job-trainer-0.job:6170,job-trainer-1.job:6170,job-trainer-0.job:6171",
+    }
+    assert launcher.peer_hosts(base, "job-trainer-1.job") == ["job-trainer-0.job"]
+    assert launcher.peer_hosts(base, "") == []  # locally every endpoint is 127.0.0.1
+    assert launcher.peer_hosts({**base, "PADDLE_NBEXT_MODE": "ps"}, "job-trainer-1.job") == []  # trainers wait for pservers instead

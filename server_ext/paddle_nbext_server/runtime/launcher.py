@@ -649,6 +649,17 @@ def run_teed(argv: list[str], env: Mapping[str, str], log: ReplicaLog) -> int:
     return code
 
 
+def peer_hosts(base: Mapping[str, str], own_host: str) -> list[str]:
+    """The other trainers' host names a collective replica must be able to resolve before Paddle
+    starts (on Kubernetes, where `own_host` is set): Paddle's rendezvous resolves them once and
+    fails the job at once ("Temporary failure in name resolution") when a peer's pod has no
+    address yet, e.g. while the kubelet still retries mounting its home.  None elsewhere."""
+    if not own_host or base.get("PADDLE_NBEXT_MODE") != Mode.COLLECTIVE:
+        return []
+    hosts = dict.fromkeys(host for host, _ in _endpoints(base, "PADDLE_NBEXT_TRAINER_ENDPOINTS"))
+    return [host for host in hosts if host != own_host]
+
+
 def prepare_environment(base: Mapping[str, str], workdir: str, log: ReplicaLog | None) -> environments.Prepared | int | None:
     """The job's environment from its requirements file (`environments.ensure`): None when the
     job has none, the exit code to end with when it cannot be built (the installer's words said)."""
@@ -725,6 +736,14 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
             log,
         )
         return WAIT_EXIT_CODE
+    for peer in peer_hosts(base, own_host):
+        if not wait_resolvable(peer, timeout):
+            _say(
+                f"paddle-nbext launcher: the trainer at {peer} did not resolve within {timeout:g}s (PADDLE_NBEXT_WAIT_TIMEOUT): "
+                "its pod never got an address (its reason says why, e.g. a volume that cannot be mounted)",
+                log,
+            )
+            return WAIT_EXIT_CODE
     if waits:
         missing = wait_for(waits, timeout)
         if missing is not None:
