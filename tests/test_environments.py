@@ -91,24 +91,24 @@ def test_lines_naming_paddle_are_found_whatever_the_variant_and_spelling(tmp_pat
 def test_the_users_pip_conf_fills_what_the_site_leaves_open(tmp_path: Path) -> None:
     conf = tmp_path / "pip.conf"
     conf.write_text(
-        "[global]\nindex-url = https://mirror.example/simple\nextra-index-url = https://a.example https://b.example\n[install]\ntrusted-host = a.example\n"
+        "[global]\nindex-url = http://127.0.0.1:3141/simple\nextra-index-url = http://127.0.0.2:3141 http://127.0.0.3:3141\n[install]\ntrusted-host = 127.0.0.2\n"
     )
     user = env.read_pip_conf({"PIP_CONFIG_FILE": str(conf)})
-    assert user.index_url == "https://mirror.example/simple" and user.trusted_hosts == ("a.example",)
-    site = env.IndexSettings(index_url="https://site.example/simple", extra_index_urls=("https://b.example",))
+    assert user.index_url == "http://127.0.0.1:3141/simple" and user.trusted_hosts == ("127.0.0.2",)
+    site = env.IndexSettings(index_url="http://127.0.0.4:3141/simple", extra_index_urls=("http://127.0.0.3:3141",))
     merged = site.merged(user)
-    assert merged.index_url == "https://site.example/simple"
-    assert merged.extra_index_urls == ("https://b.example", "https://a.example")
-    assert env.IndexSettings().merged(user).index_url == "https://mirror.example/simple"
+    assert merged.index_url == "http://127.0.0.4:3141/simple"
+    assert merged.extra_index_urls == ("http://127.0.0.3:3141", "http://127.0.0.2:3141")
+    assert env.IndexSettings().merged(user).index_url == "http://127.0.0.1:3141/simple"
 
 
 def test_credentials_are_masked_and_both_installers_get_the_same_settings() -> None:
-    settings = env.IndexSettings("https://bot:s3cret-token@pkgs.example/simple", trusted_hosts=("pkgs.example",), no_index=False)
-    assert settings.masked()["index_url"] == "https://bot:***@pkgs.example/simple"
+    settings = env.IndexSettings("https://bot:s3cret-token@127.0.0.5:3141/simple", trusted_hosts=("127.0.0.5:3141",), no_index=False)
+    assert settings.masked()["index_url"] == "https://bot:***@127.0.0.5:3141/simple"
     assert settings.secrets() == ["s3cret-token"]
-    assert env.mask_url("https://tokenonly1234@pkgs.example/x") == "https://***@pkgs.example/x"
-    assert settings.args("uv")[-2:] == ["--allow-insecure-host", "pkgs.example"]
-    assert settings.args("pip")[-2:] == ["--trusted-host", "pkgs.example"]
+    assert env.mask_url("https://tokenonly1234@127.0.0.5:3141/x") == "https://***@127.0.0.5:3141/x"
+    assert settings.args("uv")[-2:] == ["--allow-insecure-host", "127.0.0.5:3141"]
+    assert settings.args("pip")[-2:] == ["--trusted-host", "127.0.0.5:3141"]
 
 
 def test_the_key_changes_with_the_index_settings_and_with_what_the_interpreter_has(tmp_path: Path) -> None:
