@@ -15,8 +15,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from paddle_nbext.spec import JobSpec
-from paddle_nbext.status import JobStatus, ReplicaStatus
+from paddle_nbext.model.spec import JobSpec
+from paddle_nbext.model.status import JobStatus, ReplicaStatus
 from paddle_nbext_server.backends.base import Backend, JobNotFound, SubmitRequest
 from paddle_nbext_server.events import DELETED, UPDATED, JobEvent
 

@@ -353,7 +353,7 @@ class Bench:
             time.sleep(0.2)
 
     def spec(self, name: str) -> Any:
-        from paddle_nbext.spec import JobSpec
+        from paddle_nbext.model.spec import JobSpec
 
         return JobSpec.from_dict(
             {"job_name": name, "entry_point": "python train.py", "trainer_package": "code", "pservers": 2, "trainers": 2}
@@ -446,7 +446,7 @@ class Bench:
         """`--jobs` job records, each with one trainer pod, through the admin client: what the
         backend's watch cache selects (managed-by label) and reads (job/owner/role labels, the
         completion index label, the owner annotation, spec.json in the record)."""
-        from paddle_nbext.spec import JobSpec
+        from paddle_nbext.model.spec import JobSpec
         from paddle_nbext_server.backends.kubernetes import manifests as m
 
         def one(index: int) -> None:
@@ -556,7 +556,7 @@ class Bench:
     async def changes(self, hub: Any) -> dict[str, Any]:
         from support.controlplane.kubelet import pod_status
 
-        from paddle_nbext.contract import Phase
+        from paddle_nbext.model.contract import Phase
         from paddle_nbext_server.backends.kubernetes import manifests as m
         from paddle_nbext_server.events import UPDATED
 

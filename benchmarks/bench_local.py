@@ -167,7 +167,7 @@ def master_rss_sampler(job_dir: Path, peak: list[int]) -> None:
 
 
 def run_local(home: Path, name: str) -> tuple[float, int]:
-    from paddle_nbext.spec import JobSpec
+    from paddle_nbext.model.spec import JobSpec
     from paddle_nbext_server.backends.base import SubmitRequest
     from paddle_nbext_server.backends.local import LocalBackend
     from paddle_nbext_server.events import EventHub

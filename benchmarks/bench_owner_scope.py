@@ -50,7 +50,7 @@ def user(index: int) -> str:
 
 def fill(core: Any, namespace: str, owner: str, jobs: int) -> None:
     """`jobs` records of `owner`, one trainer pod each, labelled as the backend makes them."""
-    from paddle_nbext.spec import JobSpec
+    from paddle_nbext.model.spec import JobSpec
     from paddle_nbext_server.backends.kubernetes import manifests as m
 
     def one(index: int) -> None:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.controlplane import ControlPlane  # noqa: E402
 from support.controlplane.queueing import queued_control_plane  # noqa: E402
 
-from paddle_nbext.spec import JobSpec  # noqa: E402
+from paddle_nbext.model.spec import JobSpec  # noqa: E402
 from paddle_nbext_server.backends.base import SubmitRequest  # noqa: E402
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend, quota, quota_reads  # noqa: E402
 from paddle_nbext_server.events import EventHub  # noqa: E402

@@ -69,7 +69,7 @@ def run_raw(workdir: Path, round_number: int) -> float:
 
 
 def run_local(home: Path, name: str, entry: list[str], procs: int) -> float:
-    from paddle_nbext.spec import JobSpec
+    from paddle_nbext.model.spec import JobSpec
     from paddle_nbext_server.backends.base import SubmitRequest
     from paddle_nbext_server.backends.local import LocalBackend
     from paddle_nbext_server.events import EventHub

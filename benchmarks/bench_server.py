@@ -29,7 +29,7 @@ from typing import Any
 
 import requests
 
-from paddle_nbext.status import JobStatus, ReplicaStatus
+from paddle_nbext.model.status import JobStatus, ReplicaStatus
 from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord, write_record
 
 REPO = Path(__file__).resolve().parents[1]

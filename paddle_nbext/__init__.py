@@ -37,9 +37,9 @@ _LAZY = {
     "ServerUnreachable": "client",
     "ServerNotFound": "client",
     # job model
-    "JobSpec": "spec",
-    "SpecError": "spec",
-    "Limits": "spec",
+    "JobSpec": "model.spec",
+    "SpecError": "model.spec",
+    "Limits": "model.spec",
     # widgets (ipywidgets is imported only when one of these is used)
     "form": "widgets",
     "job_list": "widgets",

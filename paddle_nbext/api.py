@@ -19,11 +19,11 @@ from typing import Any, ClassVar, Literal, overload
 
 from . import display
 from .client import Client
-from .contract import Phase, Role, is_terminal
 from .metrics import MetricsTable, table_from
+from .model.contract import Phase, Role, is_terminal
+from .model.spec import JobSpec
+from .model.status import JobStatus, SubmitPlan
 from .ranklog import rank_lines, rank_stream
-from .spec import JobSpec
-from .status import JobStatus, SubmitPlan
 
 __all__ = [
     "Job",
@@ -308,7 +308,7 @@ def submit(
 
 class PaddleJob:
     """The original design's job description; its fields are the job model's (the field table
-    `paddle_nbext.spec.JOB_FIELDS`): each is a keyword argument and an attribute, None (the
+    `paddle_nbext.model.spec.JOB_FIELDS`): each is a keyword argument and an attribute, None (the
     server's default) unless given.
 
     Only `job_name` and the resources are usually given; `entry_point` can come from

@@ -28,11 +28,11 @@ from typing import Any
 from . import __version__, display, envs
 from . import metrics as job_metrics
 from .client import Client, PaddleNbextError, dumps
-from .contract import ENVIRONMENT_LOG, Phase, Role, is_terminal
+from .model.contract import ENVIRONMENT_LOG, Phase, Role, is_terminal
+from .model.quota import QuotaCheck, Verdict
+from .model.status import JobStatus
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
-from .quota import QuotaCheck, Verdict
 from .ranklog import rank_lines, rank_stream
-from .status import JobStatus
 
 __all__ = ["main", "build_parser"]
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from .contract import Role
-from .status import JobStatus, SubmitPlan
+from .model.contract import Role
+from .model.status import JobStatus, SubmitPlan
 
 if TYPE_CHECKING:  # requests is imported on the first request, keeping `%load_ext` cheap
     import requests

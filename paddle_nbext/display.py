@@ -1,6 +1,6 @@
 """Plain-text and HTML renderings of job statuses, shared by the reprs, the widgets and the CLI.
 
-Pure functions of the typed job status the REST client returns (`paddle_nbext.status.JobStatus`,
+Pure functions of the typed job status the REST client returns (`paddle_nbext.model.status.JobStatus`,
 docs/architecture.md "Job status"), so every view of a job says the same thing and can be tested
 without a server.
 """
@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from .contract import Phase, format_bytes, is_terminal, parse_time
-from .status import JobStatus, ReplicaStatus
+from .model.contract import Phase, format_bytes, is_terminal, parse_time
+from .model.status import JobStatus, ReplicaStatus
 from .words import PHASE_COLOURS, replica_name, replica_summary
 
 __all__ = [

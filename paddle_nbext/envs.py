@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from .contract import format_bytes
 from .display import age
+from .model.contract import format_bytes
 
 __all__ = ["environments_text", "prune_text", "remove_text"]
 

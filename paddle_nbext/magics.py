@@ -16,7 +16,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 
 from . import api, display
 from .client import PaddleNbextError
-from .contract import Role, is_terminal
+from .model.contract import Role, is_terminal
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
 
 __all__ = ["PaddleMagics", "load_ipython_extension"]

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .contract import Phase, is_terminal
+from .model.contract import Phase, is_terminal
 
 __all__ = ["MetricsTable", "table_from", "sparkline", "main_metric", "progress_html", "sparkline_svg", "metrics_html", "metrics_text"]
 

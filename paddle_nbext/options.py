@@ -12,8 +12,8 @@ import argparse
 from typing import Any, NoReturn
 
 from .client import ApiError
-from .fields import JobField
-from .spec import JOB_FIELDS, JobSpec, Limits
+from .model.fields import JobField
+from .model.spec import JOB_FIELDS, JobSpec, Limits
 
 __all__ = ["FIELD_FLAGS", "HelpShown", "Parser", "UsageError", "add_job_flags", "describe_error", "flag_for", "spec_from_args"]
 

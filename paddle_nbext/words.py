@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .contract import TERMINAL_PHASES, Phase, ReplicaPhase
-from .status import JobStatus, RoleCounts
+from .model.contract import TERMINAL_PHASES, Phase, ReplicaPhase
+from .model.status import JobStatus, RoleCounts
 
 __all__ = ["PHASE_COLOURS", "RoleSummary", "replica_name", "replica_summary", "replica_to_open", "role_summaries"]
 

@@ -1,4 +1,4 @@
-"""The shared words have one definition: `paddle_nbext/contract.py`.
+"""The shared words have one definition: `paddle_nbext/model/contract.py`.
 
 A phase list, a terminal set, a Kubernetes label key or a time format written a second time is how
 the parts drifted apart before (a phase spelled two ways is a job the panel never sees end), so
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTRACT = ROOT / "paddle_nbext" / "contract.py"
+CONTRACT = ROOT / "paddle_nbext" / "model" / "contract.py"
 SOURCES = sorted(
     path
     for folder in (ROOT / "paddle_nbext", ROOT / "server_ext" / "paddle_nbext_server")
@@ -49,7 +49,7 @@ def second_definitions(tree: ast.AST) -> list[tuple[int, str]]:
 
 def test_the_sources_are_found() -> None:
     names = {path.relative_to(ROOT).as_posix() for path in SOURCES}
-    assert {"paddle_nbext/status.py", "server_ext/paddle_nbext_server/runtime/cluster_master.py"} <= names
+    assert {"paddle_nbext/model/status.py", "server_ext/paddle_nbext_server/runtime/cluster_master.py"} <= names
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda path: path.relative_to(ROOT).as_posix())

@@ -10,11 +10,11 @@ import jsonschema
 import pytest
 
 from paddle_nbext.api import PaddleJob
-from paddle_nbext.fields import GROUPS, KINDS
+from paddle_nbext.model.fields import GROUPS, KINDS
+from paddle_nbext.model.rules import RULES, Limits
+from paddle_nbext.model.schema import job_schema, request_properties
+from paddle_nbext.model.spec import JOB_FIELDS, JobSpec
 from paddle_nbext.options import FIELD_FLAGS, Parser, add_job_flags
-from paddle_nbext.rules import RULES, Limits
-from paddle_nbext.schema import job_schema, request_properties
-from paddle_nbext.spec import JOB_FIELDS, JobSpec
 
 LIMIT_NAMES = {f.name for f in fields(Limits)}
 

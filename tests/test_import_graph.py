@@ -99,6 +99,27 @@ def test_the_kernel_side_never_imports_the_server_side() -> None:
 def test_the_job_runtime_imports_only_the_contract_and_its_siblings() -> None:
     known = modules()
     runtime = {name: path for name, path in known.items() if name.startswith("paddle_nbext_server.runtime.")}
-    allowed = {"paddle_nbext.contract", "paddle_nbext"} | set(runtime) | {"paddle_nbext_server.runtime"}
+    allowed = {"paddle_nbext.model.contract", "paddle_nbext.model", "paddle_nbext"} | set(runtime) | {"paddle_nbext_server.runtime"}
     bad = {name: sorted(imports_of(name, path, known) - allowed) for name, path in runtime.items()}
     assert {name: targets for name, targets in bad.items() if targets} == {}
+
+
+def test_the_shared_model_imports_only_itself() -> None:
+    """`paddle_nbext.model` is what both sides share; it never reaches the kernel's UI modules."""
+    known = modules()
+    model = {name: path for name, path in known.items() if name.startswith("paddle_nbext.model")}
+    shared = ("contract", "spec", "rules", "fields", "schema", "quantity", "status", "quota")
+    assert set(model) >= {f"paddle_nbext.model.{name}" for name in shared}
+    bad = {name: sorted(t for t in imports_of(name, path, known) if not t.startswith("paddle_nbext.model")) for name, path in model.items()}
+    assert {name: targets for name, targets in bad.items() if targets} == {}
+
+
+def test_the_server_side_imports_only_the_shared_model_of_the_kernel_package() -> None:
+    """The package itself is allowed too: its `__init__` holds `__version__` and loads nothing."""
+    known = modules()
+    server = {name: path for name, path in known.items() if name.startswith("paddle_nbext_server")}
+    kernel_only = {
+        name: sorted(t for t in imports_of(name, path, known) if t.startswith("paddle_nbext.") and not t.startswith("paddle_nbext.model"))
+        for name, path in server.items()
+    }
+    assert {name: targets for name, targets in kernel_only.items() if targets} == {}

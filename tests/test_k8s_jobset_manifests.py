@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 from test_k8s_manifests import OBJ, SETTINGS, by_name, plan
 
-from paddle_nbext.contract import RECORD_UID_LABEL, ROLE_LABEL
+from paddle_nbext.model.contract import RECORD_UID_LABEL, ROLE_LABEL
 from paddle_nbext_server.backends.kubernetes import manifests, queue_status
 from paddle_nbext_server.backends.kubernetes.jobset import QUEUE_LABEL
 

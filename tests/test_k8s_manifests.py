@@ -10,7 +10,7 @@ import re
 import kubernetes_validate
 import pytest
 
-from paddle_nbext.spec import JobSpec
+from paddle_nbext.model.spec import JobSpec
 from paddle_nbext_server import runtime_files
 from paddle_nbext_server.backends.kubernetes import manifests
 from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume

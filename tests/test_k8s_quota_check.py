@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from paddle_nbext.quota import QuotaCheck, Verdict
-from paddle_nbext.spec import JobSpec
+from paddle_nbext.model.quota import QuotaCheck, Verdict
+from paddle_nbext.model.spec import JobSpec
 from paddle_nbext_server.backends.kubernetes import manifests, quota
 from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
 from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings

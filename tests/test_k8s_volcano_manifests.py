@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 from test_k8s_manifests import OBJ, SETTINGS, by_name, plan
 
-from paddle_nbext.contract import ROLE_LABEL
+from paddle_nbext.model.contract import ROLE_LABEL
 from paddle_nbext_server.backends.base import BackendUnavailable
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests, volcano, volcano_status
 from paddle_nbext_server.backends.kubernetes.jobset import QUEUE_LABEL

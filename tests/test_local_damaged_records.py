@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.backends.local import records as records_module
 from paddle_nbext_server.backends.local.records import StatusRecord, write_atomic

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from paddle_nbext.status import JobStatus, ReplicaStatus
+from paddle_nbext.model.status import JobStatus, ReplicaStatus
 from paddle_nbext_server.backends.base import InvalidState, JobNotFound
 from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.backends.local.records import (

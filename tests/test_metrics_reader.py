@@ -241,7 +241,7 @@ def test_the_first_start_and_a_steps_repeat_are_not_restarts(tmp_path: Path) -> 
 def test_the_kubernetes_backend_lists_each_ranks_file_on_the_home_volume(tmp_path: Path) -> None:
     """Pservers first, one file each; every trainer's ranks from the spec (GPUs, else
     procs_per_trainer); a launch entry point's trainer has its one file."""
-    from paddle_nbext.status import JobStatus
+    from paddle_nbext.model.status import JobStatus
     from paddle_nbext_server.backends.kubernetes.metrics import metrics_files
 
     def listed(spec: dict[str, object]) -> list[tuple[str, int, int | None, str]]:

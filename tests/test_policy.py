@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from paddle_nbext.contract import Phase, ReplicaPhase
+from paddle_nbext.model.contract import Phase, ReplicaPhase
 from paddle_nbext_server.runtime.policy import Observed, decide, failure_line
 
 # Replica phases build the inputs; a job phase compares equal to the replica phase of that name.

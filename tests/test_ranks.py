@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from paddle_nbext.contract import launch_entry
+from paddle_nbext.model.contract import launch_entry
 from paddle_nbext_server.runtime import launcher, ranks
 
 TRAINERS = "job-trainer-0.job:6170,job-trainer-1.job:6170"

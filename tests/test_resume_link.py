@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from paddle_nbext import display
-from paddle_nbext.contract import ATTEMPT_LABEL, RESTART_ANNOTATION, RESUMED_FROM_ANNOTATION, SPEC_KEY
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.contract import ATTEMPT_LABEL, RESTART_ANNOTATION, RESUMED_FROM_ANNOTATION, SPEC_KEY
+from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server import checkpoints
 from paddle_nbext_server.backends.kubernetes import manifests, resume_note
 from paddle_nbext_server.backends.kubernetes.backend import KubernetesBackend

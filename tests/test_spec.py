@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paddle_nbext.quantity import Quantity, QuantityError, format_bytes, format_cpu
-from paddle_nbext.spec import (
+from paddle_nbext.model.quantity import Quantity, QuantityError, format_bytes, format_cpu
+from paddle_nbext.model.spec import (
     NAME_MAX_LENGTH,
     JobSpec,
     Limits,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from paddle_nbext.rules import (
+from paddle_nbext.model.rules import (
     DURATION_MAX_SECONDS,
     ENTRY_POINT_MAX_LENGTH,
     ENTRY_SCRIPT_MAX_BYTES,
@@ -19,7 +19,7 @@ from paddle_nbext.rules import (
     check_entry_script,
     clip,
 )
-from paddle_nbext.spec import JobSpec
+from paddle_nbext.model.spec import JobSpec
 
 BASE = {"entry_point": "python train.py"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from paddle_nbext.spec import JobSpec, Limits, SpecError
+from paddle_nbext.model.spec import JobSpec, Limits, SpecError
 from paddle_nbext_server.backends.local.plan import replica_plans
 from paddle_nbext_server.backends.local.ports import HOST, free_ports, port_free
 from paddle_nbext_server.backends.local.records import Capacity, Plan, ResourceRequest
@@ -72,8 +72,8 @@ def test_the_server_limit_bounds_ranks_from_gpus_too() -> None:
 
 
 def test_the_field_reaches_flags_and_schema() -> None:
+    from paddle_nbext.model.schema import job_schema
     from paddle_nbext.options import FIELD_FLAGS
-    from paddle_nbext.schema import job_schema
 
     assert FIELD_FLAGS["procs_per_trainer"] == "--procs-per-trainer"
     schema = job_schema(Limits())["properties"]["procs_per_trainer"]

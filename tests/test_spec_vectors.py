@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from paddle_nbext.spec import JOB_FIELDS, JobSpec, Limits
+from paddle_nbext.model.spec import JOB_FIELDS, JobSpec, Limits
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "job_spec_validation.json").read_text(encoding="utf-8"))
 CASES: list[dict[str, Any]] = VECTORS["cases"]

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from paddle_nbext import display, words
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.status import JobStatus
 
 VECTORS = Path(__file__).parent / "vectors" / "replica_words.json"
 

@@ -97,7 +97,7 @@ export interface IJobSchema {
   'x-limits': ILimits;
 }
 
-/** A job field as the New job form shows it: JSON Schema keywords plus x- keywords (see paddle_nbext/schema.py). */
+/** A job field as the New job form shows it: JSON Schema keywords plus x- keywords (see paddle_nbext/model/schema.py). */
 export interface IJobSchemaField {
   title: string;
   description: string;

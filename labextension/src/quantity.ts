@@ -1,5 +1,5 @@
 /**
- * Exact Kubernetes quantities for the New job form, mirroring `paddle_nbext/quantity.py`.
+ * Exact Kubernetes quantities for the New job form, mirroring `paddle_nbext/model/quantity.py`.
  *
  * Totals ("4 trainers × 2 CPU = 8 CPU, 16Gi") and limit checks must match what the server
  * computes, so amounts are exact fractions of BigInts, never floats.  The grammar and messages

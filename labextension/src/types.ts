@@ -9,9 +9,9 @@
  */
 import type * as api from './api_types';
 
-/** A job's phase, as the API names them (`paddle_nbext.contract.Phase`). */
+/** A job's phase, as the API names them (`paddle_nbext.model.contract.Phase`). */
 export type JobPhase = api.IJobStatus['phase'];
-/** A replica's phase, as the API names them (`paddle_nbext.contract.ReplicaPhase`). */
+/** A replica's phase, as the API names them (`paddle_nbext.model.contract.ReplicaPhase`). */
 export type ReplicaPhase = api.IReplica['phase'];
 
 /**
@@ -43,7 +43,7 @@ export const REPLICA_PHASES = Object.keys({
 } satisfies Record<ReplicaPhase, true>) as ReplicaPhase[];
 
 /**
- * The ends: a job there never changes again (`paddle_nbext.contract.TERMINAL_PHASES`).
+ * The ends: a job there never changes again (`paddle_nbext.model.contract.TERMINAL_PHASES`).
  * `Unknown` is not one: the job's record could not be read, and it changes once the file is
  * written again.
  */
@@ -77,14 +77,14 @@ export type IResumed = IJobStatus & { resumed_from: { job: string; step: number 
 /** `DELETE /jobs/{name}?keep_checkpoints=true`: where they went. */
 export type IKeptCheckpoints = api.IDeleteJobResponse;
 
-/** Server limits, `paddle_nbext.rules.Limits.to_dict()`. */
+/** Server limits, `paddle_nbext.model.rules.Limits.to_dict()`. */
 export type ILimits = api.ILimits;
 
-/** How a job field is parsed and shown (`paddle_nbext.fields.Kind`). */
+/** How a job field is parsed and shown (`paddle_nbext.model.fields.Kind`). */
 export type FieldKind = api.IJobSchemaField['x-kind'];
 
 /**
- * One job field in the JSON Schema `GET /config` serves (`paddle_nbext/schema.py`): JSON Schema
+ * One job field in the JSON Schema `GET /config` serves (`paddle_nbext/model/schema.py`): JSON Schema
  * keywords plus the form's `x-` keywords.
  */
 export type IFieldSchema = api.IJobSchemaField;

@@ -1,10 +1,10 @@
 /**
  * Inline validation, request body and totals for the New job form, driven by the job schema
- * `GET /config` serves (`job_schema`, written by `paddle_nbext/schema.py`).
+ * `GET /config` serves (`job_schema`, written by `paddle_nbext/model/schema.py`).
  *
  * The field list, bounds, enums, patterns, reserved env names and defaults all come from that
  * schema; what is here is one parser per field kind (`x-kind`) and the named cross-field rules
- * (`x-rule`), with the messages of `paddle_nbext/rules.py`.  The shared vectors in
+ * (`x-rule`), with the messages of `paddle_nbext/model/rules.py`.  The shared vectors in
  * tests/vectors/job_spec_validation.json are run against both (vectors.test.ts here), so the
  * message shown inline is the one the server would return.  The server stays authoritative: its
  * 422 `field` error is shown on that field too.

@@ -1,7 +1,7 @@
 """`form()`: the resources form, built from the job field table and the server's `GET /config`.
 
 Rows, labels, hints, order and sections ("Code", "Replicas", ...) come from the table
-(`paddle_nbext.spec.JOB_FIELDS`); a row that means nothing in the chosen mode (pserver
+(`paddle_nbext.model.spec.JOB_FIELDS`); a row that means nothing in the chosen mode (pserver
 resources in collective mode) or on this server's backend (the image on the local backend) is
 hidden.  Every field is validated on each change with the shared job model (`JobSpec.check` with
 the server's limits and defaults), so the message under a field is the one the server would
@@ -25,11 +25,11 @@ import ipywidgets as widgets
 
 from .. import api
 from ..client import ApiError, Client, PaddleNbextError
-from ..contract import Mode
-from ..fields import GROUPS, JobField
-from ..quota import QuotaCheck, Verdict
-from ..spec import JOB_FIELDS, JobSpec, Limits
-from ..status import SubmitPlan
+from ..model.contract import Mode
+from ..model.fields import GROUPS, JobField
+from ..model.quota import QuotaCheck, Verdict
+from ..model.spec import JOB_FIELDS, JobSpec, Limits
+from ..model.status import SubmitPlan
 from .status import JobStatusView
 
 _STYLE = {"description_width": "150px"}

@@ -17,9 +17,9 @@ import ipywidgets as widgets
 from .. import display
 from ..api import get_client
 from ..client import Client, PaddleNbextError
-from ..contract import Role
+from ..model.contract import Role
+from ..model.status import JobStatus
 from ..ranklog import failed_rank, rank_lines
-from ..status import JobStatus
 from ..words import replica_name, replica_to_open
 from ._poll import Poller, comm_alive, watch_comm_close
 

@@ -12,8 +12,8 @@ import ipywidgets as widgets
 from .. import display
 from .. import metrics as job_metrics
 from ..client import ApiError, PaddleNbextError
-from ..contract import is_terminal
-from ..status import JobStatus
+from ..model.contract import is_terminal
+from ..model.status import JobStatus
 from ._poll import Poller, comm_alive, watch_comm_close
 
 

@@ -14,8 +14,8 @@ from typing import Any
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Type, Unicode, validate
 from traitlets.config import LoggingConfigurable
 
-from paddle_nbext.quantity import Quantity, QuantityError
-from paddle_nbext.spec import JobSpec, Limits, SpecError, parse_duration
+from paddle_nbext.model.quantity import Quantity, QuantityError
+from paddle_nbext.model.spec import JobSpec, Limits, SpecError, parse_duration
 
 BACKENDS = ("local", "kubernetes")
 

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from paddle_nbext.contract import format_time
+from paddle_nbext.model.contract import format_time
 
 from .backends.base import BackendError, InvalidState
 from .runtime import environments

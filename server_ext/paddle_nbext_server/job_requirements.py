@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paddle_nbext.spec import JobSpec, SpecError
+from paddle_nbext.model.spec import JobSpec, SpecError
 
 from .runtime import environments
 

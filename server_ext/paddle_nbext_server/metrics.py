@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paddle_nbext.contract import Role, launch_entry
+from paddle_nbext.model.contract import Role, launch_entry
 
 from .runtime import launcher, paddle_nbext_job
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from paddle_nbext.contract import Phase, is_terminal
+from paddle_nbext.model.contract import Phase, is_terminal
 
 from .backends.base import Backend, BackendError
 from .events import METRICS, EventHub, JobEvent

@@ -1,5 +1,5 @@
 """Writes openapi.json: the hand-maintained parts (openapi_base.json: paths, responses, status
-schemas) plus the parts derived from the job field table (`paddle_nbext.spec.JOB_FIELDS`).
+schemas) plus the parts derived from the job field table (`paddle_nbext.model.spec.JOB_FIELDS`).
 
     python -m paddle_nbext_server.openapi_gen          # rewrite the generated contract files
     python -m paddle_nbext_server.openapi_gen --check  # exit 1 if one of them is stale
@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from paddle_nbext.fields import GROUPS, KINDS
-from paddle_nbext.rules import Limits
-from paddle_nbext.schema import job_schema, request_properties
-from paddle_nbext.spec import JOB_FIELDS, MODES
+from paddle_nbext.model.fields import GROUPS, KINDS
+from paddle_nbext.model.rules import Limits
+from paddle_nbext.model.schema import job_schema, request_properties
+from paddle_nbext.model.spec import JOB_FIELDS, MODES
 
 from .openapi_ts import render_typescript
 
@@ -66,7 +66,7 @@ def _job_schema_field() -> dict[str, Any]:
     texts = {"type": "array", "items": text}
     return {
         "type": "object",
-        "description": "A job field as the New job form shows it: JSON Schema keywords plus x- keywords (see paddle_nbext/schema.py).",
+        "description": "A job field as the New job form shows it: JSON Schema keywords plus x- keywords (see paddle_nbext/model/schema.py).",
         "required": ["title", "description", "x-kind", "x-group", "x-modes", "x-flag"],
         "properties": {
             "title": text,

@@ -28,7 +28,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paddle_nbext.spec import JobSpec, SpecError
+from paddle_nbext.model.spec import JobSpec, SpecError
 
 ENTRY_SCRIPT_NAME = "paddle_entry.py"
 #: The jobs dir's name in a home (the Kubernetes backend's, and the local backend's default).

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 import paddle_nbext
-import paddle_nbext.contract
+import paddle_nbext.model.contract
 
 from .runtime import cluster_master, environments, gang, launcher, paddle_nbext_job, policy, preflight, ranks, replicas, supervise
 
@@ -34,7 +34,7 @@ _MODULES = {
     "gang.py": gang,
     "cluster_master.py": cluster_master,
     "replicas.py": replicas,
-    "contract.py": paddle_nbext.contract,
+    "contract.py": paddle_nbext.model.contract,
     f"{PYLIB}/paddle_nbext_job.py": paddle_nbext_job,
 }
 NAMES: tuple[str, ...] = tuple(_MODULES)

@@ -27,7 +27,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from paddle_nbext.spec import JobSpec
+from paddle_nbext.model.spec import JobSpec
 from paddle_nbext_server.backends.base import BackendUnavailable, Forbidden, JobExists, JobNotFound, ReplicaNotFound, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests
 from paddle_nbext_server.events import DELETED, UPDATED, EventHub

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from paddle_nbext.spec import JobSpec
+from paddle_nbext.model.spec import JobSpec
 from paddle_nbext_server.backends.base import BackendForbidden, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests
 from paddle_nbext_server.events import EventHub

@@ -42,7 +42,7 @@ from test_k8s_backend import (
     workspace,
 )
 
-from paddle_nbext.spec import SpecError
+from paddle_nbext.model.spec import SpecError
 from paddle_nbext_server.backends.base import (
     BackendUnavailable,
     InvalidRequest,

@@ -65,7 +65,7 @@ def test_the_client_returns_typed_statuses_and_plans_that_render_the_rest_body(k
     import requests
 
     from paddle_nbext import api
-    from paddle_nbext.status import JobStatus, SubmitPlan
+    from paddle_nbext.model.status import JobStatus, SubmitPlan
 
     plan = api.submit("python -c pass", job_name="api-typed", mode="collective", trainers=1, dry_run=True, client=client)
     assert isinstance(plan, SubmitPlan) and plan.spec["job_name"] == "api-typed" and plan.plan

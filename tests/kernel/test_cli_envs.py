@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support.fake_envs import make_env, use_env
 
-from paddle_nbext.contract import format_bytes
+from paddle_nbext.model.contract import format_bytes
 from paddle_nbext_server.backends.local.store import JobStore
 
 CLI = str(Path(sys.executable).with_name("paddle-nbext"))

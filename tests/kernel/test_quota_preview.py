@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from paddle_nbext.client import Client
-from paddle_nbext.quota import Verdict
+from paddle_nbext.model.quota import Verdict
 from paddle_nbext_server.backends.kubernetes import quota
 
 CLI = str(Path(sys.executable).with_name("paddle-nbext"))

@@ -15,8 +15,8 @@ from support.jupyter_process import free_port
 from paddle_nbext import display
 from paddle_nbext.api import ENTRY_SCRIPT_COMMAND, PaddleJob, _function_script
 from paddle_nbext.client import Client, ExtensionMissing, ServerUnreachable
+from paddle_nbext.model.status import JobStatus
 from paddle_nbext.options import Parser, UsageError, add_job_flags, spec_from_args
-from paddle_nbext.status import JobStatus
 
 
 def parse(*argv: str) -> dict:
@@ -262,7 +262,7 @@ def test_wait_returns_on_a_job_whose_record_is_damaged():
 
 
 def test_a_dry_run_says_what_the_jobs_requirements_would_do() -> None:
-    from paddle_nbext.status import SubmitPlan
+    from paddle_nbext.model.status import SubmitPlan
 
     job = {"name": "r", "owner": "u", "phase": "Pending", "message": "", "replicas": [], "spec": {}, "created": None}
     with_file = SubmitPlan.from_dict(

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paddle_nbext.spec import JobSpec
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.spec import JobSpec
+from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.backends.local.processes import ProcessTable, pid_alive

@@ -9,9 +9,9 @@ import json
 import jsonschema
 import pytest
 
-from paddle_nbext import contract
-from paddle_nbext.schema import job_schema
-from paddle_nbext.spec import JobSpec, Limits
+from paddle_nbext.model import contract
+from paddle_nbext.model.schema import job_schema
+from paddle_nbext.model.spec import JobSpec, Limits
 from paddle_nbext_server import openapi_gen, openapi_ts
 
 

@@ -18,8 +18,8 @@ from typing import Any
 from traitlets import MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
-from paddle_nbext.spec import JobSpec
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.spec import JobSpec
+from paddle_nbext.model.status import JobStatus
 
 from ..events import EventHub
 from ..job_requirements import ENVS_DIR

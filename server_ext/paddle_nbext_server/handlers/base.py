@@ -18,8 +18,8 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from paddle_nbext.rules import clip
-from paddle_nbext.spec import SpecError, validate_name
+from paddle_nbext.model.rules import clip
+from paddle_nbext.model.spec import SpecError, validate_name
 
 from ..backends.base import Backend, BackendError, JobNotFound
 from ..identity import resolve_owner

@@ -14,7 +14,7 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from paddle_nbext.rules import clip
+from paddle_nbext.model.rules import clip
 
 from .. import env_housekeeping as housekeeping
 from ..backends.base import Backend, BackendError, InvalidRequest

@@ -15,10 +15,10 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from paddle_nbext.contract import Phase
-from paddle_nbext.rules import check_entry_script
-from paddle_nbext.spec import JobSpec
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.contract import Phase
+from paddle_nbext.model.rules import check_entry_script
+from paddle_nbext.model.spec import JobSpec
+from paddle_nbext.model.status import JobStatus
 
 from ..backends.base import InvalidState, SubmitRequest
 from ..checkpoints import describe, keep_aside, link_checkpoint

@@ -11,7 +11,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from paddle_nbext.schema import effective_defaults, job_schema
+from paddle_nbext.model.schema import effective_defaults, job_schema
 
 from ..version import __version__
 from .base import PaddleAPIHandler

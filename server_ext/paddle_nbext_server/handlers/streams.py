@@ -19,7 +19,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from paddle_nbext.contract import ENVIRONMENT_LOG, ROLES, Role, is_terminal
+from paddle_nbext.model.contract import ENVIRONMENT_LOG, ROLES, Role, is_terminal
 
 from .. import job_requirements
 from ..backends.base import Backend, BackendError

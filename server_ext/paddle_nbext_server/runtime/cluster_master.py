@@ -39,13 +39,13 @@ from dataclasses import dataclass
 from typing import Any
 
 if __package__:  # imported from the installed package (the server, the local backend)
-    from paddle_nbext import contract
+    from paddle_nbext.model import contract
 else:  # a plain script: in a job's bundle, the contract shipped beside it (even where the image
     # has some other paddle-nbext installed); run from a source tree, the installed one
     try:
         import contract  # type: ignore[import-not-found,no-redef]
     except ImportError:
-        from paddle_nbext import contract
+        from paddle_nbext.model import contract
 if __package__:
     from . import replicas
 else:  # run as a plain script from the runtime bundle's files

@@ -19,7 +19,7 @@ file is a copy, never a condition: if it cannot be written the training goes on,
 says so once on stderr.
 
 Standard library only: this file is copied into job containers and run as a plain script, with
-the shared contract (`paddle_nbext.contract`: roles and modes) beside it.
+the shared contract (`paddle_nbext.model.contract`: roles and modes) beside it.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ import time
 from collections.abc import Callable, Mapping
 
 if __package__:  # imported from the installed package (the server, the local backend)
-    from paddle_nbext import contract
+    from paddle_nbext.model import contract
 else:  # a plain script: in a job's bundle, the contract shipped beside it (even where the image
     # has some other paddle-nbext installed); run from a source tree, the installed one
     try:
         import contract  # type: ignore[import-not-found,no-redef]
     except ImportError:
-        from paddle_nbext import contract
+        from paddle_nbext.model import contract
 
 if __package__:
     from . import environments, gang, preflight, ranks, supervise

@@ -2,7 +2,7 @@
 own reconciliation, so every backend ends jobs by the same rules (docs/architecture.md "Lifecycle policy", docs/paddle-facts.md).
 
 Standard library only: this file is shipped into job containers, with the shared contract
-(`paddle_nbext.contract`, phases and roles) beside it.
+(`paddle_nbext.model.contract`, phases and roles) beside it.
 
 Rules, in order:
 1. cancelled                         -> Cancelled, stop everything
@@ -21,13 +21,13 @@ import re
 from dataclasses import dataclass, field
 
 if __package__:  # imported from the installed package (the server, the local backend)
-    from paddle_nbext import contract
+    from paddle_nbext.model import contract
 else:  # a plain script: in a job's bundle, the contract shipped beside it (even where the image
     # has some other paddle-nbext installed); run from a source tree, the installed one
     try:
         import contract  # type: ignore[import-not-found,no-redef]
     except ImportError:
-        from paddle_nbext import contract
+        from paddle_nbext.model import contract
 
 Phase, ReplicaPhase, Role = contract.Phase, contract.ReplicaPhase, contract.Role
 ENVIRONMENT_EXIT_CODE = contract.ENVIRONMENT_EXIT_CODE

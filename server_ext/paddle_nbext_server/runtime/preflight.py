@@ -24,13 +24,13 @@ import re
 import sys
 
 if __package__:  # imported from the installed package (the server, the local backend)
-    from paddle_nbext import contract
+    from paddle_nbext.model import contract
 else:  # a plain script: in a job's bundle, the contract shipped beside it (even where the image
     # has some other paddle-nbext installed); run from a source tree, the installed one
     try:
         import contract  # type: ignore[import-not-found,no-redef]
     except ImportError:
-        from paddle_nbext import contract
+        from paddle_nbext.model import contract
 
 Mode = contract.Mode
 

@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 if __package__:  # imported from the installed package (the server, the local backend)
-    from paddle_nbext import contract
+    from paddle_nbext.model import contract
 else:  # a plain script: in a job's bundle, the contract shipped beside it
     try:
         import contract  # type: ignore[import-not-found,no-redef]
     except ImportError:
-        from paddle_nbext import contract
+        from paddle_nbext.model import contract
 if __package__:
     from . import policy
 else:  # run as a plain script from the bundle's files

@@ -13,10 +13,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from paddle_nbext.contract import Phase, now_iso
-from paddle_nbext.quota import QuotaCheck
-from paddle_nbext.spec import JobSpec
-from paddle_nbext.status import JobStatus, ReplicaStatus
+from paddle_nbext.model.contract import Phase, now_iso
+from paddle_nbext.model.quota import QuotaCheck
+from paddle_nbext.model.spec import JobSpec
+from paddle_nbext.model.status import JobStatus, ReplicaStatus
 
 from ... import runtime_files
 from ...runtime import replicas

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from paddle_nbext.contract import MANAGED_BY_LABEL, MANAGER, ROLES
+from paddle_nbext.model.contract import MANAGED_BY_LABEL, MANAGER, ROLES
 
 from ...runtime import replicas
 from . import jobset as jobsets

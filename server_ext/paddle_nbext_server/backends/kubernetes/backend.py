@@ -18,10 +18,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from paddle_nbext.contract import CANCELLED_ANNOTATION, ROLES
-from paddle_nbext.quota import Verdict
-from paddle_nbext.spec import JobSpec, SpecError
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.contract import CANCELLED_ANNOTATION, ROLES
+from paddle_nbext.model.quota import Verdict
+from paddle_nbext.model.spec import JobSpec, SpecError
+from paddle_nbext.model.status import JobStatus
 
 from ... import job_requirements, package
 from ...metrics import MetricsFile

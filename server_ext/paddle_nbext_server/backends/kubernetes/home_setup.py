@@ -14,7 +14,7 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from paddle_nbext.spec import SpecError
+from paddle_nbext.model.spec import SpecError
 
 from ... import package
 from ..base import BackendForbidden, BackendUnavailable, InvalidRequest, InvalidState

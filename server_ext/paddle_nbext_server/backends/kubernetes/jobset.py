@@ -25,8 +25,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from paddle_nbext.contract import JOB_LABEL, ROLE_LABEL, Role
-from paddle_nbext.spec import JobSpec
+from paddle_nbext.model.contract import JOB_LABEL, ROLE_LABEL, Role
+from paddle_nbext.model.spec import JobSpec
 
 from .settings import ManifestSettings
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from paddle_nbext.contract import ROLES
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.contract import ROLES
+from paddle_nbext.model.status import JobStatus
 
 from ...runtime import replicas
 from ..base import BackendUnavailable, InvalidState, replica_not_found

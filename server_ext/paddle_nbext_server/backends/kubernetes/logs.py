@@ -40,8 +40,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from paddle_nbext.contract import ROLES, ReplicaPhase, Role
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.contract import ROLES, ReplicaPhase, Role
+from paddle_nbext.model.status import JobStatus
 
 from ...log_tail import read_end
 from ...runtime import launcher, replicas

@@ -29,7 +29,7 @@ import math
 import re
 from typing import Any
 
-from paddle_nbext.contract import (
+from paddle_nbext.model.contract import (
     ATTEMPT_LABEL,
     JOB_LABEL,
     MANAGED_BY_LABEL,
@@ -44,8 +44,8 @@ from paddle_nbext.contract import (
     Mode,
     Role,
 )
-from paddle_nbext.quantity import Quantity
-from paddle_nbext.spec import JobSpec
+from paddle_nbext.model.quantity import Quantity
+from paddle_nbext.model.spec import JobSpec
 
 from ... import runtime_files
 from ...job_requirements import ENVS_DIR, INDEX_FILE

@@ -6,8 +6,8 @@ and they outlive the pods).  Every attempt of a replica appends to its one file.
 
 from __future__ import annotations
 
-from paddle_nbext.contract import Role
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.contract import Role
+from paddle_nbext.model.status import JobStatus
 
 from ...metrics import MetricsFile, ranks_per_trainer, replica_files
 from .logs import log_dir

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from paddle_nbext.contract import ROLE_LABEL, Role
-from paddle_nbext.quantity import Quantity, QuantityError, format_bytes, format_cpu
-from paddle_nbext.quota import QuotaBound, QuotaCheck, Verdict
+from paddle_nbext.model.contract import ROLE_LABEL, Role
+from paddle_nbext.model.quantity import Quantity, QuantityError, format_bytes, format_cpu
+from paddle_nbext.model.quota import QuotaBound, QuotaCheck, Verdict
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from paddle_nbext.quota import QuotaCheck
+from paddle_nbext.model.quota import QuotaCheck
 
 from ..base import BackendUnavailable
 from . import quota

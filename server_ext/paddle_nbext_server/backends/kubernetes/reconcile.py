@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from paddle_nbext.contract import (
+from paddle_nbext.model.contract import (
     CANCELLED_ANNOTATION,
     JOB_LABEL,
     OWNER_LABEL,
@@ -28,7 +28,7 @@ from paddle_nbext.contract import (
     ReplicaPhase,
     parse_time,
 )
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.status import JobStatus
 
 from ... import checkpoints
 from ...events import DELETED as EV_DELETED

@@ -14,8 +14,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from paddle_nbext.contract import ATTEMPT_LABEL, Phase, parse_time
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.contract import ATTEMPT_LABEL, Phase, parse_time
+from paddle_nbext.model.status import JobStatus
 
 from ...runtime import replicas
 from .status import record_spec

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from paddle_nbext.contract import OWNER_ANNOTATION, RESUMED_FROM_ANNOTATION, SPEC_KEY, STATUS_ANNOTATION, Phase
-from paddle_nbext.status import JobStatus, ReplicaStatus, resumed_link
+from paddle_nbext.model.contract import OWNER_ANNOTATION, RESUMED_FROM_ANNOTATION, SPEC_KEY, STATUS_ANNOTATION, Phase
+from paddle_nbext.model.status import JobStatus, ReplicaStatus, resumed_link
 
 from ...runtime import policy, replicas
 

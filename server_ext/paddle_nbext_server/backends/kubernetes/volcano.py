@@ -27,9 +27,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from paddle_nbext.contract import ROLE_LABEL, ROLES
-from paddle_nbext.quantity import Quantity
-from paddle_nbext.spec import JobSpec
+from paddle_nbext.model.contract import ROLE_LABEL, ROLES
+from paddle_nbext.model.quantity import Quantity
+from paddle_nbext.model.spec import JobSpec
 
 from .jobset import QUEUE_LABEL
 from .settings import JOBS_MODE, ManifestSettings

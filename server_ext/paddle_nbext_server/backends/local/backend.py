@@ -39,9 +39,9 @@ from typing import Any
 
 from traitlets import Float, Int, List, Unicode, default
 
-from paddle_nbext.contract import Phase, format_bytes, is_terminal, now_iso
-from paddle_nbext.spec import SpecError
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.contract import Phase, format_bytes, is_terminal, now_iso
+from paddle_nbext.model.spec import SpecError
+from paddle_nbext.model.status import JobStatus
 
 from ... import job_requirements, runtime_files
 from ...checkpoints import link_checkpoint

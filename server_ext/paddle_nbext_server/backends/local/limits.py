@@ -25,7 +25,7 @@ import os
 import resource
 from dataclasses import dataclass
 
-from paddle_nbext.contract import format_bytes
+from paddle_nbext.model.contract import format_bytes
 
 from .records import Plan, ReplicaPlan
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
-from paddle_nbext.contract import (
+from paddle_nbext.model.contract import (
     TERMINAL_PHASES,
     Phase,
     ReplicaPhase,
@@ -49,7 +49,7 @@ from paddle_nbext.contract import (
     format_cores,
     now_iso,
 )
-from paddle_nbext.status import JobStatus, ReplicaStatus
+from paddle_nbext.model.status import JobStatus, ReplicaStatus
 
 from ...runtime import environments, paddle_nbext_job, policy, supervise
 from . import limits, pending_end

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from paddle_nbext.contract import Phase, Role, format_bytes
-from paddle_nbext.quantity import Quantity, format_cpu
-from paddle_nbext.spec import JobSpec
-from paddle_nbext.status import JobStatus, ReplicaStatus
+from paddle_nbext.model.contract import Phase, Role, format_bytes
+from paddle_nbext.model.quantity import Quantity, format_cpu
+from paddle_nbext.model.spec import JobSpec
+from paddle_nbext.model.status import JobStatus, ReplicaStatus
 
 from ..base import InvalidRequest, SubmitRequest
 from .ports import HOST, free_ports

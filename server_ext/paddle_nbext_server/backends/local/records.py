@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from paddle_nbext.contract import ROLES, Phase, ReplicaPhase
-from paddle_nbext.status import JobStatus, ReplicaStatus, resumed_link
+from paddle_nbext.model.contract import ROLES, Phase, ReplicaPhase
+from paddle_nbext.model.status import JobStatus, ReplicaStatus, resumed_link
 
 from ...runtime import paddle_nbext_job
 

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from paddle_nbext.contract import Phase, ReplicaPhase, now_iso
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.contract import Phase, ReplicaPhase, now_iso
+from paddle_nbext.model.status import JobStatus
 
 from ..base import InvalidState, JobExists, JobNotFound
 from . import pending_end

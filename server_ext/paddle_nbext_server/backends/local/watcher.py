@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from paddle_nbext.contract import Phase
-from paddle_nbext.status import JobStatus
+from paddle_nbext.model.contract import Phase
+from paddle_nbext.model.status import JobStatus
 
 from ...events import DELETED, UPDATED, JobEvent
 from ...job_requirements import ENVS_DIR

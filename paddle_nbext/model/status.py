@@ -2,7 +2,7 @@
 same on all backends: the server builds it, the REST body is its `to_dict()`, and the kernel side
 reads that body back with `from_dict()`, so both ends hold the same typed object.
 
-Phases are `paddle_nbext.contract.Phase` (job) and `ReplicaPhase` (a replica; its `Stopped` is a
+Phases are `paddle_nbext.model.contract.Phase` (job) and `ReplicaPhase` (a replica; its `Stopped` is a
 replica the job runner ended on purpose, a normal end never reported as a failure).
 
 Reading is tolerant on purpose: a kernel may talk to a newer server, so keys this version does
