@@ -7,7 +7,7 @@ field table), `quantity` (exact Kubernetes amounts), `rules` (the checks and lim
 `JobSpec` those build), `schema` (the JSON Schema the panel's form is driven by), `status` (the
 `JobStatus` every client reads) and `quota` (a submit's fit against the namespace's quota).
 
-The rule, enforced by tests/test_import_graph.py: modules here import only each other and the
+The rule, enforced by tests/project/test_import_graph.py: modules here import only each other and the
 standard library, never the kernel-side UI modules beside this package nor the server, so the
 server can use the model without loading anything a kernel needs, and the model stays the one
 place a change to a job's shape is made.

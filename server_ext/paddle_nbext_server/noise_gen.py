@@ -7,7 +7,7 @@ Paddle noise" hides exactly the lines the runner skips when it names why a repli
 
 The patterns stay in policy.py, not in a data file, because policy.py runs inside job images as a
 plain stdlib script of the runtime bundle.  The file written is formatted as Prettier formats it,
-so the panel's gates accept it as it is.  tests/test_paddle_noise.py fails while the committed
+so the panel's gates accept it as it is.  tests/runtime/test_paddle_noise.py fails while the committed
 file differs, and tests/vectors/paddle_noise.json checks both sides against real logs.
 """
 

@@ -14,8 +14,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.config import new_client_from_config
 from support.waiting import eventually
-from test_k8s_backend import REPO, obj, run, running, spec, workspace
 
+from cluster.test_k8s_backend import REPO, obj, run, running, spec, workspace
 from paddle_nbext_server.backends.base import SubmitRequest
 
 pytestmark = pytest.mark.cluster

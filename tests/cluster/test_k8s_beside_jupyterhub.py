@@ -15,8 +15,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from support.waiting import eventually
-from test_k8s_backend import NOTEBOOK_ROLE, home_dir, obj, objects_of, run, running, spec, workspace
 
+from cluster.test_k8s_backend import NOTEBOOK_ROLE, home_dir, obj, objects_of, run, running, spec, workspace
 from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
 
 pytestmark = pytest.mark.cluster

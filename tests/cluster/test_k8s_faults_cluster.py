@@ -4,7 +4,7 @@ that forgot `service_account` leaves it) or a Role short of one verb gets the AP
 words naming the verb, the resource, the namespace and the fix, as `GET /config` (describe),
 the job list and a submit say it, and a submit leaves nothing behind; a home claim that does not
 exist or does not bind is named in the job's replica reason and message.  The unit tests of the
-words: tests/test_k8s_faults.py."""
+words: tests/backends/kubernetes/test_k8s_faults.py."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 from support.controlplane.kubelet import cri_log
-from test_k8s_backend import (
+
+from cluster.test_k8s_backend import (
     WAIT,
     _async,
     _where,
@@ -33,7 +34,6 @@ from test_k8s_backend import (
     spec,
     workspace,
 )
-
 from paddle_nbext_server.backends.base import InvalidState, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import logs as replica_logs
 from paddle_nbext_server.runtime import launcher

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 from kubernetes import client
-from test_k8s_backend import pod_of, run, running, spec, workspace
 
+from cluster.test_k8s_backend import pod_of, run, running, spec, workspace
 from paddle_nbext_server.backends.base import JobNotFound, SubmitRequest
 from paddle_nbext_server.runtime import launcher, paddle_nbext_job
 from paddle_nbext_server.runtime_files import config_key

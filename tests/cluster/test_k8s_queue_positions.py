@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from test_k8s_backend import MASTER_ROLE, _async, _where, eventually, home_dir, obj, pod_of, run, running, spec
-from test_k8s_queued import KUEUE, ROLE, create_once, pods, workloads_of
 
+from cluster.test_k8s_backend import MASTER_ROLE, _async, _where, eventually, home_dir, obj, pod_of, run, running, spec
+from cluster.test_k8s_queued import KUEUE, ROLE, create_once, pods, workloads_of
 from paddle_nbext.model.contract import STATUS_ANNOTATION
 from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.kubernetes.backend import KubernetesBackend

@@ -18,8 +18,21 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from test_k8s_backend import MASTER_ROLE, NOTEBOOK_ROLE, _async, _where, deploy_docs, eventually, home_dir, obj, pod_of, run, running, spec
 
+from cluster.test_k8s_backend import (
+    MASTER_ROLE,
+    NOTEBOOK_ROLE,
+    _async,
+    _where,
+    deploy_docs,
+    eventually,
+    home_dir,
+    obj,
+    pod_of,
+    run,
+    running,
+    spec,
+)
 from paddle_nbext_server.backends.base import SubmitRequest
 
 pytestmark = pytest.mark.cluster
@@ -232,7 +245,7 @@ def test_the_admin_guides_kueue_recipe_is_accepted_by_kueue(queued_cluster):
     queues"), created as written: valid for Kueue's CRD schemas and admission webhooks."""
     import re
 
-    from test_k8s_backend import REPO
+    from cluster.test_k8s_backend import REPO
 
     namespace = queued_cluster.new_namespace()
     admin = queued_cluster.api_client()

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from test_k8s_backend import NOTEBOOK_ROLE, SELECTOR, _async, deploy_docs, eventually, run, running, spec, workspace
-from test_k8s_queued import jobset, queued_workspace
-from test_k8s_queued import quota as kueue_queue
 
+from cluster.test_k8s_backend import NOTEBOOK_ROLE, SELECTOR, _async, deploy_docs, eventually, run, running, spec, workspace
+from cluster.test_k8s_queued import jobset, queued_workspace
+from cluster.test_k8s_queued import quota as kueue_queue
 from paddle_nbext_server.backends.base import InvalidRequest, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import manifests
 

@@ -22,7 +22,8 @@ import yaml
 from kubernetes import client
 from support.controlplane import IGNORES_SIGTERM
 from support.waiting import eventually as eventually_sync
-from test_k8s_backend import (
+
+from cluster.test_k8s_backend import (
     MASTER,
     NOTEBOOK_ROLE,
     _async,
@@ -41,7 +42,6 @@ from test_k8s_backend import (
     spec,
     workspace,
 )
-
 from paddle_nbext.model.spec import SpecError
 from paddle_nbext_server.backends.base import (
     BackendUnavailable,

@@ -22,7 +22,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from support.controlplane.build import ASSETS, GANG_COMPONENTS, binary_dir, build
-from test_k8s_backend import (
+
+from cluster.test_k8s_backend import (
     NOTEBOOK_ROLE,
     _async,
     _where,
@@ -35,8 +36,7 @@ from test_k8s_backend import (
     spec,
     without_verb,
 )
-from test_k8s_queued import queued_workspace
-
+from cluster.test_k8s_queued import queued_workspace
 from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
 
 pytestmark = pytest.mark.cluster

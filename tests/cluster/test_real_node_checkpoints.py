@@ -5,7 +5,7 @@ label tells them which checkpoints an earlier attempt published), and the job en
 one continuous curve per trainer; Resume of the cancelled job then starts a new job from its
 latest checkpoint.
 
-Written with the local backend's test (tests/paddle/test_local_checkpoints.py) as its model; it
+Written with the local backend's test (tests/paddle_jobs/test_local_checkpoints.py) as its model; it
 needs the real node (root, the suite's control plane), like the other test_real_node_* modules.
 """
 
@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from test_real_node_jobs import Notebook, describe, notebook  # noqa: F401 - the module's fixture
+
+from cluster.test_real_node_jobs import Notebook, describe, notebook  # noqa: F401 - the module's fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1200)]
 

@@ -31,9 +31,9 @@ from kubernetes.client.rest import ApiException
 from kubernetes.stream import stream
 from support.hub_site import HubSite
 from support.waiting import eventually
-from test_k8s_admission_policy import apply_policy, remove_policy
-from test_real_node_jupyterhub import submit, wait_phase, write_code
 
+from cluster.test_k8s_admission_policy import apply_policy, remove_policy
+from cluster.test_real_node_jupyterhub import submit, wait_phase, write_code
 from paddle_nbext.model.contract import JOB_LABEL
 from paddle_nbext_server.backends.kubernetes.manifests import object_name
 

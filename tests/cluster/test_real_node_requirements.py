@@ -7,7 +7,7 @@ words before any user code runs.
 The index is a directory of tiny wheels made here, in the user's home (``pip_find_links`` with
 ``pip_no_index``, as an air-gapped site sets them), which every pod sees at the same path.  The
 image is the Paddle image plus pip and uv (``installer_image.py``).  Modelled on the local
-backend's tests (tests/paddle/test_local_requirements.py).
+backend's tests (tests/paddle_jobs/test_local_requirements.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from support.controlplane.installer_image import installers_image
 from support.wheels import make_wheel
-from test_real_node_jobs import Notebook, describe, open_notebook
+
+from cluster.test_real_node_jobs import Notebook, describe, open_notebook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1200)]
 

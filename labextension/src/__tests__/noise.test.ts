@@ -2,7 +2,7 @@
 /**
  * "Hide Paddle noise" against the shared vectors (tests/vectors/paddle_noise.json: real lines of
  * real Paddle 3.0.0 logs, parameter server and collective), which pytest runs against the job
- * runner's failure line (tests/test_paddle_noise.py): the panel hides what the runner skips.
+ * runner's failure line (tests/runtime/test_paddle_noise.py): the panel hides what the runner skips.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -21,7 +21,7 @@ The placeholders are KubeSpawner's per-user ones ({username}, {servername}, {use
 their `safe_`, `escaped_` and `unescaped_` forms); the result gets KubeSpawner's last step too
 (trailing `-` dropped unless the template itself ends with one), because `claim-{user_server}`
 for a default server relies on it.  The algorithm was written here from KubeSpawner's and
-escapism's documented behaviour; tests/test_k8s_home_volume.py holds the hand-derived table.
+escapism's documented behaviour; tests/backends/kubernetes/test_k8s_home_volume.py holds the hand-derived table.
 """
 
 from __future__ import annotations

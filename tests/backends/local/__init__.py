@@ -1,0 +1,1 @@
+"""Unit tests of the local backend: its records, limits and damaged files, without Paddle processes."""

@@ -1,0 +1,1 @@
+"""Unit tests of `paddle_nbext.model`: the job model both sides share (contract, fields, rules, spec, schema)."""

@@ -1,0 +1,1 @@
+"""Unit tests of `paddle_nbext_server.runtime`: the stdlib files every replica runs (launcher, ranks, policy, preflight, environments, checkpoints, in-cluster master), run as processes where that is how they run."""
