@@ -29,12 +29,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from playwright.sync_api import Page, sync_playwright  # noqa: E402
 
-from tests.browser.lab_server import CHROMIUM, CHROMIUM_ARGS, LabServer, start_lab, stop_lab  # noqa: E402
+from browser.lab_server import CHROMIUM, CHROMIUM_ARGS, LabServer, start_lab, stop_lab  # noqa: E402
 
 JOBS = 1000
 LOG_LINES = 100_000
