@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -13,7 +14,7 @@ from .lab_server import LabServer, open_lab, start_lab, stop_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-CASES = {
+CASES: dict[str, tuple[dict[str, Any], str, str]] = {
     "extension-missing": (
         {"with_extension": False},
         "missing",

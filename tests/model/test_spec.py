@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -81,8 +83,8 @@ def test_people_friendly_formats() -> None:
     assert format_cpu(Fraction(8)) == "8"
     assert format_cpu(Fraction(1, 4)) == "250m"
     assert format_cpu(Fraction(3, 2)) == "1.5"
-    assert format_bytes(16 * 2**30) == "16Gi"
-    assert format_bytes(3 * 2**29) == "1.5Gi"
+    assert format_bytes(Fraction(16 * 2**30)) == "16Gi"
+    assert format_bytes(Fraction(3 * 2**29)) == "1.5Gi"
 
 
 _suffix = st.sampled_from(["", "m", "k", "K", "M", "G", "T", "Ki", "Mi", "Gi", "Ti", "Pi"])
@@ -105,7 +107,7 @@ def test_sum_and_scale_match_fraction_arithmetic(a: Fraction, b: Fraction, count
 
 
 @given(st.decimals(min_value=0, max_value=10**6, places=3, allow_nan=False, allow_infinity=False))
-def test_decimal_strings_parse_to_their_exact_value(number) -> None:  # type: ignore[no-untyped-def]
+def test_decimal_strings_parse_to_their_exact_value(number: Decimal) -> None:
     text = format(number, "f")
     assert Quantity.parse(text).value == Fraction(str(number))
 
@@ -214,7 +216,7 @@ def test_json_round_trip_is_lossless() -> None:
         ({"trainerz": 3}, "trainerz", "unknown field"),
     ],
 )
-def test_each_bad_field_is_named_with_what_is_allowed(change: dict, field: str, hint: str) -> None:
+def test_each_bad_field_is_named_with_what_is_allowed(change: dict[str, Any], field: str, hint: str) -> None:
     with pytest.raises(SpecError) as caught:
         JobSpec.from_dict({"entry_point": "python train.py", **change})
     assert caught.value.field == field
@@ -237,14 +239,15 @@ def test_server_limits_and_defaults_apply() -> None:
         max_timeout=3600,
     )
     base = {"entry_point": "python t.py"}
-    for change, field in [
+    bad_changes: list[tuple[dict[str, Any], str]] = [
         ({"trainers": 5}, "trainers"),
         ({"trainer_gpu": 3}, "trainer_gpu"),
         ({"trainers": 3, "trainer_gpu": 2}, "trainer_gpu"),
         ({"image": "evil:latest"}, "image"),
         ({"trainer_mem": "9Gi"}, "trainer_mem"),
         ({"timeout": "2h"}, "timeout"),
-    ]:
+    ]
+    for change, field in bad_changes:
         with pytest.raises(SpecError) as caught:
             JobSpec.from_dict({**base, **change}, limits=limits)
         assert caught.value.field == field, change

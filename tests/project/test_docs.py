@@ -24,10 +24,13 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+
+if TYPE_CHECKING:
+    from traitlets import HasTraits
 
 ROOT = Path(__file__).resolve().parents[2]
 USER_GUIDE = ROOT / "docs" / "user-guide.md"
@@ -53,7 +56,7 @@ def option_names(help_text: str) -> set[str]:
     return names
 
 
-def _configurable(cls: type) -> set[str]:
+def _configurable(cls: type[HasTraits]) -> set[str]:
     return set(cls.class_traits(config=True))
 
 
@@ -138,7 +141,8 @@ def code_snippets(path: Path, text: str | None = None) -> list[Snippet]:
     """Fenced blocks (with their language) and inline code spans, with file:line for messages."""
     text = path.read_text(encoding="utf-8") if text is None else text
     snippets: list[Snippet] = []
-    in_block, lang, start, block = False, "", 0, []
+    block: list[str] = []
+    in_block, lang, start = False, "", 0
     for number, line in enumerate(text.splitlines(), 1):
         fence = re.match(r"^\s*(```+|~~~+)\s*([\w+-]*)", line)
         if fence:
