@@ -43,7 +43,7 @@ from typing import Any
 import requests
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from support.controlplane.node_network import API_PORT, NODE_IP, inside
 from support.controlplane.notebook_image import notebook_image
@@ -176,19 +176,22 @@ class HubSite:
         provisions a CephFS home statically before the user's first login."""
         selector = {"matchExpressions": [{"key": NODE_LABEL[0], "operator": "In", "values": [NODE_LABEL[1]]}]}
         volume = client.CoreV1Api(self.api).create_persistent_volume(
-            {
-                "metadata": {"generateName": "pnb-user-ns-home-", "labels": {"paddle-nbext/test": "true"}},
-                "spec": {
-                    "capacity": {"storage": "10Gi"},
-                    "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": HOME_CLASS,
-                    "claimRef": {"namespace": namespace, "name": claim},
-                    "local": {"path": str(home)},
-                    "nodeAffinity": {"required": {"nodeSelectorTerms": [selector]}},
-                },
-            }
+            client.V1PersistentVolume.model_validate(
+                {
+                    "metadata": {"generateName": "pnb-user-ns-home-", "labels": {"paddle-nbext/test": "true"}},
+                    "spec": {
+                        "capacity": {"storage": "10Gi"},
+                        "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+                        "persistentVolumeReclaimPolicy": "Retain",
+                        "storageClassName": HOME_CLASS,
+                        "claimRef": {"namespace": namespace, "name": claim},
+                        "local": {"path": str(home)},
+                        "nodeAffinity": {"required": {"nodeSelectorTerms": [selector]}},
+                    },
+                }
+            )
         )
+        assert volume.metadata is not None
         self.volumes.append(str(volume.metadata.name))
 
     def _apply_site_settings(self) -> None:
@@ -388,16 +391,24 @@ def grant_user_namespaces(api: client.ApiClient, namespace: str, account: str) -
             with contextlib.suppress(ApiException):
                 rbac.delete_cluster_role_binding(doc["metadata"]["name"])
             rbac.create_cluster_role_binding(doc)
-    review = {
-        "spec": {
-            "user": f"system:serviceaccount:{namespace}:{account}",
-            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
-            "resourceAttributes": {"verb": "create", "resource": "namespaces"},
+    review = client.V1SubjectAccessReview.model_validate(
+        {
+            "spec": {
+                "user": f"system:serviceaccount:{namespace}:{account}",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
+                "resourceAttributes": {"verb": "create", "resource": "namespaces"},
+            }
         }
-    }
+    )
     authorization = client.AuthorizationV1Api(api)
+
+    def allowed() -> bool:
+        status = authorization.create_subject_access_review(review).status
+        assert status is not None  # the API server answers every review with a status
+        return status.allowed
+
     deadline = time.monotonic() + 60
-    while not authorization.create_subject_access_review(review).status.allowed:
+    while not allowed():
         if time.monotonic() > deadline:
             raise HubError(f"the ClusterRole of deploy/rbac/hub-user-namespaces.yaml was never in force for {account}")
         time.sleep(0.2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,15 +30,15 @@ def apply_shipped_rbac(api: client.ApiClient, namespace: str) -> None:
     """deploy/rbac/notebook-role.yaml and master-role.yaml as an admin applies them, plus the
     notebook's ServiceAccount."""
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": NOTEBOOK_ACCOUNT}})
+    core.create_namespaced_service_account(namespace, client.V1ServiceAccount.model_validate({"metadata": {"name": NOTEBOOK_ACCOUNT}}))
     for doc in shipped("notebook-role.yaml") + shipped("master-role.yaml"):
         doc["metadata"]["namespace"] = namespace
-        create = {
+        creators: dict[str, Callable[[str, Any], object]] = {
             "ServiceAccount": core.create_namespaced_service_account,
             "Role": rbac.create_namespaced_role,
             "RoleBinding": rbac.create_namespaced_role_binding,
-        }[doc["kind"]]
-        create(namespace, doc)
+        }
+        creators[doc["kind"]](namespace, doc)
 
 
 @dataclass

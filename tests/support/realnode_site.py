@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from support.controlplane import ControlPlane, ControlPlaneError
 from support.controlplane.images import PADDLE_IMAGE

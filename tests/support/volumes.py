@@ -18,34 +18,44 @@ def create_bound_claim(
     """Create the volume (``source``: its ``csi``/``local``/``nodeAffinity`` fields) and the
     ReadWriteMany claim ``claim`` bound to it; returns the volume's name once the claim is Bound."""
     volume = core.create_persistent_volume(
-        {
-            "metadata": {"generateName": prefix, "labels": {"paddle-nbext/test": "true"}},
-            "spec": {
-                "capacity": {"storage": "10Gi"},
-                "accessModes": ["ReadWriteMany"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": "",
-                "claimRef": {"namespace": namespace, "name": claim},
-                **source,
-            },
-        }
+        kubernetes.client.V1PersistentVolume.model_validate(
+            {
+                "metadata": {"generateName": prefix, "labels": {"paddle-nbext/test": "true"}},
+                "spec": {
+                    "capacity": {"storage": "10Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": "",
+                    "claimRef": {"namespace": namespace, "name": claim},
+                    **source,
+                },
+            }
+        )
     )
+    assert volume.metadata is not None
     name = str(volume.metadata.name)
     core.create_namespaced_persistent_volume_claim(
         namespace,
-        {
-            "metadata": {"name": claim},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "volumeName": name,
-                "resources": {"requests": {"storage": "10Gi"}},
-            },
-        },
+        kubernetes.client.V1PersistentVolumeClaim.model_validate(
+            {
+                "metadata": {"name": claim},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "",
+                    "volumeName": name,
+                    "resources": {"requests": {"storage": "10Gi"}},
+                },
+            }
+        ),
     )
     deadline = time.monotonic() + BIND_WAIT
-    while core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase != "Bound":
+    while _phase(core.read_namespaced_persistent_volume_claim(claim, namespace)) != "Bound":
         if time.monotonic() > deadline:
             raise AssertionError(f"PersistentVolumeClaim {claim} was not Bound to {name} by kube-controller-manager")
         time.sleep(0.1)
     return name
+
+
+def _phase(claim: kubernetes.client.V1PersistentVolumeClaim) -> str | None:
+    assert claim.status is not None  # the API server gives every claim a status (phase Pending at first)
+    return claim.status.phase

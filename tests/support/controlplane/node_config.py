@@ -266,7 +266,7 @@ def kubernetes_endpoint_slice() -> dict[str, Any]:
 
 def coredns_rbac(user: str) -> list[tuple[str, dict[str, Any]]]:
     """What CoreDNS's kubernetes plugin reads, for ``user`` (its client certificate's name)."""
-    role = {
+    role: dict[str, Any] = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": "paddle-nbext-test:coredns"},
