@@ -73,12 +73,12 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 import pytest
 import yaml
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from support.controlplane import ControlPlane, ControlPlaneError
 from support.controlplane.kubelet import cri_log, logs_object, pod_status
 from support.controlplane.queueing import QueueControllers
@@ -87,6 +87,8 @@ from support.realnode_notebook import apply_shipped_rbac
 from support.realnode_site import RealNodeSite
 from support.volumes import create_bound_claim
 from support.waiting import eventually
+
+from cluster.k8s_objects import meta, name_of, present
 
 KUBECONFIG_ENV = "PADDLE_NBEXT_TEST_KUBECONFIG"
 WAIT_SECONDS = 60.0
@@ -168,7 +170,7 @@ class Cluster:
         return self._sub.admin_path
 
     def api_client(self, kubeconfig: str | None = None) -> kubernetes.client.ApiClient:
-        client = kubernetes.config.new_client_from_config(config_file=kubeconfig or self._sub.admin_path)
+        client: kubernetes.client.ApiClient = kubernetes.config.new_client_from_config(config_file=kubeconfig or self._sub.admin_path)
         self._clients.append(client)
         return client
 
@@ -179,16 +181,16 @@ class Cluster:
 
     def new_namespace(self, labels: dict[str, str] | None = None) -> str:
         ns = self._core().create_namespace(
-            {"metadata": {"generateName": "pnb-test-", "labels": {"paddle-nbext/test": "true", **(labels or {})}}}
+            {"metadata": {"generateName": "pnb-test-", "labels": {"paddle-nbext/test": "true", **(labels or {})}}}  # type: ignore[arg-type]  # a dict body
         )
-        name: str = ns.metadata.name
+        name: str = name_of(ns)
         self._namespaces.append(name)
         return name
 
     def kubeconfig_for(self, namespace: str, service_account: str, role: dict[str, Any] | None = None) -> str:
         core = self._core()
         with contextlib.suppress(ApiException):
-            core.create_namespaced_service_account(namespace, {"metadata": {"name": service_account}})
+            core.create_namespaced_service_account(namespace, {"metadata": {"name": service_account}})  # type: ignore[arg-type]  # a dict body
         if role is not None:
             rbac = kubernetes.client.RbacAuthorizationV1Api(self._admin)
             manifest = copy.deepcopy(role)
@@ -196,17 +198,18 @@ class Cluster:
             manifest["metadata"]["namespace"] = namespace
             manifest.setdefault("apiVersion", "rbac.authorization.k8s.io/v1")
             manifest.setdefault("kind", "Role")
-            rbac.create_namespaced_role(namespace, manifest)
+            rbac.create_namespaced_role(namespace, manifest)  # type: ignore[arg-type]  # a dict body
             rbac.create_namespaced_role_binding(
                 namespace,
-                {
+                {  # type: ignore[arg-type]  # a dict body
                     "metadata": {"name": manifest["metadata"]["name"]},
                     "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": manifest["metadata"]["name"]},
                 },
             )
             self._await_rbac(namespace, service_account, manifest)
-        token = core.create_namespaced_service_account_token(service_account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        status = core.create_namespaced_service_account_token(service_account, namespace, {"spec": {"expirationSeconds": 3600}}).status  # type: ignore[arg-type]  # a dict body
+        token = present(present(status, "status").token, "token")
         return self.kubeconfig_with_token(token, namespace)
 
     def _await_rbac(self, namespace: str, service_account: str, role: dict[str, Any]) -> None:
@@ -231,8 +234,12 @@ class Cluster:
             }
         }
         authorization = kubernetes.client.AuthorizationV1Api(self._admin)
+
+        def allowed() -> bool:
+            return present(authorization.create_subject_access_review(review).status, "status").allowed  # type: ignore[arg-type]  # a dict body
+
         eventually(
-            lambda: authorization.create_subject_access_review(review).status.allowed,
+            allowed,
             f"the Role of {service_account} in {namespace} to be in force",
             seconds=30,
         )
@@ -248,17 +255,19 @@ class Cluster:
         self._volumes.append(create_bound_claim(self._core(), namespace, claim, source))
 
     # --- the controllers' work ------------------------------------------------------------------
-    def _unmade_jobset_children(self, namespace: str, jobs: list[Any]) -> list[str]:
+    def _unmade_jobset_children(self, namespace: str, jobs: list[kubernetes.client.V1Job]) -> list[str]:
         """Child Jobs an admitted (unsuspended, unfinished) JobSet should have running but that the
         JobSet controller has not made or resumed yet; [] where no JobSet API is served."""
         custom = kubernetes.client.CustomObjectsApi(self._core().api_client)
         try:
-            jobsets = custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets")["items"]
+            jobsets = cast(dict[str, Any], custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets"))[
+                "items"
+            ]
         except ApiException as error:
             if error.status == 404:
                 return []
             raise
-        live = {job.metadata.name for job in jobs if not job.spec.suspend}
+        live = {name_of(job) for job in jobs if not present(job.spec, "spec").suspend}
         unmade = []
         for jobset in jobsets:
             conditions = (jobset.get("status") or {}).get("conditions") or []
@@ -281,26 +290,24 @@ class Cluster:
             listed = batch.list_namespaced_job(namespace).items
             missing = self._unmade_jobset_children(namespace, listed)
             for job in listed:
-                spec, status = job.spec, job.status
+                spec, status = present(job.spec, "spec"), present(job.status, "status")
                 done = any(c.type in ("Complete", "Failed") and c.status == "True" for c in (status.conditions or []))
                 if spec.completion_mode != "Indexed" or spec.suspend or done:
                     continue
                 want = min(spec.parallelism or 0, (spec.completions or 0) - (status.succeeded or 0))
                 pods = (
-                    self._core()
-                    .list_namespaced_pod(namespace, label_selector=f"batch.kubernetes.io/controller-uid={job.metadata.uid}")
-                    .items
+                    self._core().list_namespaced_pod(namespace, label_selector=f"batch.kubernetes.io/controller-uid={meta(job).uid}").items
                 )
                 placed = [
                     p
                     for p in pods
-                    if p.status.phase in ("Pending", "Running")
-                    and not p.metadata.deletion_timestamp
-                    and INDEX_KEY in (p.metadata.annotations or {})
+                    if present(p.status, "status").phase in ("Pending", "Running")
+                    and not meta(p).deletion_timestamp
+                    and INDEX_KEY in (meta(p).annotations or {})
                     and _placed(p)
                 ]
                 if len(placed) < want:
-                    missing.append(job.metadata.name)
+                    missing.append(name_of(job))
             if not missing:
                 return
             if time.monotonic() > deadline:
@@ -372,7 +379,7 @@ class Cluster:
         except ApiException as error:
             if error.status != 409:
                 raise
-            existing = custom.get_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", name)
+            existing = cast(dict[str, Any], custom.get_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", name))
             body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
             custom.replace_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", name, body)
         # KWOK reads Logs objects through its own watch: wait until pods/log answers from the file.
@@ -395,14 +402,14 @@ class Cluster:
         obj = core.read_namespaced_pod(pod, namespace)
         core.create_namespaced_event(
             namespace,
-            {
+            {  # type: ignore[arg-type]  # a dict body
                 "metadata": {"generateName": f"{pod}.", "namespace": namespace},
-                "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod, "namespace": namespace, "uid": obj.metadata.uid},
+                "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod, "namespace": namespace, "uid": meta(obj).uid},
                 "reason": reason,
                 "message": message,
                 "type": "Warning",
                 "count": 1,
-                "source": {"component": "kubelet", "host": obj.spec.node_name or ""},
+                "source": {"component": "kubelet", "host": present(obj.spec, "spec").node_name or ""},
                 "firstTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                 "lastTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             },
@@ -410,7 +417,9 @@ class Cluster:
 
     def evict(self, namespace: str, pod: str) -> None:
         self._core().create_namespaced_pod_eviction(
-            pod, namespace, {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+            pod,
+            namespace,
+            {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}},  # type: ignore[arg-type]  # a dict body
         )
 
     # --- faults -----------------------------------------------------------------------------------
@@ -439,6 +448,18 @@ class Cluster:
             client.close()
         self._clients.clear()
         self._admin = None
+
+
+class QueuedCluster(Cluster):
+    """The ``queued_cluster`` fixture: a :class:`Cluster` whose ``queues`` are the JobSet and Kueue controllers."""
+
+    queues: QueueControllers
+
+
+class RealCluster(Cluster):
+    """The ``real_cluster`` fixture: a :class:`Cluster` whose ``node`` is the real node's site."""
+
+    node: RealNodeSite
 
 
 class QueuedSubstrate(ClusterSubstrate):
@@ -483,11 +504,11 @@ class RealNodeSubstrate(ClusterSubstrate):
             super().close()
 
 
-def _placed(pod: Any) -> bool:
+def _placed(pod: kubernetes.client.V1Pod) -> bool:
     """Bound to a node, or judged unschedulable by the scheduler (its PodScheduled=False)."""
-    if pod.spec.node_name:
+    if present(pod.spec, "spec").node_name:
         return True
-    return any(c.type == "PodScheduled" and c.status == "False" for c in pod.status.conditions or [])
+    return any(c.type == "PodScheduled" and c.status == "False" for c in present(pod.status, "status").conditions or [])
 
 
 @pytest.fixture(scope="session")
@@ -519,9 +540,9 @@ def queued_substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue
 
 
 @pytest.fixture(scope="module")
-def queued_cluster(queued_substrate: QueuedSubstrate) -> Iterator[Cluster]:
-    view = Cluster(queued_substrate)
-    view.queues = queued_substrate.queues  # type: ignore[attr-defined]
+def queued_cluster(queued_substrate: QueuedSubstrate) -> Iterator[QueuedCluster]:
+    view = QueuedCluster(queued_substrate)
+    view.queues = queued_substrate.queues
     yield view
     view.cleanup()
 
@@ -534,9 +555,9 @@ def real_substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNod
 
 
 @pytest.fixture(scope="module")
-def real_cluster(real_substrate: RealNodeSubstrate) -> Iterator[Cluster]:
-    view = Cluster(real_substrate)
-    view.node = real_substrate.site  # type: ignore[attr-defined]
+def real_cluster(real_substrate: RealNodeSubstrate) -> Iterator[RealCluster]:
+    view = RealCluster(real_substrate)
+    view.node = real_substrate.site
     yield view
     view.cleanup()
 

@@ -18,19 +18,24 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cluster.k8s_objects import meta, name_of, present
 from paddle_nbext.model.spec import JobSpec
+from paddle_nbext.model.status import JobStatus, ReplicaStatus
 from paddle_nbext_server.backends.base import BackendUnavailable, Forbidden, JobExists, JobNotFound, ReplicaNotFound, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests
-from paddle_nbext_server.events import DELETED, UPDATED, EventHub
+from paddle_nbext_server.events import DELETED, UPDATED, EventHub, JobEvent
+
+if TYPE_CHECKING:
+    from cluster.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -38,6 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 MASTER = REPO / "server_ext" / "paddle_nbext_server" / "runtime" / "cluster_master.py"
 SELECTOR = "app.kubernetes.io/managed-by=paddle-nbext"
 WAIT = 60.0
+T = TypeVar("T")
 
 
 def deploy_docs(name: str) -> list[dict[str, Any]]:
@@ -49,14 +55,14 @@ MASTER_ROLE = next(d for d in deploy_docs("master-role.yaml") if d["kind"] == "R
 
 
 def without_verb(role: dict[str, Any], resource: str, verb: str) -> dict[str, Any]:
-    copy = json.loads(json.dumps(role))
+    copy: dict[str, Any] = json.loads(json.dumps(role))
     for rule in copy["rules"]:
         if resource in rule["resources"]:
             rule["verbs"] = [v for v in rule["verbs"] if v != verb]
     return copy
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], what: str, timeout: float = WAIT) -> Any:
+async def eventually(check: Callable[[], Awaitable[T]], what: str, timeout: float = WAIT) -> T:
     """Wait for `check` to return a truthy value (asserting errors are retried until timeout).
 
     On timeout the message carries what was last seen (the last error, e.g. the job status
@@ -75,7 +81,7 @@ async def eventually(check: Callable[[], Awaitable[Any]], what: str, timeout: fl
     raise AssertionError(f"timed out waiting for {what}" + (f"; last seen: {last}" if last else ""))
 
 
-def describe_status(status: Any) -> str:
+def describe_status(status: JobStatus) -> str:
     """One line for a failure message: phase, message and every replica's state."""
     replicas = ", ".join(
         f"{r.role} {r.index} {r.phase}" + (f" ({r.reason})" if r.reason else "") + (f" restarts={r.restarts}" if r.restarts else "")
@@ -113,11 +119,11 @@ async def running(
         await backend.stop()
 
 
-def notebook(cluster: Any, namespace: str, role: dict[str, Any] = NOTEBOOK_ROLE) -> str:
+def notebook(cluster: Cluster, namespace: str, role: dict[str, Any] = NOTEBOOK_ROLE) -> str:
     return cluster.kubeconfig_for(namespace, "paddle-notebook", role)
 
 
-def workspace(cluster: Any, tmp_path: Path, role: dict[str, Any] = NOTEBOOK_ROLE) -> tuple[str, str, client.ApiClient, Path]:
+def workspace(cluster: Cluster, tmp_path: Path, role: dict[str, Any] = NOTEBOOK_ROLE) -> tuple[str, str, client.ApiClient, Path]:
     """A fresh namespace, the notebook's kubeconfig under `role`, an admin client and a home."""
     namespace = cluster.new_namespace()
     cluster.home_claim(namespace, "claim-alice")
@@ -133,10 +139,10 @@ def objects_of(api: client.ApiClient, namespace: str, job: str, owner: str = "al
     """Every object labelled as part of `owner`'s job `job` (the user's name for it)."""
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     selector = f"paddle-nbext/job={obj(job, owner)}"
-    found = {("ConfigMap", o.metadata.name) for o in core.list_namespaced_config_map(namespace, label_selector=selector).items}
-    found |= {("Service", o.metadata.name) for o in core.list_namespaced_service(namespace, label_selector=selector).items}
-    found |= {("Job", o.metadata.name) for o in batch.list_namespaced_job(namespace, label_selector=selector).items}
-    found |= {("Pod", o.metadata.name) for o in core.list_namespaced_pod(namespace, label_selector=selector).items}
+    found = {("ConfigMap", name_of(o)) for o in core.list_namespaced_config_map(namespace, label_selector=selector).items}
+    found |= {("Service", name_of(o)) for o in core.list_namespaced_service(namespace, label_selector=selector).items}
+    found |= {("Job", name_of(o)) for o in batch.list_namespaced_job(namespace, label_selector=selector).items}
+    found |= {("Pod", name_of(o)) for o in core.list_namespaced_pod(namespace, label_selector=selector).items}
     return found
 
 
@@ -144,28 +150,28 @@ def pod_of(api: client.ApiClient, namespace: str, job: str, role: str, index: in
     selector = f"paddle-nbext/job={obj(job, owner)},paddle-nbext/role={role}"
     pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
 
-    def newest_first(p: Any) -> tuple[Any, bool]:
-        return p.metadata.creation_timestamp, p.status.phase in (None, "Pending", "Running")
+    def newest_first(p: client.V1Pod) -> tuple[Any, bool]:
+        return meta(p).creation_timestamp, present(p.status, "status").phase in (None, "Pending", "Running")
 
     for pod in sorted(pods, key=newest_first, reverse=True):
-        marks = {**(pod.metadata.labels or {}), **(pod.metadata.annotations or {})}
-        if marks.get("batch.kubernetes.io/job-completion-index") == str(index) and not pod.metadata.deletion_timestamp:
-            return pod.metadata.name
+        marks = {**(meta(pod).labels or {}), **(meta(pod).annotations or {})}
+        if marks.get("batch.kubernetes.io/job-completion-index") == str(index) and not meta(pod).deletion_timestamp:
+            return name_of(pod)
     raise AssertionError(f"no pod for {role} {index} of {job}")
 
 
 def ended(api: client.ApiClient, namespace: str, job: str) -> bool:
     """The Job has finished (Complete, or Failed: a stopped role ends through its deadline), so
     ttlSecondsAfterFinished applies to it."""
-    conditions = client.BatchV1Api(api).read_namespaced_job_status(job, namespace).status.conditions or []
+    conditions = present(client.BatchV1Api(api).read_namespaced_job_status(job, namespace).status, "status").conditions or []
     return any(c.type in ("Complete", "Failed") and c.status == "True" for c in conditions)
 
 
-def replica(status: Any, role: str, index: int) -> Any:
+def replica(status: JobStatus, role: str, index: int) -> ReplicaStatus:
     return next(r for r in status.replicas if r.role == role and r.index == index)
 
 
-def run(coro: Awaitable[Any]) -> Any:
+def run(coro: Awaitable[T]) -> T:
     return asyncio.run(asyncio.wait_for(coro, 180))
 
 
@@ -174,7 +180,7 @@ def notebook_pod(admin: client.ApiClient, namespace: str, home: Path, container_
     the home path, the uid on the container (`container_security`), fsGroup 100 on the pod."""
     client.CoreV1Api(admin).create_namespaced_pod(
         namespace,
-        {
+        {  # type: ignore[arg-type]  # a dict body
             "metadata": {"name": "jupyter-alice"},
             "spec": {
                 "containers": [
@@ -195,7 +201,7 @@ def notebook_pod(admin: client.ApiClient, namespace: str, home: Path, container_
 # ------------------------------------------------------------------------------------------ tests
 
 
-def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp_path):
+def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     # the notebook's own pod, whose home volume `auto` copies into the job pods
     notebook_pod(
@@ -240,8 +246,8 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 )
                 record = client.CoreV1Api(admin).read_namespaced_config_map(obj("mnist"), namespace)
                 for job in client.BatchV1Api(admin).list_namespaced_job(namespace, label_selector=f"paddle-nbext/job={obj('mnist')}").items:
-                    assert [(o.kind, o.name, o.uid) for o in job.metadata.owner_references] == [
-                        ("ConfigMap", obj("mnist"), record.metadata.uid)
+                    assert [(o.kind, o.name, o.uid) for o in present(meta(job).owner_references, "ownerReferences")] == [
+                        ("ConfigMap", obj("mnist"), meta(record).uid)
                     ]
 
                 with pytest.raises(JobExists):
@@ -281,7 +287,7 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                 assert replica(final, "pserver", 0).phase == "Stopped"
                 assert final.message == "All 2 trainers finished successfully."
                 record = client.CoreV1Api(admin).read_namespaced_config_map(obj("mnist"), namespace)
-                assert json.loads(record.metadata.annotations["paddle-nbext/status"])["phase"] == "Succeeded"
+                assert json.loads(present(meta(record).annotations, "annotations")["paddle-nbext/status"])["phase"] == "Succeeded"
                 # A job that went well leaves nothing Failed: the pservers' Job is deleted, not
                 # ended through its deadline (DeadlineExceeded would read Failed).
                 await eventually(
@@ -295,10 +301,10 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
                     "the pserver Job deleted",
                 )
 
-                seen = []
+                seen: list[JobEvent] = []
                 while not events.empty():
                     seen.append(events.get_nowait())
-                phases = [e.job["phase"] for e in seen if e.kind == UPDATED and e.name == "mnist"]
+                phases = [present(e.job, "job")["phase"] for e in seen if e.kind == UPDATED and e.name == "mnist"]
                 assert phases[0] == "Pending" and "Running" in phases and phases[-1] == "Succeeded"
                 assert [j.name for j in await backend.list_jobs("alice")] == ["mnist"]
                 assert await backend.list_jobs("bob") == []
@@ -317,7 +323,7 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster, tmp
     run(scenario())
 
 
-async def _where(backend: KubernetesBackend, name: str, predicate: Callable[[Any], Any], owner: str = "alice") -> Any:
+async def _where(backend: KubernetesBackend, name: str, predicate: Callable[[JobStatus], object], owner: str = "alice") -> JobStatus:
     """The job's status once `predicate` holds; until then an AssertionError saying what it is."""
     status = await backend.get_job(name, owner)
     try:
@@ -328,11 +334,11 @@ async def _where(backend: KubernetesBackend, name: str, predicate: Callable[[Any
     return status
 
 
-async def _async(fn: Callable[[], Any]) -> Any:
+async def _async(fn: Callable[[], T]) -> T:
     return await asyncio.to_thread(fn)
 
 
-def test_pvc_and_cephfs_homes_run_job_pods_as_the_notebook_pod_or_as_the_settings_say(cluster, tmp_path):
+def test_pvc_and_cephfs_homes_run_job_pods_as_the_notebook_pod_or_as_the_settings_say(cluster: Cluster, tmp_path: Path) -> None:
     """In `pvc` mode the home comes from settings, and whom the pods run as from the notebook's
     own pod when the server runs in one (here the server's connection is marked in-cluster, as
     in a notebook pod; the whole path in a real notebook pod is the JupyterHub test's)."""
@@ -366,7 +372,7 @@ def test_pvc_and_cephfs_homes_run_job_pods_as_the_notebook_pod_or_as_the_setting
     assert run(outside()) == {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):
+def test_failure_reasons_in_words_and_cancel(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
@@ -394,7 +400,7 @@ def test_failure_reasons_in_words_and_cancel(cluster, tmp_path):
     run(scenario())
 
 
-def master_env(cluster: Any, namespace: str, tmp_path: Path, job: str) -> dict[str, str]:
+def master_env(cluster: Cluster, namespace: str, tmp_path: Path, job: str) -> dict[str, str]:
     """Environment for cluster_master.py as a process on this machine, with the master's token."""
     config = yaml.safe_load(Path(cluster.kubeconfig_for(namespace, "paddle-nbext-master", MASTER_ROLE)).read_text())
     entry, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
@@ -420,7 +426,7 @@ def master_env(cluster: Any, namespace: str, tmp_path: Path, job: str) -> dict[s
 
 
 @contextlib.contextmanager
-def master_running(cluster: Any, namespace: str, tmp_path: Path, job: str) -> Iterator[subprocess.Popen[bytes]]:
+def master_running(cluster: Cluster, namespace: str, tmp_path: Path, job: str) -> Iterator[subprocess.Popen[bytes]]:
     """The job's in-cluster master (cluster_master.py) as a process on this machine with the
     master's token, for the block (KWOK runs no pod of it); killed after it, whatever happens."""
     master = subprocess.Popen([sys.executable, str(MASTER)], env=master_env(cluster, namespace, tmp_path, job), stdout=subprocess.DEVNULL)
@@ -431,7 +437,7 @@ def master_running(cluster: Any, namespace: str, tmp_path: Path, job: str) -> It
         master.wait(timeout=30)
 
 
-def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(cluster, tmp_path):
+def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(cluster: Cluster, tmp_path: Path) -> None:
     """The server is stopped after submit: the master process alone ends the job."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     env = master_env(cluster, namespace, tmp_path, "mastered")
@@ -453,13 +459,15 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
     finally:
         first.kill()  # the pod dies; Kubernetes would start the master again
         first.communicate(timeout=30)
-    assert "paddle-nbext/status" not in (core.read_namespaced_config_map(obj("mastered"), namespace).metadata.annotations or {})
+    assert "paddle-nbext/status" not in (meta(core.read_namespaced_config_map(obj("mastered"), namespace)).annotations or {})
 
     cluster.set_pod_status(namespace, pod_of(admin, namespace, "mastered", "trainer", 1), "Succeeded")
     second = subprocess.run([sys.executable, str(MASTER)], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert second.returncode == 0, second.stderr
     assert f"job {obj('mastered')} is over" in second.stdout
-    final = json.loads(core.read_namespaced_config_map(obj("mastered"), namespace).metadata.annotations["paddle-nbext/status"])
+    final = json.loads(
+        present(meta(core.read_namespaced_config_map(obj("mastered"), namespace)).annotations, "annotations")["paddle-nbext/status"]
+    )
     assert final["phase"] == "Succeeded"
     assert {(r["role"], r["phase"]) for r in final["replicas"]} == {("pserver", "Stopped"), ("trainer", "Succeeded")}
 
@@ -469,7 +477,7 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
             for p in core.list_namespaced_pod(
                 namespace, label_selector=f"paddle-nbext/job={obj('mastered')},paddle-nbext/role=pserver"
             ).items
-            if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp
+            if present(p.status, "status").phase in ("Pending", "Running") and not meta(p).deletion_timestamp
         ]
         return (
             not live
@@ -482,7 +490,7 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
 
     def trainers_complete() -> bool:
         job = client.BatchV1Api(admin).read_namespaced_job_status(obj("mastered") + "-trainer", namespace)
-        conditions = {c.type for c in job.status.conditions or [] if c.status == "True"}
+        conditions = {c.type for c in present(job.status, "status").conditions or [] if c.status == "True"}
         assert "Failed" not in conditions, conditions
         return "Complete" in conditions
 
@@ -496,19 +504,19 @@ def test_master_stops_pservers_after_trainers_succeed_and_survives_its_restart(c
     run(server_view())
 
 
-def test_a_failed_trainer_restarts_the_whole_job_through_the_master(cluster, tmp_path):
+def test_a_failed_trainer_restarts_the_whole_job_through_the_master(cluster: Cluster, tmp_path: Path) -> None:
     """max_restarts=1: the trainer's failure fails its Job (no pod replaced alone); the master
     deletes every replica Job, and only once their pods are gone makes them again (attempt 1);
     every replica counts the restart; the next failure ends the job."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     core = client.CoreV1Api(admin)
 
-    def live_pods() -> list[Any]:
+    def live_pods() -> list[client.V1Pod]:
         selector = f"paddle-nbext/job={obj('retry')}"
         return [
             p
             for p in core.list_namespaced_pod(namespace, label_selector=selector).items
-            if p.metadata.labels.get("paddle-nbext/role") != "master"
+            if present(meta(p).labels, "labels").get("paddle-nbext/role") != "master"
         ]
 
     async def scenario() -> None:
@@ -516,20 +524,22 @@ def test_a_failed_trainer_restarts_the_whole_job_through_the_master(cluster, tmp
             await backend.submit(SubmitRequest(spec("retry", pservers=1, trainers=1, max_restarts=1), "alice", home))
             cluster.await_job_pods(namespace)
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "pserver", 0), "Running")
-            first = {p.metadata.name for p in live_pods()}
+            first = {name_of(p) for p in live_pods()}
             with master_running(cluster, namespace, tmp_path, "retry"):
                 cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", "trainer", 0), "Failed", exit_code=3)
-                generations: list[set[str]] = []
+                generations: list[set[str | None]] = []
 
                 def new_attempt_running() -> bool:
                     pods = live_pods()
-                    attempts = {p.metadata.labels.get("paddle-nbext/attempt") for p in pods if not p.metadata.deletion_timestamp}
+                    attempts = {
+                        present(meta(p).labels, "labels").get("paddle-nbext/attempt") for p in pods if not meta(p).deletion_timestamp
+                    }
                     generations.append(attempts)
                     return attempts == {"1"} and len(pods) == 2
 
                 await eventually(lambda: _async(new_attempt_running), "both replicas made again for attempt 1")
                 assert all(len(seen) <= 1 for seen in generations), f"two attempts at once: {generations}"
-                assert not first & {p.metadata.name for p in live_pods()}  # the pserver was restarted too
+                assert not first & {name_of(p) for p in live_pods()}  # the pserver was restarted too
                 cluster.await_job_pods(namespace)
                 for role in ("pserver", "trainer"):
                     cluster.set_pod_status(namespace, pod_of(admin, namespace, "retry", role, 0), "Running")
@@ -545,7 +555,7 @@ def test_a_failed_trainer_restarts_the_whole_job_through_the_master(cluster, tmp
     run(scenario())
 
 
-def test_in_a_shared_namespace_each_server_watches_and_ends_only_its_own_users_jobs(cluster, tmp_path):
+def test_in_a_shared_namespace_each_server_watches_and_ends_only_its_own_users_jobs(cluster: Cluster, tmp_path: Path) -> None:
     """`c.KubernetesBackend.owner` ($JUPYTERHUB_USER on a hub): alice's server holds only alice's
     objects (its watches select her label), never ends bob's job, and refuses to act for bob."""
     namespace, kubeconfig, admin, alice_home = workspace(cluster, tmp_path)
@@ -582,7 +592,7 @@ def test_in_a_shared_namespace_each_server_watches_and_ends_only_its_own_users_j
     run(scenario())
 
 
-def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(cluster, tmp_path):
+def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(cluster: Cluster, tmp_path: Path) -> None:
     """Records stay small: the runtime lives once per release in an immutable ConfigMap made by
     the first submit; a ConfigMap of that name with other files stops submits with a 503."""
     from paddle_nbext_server.backends.kubernetes import manifests
@@ -597,13 +607,14 @@ def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(c
             for job in ("first", "second"):
                 await backend.submit(SubmitRequest(spec(job, mode="collective", pservers=0, trainers=1), "alice", home))
             runtime = core.read_namespaced_config_map(name, namespace)
-            assert runtime.immutable is True and "launcher.py" in runtime.data
+            assert runtime.immutable is True and "launcher.py" in present(runtime.data, "data")
             record = core.read_namespaced_config_map(obj("first"), namespace)
-            assert set(record.data) == {"spec.json", "replica-jobs.json"}
+            assert set(present(record.data, "data")) == {"spec.json", "replica-jobs.json"}
             for job in ("first", "second"):
                 trainer = client.BatchV1Api(admin).read_namespaced_job(obj(job) + "-trainer", namespace)
-                volumes = {v.name: v for v in trainer.spec.template.spec.volumes}
-                assert volumes["paddle-nbext-runtime"].config_map.name == name
+                pod_spec = present(present(trainer.spec, "spec").template.spec, "template.spec")
+                volumes = {v.name: v for v in present(pod_spec.volumes, "volumes")}
+                assert present(volumes["paddle-nbext-runtime"].config_map, "configMap").name == name
             assert [j.name for j in await backend.list_jobs("alice")] == ["second", "first"] or {
                 j.name for j in await backend.list_jobs("alice")
             } == {"first", "second"}  # the runtime ConfigMap is no job
@@ -613,7 +624,7 @@ def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(c
                 {**read_bundle(), "launcher.py": "import os; os.system('steal')\n"}, backend._settings(namespace)
             )
             planted["metadata"]["name"] = name
-            core.create_namespaced_config_map(namespace, planted)
+            core.create_namespaced_config_map(namespace, planted)  # type: ignore[arg-type]  # a dict body
             with pytest.raises(BackendUnavailable, match=f"the ConfigMap {name} in namespace {namespace} holds other files"):
                 await backend.submit(SubmitRequest(spec("third", mode="collective", pservers=0, trainers=1), "alice", home))
             assert not core.list_namespaced_config_map(namespace, field_selector=f"metadata.name={obj('third')}").items
@@ -621,7 +632,7 @@ def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(c
     run(scenario())
 
 
-def test_finished_jobs_past_the_history_limit_are_removed_and_their_logs_stay(cluster, tmp_path):
+def test_finished_jobs_past_the_history_limit_are_removed_and_their_logs_stay(cluster: Cluster, tmp_path: Path) -> None:
     """`keep_finished = 1`: once a second job of the user ends, the older one's record goes (its
     Jobs and pods with it, by the garbage collector); its folder in the home, logs and all, stays."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
@@ -647,7 +658,7 @@ def test_finished_jobs_past_the_history_limit_are_removed_and_their_logs_stay(cl
     run(scenario())
 
 
-def test_two_users_of_one_namespace_may_each_have_a_job_named_train(cluster, tmp_path):
+def test_two_users_of_one_namespace_may_each_have_a_job_named_train(cluster: Cluster, tmp_path: Path) -> None:
     """Names are per user: alice's and bob's servers share the jobs namespace (one Role, one
     notebook account, as a hub without per-user namespaces has it); both submit `train`, each
     sees and deletes only their own, and bob's dry run says nothing about alice's job."""
@@ -671,7 +682,11 @@ def test_two_users_of_one_namespace_may_each_have_a_job_named_train(cluster, tmp
             await eventually(lambda: _async(lambda: bool(objects_of(admin, namespace, "train", "bob"))), "bob's objects")
             assert obj("train") != obj("train", "bob")
             for backend in (alice, bob):
-                await eventually(lambda b=backend: _async(lambda: len(b._statuses) == 2), "both jobs in each server's cache")
+
+                def both_cached(b: KubernetesBackend = backend) -> Awaitable[bool]:
+                    return _async(lambda: len(b._statuses) == 2)
+
+                await eventually(both_cached, "both jobs in each server's cache")
                 assert [(j.name, j.owner) for j in await backend.list_jobs("alice")] == [("train", "alice")]
                 assert [(j.name, j.owner) for j in await backend.list_jobs("bob")] == [("train", "bob")]
             cluster.await_job_pods(namespace)
@@ -688,7 +703,7 @@ def test_two_users_of_one_namespace_may_each_have_a_job_named_train(cluster, tmp
     run(scenario())
 
 
-def test_a_job_submitted_before_names_were_per_owner_is_still_shown_run_and_deleted(cluster, tmp_path):
+def test_a_job_submitted_before_names_were_per_owner_is_still_shown_run_and_deleted(cluster: Cluster, tmp_path: Path) -> None:
     """An upgrade finds jobs whose objects carry the bare job name (`old`, `old-trainer`): the
     server still lists them under their name, follows their pods and deletes every object."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
@@ -696,8 +711,8 @@ def test_a_job_submitted_before_names_were_per_owner_is_still_shown_run_and_dele
 
     def legacy_objects() -> set[str]:
         selector = "paddle-nbext/job=old"
-        found = {f"ConfigMap {o.metadata.name}" for o in core.list_namespaced_config_map(namespace, label_selector=selector).items}
-        found |= {f"Job {o.metadata.name}" for o in client.BatchV1Api(admin).list_namespaced_job(namespace, label_selector=selector).items}
+        found = {f"ConfigMap {name_of(o)}" for o in core.list_namespaced_config_map(namespace, label_selector=selector).items}
+        found |= {f"Job {name_of(o)}" for o in client.BatchV1Api(admin).list_namespaced_job(namespace, label_selector=selector).items}
         return found
 
     async def scenario() -> None:
@@ -706,17 +721,17 @@ def test_a_job_submitted_before_names_were_per_owner_is_still_shown_run_and_dele
             plan = json.loads(json.dumps(dry["plan"]["manifests"]).replace(obj("old"), "old"))  # names as 0.1 made them
             record = core.create_namespaced_config_map(namespace, plan[0])
             for manifest in plan[1:]:
-                body = manifests.set_owner_uid(manifest, record.metadata.uid)
+                body = manifests.set_owner_uid(manifest, present(meta(record).uid, "uid"))
                 if body["kind"] == "Job":
-                    client.BatchV1Api(admin).create_namespaced_job(namespace, body)
+                    client.BatchV1Api(admin).create_namespaced_job(namespace, body)  # type: ignore[arg-type]  # a dict body
                 else:
-                    core.create_namespaced_service(namespace, body)
+                    core.create_namespaced_service(namespace, body)  # type: ignore[arg-type]  # a dict body
             listed = await eventually(lambda: _async(lambda: [(j.name, j.phase) for j in backend._statuses.values()]), "the old job")
             assert listed == [("old", "Pending")]
             assert [j.name for j in await backend.list_jobs("alice")] == ["old"]
             cluster.await_job_pods(namespace)
             pod = client.CoreV1Api(admin).list_namespaced_pod(namespace, label_selector="paddle-nbext/job=old,paddle-nbext/role=trainer")
-            cluster.set_pod_status(namespace, pod.items[0].metadata.name, "Running")
+            cluster.set_pod_status(namespace, name_of(pod.items[0]), "Running")
             await eventually(lambda: _where(backend, "old", lambda s: s.phase == "Running"), "the old job Running")
             await backend.delete("old", "alice")
             with pytest.raises(JobNotFound):
@@ -726,7 +741,7 @@ def test_a_job_submitted_before_names_were_per_owner_is_still_shown_run_and_dele
     run(scenario())
 
 
-def test_a_second_user_can_neither_see_nor_touch_the_first_users_jobs(cluster, tmp_path):
+def test_a_second_user_can_neither_see_nor_touch_the_first_users_jobs(cluster: Cluster, tmp_path: Path) -> None:
     first_ns, second_ns = cluster.new_namespace(), cluster.new_namespace()
     alice, bob = notebook(cluster, first_ns), notebook(cluster, second_ns)
     home = home_dir(tmp_path)
@@ -749,7 +764,7 @@ def test_a_second_user_can_neither_see_nor_touch_the_first_users_jobs(cluster, t
     assert ("ConfigMap", obj("private")) in objects_of(cluster.api_client(), first_ns, "private")
 
 
-def test_a_role_missing_one_verb_fails_clearly_and_leaves_nothing(cluster, tmp_path):
+def test_a_role_missing_one_verb_fails_clearly_and_leaves_nothing(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, without_verb(NOTEBOOK_ROLE, "jobs", "create"))
 
     async def scenario() -> None:
@@ -763,7 +778,7 @@ def test_a_role_missing_one_verb_fails_clearly_and_leaves_nothing(cluster, tmp_p
     run(scenario())
 
 
-def test_api_unreachable_is_503_with_the_cause_and_recovers(cluster, tmp_path):
+def test_api_unreachable_is_503_with_the_cause_and_recovers(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
@@ -781,7 +796,7 @@ def test_api_unreachable_is_503_with_the_cause_and_recovers(cluster, tmp_path):
             # Writes the backend does not watch move etcd on; after compaction and a restart the
             # API server's watch cache starts there, so resuming from the backend's older
             # resourceVersion gets 410 Gone and the cache must re-list.
-            client.CoreV1Api(admin).create_namespaced_config_map(cluster.new_namespace(), {"metadata": {"name": "elsewhere"}})
+            client.CoreV1Api(admin).create_namespaced_config_map(cluster.new_namespace(), {"metadata": {"name": "elsewhere"}})  # type: ignore[arg-type]  # a dict body
             cluster.expire_watch_history()
             cluster.set_pod_status(namespace, pod, "Succeeded")
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "steady", "pserver", 0), "Running")
@@ -798,7 +813,7 @@ async def _raises_unavailable(call: Awaitable[Any]) -> bool:
     return False
 
 
-def test_an_unschedulable_replica_says_what_the_scheduler_said(cluster, tmp_path):
+def test_an_unschedulable_replica_says_what_the_scheduler_said(cluster: Cluster, tmp_path: Path) -> None:
     """kube-scheduler judges the request against the KWOK nodes' capacity (16 and 32 CPUs)."""
     namespace, kubeconfig, _, home = workspace(cluster, tmp_path)
 
@@ -811,13 +826,15 @@ def test_an_unschedulable_replica_says_what_the_scheduler_said(cluster, tmp_path
                 lambda: _where(backend, "huge", lambda s: "Insufficient cpu" in (replica(s, "trainer", 0).reason or "")),
                 "the scheduler's reason",
             )
-            assert replica(status, "trainer", 0).reason.startswith("Unschedulable: 0/3 nodes are available: 3 Insufficient cpu")
+            assert present(replica(status, "trainer", 0).reason, "reason").startswith(
+                "Unschedulable: 0/3 nodes are available: 3 Insufficient cpu"
+            )
             assert status.phase == "Pending"
 
     run(scenario())
 
 
-def test_replica_logs_tail_and_follow_through_the_api_server(cluster, tmp_path):
+def test_replica_logs_tail_and_follow_through_the_api_server(cluster: Cluster, tmp_path: Path) -> None:
     """pods/log goes API server -> KWOK's kubelet endpoint, which reads the container's log file."""
     cluster.plane  # noqa: B018 - container logs are served by the suite's own KWOK
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
@@ -832,7 +849,8 @@ def test_replica_logs_tail_and_follow_through_the_api_server(cluster, tmp_path):
             await eventually(lambda: _where(backend, "talk", lambda s: s.phase == "Running"), "Running")
             tail = await backend.read_logs("talk", "alice", "trainer", 1, tail=2)
             assert tail.splitlines() == ["trainer 1 step 4", "trainer 1 step 5"]
-            async with contextlib.aclosing(backend.follow_logs("talk", "alice", "trainer", 0)) as stream:
+            # The backend's follow_logs is an async generator (declared AsyncIterator[str]), so it can be closed.
+            async with contextlib.aclosing(cast(AsyncGenerator[str, None], backend.follow_logs("talk", "alice", "trainer", 0))) as stream:
                 assert "trainer 0 step 1" in await anext(stream)
             with pytest.raises(ReplicaNotFound, match="no trainer 7"):
                 await backend.read_logs("talk", "alice", "trainer", 7)
@@ -840,7 +858,7 @@ def test_replica_logs_tail_and_follow_through_the_api_server(cluster, tmp_path):
     run(scenario())
 
 
-def test_gpu_trainers_land_on_the_gpu_node_and_its_capacity_is_accounted(cluster, tmp_path):
+def test_gpu_trainers_land_on_the_gpu_node_and_its_capacity_is_accounted(cluster: Cluster, tmp_path: Path) -> None:
     """kube-scheduler places `nvidia.com/gpu` requests on the KWOK node that has 8 of them, and
     refuses more than are free with its own words."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
@@ -853,10 +871,15 @@ def test_gpu_trainers_land_on_the_gpu_node_and_its_capacity_is_accounted(cluster
             for index in (0, 1):
                 # A pod the scheduler could not place at once (a transient Unschedulable) is bound on its retry.
                 name = pod_of(admin, namespace, "gpus", "trainer", index)
-                await eventually(lambda n=name: _async(lambda: core.read_namespaced_pod(n, namespace).spec.node_name), f"{name} bound")
+
+                def bound(n: str = name) -> Awaitable[str | None]:
+                    return _async(lambda: present(core.read_namespaced_pod(n, namespace).spec, "spec").node_name)
+
+                await eventually(bound, f"{name} bound")
                 pod = core.read_namespaced_pod(name, namespace)
-                assert pod.spec.node_name == "kwok-gpu-0"
-                assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
+                pod_spec = present(pod.spec, "spec")
+                assert pod_spec.node_name == "kwok-gpu-0"
+                assert present(present(pod_spec.containers[0].resources, "resources").limits, "limits")["nvidia.com/gpu"] == "4"
             await backend.submit(SubmitRequest(spec("more", mode="collective", pservers=0, trainers=1, trainer_gpu=1), "alice", home))
             cluster.await_job_pods(namespace)
             status = await eventually(
