@@ -181,7 +181,9 @@ class Cluster:
 
     def new_namespace(self, labels: dict[str, str] | None = None) -> str:
         ns = self._core().create_namespace(
-            {"metadata": {"generateName": "pnb-test-", "labels": {"paddle-nbext/test": "true", **(labels or {})}}}  # type: ignore[arg-type]  # a dict body
+            kubernetes.client.V1Namespace.model_validate(
+                {"metadata": {"generateName": "pnb-test-", "labels": {"paddle-nbext/test": "true", **(labels or {})}}}
+            )
         )
         name: str = name_of(ns)
         self._namespaces.append(name)
@@ -190,7 +192,9 @@ class Cluster:
     def kubeconfig_for(self, namespace: str, service_account: str, role: dict[str, Any] | None = None) -> str:
         core = self._core()
         with contextlib.suppress(ApiException):
-            core.create_namespaced_service_account(namespace, {"metadata": {"name": service_account}})  # type: ignore[arg-type]  # a dict body
+            core.create_namespaced_service_account(
+                namespace, kubernetes.client.V1ServiceAccount.model_validate({"metadata": {"name": service_account}})
+            )
         if role is not None:
             rbac = kubernetes.client.RbacAuthorizationV1Api(self._admin)
             manifest = copy.deepcopy(role)
@@ -198,17 +202,21 @@ class Cluster:
             manifest["metadata"]["namespace"] = namespace
             manifest.setdefault("apiVersion", "rbac.authorization.k8s.io/v1")
             manifest.setdefault("kind", "Role")
-            rbac.create_namespaced_role(namespace, manifest)  # type: ignore[arg-type]  # a dict body
+            rbac.create_namespaced_role(namespace, kubernetes.client.V1Role.model_validate(manifest))
             rbac.create_namespaced_role_binding(
                 namespace,
-                {  # type: ignore[arg-type]  # a dict body
-                    "metadata": {"name": manifest["metadata"]["name"]},
-                    "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": manifest["metadata"]["name"]},
-                },
+                kubernetes.client.V1RoleBinding.model_validate(
+                    {
+                        "metadata": {"name": manifest["metadata"]["name"]},
+                        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": manifest["metadata"]["name"]},
+                    }
+                ),
             )
             self._await_rbac(namespace, service_account, manifest)
-        status = core.create_namespaced_service_account_token(service_account, namespace, {"spec": {"expirationSeconds": 3600}}).status  # type: ignore[arg-type]  # a dict body
+        status = core.create_namespaced_service_account_token(
+            service_account, namespace, kubernetes.client.AuthenticationV1TokenRequest.model_validate({"spec": {"expirationSeconds": 3600}})
+        ).status
         token = present(present(status, "status").token, "token")
         return self.kubeconfig_with_token(token, namespace)
 
@@ -236,7 +244,9 @@ class Cluster:
         authorization = kubernetes.client.AuthorizationV1Api(self._admin)
 
         def allowed() -> bool:
-            return present(authorization.create_subject_access_review(review).status, "status").allowed  # type: ignore[arg-type]  # a dict body
+            return present(
+                authorization.create_subject_access_review(kubernetes.client.V1SubjectAccessReview.model_validate(review)).status, "status"
+            ).allowed
 
         eventually(
             allowed,
@@ -402,24 +412,28 @@ class Cluster:
         obj = core.read_namespaced_pod(pod, namespace)
         core.create_namespaced_event(
             namespace,
-            {  # type: ignore[arg-type]  # a dict body
-                "metadata": {"generateName": f"{pod}.", "namespace": namespace},
-                "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod, "namespace": namespace, "uid": meta(obj).uid},
-                "reason": reason,
-                "message": message,
-                "type": "Warning",
-                "count": 1,
-                "source": {"component": "kubelet", "host": present(obj.spec, "spec").node_name or ""},
-                "firstTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                "lastTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            },
+            kubernetes.client.CoreV1Event.model_validate(
+                {
+                    "metadata": {"generateName": f"{pod}.", "namespace": namespace},
+                    "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod, "namespace": namespace, "uid": meta(obj).uid},
+                    "reason": reason,
+                    "message": message,
+                    "type": "Warning",
+                    "count": 1,
+                    "source": {"component": "kubelet", "host": present(obj.spec, "spec").node_name or ""},
+                    "firstTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                    "lastTimestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                }
+            ),
         )
 
     def evict(self, namespace: str, pod: str) -> None:
         self._core().create_namespaced_pod_eviction(
             pod,
             namespace,
-            {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}},  # type: ignore[arg-type]  # a dict body
+            kubernetes.client.V1Eviction.model_validate(
+                {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+            ),
         )
 
     # --- faults -----------------------------------------------------------------------------------

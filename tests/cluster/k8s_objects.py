@@ -5,9 +5,10 @@ The client's models declare every field Optional (``V1Pod.metadata`` is ``V1Obje
 these tests read.  ``present`` says so where a test reads one: it asserts the field is there and
 returns it with its type; ``meta`` and ``name_of`` do the same for an object's metadata and name.
 
-Request bodies: the suite passes manifests as dicts, which the client sends as they are
-(``ApiClient.sanitize_for_serialization``), while its annotations name only the model classes;
-those calls carry ``# type: ignore[arg-type]``.
+Request bodies: the client's calls take its models (``create_namespaced_pod(ns, body: V1Pod)``)
+and validate their arguments (pydantic's ``validate_call``), which is how a dict body used to
+become a ``V1Pod``; the suite writes that step out, ``client.V1Pod.model_validate({...})``, so the
+same model is sent and the call is typed.
 """
 
 from __future__ import annotations

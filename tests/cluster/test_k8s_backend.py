@@ -180,21 +180,23 @@ def notebook_pod(admin: client.ApiClient, namespace: str, home: Path, container_
     the home path, the uid on the container (`container_security`), fsGroup 100 on the pod."""
     client.CoreV1Api(admin).create_namespaced_pod(
         namespace,
-        {  # type: ignore[arg-type]  # a dict body
-            "metadata": {"name": "jupyter-alice"},
-            "spec": {
-                "containers": [
-                    {
-                        "name": "notebook",
-                        "image": "jupyter",
-                        "volumeMounts": [{"name": "home", "mountPath": str(home)}],
-                        "securityContext": container_security,
-                    }
-                ],
-                "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}],
-                "securityContext": {"fsGroup": 100},
-            },
-        },
+        client.V1Pod.model_validate(
+            {
+                "metadata": {"name": "jupyter-alice"},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "notebook",
+                            "image": "jupyter",
+                            "volumeMounts": [{"name": "home", "mountPath": str(home)}],
+                            "securityContext": container_security,
+                        }
+                    ],
+                    "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}],
+                    "securityContext": {"fsGroup": 100},
+                },
+            }
+        ),
     )
 
 
@@ -624,7 +626,7 @@ def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(c
                 {**read_bundle(), "launcher.py": "import os; os.system('steal')\n"}, backend._settings(namespace)
             )
             planted["metadata"]["name"] = name
-            core.create_namespaced_config_map(namespace, planted)  # type: ignore[arg-type]  # a dict body
+            core.create_namespaced_config_map(namespace, client.V1ConfigMap.model_validate(planted))
             with pytest.raises(BackendUnavailable, match=f"the ConfigMap {name} in namespace {namespace} holds other files"):
                 await backend.submit(SubmitRequest(spec("third", mode="collective", pservers=0, trainers=1), "alice", home))
             assert not core.list_namespaced_config_map(namespace, field_selector=f"metadata.name={obj('third')}").items
@@ -723,9 +725,9 @@ def test_a_job_submitted_before_names_were_per_owner_is_still_shown_run_and_dele
             for manifest in plan[1:]:
                 body = manifests.set_owner_uid(manifest, present(meta(record).uid, "uid"))
                 if body["kind"] == "Job":
-                    client.BatchV1Api(admin).create_namespaced_job(namespace, body)  # type: ignore[arg-type]  # a dict body
+                    client.BatchV1Api(admin).create_namespaced_job(namespace, client.V1Job.model_validate(body))
                 else:
-                    core.create_namespaced_service(namespace, body)  # type: ignore[arg-type]  # a dict body
+                    core.create_namespaced_service(namespace, client.V1Service.model_validate(body))
             listed = await eventually(lambda: _async(lambda: [(j.name, j.phase) for j in backend._statuses.values()]), "the old job")
             assert listed == [("old", "Pending")]
             assert [j.name for j in await backend.list_jobs("alice")] == ["old"]
@@ -796,7 +798,9 @@ def test_api_unreachable_is_503_with_the_cause_and_recovers(cluster: Cluster, tm
             # Writes the backend does not watch move etcd on; after compaction and a restart the
             # API server's watch cache starts there, so resuming from the backend's older
             # resourceVersion gets 410 Gone and the cache must re-list.
-            client.CoreV1Api(admin).create_namespaced_config_map(cluster.new_namespace(), {"metadata": {"name": "elsewhere"}})  # type: ignore[arg-type]  # a dict body
+            client.CoreV1Api(admin).create_namespaced_config_map(
+                cluster.new_namespace(), client.V1ConfigMap.model_validate({"metadata": {"name": "elsewhere"}})
+            )
             cluster.expire_watch_history()
             cluster.set_pod_status(namespace, pod, "Succeeded")
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "steady", "pserver", 0), "Running")
