@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import pytest
 import urllib3
@@ -22,7 +23,7 @@ def call(fn: object) -> BackendUnavailable:
 
 def test_a_model_validation_error_is_named_not_called_unreachable() -> None:
     def bad_toleration(**_: object) -> None:
-        client.V1Toleration(key="gpu", operator="Exists", toleration_seconds="soon")  # the client's model refuses it
+        client.V1Toleration(key="gpu", operator="Exists", toleration_seconds="soon")  # type: ignore[arg-type]  # the wrong type on purpose: the client's model refuses it
 
     message = call(bad_toleration).message
     assert "unreachable" not in message
@@ -33,7 +34,8 @@ def test_a_model_validation_error_is_named_not_called_unreachable() -> None:
 
 def test_a_connection_failure_is_unreachable() -> None:
     def refused(**_: object) -> None:
-        raise urllib3.exceptions.MaxRetryError(None, "/api", ConnectionRefusedError(111, "Connection refused"))
+        no_pool = cast(urllib3.connectionpool.ConnectionPool, None)  # no pool: the error only names it ("None: Max retries…")
+        raise urllib3.exceptions.MaxRetryError(no_pool, "/api", ConnectionRefusedError(111, "Connection refused"))
 
     message = call(refused).message
     assert "is unreachable" in message and "Connection refused" in message

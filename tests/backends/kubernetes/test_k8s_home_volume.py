@@ -4,6 +4,7 @@ returns them) and from the pvc / cephfs settings."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,7 @@ from paddle_nbext_server.backends.kubernetes import home_volume as homes
 from paddle_nbext_server.backends.kubernetes import usernames
 
 
-def notebook_pod(volume: dict, mount_path: str = "/home/jovyan", sub_path: str | None = None) -> dict:
+def notebook_pod(volume: dict[str, Any], mount_path: str = "/home/jovyan", sub_path: str | None = None) -> dict[str, Any]:
     mount = {"name": "home", "mountPath": mount_path}
     if sub_path:
         mount["subPath"] = sub_path
@@ -29,43 +30,43 @@ def notebook_pod(volume: dict, mount_path: str = "/home/jovyan", sub_path: str |
     }
 
 
-def test_auto_copies_a_pvc_home():
+def test_auto_copies_a_pvc_home() -> None:
     home = homes.from_pod(notebook_pod({"persistentVolumeClaim": {"claimName": "claim-alice"}}), "/home/jovyan")
     assert home.volume() == {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}
     assert home.mount() == {"name": "home", "mountPath": "/home/jovyan"}
 
 
-def test_auto_copies_a_cephfs_home_with_its_secret_reference():
+def test_auto_copies_a_cephfs_home_with_its_secret_reference() -> None:
     cephfs = {"cephfs": {"monitors": ["10.0.0.1:6789"], "path": "/homes/alice", "user": "jhub", "secretRef": {"name": "ceph-secret"}}}
     home = homes.from_pod(notebook_pod(cephfs), "/home/jovyan")
     assert home.volume()["cephfs"] == cephfs["cephfs"]
 
 
-def test_auto_copies_a_hostpath_mounted_above_the_home_with_its_subpath():
+def test_auto_copies_a_hostpath_mounted_above_the_home_with_its_subpath() -> None:
     pod = notebook_pod({"hostPath": {"path": "/srv/homes", "type": "Directory"}}, mount_path="/home", sub_path="users")
     home = homes.from_pod(pod, "/home/jovyan")
     assert home.volume() == {"name": "home", "hostPath": {"path": "/srv/homes", "type": "Directory"}}
     assert home.mount() == {"name": "home", "mountPath": "/home", "subPath": "users"}
 
 
-def test_auto_refuses_an_emptydir_home_and_names_the_setting():
+def test_auto_refuses_an_emptydir_home_and_names_the_setting() -> None:
     with pytest.raises(homes.HomeVolumeError, match="emptyDir.*home_volume"):
         homes.from_pod(notebook_pod({"emptyDir": {}}), "/home/jovyan")
 
 
-def test_auto_without_a_home_mount_names_the_fix():
+def test_auto_without_a_home_mount_names_the_fix() -> None:
     with pytest.raises(homes.HomeVolumeError, match="no volume of pod jupyter-alice is mounted at the home path /home/bob"):
         homes.from_pod(notebook_pod({"persistentVolumeClaim": {"claimName": "x"}}), "/home/bob")
 
 
-def test_pvc_template():
+def test_pvc_template() -> None:
     home = homes.from_pvc_template("claim-{username}", "alice", "/home/jovyan")
     assert home.volume() == {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}
     with pytest.raises(homes.HomeVolumeError, match="home_pvc_template"):
         homes.from_pvc_template("claim-{user}", "alice", "/home/jovyan")
 
 
-def test_cephfs_source_takes_a_secret_by_name_never_a_key():
+def test_cephfs_source_takes_a_secret_by_name_never_a_key() -> None:
     home = homes.from_cephfs(
         {"monitors": ["m1:6789", "m2:6789"], "path": "/volumes/{username}", "user": "jhub", "secret_ref": "ceph-secret"},
         "alice",
@@ -168,7 +169,7 @@ def test_pvc_and_cephfs_templates_use_the_scheme() -> None:
         homes.from_cephfs({**ceph, "path": "/v/{user}"}, "alice", "/home/jovyan")
 
 
-def test_job_pods_run_as_the_notebook_container_user_with_the_pods_groups():
+def test_job_pods_run_as_the_notebook_container_user_with_the_pods_groups() -> None:
     """KubeSpawner: uid on the container, fsGroup on the pod; the container wins over the pod."""
     pod = {
         "spec": {

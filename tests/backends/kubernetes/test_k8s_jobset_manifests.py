@@ -5,6 +5,8 @@ control plane by tests/cluster/test_k8s_queued.py; here its child Jobs are valid
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -17,11 +19,11 @@ from paddle_nbext_server.backends.kubernetes.jobset import QUEUE_LABEL
 JOBSET = dataclasses.replace(SETTINGS, workload_mode="jobset", default_queue="team-a")
 
 
-def env_of(container):
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value") for e in container["env"]}
 
 
-def test_jobset_mode_is_the_record_and_one_jobset_with_a_replicated_job_per_role():
+def test_jobset_mode_is_the_record_and_one_jobset_with_a_replicated_job_per_role() -> None:
     _, objects = plan(JOBSET)
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert kinds == [("ConfigMap", OBJ), ("JobSet", OBJ)]
@@ -46,7 +48,7 @@ def test_jobset_mode_is_the_record_and_one_jobset_with_a_replicated_job_per_role
     assert jobset["metadata"]["ownerReferences"][0]["kind"] == "ConfigMap"
 
 
-def test_jobset_children_keep_the_jobs_mode_pods_with_jobsets_hostnames():
+def test_jobset_children_keep_the_jobs_mode_pods_with_jobsets_hostnames() -> None:
     _, jobs_mode = plan()
     _, objects = plan(JOBSET)
     replicated = {r["name"]: r["template"] for r in objects[1]["spec"]["replicatedJobs"]}
@@ -66,14 +68,14 @@ def test_jobset_children_keep_the_jobs_mode_pods_with_jobsets_hostnames():
 
 
 @pytest.mark.parametrize("version", ["1.30.0", "1.37.0"])
-def test_jobset_child_jobs_are_valid_jobs(version):
+def test_jobset_child_jobs_are_valid_jobs(version: str) -> None:
     _, objects = plan(JOBSET)
     for replicated in objects[1]["spec"]["replicatedJobs"]:
         job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{OBJ}-{replicated['name']}-0"}, **replicated["template"]}
         kubernetes_validate.validate(job, version, strict=True)
 
 
-def test_created_jobset_children_carry_the_record_uid():
+def test_created_jobset_children_carry_the_record_uid() -> None:
     _, objects = plan(JOBSET)
     created = manifests.set_owner_uid(objects[1], "uid-123")
     assert created["metadata"]["ownerReferences"][0]["uid"] == "uid-123"
@@ -82,7 +84,7 @@ def test_created_jobset_children_carry_the_record_uid():
         assert replicated["template"]["spec"]["template"]["metadata"]["labels"][RECORD_UID_LABEL] == "uid-123"
 
 
-def test_jobs_mode_labels_every_job_for_the_queue_and_its_own_queue_wins():
+def test_jobs_mode_labels_every_job_for_the_queue_and_its_own_queue_wins() -> None:
     queued = dataclasses.replace(SETTINGS, default_queue="team-a")
     _, objects = plan(queued)
     jobs = [o for o in objects if o["kind"] == "Job"]
@@ -93,8 +95,13 @@ def test_jobs_mode_labels_every_job_for_the_queue_and_its_own_queue_wins():
     assert all(QUEUE_LABEL not in o["metadata"]["labels"] for o in unqueued)
 
 
-def workload(conditions=(), active=True, cluster_queue=None, owner=("JobSet", OBJ)):
-    status = {"conditions": [dict(c) for c in conditions]}
+def workload(
+    conditions: Iterable[dict[str, str]] = (),
+    active: bool = True,
+    cluster_queue: str | None = None,
+    owner: tuple[str, str] = ("JobSet", OBJ),
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"conditions": [dict(c) for c in conditions]}
     if cluster_queue:
         status["admission"] = {"clusterQueue": cluster_queue}
     return {
@@ -111,7 +118,7 @@ def workload(conditions=(), active=True, cluster_queue=None, owner=("JobSet", OB
 GPU_MESSAGE = "couldn't assign flavors to pod set trainer: insufficient unused quota for nvidia.com/gpu in flavor gpu, 4 more needed"
 
 
-def test_queue_words_from_the_workload_conditions():
+def test_queue_words_from_the_workload_conditions() -> None:
     pending = workload([{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": GPU_MESSAGE}])
     assert queue_status.words(pending).text == f"queued in team-a; waiting for quota: {GPU_MESSAGE}"
     admitted = workload([{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}], cluster_queue="gpu")
@@ -122,7 +129,7 @@ def test_queue_words_from_the_workload_conditions():
     assert queue_status.words(stopped).state == queue_status.DEACTIVATED
 
 
-def test_queue_summary_names_the_waiting_parts():
+def test_queue_summary_names_the_waiting_parts() -> None:
     pending = workload([{"type": "QuotaReserved", "status": "False", "message": GPU_MESSAGE}])
     found = queue_status.job_words([pending], [("job", "JobSet", OBJ)])
     assert queue_status.summary(found) == f"Queued in team-a; waiting for quota: {GPU_MESSAGE}."

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -39,8 +41,8 @@ OWNER = "alice@example.org"
 OBJ = manifests.object_name("mnist-ps", OWNER)  # every object is named from it: mnist-ps-<owner tag>
 
 
-def plan(settings: ManifestSettings = SETTINGS, **fields):
-    data = {
+def plan(settings: ManifestSettings = SETTINGS, **fields: Any) -> tuple[JobSpec, list[dict[str, Any]]]:
+    data: dict[str, Any] = {
         "job_name": "mnist-ps",
         "entry_point": "python train.py --epochs 3",
         "pservers": 2,
@@ -57,18 +59,18 @@ def plan(settings: ManifestSettings = SETTINGS, **fields):
     return spec, objects
 
 
-def by_name(objects):
+def by_name(objects: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(o["kind"], o["metadata"]["name"]): o for o in objects}
 
 
-def env_of(job):
+def env_of(job: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize("shared_master_account", [True, False])
 @pytest.mark.parametrize("mode", ["ps", "collective"])
-def test_every_object_is_valid_for_every_supported_kubernetes(mode, shared_master_account, version):
+def test_every_object_is_valid_for_every_supported_kubernetes(mode: str, shared_master_account: bool, version: str) -> None:
     settings = SETTINGS if shared_master_account else ManifestSettings(**{**SETTINGS.__dict__, "master_service_account_name": ""})
     extra = {} if mode == "ps" else {"mode": "collective", "pservers": 0}
     _, objects = plan(settings, **extra)
@@ -77,7 +79,7 @@ def test_every_object_is_valid_for_every_supported_kubernetes(mode, shared_maste
         kubernetes_validate.validate(uid_filled, version, strict=True)  # raises with the bad path
 
 
-def test_objects_names_labels_and_ownership():
+def test_objects_names_labels_and_ownership() -> None:
     _, objects = plan()
     names = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert names == [
@@ -105,7 +107,7 @@ def test_objects_names_labels_and_ownership():
     assert owner_label.startswith("alice-example.org-") and owner_label != manifests.owner_label("alice-example.org")
 
 
-def test_the_record_holds_the_spec_and_the_replica_jobs_and_the_pods_mount_the_releases_runtime():
+def test_the_record_holds_the_spec_and_the_replica_jobs_and_the_pods_mount_the_releases_runtime() -> None:
     spec, objects = plan()
     record = by_name(objects)[("ConfigMap", OBJ)]
     assert json.loads(record["data"]["spec.json"]) == spec.to_dict()
@@ -129,7 +131,7 @@ def test_the_record_holds_the_spec_and_the_replica_jobs_and_the_pods_mount_the_r
     assert runtime_files.configmap_name(patched) != runtime["metadata"]["name"]  # another bundle, another ConfigMap
 
 
-def test_pserver_and_trainer_jobs():
+def test_pserver_and_trainer_jobs() -> None:
     _, objects = plan()
     jobs = by_name(objects)
     pserver, trainer = jobs[("Job", f"{OBJ}-pserver")], jobs[("Job", f"{OBJ}-trainer")]
@@ -175,7 +177,7 @@ def test_pserver_and_trainer_jobs():
     assert "nvidia.com/gpu" not in pserver_resources["limits"]
 
 
-def test_env_contract_per_role():
+def test_env_contract_per_role() -> None:
     _, objects = plan()
     jobs = by_name(objects)
     for role in ("pserver", "trainer"):
@@ -200,7 +202,7 @@ def test_env_contract_per_role():
     assert {p["port"] for p in service["spec"]["ports"]} == {6174, 6175}
 
 
-def test_collective_mode_has_no_pservers():
+def test_collective_mode_has_no_pservers() -> None:
     _, objects = plan(mode="collective", pservers=0, trainers=2)
     jobs = by_name(objects)
     assert ("Job", f"{OBJ}-pserver") not in jobs
@@ -210,7 +212,7 @@ def test_collective_mode_has_no_pservers():
     assert env["PADDLE_NBEXT_TRAINER_ENDPOINTS"] == f"{OBJ}-trainer-0.{OBJ}:6175,{OBJ}-trainer-1.{OBJ}:6175"
 
 
-def test_master_runs_cluster_master_with_its_service_account():
+def test_master_runs_cluster_master_with_its_service_account() -> None:
     _, objects = plan()
     master = by_name(objects)[("Job", f"{OBJ}-master")]
     pod = master["spec"]["template"]["spec"]
@@ -224,7 +226,7 @@ def test_master_runs_cluster_master_with_its_service_account():
     assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [OBJ], "verbs": ["get", "patch"]} in role["rules"]
 
 
-def test_the_master_never_runs_the_requests_image_nor_deletes_pods():
+def test_the_master_never_runs_the_requests_image_nor_deletes_pods() -> None:
     """The master holds an API token: it runs in an image the admin chose, never the job's."""
     _, objects = plan(image="someone/own-image:1")
     master = by_name(objects)[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]["containers"][0]
@@ -236,7 +238,7 @@ def test_the_master_never_runs_the_requests_image_nor_deletes_pods():
     assert not [r for r in rules if "pods" in r["resources"] and "delete" in r["verbs"]]
 
 
-def test_shm_pull_policy_and_owner_references():
+def test_shm_pull_policy_and_owner_references() -> None:
     _, objects = plan(mode="collective", pservers=0, trainer_gpu=0)
     trainer = by_name(objects)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in trainer["volumes"]
@@ -259,7 +261,7 @@ def test_shm_pull_policy_and_owner_references():
     )
 
 
-def test_two_owners_may_each_have_a_job_of_one_name_in_a_shared_namespace():
+def test_two_owners_may_each_have_a_job_of_one_name_in_a_shared_namespace() -> None:
     """Names are the user's own: alice's and bob's `mnist-ps` share no object name, label or
     Service selector, so neither submit collides with (or learns about) the other."""
     _, alice = plan()
@@ -273,7 +275,7 @@ def test_two_owners_may_each_have_a_job_of_one_name_in_a_shared_namespace():
 
 
 @pytest.mark.parametrize("mode", ["jobs", "jobset"])
-def test_the_longest_job_name_still_gives_names_kubernetes_accepts(mode):
+def test_the_longest_job_name_still_gives_names_kubernetes_accepts(mode: str) -> None:
     """Job names (the pods' job-name label) and pod hostnames are limited to 63 characters:
     a 40-character job name plus the owner tag leaves room for every role and 5-digit index."""
     import dataclasses
@@ -291,7 +293,7 @@ def test_the_longest_job_name_still_gives_names_kubernetes_accepts(mode):
         assert len(o["metadata"]["name"]) <= 63
 
 
-def test_the_master_is_told_its_records_and_role_jobs_names():
+def test_the_master_is_told_its_records_and_role_jobs_names() -> None:
     """The master reads the record and patches the role Jobs by these names (cluster_master.JobObjects)."""
     _, objects = plan()
     env = {
@@ -301,7 +303,7 @@ def test_the_master_is_told_its_records_and_role_jobs_names():
     assert json.loads(env["PADDLE_NBEXT_ROLE_JOBS"]) == {"pserver": f"{OBJ}-pserver", "trainer": f"{OBJ}-trainer"}
 
 
-def test_the_master_runs_as_nobody_and_every_pod_passes_the_restricted_profile_unless_turned_off():
+def test_the_master_runs_as_nobody_and_every_pod_passes_the_restricted_profile_unless_turned_off() -> None:
     _, objects = plan()
     master = by_name(objects)[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]
     assert master["securityContext"] == {
@@ -328,7 +330,7 @@ def test_the_master_runs_as_nobody_and_every_pod_passes_the_restricted_profile_u
     assert "securityContext" not in jobs[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]
 
 
-def test_shm_is_counted_in_the_pods_memory():
+def test_shm_is_counted_in_the_pods_memory() -> None:
     """A tmpfs is charged to the container's memory: /dev/shm is never sized past the trainer's
     memory (request = limit), where it could not be used anyway."""
     settings = ManifestSettings(**{**SETTINGS.__dict__, "shm_size": "8Gi"})
@@ -342,12 +344,12 @@ def test_shm_is_counted_in_the_pods_memory():
     assert "dshm" not in [v["name"] for v in pservers["volumes"]]
 
 
-def _env_of(objects, role):
+def _env_of(objects: Iterable[dict[str, Any]], role: str) -> dict[str, Any]:
     container = by_name(objects)[("Job", f"{OBJ}-{role}")]["spec"]["template"]["spec"]["containers"][0]
     return {item["name"]: item.get("value") for item in container["env"]}
 
 
-def test_ranks_reach_the_launcher_of_every_role():
+def test_ranks_reach_the_launcher_of_every_role() -> None:
     """The launcher of every replica learns the ranks per trainer (pservers count every rank as a
     trainer) and its role's GPUs; the ranks listen on the trainer port and the ones after it."""
     _, collective = plan(mode="collective", pservers=0, trainer_gpu=0, procs_per_trainer=3)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext_server.backends.kubernetes import queue_positions, queue_status
@@ -50,7 +51,7 @@ def summary(*names: str) -> dict[str, Any]:
     }
 
 
-def test_positions_count_from_one_in_the_local_queue():
+def test_positions_count_from_one_in_the_local_queue() -> None:
     found = queue_positions.positions_of(summary("a", "b", "c"))
     assert found == {"a": Position(1, 3), "b": Position(2, 3), "c": Position(3, 3)}
     assert found["b"].words() == "position 2 of 3"
@@ -61,7 +62,7 @@ def test_positions_count_from_one_in_the_local_queue():
     assert queue_positions.positions_of({"items": None}) == {}
 
 
-def test_only_waiting_workloads_of_our_queues_are_asked_about():
+def test_only_waiting_workloads_of_our_queues_are_asked_about() -> None:
     finished = workload("done", [*ADMITTED, {"type": "Finished", "status": "True"}])
     listed = [
         workload("waits"),
@@ -75,7 +76,7 @@ def test_only_waiting_workloads_of_our_queues_are_asked_about():
     assert {q: [w["metadata"]["name"] for w in ws] for q, ws in found.items()} == {"team-a": ["waits", "preempted"]}
 
 
-def test_the_words_carry_the_position_and_who_preempted():
+def test_the_words_carry_the_position_and_who_preempted() -> None:
     assert queue_status.words(workload("w"), "position 3 of 7").text == f"queued in team-a (position 3 of 7); waiting for quota: {QUOTA}"
     preempted = queue_status.words(workload("p", PREEMPTED), "position 1 of 2")
     assert preempted == queue_status.QueueWords(
@@ -90,7 +91,7 @@ def test_the_words_carry_the_position_and_who_preempted():
     assert not queue_status.words(workload("runs", ADMITTED)).evicted
 
 
-def test_a_job_is_stopped_by_kueue_while_any_part_is_evicted():
+def test_a_job_is_stopped_by_kueue_while_any_part_is_evicted() -> None:
     running = queue_status.job_words([workload("jobset-a", ADMITTED)], [("job", "JobSet", "a")])
     assert not queue_status.stopped_by_kueue(running)
     parts = queue_status.job_words(
@@ -102,7 +103,7 @@ def test_a_job_is_stopped_by_kueue_while_any_part_is_evicted():
     assert not queue_status.stopped_by_kueue(cancelled)
 
 
-def test_job_words_ask_for_each_workloads_position():
+def test_job_words_ask_for_each_workloads_position() -> None:
     asked: list[str] = []
 
     def position_of(w: dict[str, Any]) -> str | None:
@@ -131,9 +132,11 @@ def refresh_once(monkeypatch: pytest.MonkeyPatch, answer: Any, workloads: list[d
     monkeypatch.setattr(queue_positions, "_get", fake_get)
     changed: list[str] = []
 
+    no_client = cast(ApiClient, None)  # _get is faked above: no request is made
+
     async def one_pass() -> None:
         task = asyncio.create_task(
-            positions.run(None, "ns", lambda: workloads, ["team-a"], lambda w: changed.append(w["metadata"]["name"]))
+            positions.run(no_client, "ns", lambda: workloads, ["team-a"], lambda w: changed.append(w["metadata"]["name"]))
         )
         await asyncio.sleep(0.05)
         task.cancel()
@@ -142,7 +145,7 @@ def refresh_once(monkeypatch: pytest.MonkeyPatch, answer: Any, workloads: list[d
     return changed + [f"asked {p}" for p in paths]
 
 
-def test_the_newest_served_version_is_found_once_and_positions_are_reported(monkeypatch):
+def test_the_newest_served_version_is_found_once_and_positions_are_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     def answer(path: str) -> dict[str, Any]:
         if "/v1beta2/" in path:
             raise api_error(404)  # an older Kueue: no such version
@@ -159,7 +162,7 @@ def test_the_newest_served_version_is_found_once_and_positions_are_reported(monk
     assert positions.describe() == {"api": "visibility.kueue.x-k8s.io/v1beta1", "error": None}
 
 
-def test_a_local_queue_kueue_does_not_know_has_no_positions_and_no_problem(monkeypatch):
+def test_a_local_queue_kueue_does_not_know_has_no_positions_and_no_problem(monkeypatch: pytest.MonkeyPatch) -> None:
     def answer(path: str) -> dict[str, Any]:
         raise api_error(404, {"kind": "localqueue", "name": "team-a"})
 
@@ -178,7 +181,7 @@ def test_a_local_queue_kueue_does_not_know_has_no_positions_and_no_problem(monke
         (404, "the cluster serves no Kueue visibility API"),
     ],
 )
-def test_a_refused_read_drops_the_positions_and_says_why(monkeypatch, status, says):
+def test_a_refused_read_drops_the_positions_and_says_why(monkeypatch: pytest.MonkeyPatch, status: int, says: str) -> None:
     positions = QueuePositions()
     positions._positions = {"jobset-a": Position(1, 1)}  # known from an earlier refresh
     positions._seen = {"jobset-a": workload("jobset-a")}
@@ -192,7 +195,7 @@ def test_a_refused_read_drops_the_positions_and_says_why(monkeypatch, status, sa
     assert says in (positions.describe()["error"] or ""), positions.describe()
 
 
-def test_no_waiting_job_means_no_request(monkeypatch):
+def test_no_waiting_job_means_no_request(monkeypatch: pytest.MonkeyPatch) -> None:
     def answer(path: str) -> dict[str, Any]:
         raise AssertionError(f"asked {path}")
 

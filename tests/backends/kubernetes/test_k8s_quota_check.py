@@ -124,9 +124,9 @@ def test_free_from_resource_quotas_is_hard_minus_used_for_the_keys_that_bound_ou
     bounds, notes = quota.resource_quota_bounds(quotas, ["cpu", "memory", GPU])
     assert notes == []
     assert [(b.resource, b.source, b.limit, b.free) for b in bounds] == [
-        ("cpu", "ResourceQuota compute", 32, 16),
-        ("memory", "ResourceQuota compute", 128 * 2**30, 64 * 2**30),
-        (GPU, "ResourceQuota gpus", 8, 2),
+        ("cpu", "ResourceQuota compute", Fraction(32), Fraction(16)),
+        ("memory", "ResourceQuota compute", Fraction(128 * 2**30), Fraction(64 * 2**30)),
+        (GPU, "ResourceQuota gpus", Fraction(8), Fraction(2)),
     ]
 
 
@@ -146,7 +146,7 @@ def test_a_resource_quota_scoped_away_from_our_pods_is_not_counted() -> None:
     )
     odd = resource_quota("odd", {"cpu": "0"}, {}, scopes=["SomethingNew"])
     bounds, notes = quota.resource_quota_bounds([best_effort, other_class, mine, odd], ["cpu"], priority_class="batch-low")
-    assert [(b.source, b.free) for b in bounds] == [("ResourceQuota low", 3)]
+    assert [(b.source, b.free) for b in bounds] == [("ResourceQuota low", Fraction(3))]
     assert notes == ["ResourceQuota odd has a scope this check does not know; it was not counted"]
 
 
@@ -156,8 +156,8 @@ def test_cluster_queue_free_sums_its_flavors_and_one_role_must_fit_one_flavor() 
         used={("a100", GPU): "3", ("a100", "cpu"): "8"},
     )
     (cpu, gpu) = quota.cluster_queue_bounds(queue, ["cpu", GPU])
-    assert (cpu.limit, cpu.free, cpu.largest) == (128, 120, 64)
-    assert (gpu.limit, gpu.free, gpu.largest, gpu.largest_free) == (8, 5, 4, 4)
+    assert (cpu.limit, cpu.free, cpu.largest) == (Fraction(128), Fraction(120), Fraction(64))
+    assert (gpu.limit, gpu.free, gpu.largest, gpu.largest_free) == (Fraction(8), Fraction(5), Fraction(4), Fraction(4))
     # 6 trainers x 1 GPU: less than the queue's 8 GPUs, more than one flavor's 4: never.
     check = quota.judge(groups(trainers=6, trainer_gpu=1), [gpu], [], GPU)
     assert check.verdict == Verdict.NEVER and check.field == "trainers", check
@@ -173,7 +173,7 @@ def test_a_cluster_queue_in_a_cohort_may_borrow_up_to_its_borrowing_limit() -> N
     limited = cluster_queue([("default", {"cpu": "4"})], cohortName="org")
     limited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = "2"
     (cpu,) = quota.cluster_queue_bounds(limited, ["cpu"])
-    assert (cpu.limit, cpu.free) == (6, 4)
+    assert (cpu.limit, cpu.free) == (Fraction(6), Fraction(4))
 
 
 def test_a_resource_the_cluster_queue_does_not_cover_can_never_be_admitted() -> None:

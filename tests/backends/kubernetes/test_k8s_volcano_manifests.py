@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Iterable
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -22,11 +24,11 @@ from paddle_nbext_server.events import EventHub
 VOLCANO = dataclasses.replace(SETTINGS, gang_scheduler="volcano", default_queue="research")
 
 
-def pod_group_of(objects):
+def pod_group_of(objects: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return next(o for o in objects if o["kind"] == "PodGroup")
 
 
-def test_the_pod_group_comes_right_after_the_record_and_is_owned_by_it():
+def test_the_pod_group_comes_right_after_the_record_and_is_owned_by_it() -> None:
     _, objects = plan(VOLCANO)
     assert [(o["kind"], o["metadata"]["name"]) for o in objects[:3]] == [("ConfigMap", OBJ), ("PodGroup", OBJ), ("Service", OBJ)]
     group = objects[1]
@@ -41,14 +43,14 @@ def test_the_pod_group_comes_right_after_the_record_and_is_owned_by_it():
     assert all("schedulerName" not in o["spec"]["template"]["spec"] for o in plain if o["kind"] == "Job")
 
 
-def test_min_member_covers_every_pserver_and_trainer_but_not_the_master():
+def test_min_member_covers_every_pserver_and_trainer_but_not_the_master() -> None:
     _, objects = plan(VOLCANO)  # 2 pservers + 3 trainers
     assert pod_group_of(objects)["spec"]["minMember"] == 5
     _, collective = plan(VOLCANO, mode="collective", pservers=0, trainers=4)
     assert pod_group_of(collective)["spec"]["minMember"] == 4
 
 
-def test_min_resources_are_the_gangs_total_requests():
+def test_min_resources_are_the_gangs_total_requests() -> None:
     # pservers: 2 x (500m, 1Gi); trainers: 3 x (1 CPU, 1.5Gi, 1 GPU); the master is not counted.
     _, objects = plan(VOLCANO)
     assert pod_group_of(objects)["spec"]["minResources"] == {"cpu": "4", "memory": "6656Mi", "nvidia.com/gpu": "3"}
@@ -56,7 +58,7 @@ def test_min_resources_are_the_gangs_total_requests():
     assert pod_group_of(small)["spec"]["minResources"] == {"cpu": "1", "memory": "1280Mi"}
 
 
-def test_replica_pods_are_scheduled_by_volcano_as_members_and_the_master_keeps_the_default_scheduler():
+def test_replica_pods_are_scheduled_by_volcano_as_members_and_the_master_keeps_the_default_scheduler() -> None:
     _, objects = plan(VOLCANO)
     jobs = by_name(objects)
     for role in ("pserver", "trainer"):
@@ -68,7 +70,7 @@ def test_replica_pods_are_scheduled_by_volcano_as_members_and_the_master_keeps_t
     assert "scheduling.k8s.io/group-name" not in master["metadata"]["annotations"]
 
 
-def test_the_queue_is_volcanos_the_jobs_own_wins_and_no_kueue_label_is_left():
+def test_the_queue_is_volcanos_the_jobs_own_wins_and_no_kueue_label_is_left() -> None:
     _, objects = plan(VOLCANO)
     assert pod_group_of(objects)["spec"]["queue"] == "research"
     _, own = plan(VOLCANO, queue="team-b")
@@ -79,7 +81,7 @@ def test_the_queue_is_volcanos_the_jobs_own_wins_and_no_kueue_label_is_left():
     assert "queue" not in pod_group_of(unqueued)["spec"]  # Volcano's CRD defaults it to "default"
 
 
-def test_the_priority_class_is_passed_through():
+def test_the_priority_class_is_passed_through() -> None:
     _, objects = plan(VOLCANO)
     assert pod_group_of(objects)["spec"]["priorityClassName"] == "batch-low"
     _, none = plan(dataclasses.replace(VOLCANO, priority_class_name=""))
@@ -87,14 +89,14 @@ def test_the_priority_class_is_passed_through():
 
 
 @pytest.mark.parametrize("version", ["1.30.0", "1.37.0"])
-def test_the_volcano_scheduled_jobs_stay_valid_jobs(version):
+def test_the_volcano_scheduled_jobs_stay_valid_jobs(version: str) -> None:
     _, objects = plan(VOLCANO)
     for obj in objects:
         if obj["kind"] != "PodGroup":
             kubernetes_validate.validate(manifests.set_owner_uid(obj, "3f1c2a9e-0000-4000-8000-000000000001"), version, strict=True)
 
 
-def test_volcano_is_refused_with_jobset_mode_and_allowed_with_jobs_mode():
+def test_volcano_is_refused_with_jobset_mode_and_allowed_with_jobs_mode() -> None:
     assert volcano.combination_problem("jobs") is None
     problem = volcano.combination_problem("jobset")
     assert problem is not None and "workload_mode 'jobs'" in problem and "gang_scheduler" in problem
@@ -103,7 +105,14 @@ def test_volcano_is_refused_with_jobset_mode_and_allowed_with_jobs_mode():
 # ---------------------------------------------------------------------------- a waiting gang in words
 
 
-def pod(name, *, scheduler="volcano", node=None, conditions=None, phase="Pending"):
+def pod(
+    name: str,
+    *,
+    scheduler: str = "volcano",
+    node: str | None = None,
+    conditions: list[dict[str, str]] | None = None,
+    phase: str = "Pending",
+) -> dict[str, Any]:
     return {
         "metadata": {
             "name": name,
@@ -114,7 +123,7 @@ def pod(name, *, scheduler="volcano", node=None, conditions=None, phase="Pending
     }
 
 
-def group(status=None, queue="research"):
+def group(status: dict[str, Any] | None = None, queue: str = "research") -> dict[str, Any]:
     return {"metadata": {"name": OBJ}, "spec": {"minMember": 2, "queue": queue}, **({"status": status} if status else {})}
 
 
@@ -133,7 +142,7 @@ UNSCHEDULABLE = {
 }
 
 
-def test_a_gang_no_volcano_scheduler_has_seen_says_so():
+def test_a_gang_no_volcano_scheduler_has_seen_says_so() -> None:
     pods = [pod("t-0"), pod("t-1")]
     notes = volcano_status.pod_notes(pods, group())
     assert notes == {
@@ -146,18 +155,20 @@ def test_a_gang_no_volcano_scheduler_has_seen_says_so():
     )
 
 
-def test_volcanos_own_words_come_from_the_pod_group():
+def test_volcanos_own_words_come_from_the_pod_group() -> None:
     pods = [pod("t-0"), pod("t-1")]
-    assert volcano_status.job_note(pods, group(UNSCHEDULABLE)).endswith(
+    unschedulable = volcano_status.job_note(pods, group(UNSCHEDULABLE))
+    assert unschedulable is not None and unschedulable.endswith(
         "2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable; Pending: 2 Unschedulable."
     )
-    assert volcano_status.job_note(pods, group({"phase": "Pending"})).endswith("queue research has not admitted it yet.")
+    pending = volcano_status.job_note(pods, group({"phase": "Pending"}))
+    assert pending is not None and pending.endswith("queue research has not admitted it yet.")
     # No pod at all: Volcano's webhook refuses the pods of a Pending PodGroup; the job still says why.
     assert volcano_status.job_note([], group({"phase": "Pending"})) is not None
     assert "admitted by queue research" in volcano_status.pod_notes(pods, group({"phase": "Inqueue"}))["t-0"]
 
 
-def test_a_placed_gang_has_no_volcano_words():
+def test_a_placed_gang_has_no_volcano_words() -> None:
     placed = [pod("t-0", node="n1", phase="Running"), pod("t-1", node="n2")]
     assert volcano_status.pod_notes(placed, group({"phase": "Running"})) == {}
     assert volcano_status.job_note(placed, group({"phase": "Inqueue"})) is None
@@ -166,7 +177,7 @@ def test_a_placed_gang_has_no_volcano_words():
     assert volcano_status.job_note([pod("t-0")], None) is None
 
 
-def test_the_pods_own_words_come_before_the_gangs():
+def test_the_pods_own_words_come_before_the_gangs() -> None:
     """A pod whose status has its own reason (a scheduler's PodScheduled=False) keeps it; the
     gang's words fill only replicas that say nothing."""
     record = {
@@ -178,14 +189,14 @@ def test_the_pods_own_words_come_before_the_gangs():
     status, _, _ = job_status(record, pods, {}, volcano_status.pod_notes(pods, group()), queue_note=volcano_status.job_note(pods, group()))
     reasons = {r.index: r.reason for r in status.replicas}
     assert reasons[0] == "Unschedulable: 0/3 nodes are available"
-    assert reasons[1].startswith("Waiting for the volcano scheduler: no Volcano scheduler has looked at it yet")
+    assert reasons[1] is not None and reasons[1].startswith("Waiting for the volcano scheduler: no Volcano scheduler has looked at it yet")
     assert status.phase == "Pending" and status.message.startswith("Waiting for the volcano scheduler to place all 2 replicas")
 
 
 # ---------------------------------------------------------------------------- /config and submit
 
 
-def test_config_says_the_scheduler_and_refuses_the_jobset_combination():
+def test_config_says_the_scheduler_and_refuses_the_jobset_combination() -> None:
     backend = KubernetesBackend(events=EventHub(), gang_scheduler="volcano", default_queue="research")
     described = backend.describe()
     assert described["gang_scheduler"] == "volcano"
@@ -196,7 +207,7 @@ def test_config_says_the_scheduler_and_refuses_the_jobset_combination():
     assert combined["ok"] is False and "workload_mode 'jobs' only" in combined["error"]
 
 
-def test_a_missing_pod_group_api_is_named_with_its_fix():
+def test_a_missing_pod_group_api_is_named_with_its_fix() -> None:
     backend = KubernetesBackend(events=EventHub(), gang_scheduler="volcano")
     backend._apis[(volcano.GROUP, volcano.VERSION)] = False  # what discovery found at start
     described = backend.describe()

@@ -21,12 +21,12 @@ import pytest
 
 from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.local import LocalBackend
-from paddle_nbext_server.backends.local import records as records_module
 from paddle_nbext_server.backends.local.records import StatusRecord, write_atomic
-from paddle_nbext_server.backends.local.store import JobStore
+from paddle_nbext_server.backends.local.store import JobFiles, JobStore
 from paddle_nbext_server.events import EventHub
 
 OWNER = "alice"
+RECORDS_FSYNC = "paddle_nbext_server.backends.local.records.os.fsync"  # what records.write_atomic calls
 CREATED = "2026-01-01T10:00:00.000Z"
 SPEC = {"job_name": "done", "mode": "collective", "trainers": 1, "entry_point": "true", "max_restarts": 0}
 JOB = {"version": 1, "owner": OWNER, "spec": SPEC, "created": CREATED, "created_epoch": 1767261600.0, "package": "/p"}
@@ -203,7 +203,7 @@ def test_a_job_dir_that_cannot_be_scanned_is_logged_once_and_spares_the_others(
     make_job(tmp_path, "fine", FULL.replace('"done"', '"fine"'))
     load = JobStore.load
 
-    def failing_load(self: JobStore, job_dir: Path):  # type: ignore[no-untyped-def]
+    def failing_load(self: JobStore, job_dir: Path) -> JobFiles:
         if job_dir.name == "broken":
             raise RuntimeError("disk on fire")
         return load(self, job_dir)
@@ -220,7 +220,12 @@ def test_a_job_dir_that_cannot_be_scanned_is_logged_once_and_spares_the_others(
 def test_records_are_written_durably_and_leave_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real_fsync = os.fsync
-    monkeypatch.setattr(records_module.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+
+    def counted_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(RECORDS_FSYNC, counted_fsync)
     write_atomic(tmp_path / "status.json", FULL)
     assert len(synced) == 2  # the file, then the dir holding the rename
     assert StatusRecord.from_json((tmp_path / "status.json").read_text()).status.phase == "Succeeded"
@@ -233,7 +238,7 @@ def test_a_failed_write_keeps_the_old_record_and_no_temp_file(tmp_path: Path, mo
     def no_space(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(records_module.os, "fsync", no_space)
+    monkeypatch.setattr(RECORDS_FSYNC, no_space)
     with pytest.raises(OSError):
         write_atomic(tmp_path / "status.json", "{}")
     assert (tmp_path / "status.json").read_text() == FULL

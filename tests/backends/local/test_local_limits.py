@@ -11,6 +11,7 @@ import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from paddle_nbext_server.backends.local import limits
 from paddle_nbext_server.backends.local.records import Capacity, Plan, ReplicaPlan, ResourceRequest
@@ -18,7 +19,7 @@ from paddle_nbext_server.backends.local.records import Capacity, Plan, ReplicaPl
 MiB = 1 << 20
 
 
-def plan(**fields: object) -> Plan:
+def plan(**fields: Any) -> Plan:
     base = Plan(
         job="j",
         mode="collective",
