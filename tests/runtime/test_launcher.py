@@ -19,8 +19,8 @@ PSERVERS = "127.0.0.1:7001,127.0.0.1:7002"
 TRAINERS = "127.0.0.1:7101,127.0.0.1:7102"
 
 
-def inputs(**overrides: str) -> dict[str, str]:
-    base = {
+def inputs(**overrides: str | None) -> dict[str, str]:
+    base: dict[str, str | None] = {
         "PATH": "/usr/bin:/bin",
         "PADDLE_NBEXT_JOB": "mnist-ps-1",
         "PADDLE_NBEXT_MODE": "ps",
@@ -115,16 +115,17 @@ def test_kubernetes_completion_index_is_the_replica_index() -> None:
 )
 def test_bad_inputs_name_the_variable(overrides: dict[str, str | None], named: str) -> None:
     with pytest.raises(launcher.LaunchError, match=named):
-        launcher.build_env(inputs(**overrides))  # type: ignore[arg-type]
+        launcher.build_env(inputs(**overrides))
 
 
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
-def test_trainer_gives_up_naming_the_unreachable_pserver(tmp_path) -> None:
+def test_trainer_gives_up_naming_the_unreachable_pserver(tmp_path: Path) -> None:
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
     listening.listen()
@@ -145,7 +146,7 @@ def test_trainer_gives_up_naming_the_unreachable_pserver(tmp_path) -> None:
     assert not (tmp_path / "entry-ran").exists()
 
 
-def test_a_trainer_waiting_for_a_pserver_whose_name_does_not_resolve_says_its_pod_is_not_running(tmp_path) -> None:
+def test_a_trainer_waiting_for_a_pserver_whose_name_does_not_resolve_says_its_pod_is_not_running(tmp_path: Path) -> None:
     env = inputs(
         PADDLE_NBEXT_PSERVER_ENDPOINTS="train-pserver-0.nowhere.invalid:6174",
         PADDLE_NBEXT_WORKDIR=str(tmp_path),
@@ -166,7 +167,7 @@ def _signal_mask(pid: int, field: str) -> int:
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs unshare and root for a PID namespace")
-def test_a_launcher_that_is_pid_1_ends_at_once_on_sigterm_while_it_waits_for_pservers(tmp_path) -> None:
+def test_a_launcher_that_is_pid_1_ends_at_once_on_sigterm_while_it_waits_for_pservers(tmp_path: Path) -> None:
     """In a container the launcher is PID 1, which gets no default-fatal signals: without its own
     handler a SIGTERM while it waits for the pservers (a cancel, a whole-job restart, an eviction)
     would be ignored until the grace period's SIGKILL.  It ends with 143 instead."""
@@ -199,7 +200,7 @@ def test_a_launcher_that_is_pid_1_ends_at_once_on_sigterm_while_it_waits_for_pse
     assert not (tmp_path / "entry-ran").exists()
 
 
-def test_a_replica_whose_own_name_never_resolves_says_so_and_runs_nothing(tmp_path) -> None:
+def test_a_replica_whose_own_name_never_resolves_says_so_and_runs_nothing(tmp_path: Path) -> None:
     env = inputs(
         PADDLE_NBEXT_MODE="collective",
         PADDLE_NBEXT_TRAINER_ENDPOINTS="127.0.0.1:7101,no-such-replica.invalid:7102",
@@ -213,7 +214,7 @@ def test_a_replica_whose_own_name_never_resolves_says_so_and_runs_nothing(tmp_pa
     assert not (tmp_path / "entry-ran").exists()
 
 
-def test_entry_runs_in_the_workdir_with_the_contract(tmp_path) -> None:
+def test_entry_runs_in_the_workdir_with_the_contract(tmp_path: Path) -> None:
     env = inputs(
         PADDLE_NBEXT_MODE="collective",
         PADDLE_NBEXT_WORKDIR=str(tmp_path),
@@ -224,7 +225,7 @@ def test_entry_runs_in_the_workdir_with_the_contract(tmp_path) -> None:
     assert (tmp_path / "out.txt").read_text().strip() == "1 127.0.0.1:7102"
 
 
-def test_python_in_the_entry_point_runs_where_the_image_has_only_python3(tmp_path) -> None:
+def test_python_in_the_entry_point_runs_where_the_image_has_only_python3(tmp_path: Path) -> None:
     """Debian's python3 package installs no `python`: the entry point still runs, with the
     interpreter that runs the launcher (in a pod: the image's, the one with Paddle)."""
     only_python3 = tmp_path / "bin"
@@ -248,7 +249,7 @@ def test_python_in_the_entry_point_runs_where_the_image_has_only_python3(tmp_pat
 # ------------------------------------------------------------------ replica log files (Kubernetes)
 
 
-def kubernetes_inputs(tmp_path, entry: str, **overrides: str | None) -> dict[str, str]:
+def kubernetes_inputs(tmp_path: Path, entry: str, **overrides: str | None) -> dict[str, str]:
     """What a trainer pod of an Indexed Job gets: the index only as JOB_COMPLETION_INDEX, HOME the user's home."""
     (tmp_path / "package").mkdir(exist_ok=True)
     pod: dict[str, str | None] = {
@@ -259,10 +260,10 @@ def kubernetes_inputs(tmp_path, entry: str, **overrides: str | None) -> dict[str
         "PADDLE_NBEXT_WORKDIR": str(tmp_path / "package"),
         "PADDLE_NBEXT_ENTRY": entry,
     }
-    return inputs(**{**pod, **overrides})  # type: ignore[arg-type]
+    return inputs(**{**pod, **overrides})
 
 
-def logs_of(tmp_path) -> dict[str, str]:
+def logs_of(tmp_path: Path) -> dict[str, str]:
     folder = tmp_path / "home" / ".paddle-jobs" / "mnist-ps-1" / "logs"
     return {p.name: p.read_text() for p in sorted(folder.iterdir())} if folder.is_dir() else {}
 
@@ -281,7 +282,7 @@ def test_log_dir_is_the_jobs_dir_on_kubernetes_only() -> None:
     assert launcher.log_dir({**pod, launcher.LOG_DIR_VAR: ""}) is None
 
 
-def test_output_goes_to_stdout_and_to_the_attempt_file(tmp_path) -> None:
+def test_output_goes_to_stdout_and_to_the_attempt_file(tmp_path: Path) -> None:
     entry = 'echo "trainer $PADDLE_TRAINER_ID"; echo oops >&2; head -c 300000 /dev/zero | tr "\\0" x; printf "\\nend"; exit 4'
     result = launch(kubernetes_inputs(tmp_path, entry))
     assert result.returncode == 4  # still the entry point's own exit code
@@ -290,7 +291,7 @@ def test_output_goes_to_stdout_and_to_the_attempt_file(tmp_path) -> None:
     assert logs_of(tmp_path) == {"trainer-1.attempt-0.log": expected}
 
 
-def test_every_start_is_a_new_attempt_after_the_highest_one(tmp_path) -> None:
+def test_every_start_is_a_new_attempt_after_the_highest_one(tmp_path: Path) -> None:
     for text in ("first", "second"):
         assert launch(kubernetes_inputs(tmp_path, f"echo {text}")).returncode == 0
     assert logs_of(tmp_path) == {"trainer-1.attempt-0.log": "first\n", "trainer-1.attempt-1.log": "second\n"}
@@ -301,7 +302,7 @@ def test_every_start_is_a_new_attempt_after_the_highest_one(tmp_path) -> None:
     assert logs_of(tmp_path)["trainer-1.attempt-6.log"] == "third\n"
 
 
-def test_replicas_starting_together_never_share_a_file(tmp_path) -> None:
+def test_replicas_starting_together_never_share_a_file(tmp_path: Path) -> None:
     env = kubernetes_inputs(tmp_path, 'echo "pid $$"')
     processes = [subprocess.Popen([sys.executable, launcher.__file__], env=env, stdout=subprocess.DEVNULL) for _ in range(8)]
     assert [p.wait(timeout=60) for p in processes] == [0] * 8
@@ -311,7 +312,7 @@ def test_replicas_starting_together_never_share_a_file(tmp_path) -> None:
     assert len(set(files.values())) == 8
 
 
-def test_an_unwritable_log_dir_never_fails_the_training(tmp_path) -> None:
+def test_an_unwritable_log_dir_never_fails_the_training(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     result = launch(kubernetes_inputs(tmp_path, "echo trained", PADDLE_NBEXT_LOG_DIR=str(blocker / "logs")))
@@ -320,7 +321,7 @@ def test_an_unwritable_log_dir_never_fails_the_training(tmp_path) -> None:
     assert result.stderr.count("paddle-nbext launcher: cannot create a log file") == 1
 
 
-def test_a_failing_file_is_reported_once_and_dropped(capfd) -> None:
+def test_a_failing_file_is_reported_once_and_dropped(capfd: pytest.CaptureFixture[str]) -> None:
     full = launcher.ReplicaLog("/dev/full", 0, os.open("/dev/full", os.O_WRONLY))
     for _ in range(3):
         full.write(b"line\n")  # ENOSPC: the disk is full
@@ -329,7 +330,7 @@ def test_a_failing_file_is_reported_once_and_dropped(capfd) -> None:
     assert err.count("cannot write /dev/full") == 1
 
 
-def test_the_launchers_own_failure_is_in_the_attempt_file(tmp_path) -> None:
+def test_the_launchers_own_failure_is_in_the_attempt_file(tmp_path: Path) -> None:
     dead = _closed_port()
     env = kubernetes_inputs(
         tmp_path, "echo never", PADDLE_NBEXT_MODE="ps", PADDLE_NBEXT_PSERVER_ENDPOINTS=f"127.0.0.1:{dead}", PADDLE_NBEXT_WAIT_TIMEOUT="0.5"
@@ -341,7 +342,7 @@ def test_the_launchers_own_failure_is_in_the_attempt_file(tmp_path) -> None:
     assert "never" not in text
 
 
-def test_sigterm_reaches_the_entry_point_through_the_tee(tmp_path) -> None:
+def test_sigterm_reaches_the_entry_point_through_the_tee(tmp_path: Path) -> None:
     entry = "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done"
     process = subprocess.Popen(
         [sys.executable, launcher.__file__], env=kubernetes_inputs(tmp_path, entry), stdout=subprocess.PIPE, text=True
@@ -354,13 +355,13 @@ def test_sigterm_reaches_the_entry_point_through_the_tee(tmp_path) -> None:
     assert logs_of(tmp_path) == {"trainer-1.attempt-0.log": "ready\ngot TERM\n"}
 
 
-def test_an_entry_point_killed_by_a_signal_exits_as_a_shell_reports_it(tmp_path) -> None:
+def test_an_entry_point_killed_by_a_signal_exits_as_a_shell_reports_it(tmp_path: Path) -> None:
     result = launch(kubernetes_inputs(tmp_path, "echo before; kill -9 $$"))
     assert result.returncode == 128 + signal.SIGKILL
     assert logs_of(tmp_path) == {"trainer-1.attempt-0.log": "before\n"}
 
 
-def test_local_replicas_write_no_file_of_their_own(tmp_path) -> None:
+def test_local_replicas_write_no_file_of_their_own(tmp_path: Path) -> None:
     env = kubernetes_inputs(tmp_path, "echo local", PADDLE_NBEXT_INDEX="1", JOB_COMPLETION_INDEX=None)
     result = launch(env)
     assert (result.returncode, result.stdout) == (0, "local\n")
@@ -370,7 +371,7 @@ def test_local_replicas_write_no_file_of_their_own(tmp_path) -> None:
 # ------------------------------------------------------------------ the bundle in a job image
 
 
-def test_the_bundle_runs_where_paddle_nbext_is_not_installed(tmp_path) -> None:
+def test_the_bundle_runs_where_paddle_nbext_is_not_installed(tmp_path: Path) -> None:
     """A job image has Python 3 and the bundle's files, nothing of paddle-nbext: the runtime then
     imports the contract shipped beside it."""
     from paddle_nbext_server.runtime_files import write_bundle
@@ -406,7 +407,7 @@ def test_paddle_info_and_warning_lines_are_quiet_unless_the_job_asks() -> None:
     assert launcher.build_env(inputs(GLOG_minloglevel="0"))["GLOG_minloglevel"] == "0"
 
 
-def test_ps_replica_on_paddle_3_3_ends_at_once_naming_versions_and_fix(tmp_path) -> None:
+def test_ps_replica_on_paddle_3_3_ends_at_once_naming_versions_and_fix(tmp_path: Path) -> None:
     """An interpreter reporting PaddlePaddle 3.3.1 (a distribution's metadata, first on the
     path, as an installed wheel would be) cannot run parameter-server mode: the replica stops
     before the entry point runs, with the sentence as its last line."""
@@ -462,7 +463,7 @@ os.close(reader)
 """
 
 
-def test_an_attempt_file_that_cannot_keep_up_never_holds_the_replica_back_and_says_what_it_skipped(tmp_path) -> None:
+def test_an_attempt_file_that_cannot_keep_up_never_holds_the_replica_back_and_says_what_it_skipped(tmp_path: Path) -> None:
     """A hung home volume (here: a pipe nobody reads, which blocks its writer when full) delays
     the copy of the output, never the replica: writes return at once, what does not fit in the
     lag the file may have is skipped, and the file says how much once it moves again.
