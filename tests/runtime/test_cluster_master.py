@@ -147,7 +147,7 @@ def test_a_completed_index_whose_pod_is_gone_counts_as_succeeded() -> None:
     assert complete is not None and complete.completed == frozenset({0, 1})
 
 
-def test_the_master_finds_its_objects_by_the_names_it_is_given():
+def test_the_master_finds_its_objects_by_the_names_it_is_given() -> None:
     """The record and role Jobs are named per owner (`<job>-<tag>`), JobSet children `-0`: the
     master patches exactly the Jobs the manifests name, and refuses to start without a record."""
     from paddle_nbext_server.runtime.cluster_master import JobObjects
@@ -246,7 +246,7 @@ def test_the_master_restarts_the_whole_job_in_steps_never_two_attempts_at_once()
         }
         for role in ("pserver", "trainer")
     ]
-    record = _record(spec, **{"replica-jobs.json": json.dumps(submitted)})
+    record = _record(spec, None, **{"replica-jobs.json": json.dumps(submitted)})
     job = JobObjects("train-2bd806", {})
     failed = pod("train-2bd806-trainer-0-aaaaa", "Failed", exit_code=3)
     server = pod("train-2bd806-pserver-0-ccccc", "Running")
