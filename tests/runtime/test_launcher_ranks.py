@@ -63,7 +63,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_every_rank_runs_with_its_own_contract_and_its_lines_say_which(tmp_path) -> None:
+def test_every_rank_runs_with_its_own_contract_and_its_lines_say_which(tmp_path: Path) -> None:
     result = launch(ranked(tmp_path, "ok"))
     assert result.returncode == 0, result.stderr
     lines = sorted(result.stdout.splitlines())
@@ -72,7 +72,7 @@ def test_every_rank_runs_with_its_own_contract_and_its_lines_say_which(tmp_path)
     assert (name, sorted(text.splitlines()), others) == ("trainer-1.attempt-0.log", lines, [])
 
 
-def test_a_failing_rank_stops_the_others_and_is_named(tmp_path) -> None:
+def test_a_failing_rank_stops_the_others_and_is_named(tmp_path: Path) -> None:
     started = time.monotonic()
     result = launch(ranked(tmp_path, "fail"))
     assert result.returncode == 1
@@ -85,7 +85,7 @@ def test_a_failing_rank_stops_the_others_and_is_named(tmp_path) -> None:
     assert attempt.splitlines()[-1] == "trainer 1 rank 2 failed: ValueError: rank two cannot go on"
 
 
-def test_sigterm_reaches_every_rank_and_the_launcher_ends_as_stopped(tmp_path) -> None:
+def test_sigterm_reaches_every_rank_and_the_launcher_ends_as_stopped(tmp_path: Path) -> None:
     process = subprocess.Popen([sys.executable, launcher.__file__], env=ranked(tmp_path, "wait"), stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     seen = [process.stdout.readline() for _ in range(3)]
@@ -98,7 +98,7 @@ def test_sigterm_reaches_every_rank_and_the_launcher_ends_as_stopped(tmp_path) -
     assert not [pid for pid in ranks if alive(pid)]
 
 
-def test_the_rank_that_raised_is_named_even_when_a_peers_abort_ends_first(tmp_path) -> None:
+def test_the_rank_that_raised_is_named_even_when_a_peers_abort_ends_first(tmp_path: Path) -> None:
     """In real pods the raising rank prints its traceback, then Paddle's shutdown keeps it alive
     while its peers abort (SIGABRT) on the lost connection: the abort ends first, yet the trainer
     names the rank that raised and exits as an exception does (1), not as an abort (134)."""
@@ -108,7 +108,7 @@ def test_the_rank_that_raised_is_named_even_when_a_peers_abort_ends_first(tmp_pa
     assert not [pid for pid in pids(tmp_path) if alive(pid)]
 
 
-def test_local_replica_ranks_write_to_the_runners_log(tmp_path) -> None:
+def test_local_replica_ranks_write_to_the_runners_log(tmp_path: Path) -> None:
     """On the local backend the master keeps the output (stdout is the replica's log file)."""
     env = ranked(tmp_path, "ok", PADDLE_NBEXT_INDEX="0", JOB_COMPLETION_INDEX=None)
     result = launch(env)
@@ -117,14 +117,14 @@ def test_local_replica_ranks_write_to_the_runners_log(tmp_path) -> None:
     assert not (tmp_path / "home").exists()
 
 
-def test_a_rank_killed_by_a_signal_is_named_with_the_signal(tmp_path) -> None:
+def test_a_rank_killed_by_a_signal_is_named_with_the_signal(tmp_path: Path) -> None:
     entry = 'if [ "$PADDLE_LOCAL_RANK" = 1 ]; then kill -9 $$; fi; echo "rank $PADDLE_LOCAL_RANK done"'
     result = launch(kubernetes_inputs(tmp_path, entry, PADDLE_NBEXT_PROCS="2"))
     assert result.returncode == 128 + signal.SIGKILL
     assert result.stderr.splitlines()[-1].startswith("trainer 1 rank 1 failed: exit code 137 (SIGKILL"), result.stderr
 
 
-def test_the_bundle_runs_ranks_where_paddle_nbext_is_not_installed(tmp_path) -> None:
+def test_the_bundle_runs_ranks_where_paddle_nbext_is_not_installed(tmp_path: Path) -> None:
     from paddle_nbext_server.runtime_files import write_bundle
 
     bundle = tmp_path / "runtime"
