@@ -4,6 +4,8 @@ NVIDIA_VISIBLE_DEVICES (Kubernetes' device plugin) and as CUDA_VISIBLE_DEVICES (
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from paddle_nbext.model.contract import launch_entry
@@ -193,7 +195,7 @@ def test_ps_trainer_ranks_are_trainers_to_the_pservers() -> None:
     assert "FLAGS_selected_gpus" not in pserver
 
 
-def test_each_rank_reports_into_a_file_of_its_own(tmp_path) -> None:
+def test_each_rank_reports_into_a_file_of_its_own(tmp_path: Path) -> None:
     base = inputs(PADDLE_NBEXT_PROCS="3", PADDLE_NBEXT_METRICS_DIR=str(tmp_path))
     files = [launcher.build_env(base, rank=rank)[launcher.METRICS_FILE_VAR] for rank in range(3)]
     assert files == [
@@ -205,7 +207,7 @@ def test_each_rank_reports_into_a_file_of_its_own(tmp_path) -> None:
     assert launcher.RANK_VAR not in launcher.build_env(inputs(PADDLE_NBEXT_METRICS_DIR=str(tmp_path)))
 
 
-def test_a_launch_entry_point_gets_the_rendezvous_and_runs_once(tmp_path) -> None:
+def test_a_launch_entry_point_gets_the_rendezvous_and_runs_once(tmp_path: Path) -> None:
     entry = "python -m paddle.distributed.launch --nproc_per_node 3 train.py"
     base = inputs(PADDLE_NBEXT_ENTRY=entry, PADDLE_NBEXT_GPUS="0", PADDLE_NBEXT_METRICS_DIR=str(tmp_path))
     assert launcher.process_count(base) == 1
