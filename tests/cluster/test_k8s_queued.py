@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cluster.k8s_objects import meta, name_of, present
 from cluster.test_k8s_backend import (
     MASTER_ROLE,
     NOTEBOOK_ROLE,
@@ -35,6 +37,9 @@ from cluster.test_k8s_backend import (
 )
 from paddle_nbext_server.backends.base import SubmitRequest
 
+if TYPE_CHECKING:
+    from cluster.conftest import Cluster, QueuedCluster
+
 pytestmark = pytest.mark.cluster
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -42,7 +47,7 @@ QUEUES_ROLE = next(d for d in deploy_docs("notebook-role-queues.yaml") if d["kin
 ROLE = {**NOTEBOOK_ROLE, "rules": NOTEBOOK_ROLE["rules"] + QUEUES_ROLE["rules"]}
 
 
-def queued_workspace(cluster: Any, tmp_path: Any, role: dict[str, Any] = ROLE) -> tuple[str, str, client.ApiClient, Any]:
+def queued_workspace(cluster: Cluster, tmp_path: Path, role: dict[str, Any] = ROLE) -> tuple[str, str, client.ApiClient, Path]:
     """A fresh namespace with alice's home claim, the shared master account and the notebook's
     kubeconfig under `role` (the notebook Role plus the queue rules unless told)."""
     namespace = cluster.new_namespace()
@@ -53,8 +58,9 @@ def queued_workspace(cluster: Any, tmp_path: Any, role: dict[str, Any] = ROLE) -
 
 def jobset(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     try:
-        found: dict[str, Any] = client.CustomObjectsApi(admin).get_namespaced_custom_object(
-            "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", obj(name)
+        found = cast(
+            dict[str, Any],
+            client.CustomObjectsApi(admin).get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", obj(name)),
         )
     except ApiException as error:
         if error.status == 404:
@@ -63,7 +69,7 @@ def jobset(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any]
     return found
 
 
-def pods(admin: client.ApiClient, namespace: str, job: str) -> list[Any]:
+def pods(admin: client.ApiClient, namespace: str, job: str) -> list[client.V1Pod]:
     return list(client.CoreV1Api(admin).list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={obj(job)}").items)
 
 
@@ -107,10 +113,11 @@ def quota(admin: client.ApiClient, namespace: str, name: str, cpu: str, memory: 
 
 
 def workloads_of(admin: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
-    return list(client.CustomObjectsApi(admin).list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"])
+    listed = cast(dict[str, Any], client.CustomObjectsApi(admin).list_namespaced_custom_object(*KUEUE, namespace, "workloads"))
+    return list(listed["items"])
 
 
-def test_jobset_mode_submits_runs_and_deletes_a_job_like_jobs_mode(queued_cluster, tmp_path):
+def test_jobset_mode_submits_runs_and_deletes_a_job_like_jobs_mode(queued_cluster: QueuedCluster, tmp_path: Path) -> None:
     cluster = queued_cluster
     namespace, kubeconfig, admin, home = queued_workspace(cluster, tmp_path)
 
@@ -129,14 +136,13 @@ def test_jobset_mode_submits_runs_and_deletes_a_job_like_jobs_mode(queued_cluste
             created = await backend.submit(SubmitRequest(spec("mnist", pservers=1, trainers=2), "alice", home))
             assert created["phase"] == "Pending"
             made = await eventually(lambda: _async(lambda: jobset(admin, namespace, "mnist")), "the JobSet")
+            assert made is not None  # eventually returns a truthy value
             record = client.CoreV1Api(admin).read_namespaced_config_map(obj("mnist"), namespace)
-            assert [(o["kind"], o["uid"]) for o in made["metadata"]["ownerReferences"]] == [("ConfigMap", record.metadata.uid)]
+            assert [(o["kind"], o["uid"]) for o in made["metadata"]["ownerReferences"]] == [("ConfigMap", meta(record).uid)]
             batch = client.BatchV1Api(admin)
 
             def children() -> set[str]:
-                return {
-                    j.metadata.name for j in batch.list_namespaced_job(namespace, label_selector=f"paddle-nbext/job={obj('mnist')}").items
-                }
+                return {name_of(j) for j in batch.list_namespaced_job(namespace, label_selector=f"paddle-nbext/job={obj('mnist')}").items}
 
             await eventually(
                 lambda: _async(lambda: children() == {f"{obj('mnist')}-{role}-0" for role in ("master", "pserver", "trainer")}),
@@ -145,11 +151,12 @@ def test_jobset_mode_submits_runs_and_deletes_a_job_like_jobs_mode(queued_cluste
             cluster.await_job_pods(namespace)
             trainer = client.CoreV1Api(admin).read_namespaced_pod(pod_of(admin, namespace, "mnist", "trainer", 1), namespace)
             # The hostnames the launcher's endpoints name, under JobSet's headless Service.
-            assert (trainer.spec.hostname, trainer.spec.subdomain) == (f"{obj('mnist')}-trainer-0-1", obj("mnist"))
-            env = {e.name: e.value for e in trainer.spec.containers[0].env}
-            assert f"{obj('mnist')}-trainer-0-1.{obj('mnist')}:6175" in env["PADDLE_NBEXT_TRAINER_ENDPOINTS"]
-            service = client.CoreV1Api(admin).read_namespaced_service(obj("mnist"), namespace)
-            assert service.spec.cluster_ip == "None" and service.spec.publish_not_ready_addresses is True
+            trainer_spec = present(trainer.spec, "spec")
+            assert (trainer_spec.hostname, trainer_spec.subdomain) == (f"{obj('mnist')}-trainer-0-1", obj("mnist"))
+            env = {e.name: e.value for e in present(trainer_spec.containers[0].env, "env")}
+            assert f"{obj('mnist')}-trainer-0-1.{obj('mnist')}:6175" in present(env["PADDLE_NBEXT_TRAINER_ENDPOINTS"], "value")
+            service_spec = present(client.CoreV1Api(admin).read_namespaced_service(obj("mnist"), namespace).spec, "spec")
+            assert service_spec.cluster_ip == "None" and service_spec.publish_not_ready_addresses is True
 
             for role, index in (("pserver", 0), ("trainer", 0), ("trainer", 1)):
                 cluster.set_pod_status(namespace, pod_of(admin, namespace, "mnist", role, index), "Running")
@@ -167,7 +174,7 @@ def test_jobset_mode_submits_runs_and_deletes_a_job_like_jobs_mode(queued_cluste
     run(scenario())
 
 
-def test_kueue_admits_a_jobset_whole_or_not_at_all_and_cancel_stops_it_through_kueue(queued_cluster, tmp_path):
+def test_kueue_admits_a_jobset_whole_or_not_at_all_and_cancel_stops_it_through_kueue(queued_cluster: QueuedCluster, tmp_path: Path) -> None:
     cluster = queued_cluster
     namespace, kubeconfig, admin, home = queued_workspace(cluster, tmp_path)
     quota(admin, namespace, "team-a", cpu="4")
@@ -177,6 +184,7 @@ def test_kueue_admits_a_jobset_whole_or_not_at_all_and_cancel_stops_it_through_k
             # 1 + 2 trainers x 1 CPU + the master: fits in 4 CPU.
             await backend.submit(SubmitRequest(spec("fits", pservers=1, trainers=2, trainer_cpu="1", pserver_cpu="1"), "alice", home))
             made = await eventually(lambda: _async(lambda: jobset(admin, namespace, "fits")), "the JobSet")
+            assert made is not None  # eventually returns a truthy value
             assert made["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
             await eventually(
                 lambda: _async(lambda: (jobset(admin, namespace, "fits") or {}).get("spec", {}).get("suspend") is False), "admitted"
@@ -221,7 +229,7 @@ def test_kueue_admits_a_jobset_whole_or_not_at_all_and_cancel_stops_it_through_k
     run(scenario())
 
 
-def test_a_queue_outside_the_allowed_ones_is_refused_naming_the_field(queued_cluster, tmp_path):
+def test_a_queue_outside_the_allowed_ones_is_refused_naming_the_field(queued_cluster: QueuedCluster, tmp_path: Path) -> None:
     cluster = queued_cluster
     namespace, kubeconfig, admin, home = queued_workspace(cluster, tmp_path)
 
@@ -240,7 +248,7 @@ def test_a_queue_outside_the_allowed_ones_is_refused_naming_the_field(queued_clu
     run(scenario())
 
 
-def test_the_admin_guides_kueue_recipe_is_accepted_by_kueue(queued_cluster):
+def test_the_admin_guides_kueue_recipe_is_accepted_by_kueue(queued_cluster: QueuedCluster) -> None:
     """The ResourceFlavor, ClusterQueue and LocalQueue of docs/admin-guide.md ("Workload modes and
     queues"), created as written: valid for Kueue's CRD schemas and admission webhooks."""
     import re
@@ -263,7 +271,7 @@ def test_the_admin_guides_kueue_recipe_is_accepted_by_kueue(queued_cluster):
     custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", docs[2])
 
     def active() -> bool:
-        found = custom.get_cluster_custom_object(*KUEUE, "clusterqueues", docs[1]["metadata"]["name"])
+        found = cast(dict[str, Any], custom.get_cluster_custom_object(*KUEUE, "clusterqueues", docs[1]["metadata"]["name"]))
         return any(c["type"] == "Active" and c["status"] == "True" for c in (found.get("status") or {}).get("conditions") or [])
 
     deadline = time.monotonic() + 30

@@ -21,12 +21,17 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubernetes import client
 from support.notebook_server import NotebookServer
 from support.realnode_notebook import NOTEBOOK_ACCOUNT, apply_shipped_rbac, prepare_notebook
+
+from cluster.k8s_objects import meta, name_of, present
+
+if TYPE_CHECKING:
+    from cluster.conftest import RealCluster
 
 # Each test waits for real pods (JOB_WAIT at most per state); the suite-wide 300 s is too short.
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -45,7 +50,7 @@ class Notebook:
     namespace: str
     home: Path
     admin: client.ApiClient
-    cluster: Any
+    cluster: RealCluster
     settings: dict[str, Any]
     log_dir: Path
 
@@ -114,17 +119,15 @@ class Notebook:
         core = client.CoreV1Api(self.admin)
         found = core.list_namespaced_pod(self.namespace).items
         return [
-            f"{p.metadata.name} {p.status.phase} on {p.spec.node_name}"
+            f"{meta(p).name} {present(p.status, 'status').phase} on {present(p.spec, 'spec').node_name}"
             for p in found
-            if (p.metadata.labels or {}).get("paddle-nbext/job", "").startswith(name)
+            if (meta(p).labels or {}).get("paddle-nbext/job", "").startswith(name)
         ]
 
-    def job_pods(self, name: str) -> list[Any]:
+    def job_pods(self, name: str) -> list[client.V1Pod]:
         core = client.CoreV1Api(self.admin)
         return [
-            p
-            for p in core.list_namespaced_pod(self.namespace).items
-            if (p.metadata.labels or {}).get("paddle-nbext/job", "").startswith(name)
+            p for p in core.list_namespaced_pod(self.namespace).items if (meta(p).labels or {}).get("paddle-nbext/job", "").startswith(name)
         ]
 
     def objects(self, name: str) -> list[str]:
@@ -138,9 +141,9 @@ class Notebook:
             ("Pod", core.list_namespaced_pod),
         ):
             found += [
-                f"{kind} {o.metadata.name}"
+                f"{kind} {meta(o).name}"
                 for o in listing(self.namespace).items
-                if (o.metadata.labels or {}).get("paddle-nbext/job", "").startswith(name)
+                if (meta(o).labels or {}).get("paddle-nbext/job", "").startswith(name)
             ]
         return found
 
@@ -161,11 +164,13 @@ def losses(text: str) -> list[float]:
 
 
 @pytest.fixture(scope="module")
-def notebook(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
+def notebook(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
     yield from open_notebook(real_cluster, tmp_path_factory.mktemp("notebook-logs"))
 
 
-def open_notebook(real_cluster: Any, log_dir: Path, adjust: Callable[[Path, dict[str, Any]], None] | None = None) -> Iterator[Notebook]:
+def open_notebook(
+    real_cluster: RealCluster, log_dir: Path, adjust: Callable[[Path, dict[str, Any]], None] | None = None
+) -> Iterator[Notebook]:
     """A notebook server of the user's, in a namespace of its own that enforces Pod Security's
     strictest profile (every job pod and master must pass it), under the shipped RBAC; `adjust`
     may change the home and the server settings before the server starts.  Stops it after."""
@@ -173,10 +178,16 @@ def open_notebook(real_cluster: Any, log_dir: Path, adjust: Callable[[Path, dict
     namespace = real_cluster.new_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted"})
     admin = real_cluster.api_client()
     apply_shipped_rbac(admin, namespace)
-    token = (
-        client.CoreV1Api(admin)
-        .create_namespaced_service_account_token(NOTEBOOK_ACCOUNT, namespace, {"spec": {"expirationSeconds": 7200}})
-        .status.token
+    token = present(
+        present(
+            client.CoreV1Api(admin)
+            .create_namespaced_service_account_token(
+                NOTEBOOK_ACCOUNT, namespace, client.AuthenticationV1TokenRequest.model_validate({"spec": {"expirationSeconds": 7200}})
+            )
+            .status,
+            "status",
+        ).token,
+        "token",
     )
     setup = prepare_notebook(site, admin, namespace, Path(real_cluster.kubeconfig_with_token(token, namespace)), USER)
     settings = json.loads(json.dumps(setup.settings))
@@ -207,8 +218,8 @@ def test_a_geo_parameter_server_job_trains_in_real_pods_and_its_logs_outlive_the
     # While the pods live, the log is what the real kubelet serves (the API's pods/log).
     served = notebook.wait_log("geo", r"step \d+ loss", index=1)
     # trainer 1's pod, whose log was waited for (Running or done: its log stays)
-    pod = next(p for p in notebook.job_pods("geo") if "-trainer-1-" in p.metadata.name)
-    kubelet_log = client.CoreV1Api(notebook.admin).read_namespaced_pod_log(pod.metadata.name, notebook.namespace)
+    pod = next(p for p in notebook.job_pods("geo") if "-trainer-1-" in name_of(p))
+    kubelet_log = client.CoreV1Api(notebook.admin).read_namespaced_pod_log(name_of(pod), notebook.namespace)
     assert "loss" in kubelet_log and "loss" in served
 
     final = notebook.ended("geo")
@@ -223,7 +234,7 @@ def test_a_geo_parameter_server_job_trains_in_real_pods_and_its_logs_outlive_the
     # The pods go away (node scale-down, pod GC): the logs come from the home now.
     core = client.CoreV1Api(notebook.admin)
     for gone in notebook.job_pods("geo"):
-        core.delete_namespaced_pod(gone.metadata.name, notebook.namespace, grace_period_seconds=0)
+        core.delete_namespaced_pod(name_of(gone), notebook.namespace, grace_period_seconds=0)
     deadline = time.monotonic() + 60
     while notebook.job_pods("geo") and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -302,7 +313,10 @@ def test_cancel_sends_sigterm_to_the_replicas_code_and_delete_removes_everything
     final = notebook.ended("stopme")
     assert final["phase"] == "Cancelled", describe(final)
     deadline = time.monotonic() + 120  # the kubelet stops the containers: SIGTERM, grace period, SIGKILL
-    while any(p.status.phase in ("Pending", "Running") for p in notebook.job_pods("stopme")) and time.monotonic() < deadline:
+    while (
+        any(present(p.status, "status").phase in ("Pending", "Running") for p in notebook.job_pods("stopme"))
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.5)
     for index in (0, 1):  # the handlers ran: SIGTERM came before any SIGKILL
         assert (notebook.home / f"sigterm-{index}.txt").read_text() == "saved"
@@ -356,22 +370,20 @@ def test_the_in_cluster_master_ends_a_job_while_no_notebook_server_runs(notebook
     notebook.server.stop()
     core = client.CoreV1Api(notebook.admin)
     try:
-        record_name = next(
-            c.metadata.name for c in core.list_namespaced_config_map(notebook.namespace).items if c.metadata.name.startswith("alone")
-        )
+        record_name = next(name_of(c) for c in core.list_namespaced_config_map(notebook.namespace).items if name_of(c).startswith("alone"))
         deadline = time.monotonic() + JOB_WAIT
         final = None
         while final is None and time.monotonic() < deadline:
-            annotations = core.read_namespaced_config_map(record_name, notebook.namespace).metadata.annotations or {}
+            annotations = meta(core.read_namespaced_config_map(record_name, notebook.namespace)).annotations or {}
             if "paddle-nbext/status" in annotations:
                 final = json.loads(annotations["paddle-nbext/status"])
             time.sleep(0.5)
         assert final is not None, f"the master recorded no end; pods: {notebook.pods('alone')}"
         assert final["phase"] == "Succeeded", final
-        master = next(p for p in notebook.job_pods("alone") if "master" in p.metadata.name)
-        assert master.spec.service_account_name == "paddle-nbext-master"
+        master = next(p for p in notebook.job_pods("alone") if "master" in name_of(p))
+        assert present(master.spec, "spec").service_account_name == "paddle-nbext-master"
         if notebook.cluster.node.node_name:
-            assert master.spec.node_name == notebook.cluster.node.node_name
+            assert present(master.spec, "spec").node_name == notebook.cluster.node.node_name
     finally:
         notebook.start_server()
     assert notebook.status("alone")["phase"] == "Succeeded"
@@ -382,11 +394,13 @@ def _attempts_seen(notebook: Notebook, name: str, seen: list[dict[str, set[str]]
     too) and which of them run, so a test can say two attempts never ran at once."""
 
     def record(_: dict[str, Any]) -> None:
-        pods = [p for p in notebook.job_pods(name) if (p.metadata.labels or {}).get("paddle-nbext/role") in ("pserver", "trainer")]
+        pods = [p for p in notebook.job_pods(name) if (meta(p).labels or {}).get("paddle-nbext/role") in ("pserver", "trainer")]
         seen.append(
             {
-                "exist": {(p.metadata.labels or {}).get("paddle-nbext/attempt", "0") for p in pods},
-                "running": {(p.metadata.labels or {}).get("paddle-nbext/attempt", "0") for p in pods if p.status.phase == "Running"},
+                "exist": {(meta(p).labels or {}).get("paddle-nbext/attempt", "0") for p in pods},
+                "running": {
+                    (meta(p).labels or {}).get("paddle-nbext/attempt", "0") for p in pods if present(p.status, "status").phase == "Running"
+                },
             }
         )
 
@@ -408,12 +422,14 @@ def test_an_evicted_trainer_restarts_the_whole_job_and_says_so(notebook: Noteboo
     )
     try:
         notebook.wait_log("evicted", r"step \d+ loss", index=1)
-        before = {p.metadata.name for p in notebook.job_pods("evicted") if "master" not in p.metadata.name}
-        pod = next(p for p in notebook.job_pods("evicted") if "trainer" in p.metadata.name and p.metadata.name.split("-")[-2] == "1")
+        before = {name_of(p) for p in notebook.job_pods("evicted") if "master" not in name_of(p)}
+        pod = next(p for p in notebook.job_pods("evicted") if "trainer" in name_of(p) and name_of(p).split("-")[-2] == "1")
         client.CoreV1Api(notebook.admin).create_namespaced_pod_eviction(
-            pod.metadata.name,
+            name_of(pod),
             notebook.namespace,
-            {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod.metadata.name, "namespace": notebook.namespace}},
+            client.V1Eviction.model_validate(
+                {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name_of(pod), "namespace": notebook.namespace}}
+            ),
         )
         seen: list[dict[str, set[str]]] = []
         watch = _attempts_seen(notebook, "evicted", seen)
@@ -434,7 +450,7 @@ def test_an_evicted_trainer_restarts_the_whole_job_and_says_so(notebook: Noteboo
         again = notebook.wait("evicted", all_running_again, "every replica Running again, each counting the restart")
         assert again["phase"] == "Running", describe(again)
         _never_two_attempts(seen)
-        after = {p.metadata.name for p in notebook.job_pods("evicted") if "master" not in p.metadata.name}
+        after = {name_of(p) for p in notebook.job_pods("evicted") if "master" not in name_of(p)}
         assert not before & after, f"pods of the first attempt still stand for replicas: {before & after}"
         # Training goes on in the new attempt (max_restarts is 0: the eviction did not use it up).
         notebook.wait_log("evicted", r"step \d+ loss", index=1)
@@ -462,7 +478,8 @@ def test_a_trainer_failure_with_restarts_left_restarts_every_replica_and_the_job
 
         def restarting(status: dict[str, Any]) -> bool:
             watch(status)
-            return status.get("message", "").startswith("restart 1 of 1: trainer 1 failed with")
+            message: str = status.get("message", "")
+            return message.startswith("restart 1 of 1: trainer 1 failed with")
 
         restart = notebook.wait("retried", restarting, "the whole restart after trainer 1 failed")
         assert "exit code 3" in restart["message"].lower() and "all replicas restarting" in restart["message"], describe(restart)
@@ -479,9 +496,10 @@ def test_a_trainer_failure_with_restarts_left_restarts_every_replica_and_the_job
         # ended through its deadline).
         batch = client.BatchV1Api(notebook.admin)
         failed = [
-            j.metadata.name
+            name_of(j)
             for j in batch.list_namespaced_job(notebook.namespace).items
-            if j.metadata.name.startswith("retried") and any(c.type == "Failed" and c.status == "True" for c in j.status.conditions or [])
+            if name_of(j).startswith("retried")
+            and any(c.type == "Failed" and c.status == "True" for c in present(j.status, "status").conditions or [])
         ]
         assert failed == [], f"Jobs of a successful job read Failed: {failed}"
     finally:
@@ -522,7 +540,7 @@ def test_a_gpu_trainer_pod_runs_one_rank_per_device_each_on_its_own_gpu(notebook
     devices' UUIDs; here the node advertises 2 `nvidia.com/gpu` by hand and the job sets the
     variable, as no GPU is here): 2 ranks, rank r on the r-th visible device, none on gloo."""
     core = client.CoreV1Api(notebook.admin)
-    node = notebook.cluster.node.node_name
+    node = present(notebook.cluster.node.node_name, "the real node's name")
     gpus = {"nvidia.com/gpu": "2"}
     core.patch_node_status(node, {"status": {"capacity": gpus, "allocatable": gpus}})
     try:

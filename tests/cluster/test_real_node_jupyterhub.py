@@ -21,6 +21,8 @@ import pytest
 from kubernetes import client
 from support.hub_site import HubSite
 
+from cluster.k8s_objects import meta, present
+
 pytestmark = pytest.mark.timeout(1800)
 
 JOB_WAIT = 240.0
@@ -71,7 +73,7 @@ def diagnose(hub: HubSite, user: str, token: str, name: str, status: dict[str, A
         log = hub.notebook(user, token, "GET", f"jobs/{name}/logs?role={replica['role']}&index={replica['index']}&tail=15")
         lines += ["    | " + line for line in log.text.splitlines()[-15:]]
     for pod in client.CoreV1Api(hub.api).list_namespaced_pod(hub.namespace).items:
-        lines.append(f"  pod {pod.metadata.name}: {pod.status.phase} on {pod.spec.node_name}")
+        lines.append(f"  pod {meta(pod).name}: {present(pod.status, 'status').phase} on {present(pod.spec, 'spec').node_name}")
     return "\n".join(lines)
 
 
@@ -96,8 +98,9 @@ def test_a_user_the_hub_spawned_trains_a_job_from_their_notebook_pod_into_their_
     token = hub.user_token("alice")
     core = client.CoreV1Api(hub.api)
     notebook_pod = core.read_namespaced_pod("jupyter-alice", hub.namespace)
-    assert notebook_pod.spec.node_name == hub.site.node_name
-    assert notebook_pod.spec.service_account_name == "paddle-notebook"
+    notebook_spec = present(notebook_pod.spec, "spec")
+    assert notebook_spec.node_name == hub.site.node_name
+    assert notebook_spec.service_account_name == "paddle-notebook"
 
     config = hub.notebook("alice", token, "GET", "config")
     assert config.status_code == 200, config.text
@@ -128,9 +131,10 @@ def test_a_user_the_hub_spawned_trains_a_job_from_their_notebook_pod_into_their_
     # The job pods got the notebook's home and identity from the notebook pod itself.
     pods = core.list_namespaced_pod(hub.namespace, label_selector="paddle-nbext/role=trainer").items
     assert pods, "no trainer pod left to inspect"
-    security = pods[0].spec.security_context
+    trainer_spec = present(pods[0].spec, "spec")
+    security = present(trainer_spec.security_context, "securityContext")
     assert (security.run_as_user, security.fs_group) == (1000, 100)
-    claims = {v.persistent_volume_claim.claim_name for v in pods[0].spec.volumes if v.persistent_volume_claim}
+    claims = {v.persistent_volume_claim.claim_name for v in present(trainer_spec.volumes, "volumes") if v.persistent_volume_claim}
     assert claims == {"claim-alice"}
 
 
