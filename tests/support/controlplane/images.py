@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def _file_digest(path: Path) -> str:
     return "sha256:" + sha.hexdigest()
 
 
-def _write_archive(reference: str, layers: list[Path], config: dict[str, object], target: Path) -> None:
+def _write_archive(reference: str, layers: list[Path], config: Mapping[str, object], target: Path) -> None:
     """A docker-archive (``docker save`` layout) of ``layers`` (uncompressed tars, lowest first)."""
     diff_ids = [_file_digest(layer) for layer in layers]
     image_config = {
