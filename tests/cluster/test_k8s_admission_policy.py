@@ -5,18 +5,23 @@ notebook's token to run pods of another shape are refused with the policy's word
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from kubernetes.config import new_client_from_config
 from support.waiting import eventually
 
+from cluster.k8s_objects import name_of
 from cluster.test_k8s_backend import REPO, obj, run, running, spec, workspace
 from paddle_nbext_server.backends.base import SubmitRequest
+
+if TYPE_CHECKING:
+    from cluster.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -37,10 +42,14 @@ def apply_policy(admin: client.ApiClient) -> None:
             if error.status != 409:
                 raise
             delete(document["metadata"]["name"])
-            eventually(lambda c=create, d=document: _created(c, d), f"{document['kind']} made again")
+
+            def made_again(c: Callable[[Any], object] = create, d: dict[str, Any] = document) -> bool:
+                return _created(c, d)
+
+            eventually(made_again, f"{document['kind']} made again")
 
 
-def _created(create: Any, document: dict[str, Any]) -> bool:
+def _created(create: Callable[[Any], object], document: dict[str, Any]) -> bool:
     try:
         create(document)
     except ApiException as error:
@@ -78,8 +87,12 @@ def job(name: str, pod: dict[str, Any], labels: dict[str, str] | None = None) ->
 CONTAINER = {"name": "main", "image": "registry.local/paddle:3.0.0-cpu", "command": ["python3", "train.py"]}
 
 
+#: What `fenced` gives a test: the namespace, the notebook's kubeconfig, its BatchV1Api and the home.
+Fenced = tuple[str, str, client.BatchV1Api, Path]
+
+
 @pytest.fixture
-def fenced(cluster: Any, tmp_path: Path) -> Any:
+def fenced(cluster: Cluster, tmp_path: Path) -> Iterator[Fenced]:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     client.CoreV1Api(admin).patch_namespace(namespace, {"metadata": {"labels": {"paddle-nbext/jobs-policy": "enforced"}}})
     apply_policy(admin)
@@ -88,7 +101,9 @@ def fenced(cluster: Any, tmp_path: Path) -> Any:
 
     def in_force() -> bool:  # the API server compiles a new policy a moment after it is made
         try:
-            batch.create_namespaced_job(namespace, job("probe", {"containers": [CONTAINER]}, labels={}), dry_run="All")
+            batch.create_namespaced_job(
+                namespace, client.V1Job.model_validate(job("probe", {"containers": [CONTAINER]}, labels={})), dry_run="All"
+            )
         except ApiException as error:
             return error.status == 422 or (error.status == 400 and "paddle-nbext" in str(error.body))
         return False
@@ -102,12 +117,12 @@ def fenced(cluster: Any, tmp_path: Path) -> Any:
 
 def refusal(batch: client.BatchV1Api, namespace: str, manifest: dict[str, Any]) -> str:
     with pytest.raises(ApiException) as refused:
-        batch.create_namespaced_job(namespace, manifest)
+        batch.create_namespaced_job(namespace, client.V1Job.model_validate(manifest))
     assert refused.value.status in (400, 422), refused.value
     return str(refused.value.body)
 
 
-def test_the_policy_admits_paddle_nbext_jobs_and_refuses_other_shapes(fenced: Any) -> None:
+def test_the_policy_admits_paddle_nbext_jobs_and_refuses_other_shapes(fenced: Fenced) -> None:
     namespace, kubeconfig, batch, home = fenced
 
     async def submit() -> None:
@@ -115,7 +130,7 @@ def test_the_policy_admits_paddle_nbext_jobs_and_refuses_other_shapes(fenced: An
             await backend.submit(SubmitRequest(spec("fenced", pservers=1, trainers=1), "alice", home))
 
     run(submit())
-    made = {j.metadata.name for j in batch.list_namespaced_job(namespace).items}
+    made = {name_of(j) for j in batch.list_namespaced_job(namespace).items}
     assert {f"{obj('fenced')}-{role}" for role in ("master", "pserver", "trainer")} <= made
 
     # (`privileged: true` itself this test API server refuses before any policy: --allow-privileged=false)
@@ -127,11 +142,13 @@ def test_the_policy_admits_paddle_nbext_jobs_and_refuses_other_shapes(fenced: An
     )
     host = {"containers": [CONTAINER], "volumes": [{"name": "host", "hostPath": {"path": "/"}}]}
     assert "no hostPath volume" in refusal(batch, namespace, job("host", host))
-    theirs = {"containers": [CONTAINER], "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-bob"}}]}
+    theirs: dict[str, Any] = {"containers": [CONTAINER], "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-bob"}}]}
     assert "only its owner's home claim, claim-alice" in refusal(batch, namespace, job("theirs", theirs))
     assert "only paddle-nbext jobs run in this namespace" in refusal(batch, namespace, job("plain", {"containers": [CONTAINER]}, labels={}))
     as_master = {"serviceAccountName": "paddle-nbext-master", "containers": [CONTAINER]}
     assert "runs only the job master" in refusal(batch, namespace, job("token", as_master))
     own_home = copy.deepcopy(theirs)
     own_home["volumes"][0]["persistentVolumeClaim"]["claimName"] = "claim-alice"
-    batch.create_namespaced_job(namespace, job("mine", own_home), dry_run="All")  # the owner's own claim: admitted
+    batch.create_namespaced_job(
+        namespace, client.V1Job.model_validate(job("mine", own_home)), dry_run="All"
+    )  # the owner's own claim: admitted

@@ -27,11 +27,12 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream
 from support.hub_site import HubSite
 from support.waiting import eventually
 
+from cluster.k8s_objects import meta, present
 from cluster.test_k8s_admission_policy import apply_policy, remove_policy
 from cluster.test_real_node_jupyterhub import submit, wait_phase, write_code
 from paddle_nbext.model.contract import JOB_LABEL
@@ -119,7 +120,7 @@ def trainer_pod(hub: HubSite, user: str, name: str) -> str:
         .items
     )
     assert pods, f"no trainer pod of {user}'s job {name} in {hub.user_namespace(user)}"
-    return str(pods[0].metadata.name)
+    return str(meta(pods[0]).name)
 
 
 def in_notebook_pod(hub: HubSite, user: str, calls: dict[str, list[Any]]) -> dict[str, Any]:
@@ -183,7 +184,7 @@ def job_policy(hub: HubSite) -> Iterator[None]:
         probe = job_manifest("probe", "", [], hub.site.image)
         probe["metadata"]["labels"] = {}
         try:
-            batch.create_namespaced_job(hub.namespace, probe, dry_run="All")
+            batch.create_namespaced_job(hub.namespace, client.V1Job.model_validate(probe), dry_run="All")
         except ApiException as error:
             return error.status in (400, 422) and "only paddle-nbext jobs" in str(error.body)
         return False
@@ -274,9 +275,10 @@ def test_in_per_user_namespaces_the_api_server_keeps_alice_and_bob_apart(hub_use
     hub.start_server("bob")
     for user in ("alice", "bob"):
         namespace = core.read_namespace(hub.user_namespace(user))
-        assert (namespace.metadata.labels or {}).get(POLICY_LABEL) == "enforced", namespace.metadata.labels
+        assert (meta(namespace).labels or {}).get(POLICY_LABEL) == "enforced", meta(namespace).labels
         notebook = core.read_namespaced_pod(f"jupyter-{user}", hub.user_namespace(user))
-        assert notebook.spec.service_account_name == "paddle-notebook" and notebook.spec.node_name == hub.site.node_name
+        notebook_spec = present(notebook.spec, "spec")
+        assert notebook_spec.service_account_name == "paddle-notebook" and notebook_spec.node_name == hub.site.node_name
     alice, bob = hub.user_token("alice"), hub.user_token("bob")
 
     # Both users' jobs run, each in the user's own namespace, into the user's own home (names of
@@ -285,7 +287,7 @@ def test_in_per_user_namespaces_the_api_server_keeps_alice_and_bob_apart(hub_use
     run_job(hub, "bob", bob, "own")
     for user, name in (("alice", "diary"), ("bob", "own")):
         placed = {
-            p.metadata.namespace for p in core.list_pod_for_all_namespaces(label_selector=f"{JOB_LABEL}={object_name(name, user)}").items
+            meta(p).namespace for p in core.list_pod_for_all_namespaces(label_selector=f"{JOB_LABEL}={object_name(name, user)}").items
         }
         assert placed == {hub.user_namespace(user)}, (user, placed)
     assert job_names(hub, "alice", alice) == {"diary"}
