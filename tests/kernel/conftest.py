@@ -8,14 +8,19 @@ import os
 import secrets
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import requests
 from support.jupyter_process import JupyterProcess, free_port
 from support.waiting import eventually
 
+if TYPE_CHECKING:
+    from paddle_nbext.client import Client
+
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = Path(__file__).with_name("ps_cell.py")
 JUPYTER = Path(sys.executable).with_name("jupyter")
@@ -102,12 +107,18 @@ def kernel_env(server: LiveServer, workdir: Path, monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.fixture
-def client(kernel_env: LiveServer):
+def client(kernel_env: LiveServer) -> Client:
     from paddle_nbext.client import Client
 
     return Client(kernel_env.api, kernel_env.token)
 
 
-def wait_until(predicate, timeout: float = 120.0, interval: float = 0.2, what: str = "condition"):
+def wait_until(predicate: Callable[[], T], timeout: float = 120.0, interval: float = 0.2, what: str = "condition") -> T:
     """Poll `predicate` until truthy (returns its value); fail naming `what` after `timeout`."""
     return eventually(predicate, what, timeout, interval)
+
+
+def disabled(button: Any) -> object:
+    """The widget button's `disabled` value as it is now: the form's callbacks change it between
+    two asserts, which a type checker narrowing `form.submit_button.disabled` cannot see."""
+    return button.disabled

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from .conftest import LiveServer
 
-def test_client_finds_the_server_in_the_running_server_list(kernel_env, monkeypatch):
+if TYPE_CHECKING:
+    from paddle_nbext.client import Client
+
+
+def test_client_finds_the_server_in_the_running_server_list(kernel_env: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     from paddle_nbext.client import Client, ServerNotFound
 
     monkeypatch.delenv("PADDLE_NBEXT_API_URL")
@@ -30,13 +37,13 @@ def test_client_finds_the_server_in_the_running_server_list(kernel_env, monkeypa
         other.unlink()
 
 
-def epoch_report():
+def epoch_report() -> None:
     import os
 
     print(f"function trainer {os.environ['PADDLE_TRAINER_ID']} of {os.environ['PADDLE_TRAINERS_NUM']}", flush=True)
 
 
-def test_dist_train_runs_a_function_or_a_script(kernel_env, workdir):
+def test_dist_train_runs_a_function_or_a_script(kernel_env: LiveServer, workdir: Path) -> None:
     from paddle_nbext import PaddleJob, dist_train
 
     job = dist_train(
@@ -61,7 +68,7 @@ def test_dist_train_runs_a_function_or_a_script(kernel_env, workdir):
         dist_train(trainer="missing.py", paddle_job=PaddleJob(job_name="api-missing"))
 
 
-def test_the_client_returns_typed_statuses_and_plans_that_render_the_rest_body(kernel_env, client):
+def test_the_client_returns_typed_statuses_and_plans_that_render_the_rest_body(kernel_env: LiveServer, client: Client) -> None:
     import requests
 
     from paddle_nbext import api

@@ -9,21 +9,28 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Protocol
 
 import pytest
+
+from .conftest import LiveServer
 
 CLI = str(Path(sys.executable).with_name("paddle-nbext"))
 
 
+class Run(Protocol):
+    def __call__(self, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]: ...
+
+
 @pytest.fixture(scope="module")
-def run(server, workdir):
-    def run(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def run(server: LiveServer, workdir: Path) -> Run:
+    def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run([CLI, *argv], cwd=workdir, env=env or server.env(), capture_output=True, text=True, timeout=240)
 
     return run
 
 
-def test_submit_wait_status_logs_list_delete(run, workdir):
+def test_submit_wait_status_logs_list_delete(run: Run, workdir: Path) -> None:
     script = workdir / "cli_entry.py"
     script.write_text("import os\nprint('cli trainer', os.environ['PADDLE_TRAINER_ID'])\n")
     done = run(
@@ -62,7 +69,7 @@ def test_submit_wait_status_logs_list_delete(run, workdir):
     assert gone.returncode == 1 and gone.stderr.startswith("paddle-nbext: ") and "cli-ok" in gone.stderr
 
 
-def test_a_plain_script_with_no_mode_just_runs(run, workdir):
+def test_a_plain_script_with_no_mode_just_runs(run: Run, workdir: Path) -> None:
     """The first thing a new user tries: no mode, no pservers; it runs as one trainer."""
     script = workdir / "hi.py"
     script.write_text("print('hi from', __import__('os').environ['PADDLE_TRAINER_ID'])\n")
@@ -73,7 +80,7 @@ def test_a_plain_script_with_no_mode_just_runs(run, workdir):
     run("delete", "cli-hi")
 
 
-def test_a_failed_job_exits_1_and_follow_streams_the_log(run):
+def test_a_failed_job_exits_1_and_follow_streams_the_log(run: Run) -> None:
     failed = run(
         "submit",
         "--job-name",
@@ -92,7 +99,7 @@ def test_a_failed_job_exits_1_and_follow_streams_the_log(run):
     assert run("delete", "cli-fail").returncode == 0
 
 
-def test_usage_and_connection_errors(run, server):
+def test_usage_and_connection_errors(run: Run, server: LiveServer) -> None:
     usage = run("submit", "--entry", "python x.py", "--trainers", "-1")
     assert usage.returncode == 2 and usage.stderr.startswith("paddle-nbext: --trainers: must be")
     outside = run("submit", "--entry", "python x.py", "--requirements", "../requirements.txt")
@@ -126,7 +133,7 @@ print("finished", flush=True)
 """
 
 
-def test_checkpoints_resume_and_delete_keeping_them(run, workdir, server):
+def test_checkpoints_resume_and_delete_keeping_them(run: Run, workdir: Path, server: LiveServer) -> None:
     """A cell-body job (`--script`, run as paddle_entry.py from the snapshot) saves checkpoints and is
     cancelled; `checkpoints` lists them, `resume` starts a new job from the latest (the cell body
     comes from the ended job's snapshot), and `delete --keep-checkpoints` keeps them in the home."""

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from support.fake_envs import make_env, use_env
@@ -17,20 +18,26 @@ from support.fake_envs import make_env, use_env
 from paddle_nbext.model.contract import format_bytes
 from paddle_nbext_server.backends.local.store import JobStore
 
+from .conftest import LiveServer
+
 CLI = str(Path(sys.executable).with_name("paddle-nbext"))
 USED, OLD, ALSO_OLD = "0123456789abcdef", "fedcba9876543210", "00000000000000aa"
 
 
+class Run(Protocol):
+    def __call__(self, *argv: str) -> subprocess.CompletedProcess[str]: ...
+
+
 @pytest.fixture
-def run(server, workdir):
-    def run(*argv: str) -> subprocess.CompletedProcess:
+def run(server: LiveServer, workdir: Path) -> Run:
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([CLI, *argv], cwd=workdir, env=server.env(), capture_output=True, text=True, timeout=240)
 
     return run
 
 
 @pytest.fixture
-def envs(server) -> Iterator[Path]:
+def envs(server: LiveServer) -> Iterator[Path]:
     path = server.home / ".paddle-jobs" / "envs"
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
@@ -42,7 +49,7 @@ def size_words(value: int) -> str:
     return f"{format_bytes(value)}B"
 
 
-def test_envs_list_prune_and_rm(run, envs, workdir, server):
+def test_envs_list_prune_and_rm(run: Run, envs: Path, workdir: Path, server: LiveServer) -> None:
     used = make_env(envs, USED, days_ago=1, payload=5000)
     old = make_env(envs, OLD, days_ago=40, payload=3000)
     also_old = make_env(envs, ALSO_OLD, days_ago=50, payload=2000)
@@ -106,7 +113,7 @@ def test_envs_list_prune_and_rm(run, envs, workdir, server):
     assert nothing.returncode == 0 and nothing.stdout.splitlines()[-1] == "Freed 0 bytes.", nothing.stdout
 
 
-def test_envs_errors(run, envs):
+def test_envs_errors(run: Run, envs: Path) -> None:
     unknown = run("envs", "rm", OLD)
     assert unknown.returncode == 1 and f"no environment {OLD}" in unknown.stderr, unknown.stderr
     bad = run("envs", "rm", "nope")
@@ -122,7 +129,7 @@ def test_envs_errors(run, envs):
         assert done.returncode == 2 and words in done.stderr, (argv, done.stderr)
 
 
-def test_python_api_lists_prunes_and_removes_environments(kernel_env, envs):
+def test_python_api_lists_prunes_and_removes_environments(kernel_env: LiveServer, envs: Path) -> None:
     import paddle_nbext as pn
 
     old = make_env(envs, OLD, days_ago=40, payload=3000)

@@ -7,21 +7,26 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbformat import NotebookNode
+
+from .conftest import LiveServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _text(output) -> str:
+def _text(output: NotebookNode) -> str:
     if output.get("output_type") == "stream":
-        return output.get("text", "")
+        text: str = output.get("text", "")
+        return text
     data = output.get("data", {})
-    return data.get("text/plain", "") + data.get("text/html", "")
+    shown: str = data.get("text/plain", "") + data.get("text/html", "")
+    return shown
 
 
-def test_demo_notebook_runs_and_the_jobs_succeed(kernel_env):
+def test_demo_notebook_runs_and_the_jobs_succeed(kernel_env: LiveServer) -> None:
     project = kernel_env.home / "demo"
     shutil.copytree(EXAMPLES, project, ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
-    notebook = nbformat.read(EXAMPLES / "demo.ipynb", as_version=4)
+    notebook = nbformat.read(EXAMPLES / "demo.ipynb", as_version=4)  # type: ignore[no-untyped-call]  # nbformat leaves read unannotated
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(project)}}).execute()
 
     outputs = {

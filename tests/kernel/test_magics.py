@@ -3,20 +3,32 @@ Paddle processes through the local backend)."""
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from .conftest import TRAIN_SCRIPT, wait_until
+from .conftest import TRAIN_SCRIPT, LiveServer, wait_until
+
+
+class Shell(Protocol):
+    """What these tests use of IPython's InteractiveShell (which leaves `run_cell_magic` unannotated)."""
+
+    def run_cell_magic(self, magic_name: str, line: str, cell: str) -> Any: ...
+
+    def run_line_magic(self, magic_name: str, line: str) -> Any: ...
 
 
 @pytest.fixture(scope="module")
-def shell():
+def shell() -> Shell:
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "paddle_nbext")
     return ip
 
 
-def test_submit_a_ps_job_from_a_cell_then_logs_list_and_delete(shell, kernel_env, capsys):
+def test_submit_a_ps_job_from_a_cell_then_logs_list_and_delete(
+    shell: Shell, kernel_env: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     from paddle_nbext.api import Job
 
     body = TRAIN_SCRIPT.read_text()
@@ -44,7 +56,7 @@ def test_submit_a_ps_job_from_a_cell_then_logs_list_and_delete(shell, kernel_env
     assert err.startswith("paddle-nbext: ") and err.count("\n") == 1 and "magic-ps" in err
 
 
-def test_cancel_keeps_the_record_until_delete(shell, kernel_env, capsys):
+def test_cancel_keeps_the_record_until_delete(shell: Shell, kernel_env: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
     # --entry with a body: the body is still written as paddle_entry.py, so arguments reach it
     body = "import sys, time\nprint('sleeping', sys.argv[1], flush=True)\ntime.sleep(float(sys.argv[1]))\n"
     job = shell.run_cell_magic(
@@ -64,7 +76,7 @@ def test_cancel_keeps_the_record_until_delete(shell, kernel_env, capsys):
     assert "magic-sleep" not in [j.name for j in shell.run_line_magic("paddle_jobs", "")]
 
 
-def test_user_errors_are_one_line_without_traceback(shell, kernel_env, capsys):
+def test_user_errors_are_one_line_without_traceback(shell: Shell, kernel_env: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
     cases = {
         "--trainers 0": "--trainers: must be at least 1",
         "--trainer-mem 4GB": "--trainer-mem: '4GB' is not a quantity",
@@ -84,14 +96,16 @@ def test_user_errors_are_one_line_without_traceback(shell, kernel_env, capsys):
     assert "--trainer-cpu CPU" in help_text and "--requirements FILE" in help_text
 
 
-def test_dry_run_creates_nothing(shell, kernel_env, capsys):
+def test_dry_run_creates_nothing(shell: Shell, kernel_env: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
     assert shell.run_cell_magic("paddle_submit", "--job-name magic-dry --trainers 2 --dry-run", "print('x')\n") is None
     out = capsys.readouterr().out
     assert '"dry_run": true' in out and "magic-dry" in out
     assert "magic-dry" not in [j.name for j in shell.run_line_magic("paddle_jobs", "")]
 
 
-def test_follow_streams_the_trainer_log_then_returns_the_ended_job(shell, kernel_env, capsys):
+def test_follow_streams_the_trainer_log_then_returns_the_ended_job(
+    shell: Shell, kernel_env: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     body = "for i in range(3):\n    print('epoch', i, flush=True)\n"
     job = shell.run_cell_magic("paddle_submit", "--job-name magic-follow --mode collective --trainers 1 --follow", body)
     out = capsys.readouterr().out
@@ -100,7 +114,7 @@ def test_follow_streams_the_trainer_log_then_returns_the_ended_job(shell, kernel
     shell.run_line_magic("paddle_delete", "magic-follow")
 
 
-def test_resume_a_cancelled_cell_job_from_its_checkpoint(shell, kernel_env, capsys):
+def test_resume_a_cancelled_cell_job_from_its_checkpoint(shell: Shell, kernel_env: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
     body = (
         "import os, time, paddle_nbext_job as job\n"
         "resume = job.resume_from()\n"

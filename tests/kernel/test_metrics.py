@@ -6,13 +6,19 @@ from __future__ import annotations
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from paddle_nbext import metrics as job_metrics
 
-from .conftest import wait_until
+from .conftest import LiveServer, wait_until
+
+if TYPE_CHECKING:
+    from paddle_nbext.api import Job
+    from paddle_nbext.client import Client
 
 CLI = str(Path(sys.executable).with_name("paddle-nbext"))
 REPORTER = """\
@@ -23,7 +29,7 @@ for step in range(1, 21):
 
 
 @pytest.fixture(scope="module")
-def reported(server, workdir):
+def reported(server: LiveServer, workdir: Path) -> Iterator[Job]:
     """One finished 2-trainer job whose script reported 20 steps."""
     from paddle_nbext import api
     from paddle_nbext.client import Client
@@ -44,7 +50,7 @@ def reported(server, workdir):
     job.delete()
 
 
-def test_job_metrics_is_a_list_of_dicts_per_point(reported) -> None:
+def test_job_metrics_is_a_list_of_dicts_per_point(reported: Job) -> None:
     table = reported.metrics()
     assert len(table) == 40
     trainer_1 = [row for row in table if row["replica"] == "trainer-1"]
@@ -54,11 +60,16 @@ def test_job_metrics_is_a_list_of_dicts_per_point(reported) -> None:
     assert len(reported.metrics(points=4)) <= 8  # at most 4 per replica and metric
 
 
-def test_to_pandas_builds_a_frame_or_says_how_to_get_pandas(reported, monkeypatch) -> None:
+def test_to_pandas_builds_a_frame_or_says_how_to_get_pandas(reported: Job, monkeypatch: pytest.MonkeyPatch) -> None:
     table = reported.metrics()
-    frames: list[list[dict]] = []
+    frames: list[list[dict[str, Any]]] = []
+
+    def data_frame(rows: list[dict[str, Any]]) -> str:
+        frames.append(rows)
+        return "frame"
+
     fake = types.ModuleType("pandas")
-    fake.DataFrame = lambda rows: frames.append(rows) or "frame"  # type: ignore[attr-defined]
+    fake.DataFrame = data_frame  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "pandas", fake)
     assert table.to_pandas() == "frame" and frames == [list(table)]
     monkeypatch.setitem(sys.modules, "pandas", None)  # not installed
@@ -66,7 +77,7 @@ def test_to_pandas_builds_a_frame_or_says_how_to_get_pandas(reported, monkeypatc
         table.to_pandas()
 
 
-def test_the_status_widget_shows_progress_and_a_sparkline(reported) -> None:
+def test_the_status_widget_shows_progress_and_a_sparkline(reported: Job) -> None:
     view = reported.widget()
     assert "step 20/20" in view.metrics.value and "100%" in view.metrics.value
     assert view.metrics.value.count("<polyline") == 2  # one line per trainer
@@ -74,7 +85,7 @@ def test_the_status_widget_shows_progress_and_a_sparkline(reported) -> None:
     view.close()
 
 
-def test_a_running_job_widget_fills_its_progress(client, workdir) -> None:
+def test_a_running_job_widget_fills_its_progress(client: Client, workdir: Path) -> None:
     from paddle_nbext import api
 
     (workdir / "report_slowly.py").write_text(
@@ -92,7 +103,7 @@ def test_a_running_job_widget_fills_its_progress(client, workdir) -> None:
         job.delete()
 
 
-def test_cli_metrics_prints_latest_values_and_a_sparkline(reported, server, workdir) -> None:
+def test_cli_metrics_prints_latest_values_and_a_sparkline(reported: Job, server: LiveServer, workdir: Path) -> None:
     result = subprocess.run([CLI, "metrics", "kernel-metrics"], cwd=workdir, env=server.env(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()

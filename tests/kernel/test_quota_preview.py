@@ -22,8 +22,11 @@ from typing import Any
 import pytest
 
 from paddle_nbext.client import Client
+from paddle_nbext.model.quantity import Quantity
 from paddle_nbext.model.quota import Verdict
 from paddle_nbext_server.backends.kubernetes import quota
+
+from .conftest import disabled
 
 CLI = str(Path(sys.executable).with_name("paddle-nbext"))
 GPU = "nvidia.com/gpu"
@@ -33,7 +36,7 @@ CONFIG = {"backend": {"name": "kubernetes", "ok": True, "error": None, "quota_ch
 def quota_of(body: dict[str, Any]) -> dict[str, Any]:
     """What the server's check says about `body` against 4 GPUs of ResourceQuota `gpus`, 2 free."""
     trainers, gpu = int(body.get("trainers") or 1), int(body.get("trainer_gpu") or 0)
-    each = {"cpu": quota.Quantity.parse(str(body.get("trainer_cpu") or "1")), GPU: quota.Quantity(Fraction(gpu))}
+    each = {"cpu": Quantity.parse(str(body.get("trainer_cpu") or "1")), GPU: Quantity(Fraction(gpu))}
     groups = [quota.PodGroup("trainer", trainers, {k: v for k, v in each.items() if v.value})]
     bounds = [quota.Bound(GPU, "ResourceQuota gpus", Fraction(4), Fraction(2))]
     return quota.judge(groups, bounds, [], GPU).to_dict()
@@ -96,14 +99,14 @@ def test_the_form_checks_resources_warns_when_it_waits_and_refuses_what_never_fi
     waits = form.check_resources()
     assert waits is not None and waits.verdict == Verdict.WAITS
     assert "free now: 2 GPUs — it will wait (short of 2 GPUs in ResourceQuota gpus)" in form.quota.value
-    assert "#b7791f" in form.quota.value and form.submit_button.disabled is False
+    assert "#b7791f" in form.quota.value and disabled(form.submit_button) is False
 
     form.inputs["trainers"].value = 3  # an edit: the sentence was about other values
     assert form.quota.value == "" and form.quota_check is None
     never = form.check_resources()
     assert never is not None and never.verdict == Verdict.NEVER and never.field == "trainers"
     assert "it can never run: it needs 6 GPUs, but ResourceQuota gpus has at most 4 GPUs" in form.quota.value
-    assert "#c53030" in form.quota.value and form.submit_button.disabled is True
+    assert "#c53030" in form.quota.value and disabled(form.submit_button) is True
 
     # Sent anyway (the button bypassed): the server's 422 lands under the field it names.
     assert form.submit() is None

@@ -7,8 +7,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .conftest import wait_until
+from .conftest import LiveServer, wait_until
+
+if TYPE_CHECKING:
+    from paddle_nbext.client import Client
 
 CLI = str(Path(sys.executable).with_name("paddle-nbext"))
 SCRIPT = """\
@@ -19,7 +23,7 @@ for step in range(1, 4):
 """
 
 
-def test_a_ranks_lines_by_api_and_cli(client, server, workdir) -> None:
+def test_a_ranks_lines_by_api_and_cli(client: Client, server: LiveServer, workdir: Path) -> None:
     from paddle_nbext import api
 
     (workdir / "say_rank.py").write_text(SCRIPT)
@@ -62,7 +66,7 @@ if rank == "1":
 """
 
 
-def test_the_job_lists_logs_button_shows_the_failed_ranks_lines(client, workdir) -> None:
+def test_the_job_lists_logs_button_shows_the_failed_ranks_lines(client: Client, workdir: Path) -> None:
     from paddle_nbext import api
     from paddle_nbext.widgets.job_list import JobListWidget
 

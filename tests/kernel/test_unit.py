@@ -8,6 +8,8 @@ import subprocess
 import sys
 import threading
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
 
 import pytest
 from support.jupyter_process import free_port
@@ -19,13 +21,13 @@ from paddle_nbext.model.status import JobStatus
 from paddle_nbext.options import Parser, UsageError, add_job_flags, spec_from_args
 
 
-def parse(*argv: str) -> dict:
+def parse(*argv: str) -> dict[str, Any]:
     parser = Parser(prog="%%paddle_submit")
     add_job_flags(parser)
     return spec_from_args(parser.parse_args(list(argv)))
 
 
-def test_flags_map_to_job_fields_and_only_given_fields_are_sent():
+def test_flags_map_to_job_fields_and_only_given_fields_are_sent() -> None:
     spec = parse(
         "--job-name",
         "mnist-1",
@@ -75,14 +77,14 @@ def test_flags_map_to_job_fields_and_only_given_fields_are_sent():
         (("--bogus",), "unrecognized arguments: --bogus"),
     ],
 )
-def test_bad_flags_give_one_line_naming_the_flag(argv, expected):
+def test_bad_flags_give_one_line_naming_the_flag(argv: tuple[str, ...], expected: str) -> None:
     with pytest.raises(UsageError) as caught:
         parse(*argv)
     assert expected in str(caught.value)
     assert "\n" not in str(caught.value)
 
 
-def test_status_text_and_html_show_phase_counts_and_reasons():
+def test_status_text_and_html_show_phase_counts_and_reasons() -> None:
     created = (datetime.now(timezone.utc) - timedelta(minutes=3)).isoformat()
     status = JobStatus.from_dict(
         {
@@ -108,7 +110,7 @@ def test_status_text_and_html_show_phase_counts_and_reasons():
     assert display.jobs_text([status]).splitlines()[1].split()[:2] == ["job-a", "Failed"]
 
 
-def test_age_is_compact():
+def test_age_is_compact() -> None:
     now = datetime(2026, 1, 2, tzinfo=timezone.utc)
     assert display.age("2026-01-01T23:59:30Z", now) == "30s"
     assert display.age("2026-01-01T22:00:00.000Z", now) == "2h"
@@ -116,13 +118,13 @@ def test_age_is_compact():
     assert display.age(None, now) == "?"
 
 
-def trainer_function():
+def trainer_function() -> None:
     import os
 
     print("trainer", os.environ.get("PADDLE_TRAINER_ID"))
 
 
-def test_function_trainer_becomes_a_runnable_entry_script(tmp_path):
+def test_function_trainer_becomes_a_runnable_entry_script(tmp_path: Path) -> None:
     script = _function_script(trainer_function)
     path = tmp_path / "paddle_entry.py"
     path.write_text(script)
@@ -132,18 +134,18 @@ def test_function_trainer_becomes_a_runnable_entry_script(tmp_path):
         _function_script(trainer_with_args)
 
 
-def trainer_with_args(epochs):
+def trainer_with_args(epochs: int) -> int:
     return epochs
 
 
-def test_paddle_job_keeps_only_set_fields():
+def test_paddle_job_keeps_only_set_fields() -> None:
     job = PaddleJob(job_name="fit-1", trainers=2, trainer_mem="2Gi", env={"A": "1"})
     assert job.to_spec() == {"job_name": "fit-1", "trainers": 2, "trainer_mem": "2Gi", "env": {"A": "1"}}
     assert PaddleJob(requirements="requirements-gpu.txt").to_spec() == {"requirements": "requirements-gpu.txt"}
     assert ENTRY_SCRIPT_COMMAND == "python paddle_entry.py"
 
 
-def test_import_is_lazy_and_never_loads_the_server_side():
+def test_import_is_lazy_and_never_loads_the_server_side() -> None:
     code = (
         "import sys, paddle_nbext;"
         "from IPython.core.interactiveshell import InteractiveShell;"
@@ -164,7 +166,7 @@ def test_import_is_lazy_and_never_loads_the_server_side():
 class _NotPaddle(http.server.BaseHTTPRequestHandler):
     """A web server without the paddle-nbext API (what a server with the extension disabled looks like)."""
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         body = b"<html>404: Not Found</html>"
         self.send_response(404)
         self.send_header("Content-Type", "text/html")
@@ -172,11 +174,11 @@ class _NotPaddle(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *args):
+    def log_message(self, *args: Any) -> None:
         pass
 
 
-def test_client_explains_a_missing_extension_and_an_unreachable_server():
+def test_client_explains_a_missing_extension_and_an_unreachable_server() -> None:
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotPaddle)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -192,7 +194,7 @@ def test_client_explains_a_missing_extension_and_an_unreachable_server():
         Client(f"http://127.0.0.1:{free_port()}", "t").list_jobs()
 
 
-def test_cli_usage_errors_exit_2_before_any_request(tmp_path):
+def test_cli_usage_errors_exit_2_before_any_request(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "PADDLE_NBEXT_API_URL": f"http://127.0.0.1:{free_port()}/paddle/api/v1"}
     result = subprocess.run(
         [sys.executable, "-m", "paddle_nbext.cli", "submit", "--entry", "python x.py", "--trainer-cpu", "lots"],
@@ -205,7 +207,7 @@ def test_cli_usage_errors_exit_2_before_any_request(tmp_path):
     assert result.stdout == ""
 
 
-def test_cli_shows_the_installed_version(capsys):
+def test_cli_shows_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
     from importlib.metadata import version
 
     from paddle_nbext.cli import main
@@ -214,7 +216,7 @@ def test_cli_shows_the_installed_version(capsys):
     assert capsys.readouterr().out.strip() == f"paddle-nbext {version('paddle-nbext')}"
 
 
-def test_a_newer_servers_status_is_read_without_breaking():
+def test_a_newer_servers_status_is_read_without_breaking() -> None:
     status = JobStatus.from_dict(
         {
             "name": "job-b",
@@ -234,14 +236,14 @@ def test_a_newer_servers_status_is_read_without_breaking():
         JobStatus.from_dict({"phase": "Running"})  # a body without a name is no job status
 
 
-def test_an_unreadable_answer_is_one_sentence():
+def test_an_unreadable_answer_is_one_sentence() -> None:
     from paddle_nbext.client import UnexpectedAnswer, _read
 
     with pytest.raises(UnexpectedAnswer, match="GET http://x/jobs/a answered a body this client cannot read"):
         _read(JobStatus.from_dict, {"phase": "Running"}, "GET http://x/jobs/a")
 
 
-def test_wait_returns_on_a_job_whose_record_is_damaged():
+def test_wait_returns_on_a_job_whose_record_is_damaged() -> None:
     """Phase Unknown never changes by itself: wait() hands it back instead of polling forever."""
     from paddle_nbext.api import Job
 
@@ -264,7 +266,7 @@ def test_wait_returns_on_a_job_whose_record_is_damaged():
 def test_a_dry_run_says_what_the_jobs_requirements_would_do() -> None:
     from paddle_nbext.model.status import SubmitPlan
 
-    job = {"name": "r", "owner": "u", "phase": "Pending", "message": "", "replicas": [], "spec": {}, "created": None}
+    job: dict[str, Any] = {"name": "r", "owner": "u", "phase": "Pending", "message": "", "replicas": [], "spec": {}, "created": None}
     with_file = SubmitPlan.from_dict(
         {
             "job": job,

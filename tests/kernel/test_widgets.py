@@ -4,17 +4,21 @@ view that moves through the phases; the job list refreshes, acts, and stops poll
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-from .conftest import wait_until
+from .conftest import disabled, wait_until
+
+if TYPE_CHECKING:
+    from paddle_nbext.client import Client
 
 QUICK = "python -c \"print('widget job ok')\""
 
 
-def test_form_validates_inline_and_becomes_a_live_status_view(client):
+def test_form_validates_inline_and_becomes_a_live_status_view(client: Client) -> None:
     from paddle_nbext.widgets.form import JobForm
 
     form = JobForm(client, interval=0.3)
-    assert form.submit_button.disabled is False and form.messages == {}
+    assert disabled(form.submit_button) is False and form.messages == {}
     # The form says what the server's Paddle runs (this venv: the pinned 3.0.0 wheel).
     assert "PaddlePaddle 3.0.0 runs parameter-server and collective jobs." in form.header.value
     assert form.inputs["trainer_package"].value.endswith("/project")  # the kernel's cwd
@@ -22,12 +26,12 @@ def test_form_validates_inline_and_becomes_a_live_status_view(client):
     assert form.inputs["requirements"].value == "" and "requirements" not in form.data()
     form.inputs["requirements"].value = "../requirements.txt"
     assert form.messages["requirements"].startswith("'../requirements.txt' leaves the package directory")
-    assert form.submit_button.disabled is True
+    assert disabled(form.submit_button) is True
     form.inputs["requirements"].value = ""
 
     form.inputs["trainers"].value = 0
     assert form.messages["trainers"].startswith("must be at least 1")
-    assert form.submit_button.disabled is True
+    assert disabled(form.submit_button) is True
     assert form.submit() is None  # refused while invalid: nothing is sent
 
     form.inputs["trainer_mem"].value = "2 gigs"
@@ -38,7 +42,7 @@ def test_form_validates_inline_and_becomes_a_live_status_view(client):
     form.inputs["trainers"].value = 4
     form.inputs["trainer_mem"].value = "4Gi"
     form.inputs["trainer_cpu"].value = "2"
-    assert form.messages == {} and form.submit_button.disabled is False
+    assert form.messages == {} and disabled(form.submit_button) is False
     # The form opens in collective mode (no pservers asked for): no pserver in the totals.
     assert form.inputs["mode"].value == "collective" and "4 trainers × 2 CPU = 8 CPU" in form.totals.value
     form.inputs["mode"].value = "ps"
@@ -54,12 +58,12 @@ def test_form_validates_inline_and_becomes_a_live_status_view(client):
     job = form.submit()
     assert job is not None and job.name == "form-quick", form.form_error.value
     view = form.status_view
-    assert form.children == (view,)
+    assert view is not None and form.children == (view,)
     wait_until(lambda: view.phase == "Succeeded", what="the form's job to succeed")
     assert view.phases[-1] == "Succeeded" and len(view.phases) >= 2  # e.g. Pending -> Running -> Succeeded
     assert "Succeeded" in view.html.value
     wait_until(lambda: not view.poller.running, what="the status view to stop polling after the end")
-    assert "widget job ok" in job.logs()
+    assert "widget job ok" in str(job.logs())  # a LogText: None only when following
 
     # the same name again: the server's 409 shows up under the name field, nothing else changes
     again = JobForm(client)
@@ -68,13 +72,13 @@ def test_form_validates_inline_and_becomes_a_live_status_view(client):
     again.inputs["entry_point"].value = QUICK
     assert again.submit() is None
     assert "form-quick" in again.messages["job_name"]
-    assert again.submit_button.disabled is False
+    assert disabled(again.submit_button) is False
     form.close()
     again.close()
     job.delete()
 
 
-def test_job_list_refreshes_acts_and_stops(client):
+def test_job_list_refreshes_acts_and_stops(client: Client) -> None:
     from paddle_nbext import api
     from paddle_nbext.widgets.job_list import JobListWidget
 
@@ -87,6 +91,7 @@ def test_job_list_refreshes_acts_and_stops(client):
         client=client,
     )
     row = wait_until(lambda: table.rows.get("list-sleep"), what="the new job to appear in the list")
+    assert row is not None  # wait_until returns the first truthy value
     wait_until(lambda: "paddle-phase-running" in row.cells[1].value, what="the row to show Running")
     assert "trainer 1/1 running" in row.cells[2].value
     wait_until(lambda: "listed" in table.show_logs("list-sleep"), what="the job's log")
@@ -110,7 +115,7 @@ def test_job_list_refreshes_acts_and_stops(client):
     assert client.request_count == stopped_at
 
 
-def test_job_list_stops_when_the_frontend_closes_the_comm(client):
+def test_job_list_stops_when_the_frontend_closes_the_comm(client: Client) -> None:
     from paddle_nbext.widgets.job_list import JobListWidget
 
     table = JobListWidget(client, interval=0.2)
@@ -120,7 +125,7 @@ def test_job_list_stops_when_the_frontend_closes_the_comm(client):
     table.close()
 
 
-def test_status_view_follows_a_job_to_the_end(client):
+def test_status_view_follows_a_job_to_the_end(client: Client) -> None:
     from paddle_nbext import api
 
     job = api.submit(
