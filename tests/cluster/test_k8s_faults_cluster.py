@@ -14,18 +14,24 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import yaml
 from kubernetes import client
 
+from cluster.k8s_objects import meta
 from paddle_nbext.model.spec import JobSpec
+from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.base import BackendForbidden, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests
 from paddle_nbext_server.events import EventHub
 
+if TYPE_CHECKING:
+    from cluster.conftest import Cluster
+
 pytestmark = pytest.mark.cluster
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 SELECTOR = "app.kubernetes.io/managed-by=paddle-nbext"
@@ -36,14 +42,14 @@ NOTEBOOK_ROLE = next(
 
 
 def without_verb(role: dict[str, Any], resource: str, verb: str) -> dict[str, Any]:
-    copy = json.loads(json.dumps(role))
+    copy: dict[str, Any] = json.loads(json.dumps(role))
     for rule in copy["rules"]:
         if resource in rule["resources"]:
             rule["verbs"] = [v for v in rule["verbs"] if v != verb]
     return copy
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], what: str, timeout: float = WAIT) -> Any:
+async def eventually(check: Callable[[], Awaitable[T]], what: str, timeout: float = WAIT) -> T:
     """Wait for `check` to return a truthy value; on timeout say what was last seen."""
     deadline = time.monotonic() + timeout
     last = ""
@@ -94,15 +100,15 @@ async def running(kubeconfig: str, namespace: str, home: Path, **traits: Any) ->
 def ours(admin: client.ApiClient, namespace: str) -> list[str]:
     """Every object of paddle-nbext's in `namespace` but the release's runtime ConfigMap."""
     core, batch = client.CoreV1Api(admin), client.BatchV1Api(admin)
-    found = [f"ConfigMap {o.metadata.name}" for o in core.list_namespaced_config_map(namespace, label_selector=SELECTOR).items]
+    found = [f"ConfigMap {meta(o).name}" for o in core.list_namespaced_config_map(namespace, label_selector=SELECTOR).items]
     found = [f for f in found if "paddle-nbext-runtime-" not in f]
-    found += [f"Service {o.metadata.name}" for o in core.list_namespaced_service(namespace, label_selector=SELECTOR).items]
-    found += [f"Job {o.metadata.name}" for o in batch.list_namespaced_job(namespace, label_selector=SELECTOR).items]
-    found += [f"Pod {o.metadata.name}" for o in core.list_namespaced_pod(namespace, label_selector=SELECTOR).items]
+    found += [f"Service {meta(o).name}" for o in core.list_namespaced_service(namespace, label_selector=SELECTOR).items]
+    found += [f"Job {meta(o).name}" for o in batch.list_namespaced_job(namespace, label_selector=SELECTOR).items]
+    found += [f"Pod {meta(o).name}" for o in core.list_namespaced_pod(namespace, label_selector=SELECTOR).items]
     return found
 
 
-def test_a_notebook_running_as_the_default_account_is_told_which_permission_is_missing(cluster, tmp_path):
+def test_a_notebook_running_as_the_default_account_is_told_which_permission_is_missing(cluster: Cluster, tmp_path: Path) -> None:
     """The hub config forgot the notebook's ServiceAccount: the pod runs as `default`, bound to nothing."""
     namespace = cluster.new_namespace()
     kubeconfig = cluster.kubeconfig_for(namespace, "default")  # no Role, no binding
@@ -112,11 +118,16 @@ def test_a_notebook_running_as_the_default_account_is_told_which_permission_is_m
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home) as backend:
             info = await eventually(lambda: _async(lambda: backend.describe() if backend.describe()["error"] else None), "/config's error")
+            assert info is not None  # eventually returns a truthy value
             assert info["ok"] is False
             error = info["error"]
             assert error.startswith(f"the notebook's ServiceAccount {account} may not list "), error
             for kind in ("configmaps", "jobs.batch", "pods"):
-                await eventually(lambda kind=kind: _async(lambda: kind in backend.describe()["error"]), f"/config naming {kind}")
+
+                def named(kind: str = kind) -> Awaitable[bool]:
+                    return _async(lambda: kind in backend.describe()["error"])
+
+                await eventually(named, f"/config naming {kind}")
             error = backend.describe()["error"]
             assert f"in namespace {namespace} (HTTP 403): " in error
             assert f"kubectl -n {namespace} apply -f deploy/rbac/notebook-role.yaml" in error
@@ -142,7 +153,7 @@ def test_a_notebook_running_as_the_default_account_is_told_which_permission_is_m
     asyncio.run(scenario())
 
 
-def test_a_role_short_of_one_verb_names_it_and_the_submit_is_rolled_back(cluster, tmp_path):
+def test_a_role_short_of_one_verb_names_it_and_the_submit_is_rolled_back(cluster: Cluster, tmp_path: Path) -> None:
     namespace = cluster.new_namespace()
     cluster.home_claim(namespace, "claim-alice")
     kubeconfig = cluster.kubeconfig_for(namespace, "paddle-notebook", without_verb(NOTEBOOK_ROLE, "services", "create"))
@@ -167,20 +178,26 @@ def test_a_role_short_of_one_verb_names_it_and_the_submit_is_rolled_back(cluster
     asyncio.run(scenario())
 
 
-def test_a_home_claim_that_does_not_exist_or_does_not_bind_is_the_jobs_reason(cluster, tmp_path):
+def test_a_home_claim_that_does_not_exist_or_does_not_bind_is_the_jobs_reason(cluster: Cluster, tmp_path: Path) -> None:
     namespace = cluster.new_namespace()
     kubeconfig = cluster.kubeconfig_for(namespace, "paddle-notebook", NOTEBOOK_ROLE)
     home = home_dir(tmp_path)
     # bob's claim names a storageClass that does not exist: it stays Pending; alice has none at all
     client.CoreV1Api(cluster.api_client()).create_namespaced_persistent_volume_claim(
         namespace,
-        {
-            "metadata": {"name": "claim-bob"},
-            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "no-such-class", "resources": {"requests": {"storage": "1Gi"}}},
-        },
+        client.V1PersistentVolumeClaim.model_validate(
+            {
+                "metadata": {"name": "claim-bob"},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "no-such-class",
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            }
+        ),
     )
 
-    async def reason(backend: KubernetesBackend, job: str, owner: str, words: str) -> Any:
+    async def reason(backend: KubernetesBackend, job: str, owner: str, words: str) -> JobStatus:
         status = await backend.get_job(job, owner)
         trainer = next(r for r in status.replicas if r.role == "trainer")
         assert status.phase == "Pending" and trainer.reason and words in trainer.reason, (
@@ -208,5 +225,5 @@ def test_a_home_claim_that_does_not_exist_or_does_not_bind_is_the_jobs_reason(cl
     asyncio.run(scenario())
 
 
-async def _async(fn: Callable[[], Any]) -> Any:
+async def _async(fn: Callable[[], T]) -> T:
     return fn()
