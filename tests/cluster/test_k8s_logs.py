@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncGenerator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import pytest
 from kubernetes import client
 from support.controlplane.kubelet import cri_log
 
+from cluster.k8s_objects import meta, present
 from cluster.test_k8s_backend import (
     WAIT,
     _async,
@@ -38,24 +40,30 @@ from paddle_nbext_server.backends.base import InvalidState, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import logs as replica_logs
 from paddle_nbext_server.runtime import launcher
 
+if TYPE_CHECKING:
+    from cluster.conftest import Cluster
+
 pytestmark = pytest.mark.cluster
 
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+#: What the Kubernetes backend's follow_logs returns: an async generator, so it can be closed
+#: (it is declared AsyncIterator[str]).
+LogStream = AsyncGenerator[str, None]
 
 
 def start_attempt(admin: client.ApiClient, namespace: str, pod: str, output: str) -> launcher.ReplicaLog:
     """What the launcher in `pod` does: open its attempt file from the pod's environment, then
     write the entry point's output to it."""
     body = client.CoreV1Api(admin).read_namespaced_pod(pod, namespace)
-    env = {item.name: item.value for item in body.spec.containers[0].env if item.value is not None}
-    env["JOB_COMPLETION_INDEX"] = body.metadata.annotations[INDEX_KEY]  # Kubernetes sets it in Indexed Job pods
+    env = {item.name: item.value for item in present(present(body.spec, "spec").containers[0].env, "env") if item.value is not None}
+    env["JOB_COMPLETION_INDEX"] = present(meta(body).annotations, "annotations")[INDEX_KEY]  # Kubernetes sets it in Indexed Job pods
     log = launcher.open_replica_log(env)
     assert log is not None, f"the launcher of {pod} would write no file"
     log.write(output.encode())
     return log
 
 
-def append_pod_log(cluster: Any, namespace: str, pod: str, text: str) -> None:
+def append_pod_log(cluster: Cluster, namespace: str, pod: str, text: str) -> None:
     """The container writes more: append to the file KWOK serves `pods/log` of `pod` from."""
     with open(cluster.plane.kwok_logs_dir() / namespace / f"{pod}-0.log", "a", encoding="utf-8") as handle:
         handle.write(cri_log(text))
@@ -65,7 +73,7 @@ def pod_gone(admin: client.ApiClient, namespace: str, pod: str) -> bool:
     try:
         client.CoreV1Api(admin).read_namespaced_pod(pod, namespace)
     except client.exceptions.ApiException as error:
-        return error.status == 404
+        return bool(error.status == 404)
     return False
 
 
@@ -73,7 +81,7 @@ def threads_of(pool: replica_logs.StreamPool) -> int:
     return sum(1 for t in threading.enumerate() if t.name.startswith(f"{pool.name}_"))
 
 
-def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is_gone(cluster, tmp_path):
+def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is_gone(cluster: Cluster, tmp_path: Path) -> None:
     cluster.plane  # noqa: B018 - container logs are served by the suite's own KWOK
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
@@ -127,7 +135,7 @@ def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is
             # the failure tail the server quotes reads a pod by name: a removed pod's comes from its file
             assert await backend.read_pod_log(pods["trainer"], tail=1, previous=False) == "trainer 0 step 2 (file)\n"
             # following a replica whose pods are gone: the file, then the end (the job is over)
-            async with contextlib.aclosing(backend.follow_logs("keep", "alice", "trainer", 0)) as stream:
+            async with contextlib.aclosing(cast(LogStream, backend.follow_logs("keep", "alice", "trainer", 0))) as stream:
                 assert "".join([chunk async for chunk in stream]) == "trainer 0 step 1 (file)\ntrainer 0 step 2 (file)\n"
             with pytest.raises(InvalidState, match="no previous log for trainer 0"):
                 await backend.read_logs("keep", "alice", "trainer", 0, previous=True)
@@ -138,7 +146,7 @@ def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is
     run(scenario())
 
 
-def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster, tmp_path):
+def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster: Cluster, tmp_path: Path) -> None:
     cluster.plane  # noqa: B018 - container logs are served by the suite's own KWOK
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
@@ -182,7 +190,9 @@ def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster, tmp_path):
         run(scenario())
 
 
-def test_follow_outlasts_a_quiet_replica_with_a_bounded_number_of_threads(cluster, tmp_path, monkeypatch):
+def test_follow_outlasts_a_quiet_replica_with_a_bounded_number_of_threads(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cluster.plane  # noqa: B018 - container logs are served by the suite's own KWOK
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     pool = replica_logs.StreamPool(1, name="paddle-nbext-log-follow-test")  # one API stream at a time: the limit shows
@@ -198,14 +208,14 @@ def test_follow_outlasts_a_quiet_replica_with_a_bounded_number_of_threads(cluste
             await backend.submit(SubmitRequest(spec("quiet", pservers=1, trainers=1), "alice", home))
             cluster.await_job_pods(namespace)
             pods = {role: pod_of(admin, namespace, "quiet", role, 0) for role in ("pserver", "trainer")}
-            files = {}
+            files: dict[str, launcher.ReplicaLog] = {}
             for role, pod in pods.items():
                 files[role] = start_attempt(admin, namespace, pod, f"{role} up (file)\n")
                 cluster.set_pod_status(namespace, pod, "Running", log=f"{role} up (api)\n")
             await eventually(lambda: _where(backend, "quiet", lambda s: s.phase == "Running"), "Running")
 
             # (4) a pserver that says nothing for a while: the stream neither ends nor fails
-            pserver = backend.follow_logs("quiet", "alice", "pserver", 0)
+            pserver = cast(LogStream, backend.follow_logs("quiet", "alice", "pserver", 0))
             assert await anext(pserver) == "pserver up (api)\n"
             waiting = asyncio.ensure_future(anext(pserver))
             await asyncio.sleep(3)  # silence on the kubelet's stream
@@ -214,7 +224,7 @@ def test_follow_outlasts_a_quiet_replica_with_a_bounded_number_of_threads(cluste
             assert await asyncio.wait_for(waiting, WAIT) == "pserver still here (api)\n"
 
             # The one API stream is taken: a second follow reads the trainer's file instead.
-            trainer = backend.follow_logs("quiet", "alice", "trainer", 0)
+            trainer = cast(LogStream, backend.follow_logs("quiet", "alice", "trainer", 0))
             assert await anext(trainer) == "trainer up (file)\n"
             files["trainer"].write(b"trainer step 2 (file)\n")
             assert await asyncio.wait_for(anext(trainer), WAIT) == "trainer step 2 (file)\n"
@@ -230,7 +240,7 @@ def test_follow_outlasts_a_quiet_replica_with_a_bounded_number_of_threads(cluste
                 await waiting
             await pserver.aclose()
             await eventually(lambda: _async(lambda: pool.open == 0), "the stream's thread to be free")
-            async with contextlib.aclosing(backend.follow_logs("quiet", "alice", "trainer", 0)) as again:
+            async with contextlib.aclosing(cast(LogStream, backend.follow_logs("quiet", "alice", "trainer", 0))) as again:
                 assert await asyncio.wait_for(anext(again), WAIT) == "trainer up (api)\n"
             assert threads_of(pool) <= pool.size
         finally:
@@ -242,7 +252,7 @@ def test_follow_outlasts_a_quiet_replica_with_a_bounded_number_of_threads(cluste
 
 
 @contextlib.contextmanager
-def kubelets_down(cluster: Any) -> Iterator[None]:
+def kubelets_down(cluster: Cluster) -> Iterator[None]:
     """Every node's kubelet (KWOK) stopped inside the block and started again after: the pod's node
     is lost for a moment, so a log stream through it breaks while the pod goes on.  The suite has
     no public fault for this; unlike `api_down` it leaves the controllers' watches alone."""
@@ -256,7 +266,7 @@ def kubelets_down(cluster: Any) -> Iterator[None]:
         plane._save_state()
 
 
-def test_a_follow_whose_api_stream_breaks_goes_on_in_the_pods_file(cluster, tmp_path):
+def test_a_follow_whose_api_stream_breaks_goes_on_in_the_pods_file(cluster: Cluster, tmp_path: Path) -> None:
     cluster.plane  # noqa: B018 - the suite's own KWOK is stopped
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
@@ -268,7 +278,7 @@ def test_a_follow_whose_api_stream_breaks_goes_on_in_the_pods_file(cluster, tmp_
             log = start_attempt(admin, namespace, pod, "step 1\n")  # as in life, the file has what the pod's log has
             cluster.set_pod_status(namespace, pod, "Running", log="step 1\n")
             await eventually(lambda: _where(backend, "steady", lambda s: s.phase == "Running"), "Running")
-            async with contextlib.aclosing(backend.follow_logs("steady", "alice", "trainer", 0)) as stream:
+            async with contextlib.aclosing(cast(LogStream, backend.follow_logs("steady", "alice", "trainer", 0))) as stream:
                 assert await anext(stream) == "step 1\n"
                 waiting = asyncio.ensure_future(anext(stream))
                 with kubelets_down(cluster):  # the stream breaks; the replica runs on
@@ -280,7 +290,7 @@ def test_a_follow_whose_api_stream_breaks_goes_on_in_the_pods_file(cluster, tmp_
     run(scenario())
 
 
-def test_a_replica_whose_pods_are_gone_and_left_no_file_says_so(cluster, tmp_path):
+def test_a_replica_whose_pods_are_gone_and_left_no_file_says_so(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
