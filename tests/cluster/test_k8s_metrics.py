@@ -10,13 +10,20 @@ writes it.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import pytest
 from kubernetes import client
 
+from cluster.k8s_objects import meta, present
 from cluster.test_k8s_backend import pod_of, run, running, spec, workspace
 from paddle_nbext_server.backends.base import JobNotFound, SubmitRequest
 from paddle_nbext_server.runtime import launcher, paddle_nbext_job
 from paddle_nbext_server.runtime_files import config_key
+
+if TYPE_CHECKING:
+    from cluster.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -27,8 +34,8 @@ MODULE = "pylib/paddle_nbext_job.py"
 def report_as(admin: client.ApiClient, namespace: str, pod: str, losses: list[float]) -> str:
     """What `report()` in `pod` writes; returns the file it wrote."""
     body = client.CoreV1Api(admin).read_namespaced_pod(pod, namespace)
-    env = {item.name: item.value for item in body.spec.containers[0].env if item.value is not None}
-    env["JOB_COMPLETION_INDEX"] = body.metadata.annotations[INDEX_KEY]
+    env = {item.name: item.value for item in present(present(body.spec, "spec").containers[0].env, "env") if item.value is not None}
+    env["JOB_COMPLETION_INDEX"] = present(meta(body).annotations, "annotations")[INDEX_KEY]
     replica_env = launcher.build_env(env, "/paddle-nbext/pylib")
     reporter = paddle_nbext_job.reporter_from(replica_env)
     assert reporter is not None, f"the launcher of {pod} names no metrics file"
@@ -38,7 +45,7 @@ def report_as(admin: client.ApiClient, namespace: str, pod: str, losses: list[fl
     return reporter.path
 
 
-def test_metrics_are_read_from_the_home_volume_files(cluster, tmp_path):
+def test_metrics_are_read_from_the_home_volume_files(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
@@ -48,11 +55,11 @@ def test_metrics_are_read_from_the_home_volume_files(cluster, tmp_path):
 
             # The reporting module is in the release's runtime ConfigMap, mounted at pylib/ in every pod.
             trainer = client.CoreV1Api(admin).read_namespaced_pod(pod_of(admin, namespace, "curve", "trainer", 0), namespace)
-            runtime = next(volume.config_map for volume in trainer.spec.volumes if volume.config_map)
-            items = {item.path: item.key for item in runtime.items}
+            runtime = next(volume.config_map for volume in present(present(trainer.spec, "spec").volumes, "volumes") if volume.config_map)
+            items = {item.path: item.key for item in present(runtime.items, "items")}
             assert items[MODULE] == "pylib.paddle_nbext_job.py"
-            bundle = client.CoreV1Api(admin).read_namespaced_config_map(runtime.name, namespace)
-            assert bundle.data[config_key(MODULE)].startswith('"""`report()`')
+            bundle = client.CoreV1Api(admin).read_namespaced_config_map(present(runtime.name, "name"), namespace)
+            assert present(bundle.data, "data")[config_key(MODULE)].startswith('"""`report()`')
 
             paths = [
                 report_as(admin, namespace, pod_of(admin, namespace, "curve", "trainer", i), [1.0 / (i + s) for s in range(1, 6)])
