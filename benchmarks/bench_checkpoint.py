@@ -34,9 +34,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from report import write_report
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server_ext"))
-RESULTS = REPO / "benchmarks" / "results"
 GOAL = 1.05
 MEGABYTES = 100
 
@@ -126,8 +127,6 @@ def main() -> int:
         "times_s": {name: [round(value, 4) for value in values] for name, values in raw["times"].items()},
         "kept_by_retention": raw["kept"],
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "checkpoint.json").write_text(json.dumps(results, indent=1) + "\n")
     ratio = results["ratio"]
     lines = [
         "# Checkpoint API overhead (issue 26)",
@@ -148,8 +147,7 @@ def main() -> int:
         "old checkpoint is renamed away at once and its 100 MB removed by a background thread, which",
         "shares the disk with the next save.",
     ]
-    (RESULTS / "checkpoint.md").write_text("\n".join(lines) + "\n")
-    print((RESULTS / "checkpoint.md").read_text())
+    print(write_report("checkpoint", results, "\n".join(lines) + "\n", indent=1))
     return 0
 
 

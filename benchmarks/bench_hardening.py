@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import platform
 import tempfile
 import time
@@ -21,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from bench_server import RESULTS, Server, seed_jobs, summary
+from bench_server import Server, seed_jobs, summary
+from report import write_report
 
 GOALS = {"log_tail_p50_ms": 20.0, "log_tail_memory_mib": 10.0}
 MiB = 1024 * 1024
@@ -100,11 +100,13 @@ def measure_submit(server: Server, home: Path, files: int, submits: int) -> dict
     }
 
 
-def write_results(results: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "hardening.json").write_text(json.dumps(results, indent=2) + "\n")
+def write_results(results: dict[str, Any]) -> str:
+    """results/hardening.json and hardening.md; returns the Markdown."""
     tail, submit = results["log_tail"], results["submit"]
-    ok = lambda good: "met" if good else "MISSED"  # noqa: E731
+
+    def ok(good: bool) -> str:
+        return "met" if good else "MISSED"
+
     lines = [
         "# Hardening: bounded work per request (issue 16)",
         "",
@@ -124,7 +126,7 @@ def write_results(results: dict[str, Any]) -> None:
         f"The snapshot copied {submit['files_copied']:,} of {submit['files']:,} files.",
         "",
     ]
-    (RESULTS / "hardening.md").write_text("\n".join(lines))
+    return write_report("hardening", results, "\n".join(lines))
 
 
 def main() -> int:
@@ -146,8 +148,7 @@ def main() -> int:
             }
         finally:
             server.stop()
-    write_results(results)
-    print((RESULTS / "hardening.md").read_text())
+    print(write_results(results))
     return 0
 
 

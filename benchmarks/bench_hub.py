@@ -29,31 +29,31 @@ import os
 import platform
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench_real_node import account_token, new_namespace  # noqa: E402
 from browser.lab_server import CHROMIUM, CHROMIUM_ARGS, PANEL_TAB  # noqa: E402
 from kubernetes import client  # noqa: E402
 from kubernetes import config as kube_config  # noqa: E402
 from playwright.sync_api import Page, sync_playwright  # noqa: E402
+from report import median_range, min_median_max, verdict, write_report  # noqa: E402
 from support.controlplane import ControlPlane  # noqa: E402
 from support.hub_site import HUB_ROLE, PASSWORD, PUBLIC_URL, START_WAIT, HubSite  # noqa: E402
 from support.notebook_server import NotebookServer  # noqa: E402
 from support.realnode_notebook import NOTEBOOK_ACCOUNT, apply_shipped_rbac, prepare_notebook  # noqa: E402
 from support.realnode_site import RealNodeSite  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 HUB_USER, HOST_USER = "dana", "hostuser"
 GOAL = 1.1
 WAIT = 600.0
@@ -93,10 +93,6 @@ else:
 """
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    return {"min": round(min(values), 2), "median": round(statistics.median(values), 2), "max": round(max(values), 2)}
-
-
 def notebook_json(cells: list[str]) -> str:
     return json.dumps(
         {
@@ -111,6 +107,16 @@ def notebook_json(cells: list[str]) -> str:
     )
 
 
+class Cluster(Protocol):
+    """What `Bench.account_kubeconfig` uses of its bench (bench_hub_list's Bench borrows the method)."""
+
+    workdir: Path
+    plane: ControlPlane
+    admin: client.ApiClient
+    core: client.CoreV1Api
+    namespace: str
+
+
 class Bench:
     def __init__(self, workdir: Path, rounds: int) -> None:
         self.workdir = workdir
@@ -119,9 +125,7 @@ class Bench:
         self.site = RealNodeSite.start(self.plane, workdir)
         self.admin = kube_config.new_client_from_config(config_file=str(self.plane.admin_kubeconfig))
         self.core = client.CoreV1Api(self.admin)
-        self.namespace = str(self.core.create_namespace({"metadata": {"generateName": "pnb-bench-hub-"}}).metadata.name)
-        while not self.core.list_namespaced_service_account(self.namespace).items:
-            time.sleep(0.1)
+        self.namespace = new_namespace(self.core, "pnb-bench-hub-")
         apply_shipped_rbac(self.admin, self.namespace)
         # The hub: its own account (KubeSpawner's Role), the shipped recipe, one user.
         self.hub = HubSite(self.site, self.admin, self.namespace, workdir / "hub")
@@ -156,34 +160,44 @@ class Bench:
     def cell(name: str) -> str:
         return f"%%paddle_submit --job-name {name} {FLAGS}\n{BODY}"
 
-    def account_kubeconfig(self, account: str, role: dict[str, Any] | None) -> Path:
+    def account_kubeconfig(self: Cluster, account: str, role: dict[str, Any] | None) -> Path:
         """A token kubeconfig of ServiceAccount `account` (made, and bound to `role`, if given)."""
         rbac = client.RbacAuthorizationV1Api(self.admin)
         if role is not None:
-            self.core.create_namespaced_service_account(self.namespace, {"metadata": {"name": account}})
-            rbac.create_namespaced_role(self.namespace, {"metadata": {"name": account}, **role})
+            self.core.create_namespaced_service_account(
+                self.namespace, client.V1ServiceAccount.model_validate({"metadata": {"name": account}})
+            )
+            rbac.create_namespaced_role(self.namespace, client.V1Role.model_validate({"metadata": {"name": account}, **role}))
             rbac.create_namespaced_role_binding(
                 self.namespace,
-                {
-                    "metadata": {"name": account},
-                    "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": self.namespace}],
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
-                },
+                client.V1RoleBinding.model_validate(
+                    {
+                        "metadata": {"name": account},
+                        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": self.namespace}],
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+                    }
+                ),
             )
-            review = {
-                "spec": {
-                    "user": f"system:serviceaccount:{self.namespace}:{account}",
-                    "resourceAttributes": {"namespace": self.namespace, "verb": "create", "resource": "pods"},
+            review = client.V1SubjectAccessReview.model_validate(
+                {
+                    "spec": {
+                        "user": f"system:serviceaccount:{self.namespace}:{account}",
+                        "resourceAttributes": {"namespace": self.namespace, "verb": "create", "resource": "pods"},
+                    }
                 }
-            }
+            )
+
+            def allowed() -> bool:
+                status = client.AuthorizationV1Api(self.admin).create_subject_access_review(review).status
+                assert status is not None  # the API server answers a review with its verdict
+                return status.allowed
+
             deadline = time.monotonic() + 30
-            while not client.AuthorizationV1Api(self.admin).create_subject_access_review(review).status.allowed:
+            while not allowed():
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the Role of {account} never came into force")
                 time.sleep(0.1)
-        token = self.core.create_namespaced_service_account_token(
-            account, self.namespace, {"spec": {"expirationSeconds": 7200}}
-        ).status.token
+        token = account_token(self.core, self.namespace, account)
         cluster = yaml.safe_load(self.plane.admin_kubeconfig.read_text())["clusters"][0]["cluster"]
         path = self.workdir / f"{account}.kubeconfig"
         path.write_text(
@@ -329,12 +343,12 @@ def main() -> int:
         bench.close()
         shutil.rmtree(workdir, ignore_errors=True)
     figures = {
-        "login": {mark: summary([r[mark] for r in runs["logins"]]) for mark in ("server_ready", "lab_ready")},
-        "pod": {mark: summary([r[mark] for r in runs["pod"]]) for mark in ("running", "first_step")},
-        "host": {mark: summary([r[mark] for r in runs["host"]]) for mark in ("running", "first_step")},
+        "login": {mark: min_median_max([r[mark] for r in runs["logins"]]) for mark in ("server_ready", "lab_ready")},
+        "pod": {mark: min_median_max([r[mark] for r in runs["pod"]]) for mark in ("running", "first_step")},
+        "host": {mark: min_median_max([r[mark] for r in runs["host"]]) for mark in ("running", "first_step")},
     }
     ratio = figures["pod"]["first_step"]["median"] / figures["host"]["first_step"]["median"]
-    result = {
+    result: dict[str, Any] = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "rounds": args.rounds,
@@ -344,12 +358,6 @@ def main() -> int:
         "goal_met": ratio <= GOAL,
         "runs": runs,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "hub.json").write_text(json.dumps(result, indent=2) + "\n")
-
-    def cell(block: dict[str, float]) -> str:
-        return f"{block['median']} ({block['min']}-{block['max']})"
-
     lines = [
         "# JupyterHub on the real node: a user's path, and the job from the notebook pod vs. the host",
         "",
@@ -359,20 +367,19 @@ def main() -> int:
         "",
         "| server ready (redirect to /user/…/lab) | JupyterLab ready (panel tab) |",
         "| --- | --- |",
-        f"| {cell(figures['login']['server_ready'])} | {cell(figures['login']['lab_ready'])} |",
+        f"| {median_range(figures['login']['server_ready'])} | {median_range(figures['login']['lab_ready'])} |",
         "",
         "A GEO job (1 pserver + 2 trainers, report() every step), from the submit to the job Running and to its first reported step:",
         "",
         "| submitted from | job Running | first report() step |",
         "| --- | --- | --- |",
-        f"| a `%%paddle_submit` cell in JupyterLab in the pod (warm kernel) | {cell(figures['pod']['running'])} | {cell(figures['pod']['first_step'])} |",
-        f"| `paddle-nbext submit --script` in a terminal on the host (host `jupyter server`) | {cell(figures['host']['running'])} | {cell(figures['host']['first_step'])} |",
+        f"| a `%%paddle_submit` cell in JupyterLab in the pod (warm kernel) | {median_range(figures['pod']['running'])} | {median_range(figures['pod']['first_step'])} |",
+        f"| `paddle-nbext submit --script` in a terminal on the host (host `jupyter server`) | {median_range(figures['host']['running'])} | {median_range(figures['host']['first_step'])} |",
         "",
-        f"First step, pod / host: {result['first_step_ratio']} (goal <= {GOAL}: {'met' if result['goal_met'] else 'NOT met'}).",
+        f"First step, pod / host: {result['first_step_ratio']} (goal <= {GOAL}: {verdict(result['goal_met'])}).",
         "",
     ]
-    (RESULTS / "hub.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    print(write_report("hub", result, "\n".join(lines)))
     return 0
 
 

@@ -25,7 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -42,15 +41,16 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_hub import Bench as HubBench  # noqa: E402
 from bench_owner_scope import fill  # noqa: E402
+from bench_real_node import new_namespace  # noqa: E402
 from kubernetes import client  # noqa: E402
 from kubernetes import config as kube_config  # noqa: E402
 from kubernetes.stream import stream  # noqa: E402
+from report import machine_line, verdict, write_report  # noqa: E402
 from support.controlplane import ControlPlane  # noqa: E402
 from support.hub_site import HUB_ROLE, PUBLIC_URL, HubSite  # noqa: E402
 from support.realnode_notebook import apply_shipped_rbac  # noqa: E402
 from support.realnode_site import RealNodeSite  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 USER = "lena"
 GOAL_MS = 300.0
 WARMUP = 5
@@ -94,9 +94,7 @@ class Bench:
         self.site = RealNodeSite.start(self.plane, workdir)
         self.admin = kube_config.new_client_from_config(config_file=str(self.plane.admin_kubeconfig))
         self.core = client.CoreV1Api(self.admin)
-        self.namespace = str(self.core.create_namespace({"metadata": {"generateName": "pnb-bench-hub-list-"}}).metadata.name)
-        while not self.core.list_namespaced_service_account(self.namespace).items:
-            time.sleep(0.1)
+        self.namespace = new_namespace(self.core, "pnb-bench-hub-list-")
         apply_shipped_rbac(self.admin, self.namespace)
         self.hub = HubSite(self.site, self.admin, self.namespace, workdir / "hub")
         self.hub.workdir.mkdir()
@@ -165,9 +163,11 @@ class Bench:
         ).items
         if not pods:
             raise RuntimeError(f"no notebook pod of {USER} in {self.namespace}")
+        notebook = pods[0].metadata
+        assert notebook is not None  # every pod the API server lists has its metadata
         output = stream(
             self.core.connect_get_namespaced_pod_exec,
-            pods[0].metadata.name,
+            notebook.name,
             self.namespace,
             container="notebook",
             command=["python3", "-c", IN_POD, url, token, str(WARMUP), str(count)],
@@ -215,7 +215,7 @@ def markdown(result: dict[str, Any]) -> str:
             row("a process in the notebook's container, to its own server (a new connection each)", pod),
             row("the host, through the hub's proxy (as the panel; keep-alive)", proxy),
             "",
-            f"Goal p50 < {GOAL_MS:.0f} ms: {'met' if result['goal_met'] else 'NOT met'} "
+            f"Goal p50 < {GOAL_MS:.0f} ms: {verdict(result['goal_met'])} "
             f"(in the pod {pod.get('p50_ms', 'not measured')} ms, through the proxy {proxy['p50_ms']} ms).",
             "",
         ]
@@ -241,15 +241,12 @@ def main() -> int:
     result = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": f"python benchmarks/bench_hub_list.py --jobs {args.jobs} --requests {args.requests}",
-        "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, {platform.system()}, Python {platform.python_version()}",
+        "machine": machine_line(),
         "goal": f"GET /jobs with {args.jobs} jobs of the user, from the notebook pod: p50 < {GOAL_MS:.0f} ms",
         "goal_met": worst < GOAL_MS,
         "run": run,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "hub_list.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "hub_list.md").write_text(markdown(result))
-    print(markdown(result))
+    print(write_report("hub_list", result, markdown(result)))
     return 0
 
 

@@ -39,7 +39,6 @@ import importlib.util
 import json
 import math
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -55,12 +54,17 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 from kubernetes import client
+from report import machine_line, write_report
 
 if TYPE_CHECKING:
     from support.controlplane import ControlPlane
 
+    from paddle_nbext.model.spec import JobSpec
+    from paddle_nbext_server.backends.base import SubmitRequest
+    from paddle_nbext_server.backends.kubernetes import KubernetesBackend
+    from paddle_nbext_server.events import EventHub
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(ROOT / "tests"))  # `support.controlplane`, imported where used (after this line)
 
 KUBECONFIG_ENV = "PADDLE_NBEXT_TEST_KUBECONFIG"
@@ -352,14 +356,14 @@ class Bench:
                 raise RuntimeError(f"KWOK did not make nodes {sorted(set(self.nodes) - ready)} Ready")
             time.sleep(0.2)
 
-    def spec(self, name: str) -> Any:
+    def spec(self, name: str) -> JobSpec:
         from paddle_nbext.model.spec import JobSpec
 
         return JobSpec.from_dict(
             {"job_name": name, "entry_point": "python train.py", "trainer_package": "code", "pservers": 2, "trainers": 2}
         )
 
-    def request(self, name: str) -> Any:
+    def request(self, name: str) -> SubmitRequest:
         from paddle_nbext_server.backends.base import SubmitRequest
 
         return SubmitRequest(self.spec(name), OWNER, self.home)
@@ -371,14 +375,14 @@ class Bench:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         return time.perf_counter() - started, done
 
-    async def kubectl_manifests(self, backend: Any, name: str) -> Path:
+    async def kubectl_manifests(self, backend: KubernetesBackend, name: str) -> Path:
         """The backend's own dry-run manifests for a job named `name`, as a file for `kubectl -f`."""
         plan = await backend.submit(self.request(name), dry_run=True)
         path = self.work / f"{name}.yaml"
         path.write_text(yaml.safe_dump_all(strip_owner_references(plan["plan"]["manifests"])))
         return path
 
-    async def warm_kubectl(self, backend: Any) -> None:
+    async def warm_kubectl(self, backend: KubernetesBackend) -> None:
         """One untimed server-side dry run: kubectl's discovery and OpenAPI caches are filled (as on
         any workstation that used kubectl in the last minutes), and the extra Role is in force."""
         path = await self.kubectl_manifests(backend, "kubectl-warmup")
@@ -392,7 +396,7 @@ class Bench:
             await asyncio.sleep(0.5)
 
     # --- 1. submit ------------------------------------------------------------------------------
-    async def submits(self, backend: Any) -> dict[str, Any]:
+    async def submits(self, backend: KubernetesBackend) -> dict[str, Any]:
         assert self.audit is not None
         load = await LoadWindow.open(self.plane)
         seconds: dict[str, list[float]] = {"backend": [], "kubectl_apply": [], "kubectl_create": []}
@@ -446,6 +450,7 @@ class Bench:
         """`--jobs` job records, each with one trainer pod, through the admin client: what the
         backend's watch cache selects (managed-by label) and reads (job/owner/role labels, the
         completion index label, the owner annotation, spec.json in the record)."""
+        from paddle_nbext.model.contract import OWNER_ANNOTATION, SPEC_KEY
         from paddle_nbext.model.spec import JobSpec
         from paddle_nbext_server.backends.kubernetes import manifests as m
 
@@ -455,13 +460,13 @@ class Bench:
                 {"job_name": name, "entry_point": "python train.py", "mode": "collective", "pservers": 0, "trainers": 1}
             )
             obj = m.object_name(name, OWNER)  # the objects' name and job label, as the backend makes them
-            base = {"name": obj, "annotations": {m.OWNER_ANNOTATION: OWNER}}
+            base = {"name": obj, "annotations": {OWNER_ANNOTATION: OWNER}}
             read_body(
                 self.core.create_namespaced_config_map(
                     self.namespace,
                     {
                         "metadata": {**base, "labels": m.labels(obj, OWNER, "record")},
-                        "data": {m.SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True)},
+                        "data": {SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True)},
                     },
                     _preload_content=False,
                 )
@@ -497,9 +502,10 @@ class Bench:
             except asyncio.TimeoutError:
                 return
 
-    async def lists(self, backend: Any, hub: Any) -> dict[str, Any]:
+    async def lists(self, backend: KubernetesBackend, hub: EventHub) -> dict[str, Any]:
         assert self.audit is not None
-        expected = self.args.jobs + 3 * self.args.rounds
+        filled_jobs: int = self.args.jobs
+        expected: int = filled_jobs + 3 * self.args.rounds
         started = time.perf_counter()
         async with hub.subscribe() as queue:
             await asyncio.to_thread(self.fill)
@@ -510,7 +516,7 @@ class Bench:
 
             async def all_bound() -> bool:
                 bound, total = await asyncio.to_thread(self.fill_pods_bound)
-                return bound == total == self.args.jobs
+                return bound == total == filled_jobs
 
             await eventually(all_listed, f"list_jobs to show {expected} jobs")
             await eventually(all_bound, f"kube-scheduler to bind all {self.args.jobs} pods to KWOK nodes")
@@ -553,7 +559,7 @@ class Bench:
         read_body(self.core.replace_namespaced_pod_status(name, self.namespace, pod, _preload_content=False))
         return time.perf_counter() - started
 
-    async def changes(self, hub: Any) -> dict[str, Any]:
+    async def changes(self, hub: EventHub) -> dict[str, Any]:
         from support.controlplane.kubelet import pod_status
 
         from paddle_nbext.model.contract import Phase
@@ -811,7 +817,7 @@ def main() -> int:
             "started": started,
             "command": f"python benchmarks/bench_k8s.py --jobs {args.jobs} --rounds {args.rounds} --changes {args.changes}",
             "args": vars(args),
-            "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, {platform.system()}, Python {platform.python_version()}",
+            "machine": machine_line(),
             "other_kube_apiservers": max(load["other_kube_apiservers"] for load in loads),
             "control_plane": {
                 "kubernetes": KUBERNETES_VERSION,
@@ -823,10 +829,7 @@ def main() -> int:
             },
         }
     )
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "k8s.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "k8s.md").write_text(markdown(result))
-    print(markdown(result))
+    print(write_report("k8s", result, markdown(result)))
     return 0
 
 

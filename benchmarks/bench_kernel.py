@@ -29,9 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from report import verdict, write_report  # noqa: E402
 from support.jupyter_process import JupyterProcess, free_port  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 IMPORT_GOAL_MS = 300.0
 
 _IMPORT_PROBE = """
@@ -184,9 +184,8 @@ def measure_widgets(intervals: int, interval: float) -> dict[str, Any]:
     return results
 
 
-def write(results: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "kernel.json").write_text(json.dumps(results, indent=2) + "\n")
+def write(results: dict[str, Any]) -> str:
+    """results/kernel.json and kernel.md; returns the Markdown."""
     imp = results["import"]
     lines = [
         "# Kernel-side benchmark",
@@ -200,7 +199,7 @@ def write(results: dict[str, Any]) -> None:
         f"| import, median of {imp['runs']} | {imp['import_ms_median']} ms |",
         f"| %load_ext, median | {imp['load_ext_ms_median']} ms |",
         f"| total, median (max) | {imp['total_ms_median']} ms ({imp['total_ms_max']} ms) |",
-        f"| goal | < {imp['goal_ms']:.0f} ms: {'met' if imp['meets_goal'] else 'NOT met'} |",
+        f"| goal | < {imp['goal_ms']:.0f} ms: {verdict(imp['meets_goal'])} |",
         f"| ipywidgets / jupyter_server / server side / paddle imported | {', '.join(imp['modules_loaded_that_must_not_be']) or 'none'} |",
         "",
         "## Requests per refresh interval (real server, one running job)",
@@ -214,7 +213,7 @@ def write(results: dict[str, Any]) -> None:
             f"{figures['requests_per_interval']} | {figures['worst_requests_in_one_interval']} | {figures['requests_after_close']} |"
         )
     lines += ["", "The list widget makes one synchronous request when created (so the table is never empty), then one per interval."]
-    (RESULTS / "kernel.md").write_text("\n".join(lines) + "\n")
+    return write_report("kernel", results, "\n".join(lines) + "\n")
 
 
 def main() -> int:
@@ -230,8 +229,7 @@ def main() -> int:
         "import": measure_import(args.runs),
         "widgets": measure_widgets(args.intervals, args.interval),
     }
-    write(results)
-    print((RESULTS / "kernel.md").read_text())
+    print(write(results))
     return 0
 
 

@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_server import Server, percentile  # noqa: E402
+from report import write_report  # noqa: E402
 
-RESULTS = REPO / "benchmarks" / "results"
 LABEXTENSION = REPO / "labextension"
 GOALS = {"report_median_us": 10.0, "metrics_p50_ms": 50.0, "chart_update_longest_ms": 20.0}
 TRAINERS, POINTS = 8, 100_000
@@ -218,9 +218,8 @@ def machine() -> dict[str, Any]:
     return {"python": platform.python_version(), "cpus": os.cpu_count(), "load": [round(x, 2) for x in os.getloadavg()]}
 
 
-def write(results: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "metrics.json").write_text(json.dumps(results, indent=1) + "\n")
+def write(results: dict[str, Any]) -> str:
+    """results/metrics.json and metrics.md; returns the Markdown."""
     report, api, chart = results.get("report"), results.get("api"), results.get("chart")
     lines = ["# Metrics benchmark (issue 14)", "", f"`python benchmarks/bench_metrics.py` on {results['machine']}", ""]
     lines += ["| figure | measured | goal |", "|---|---|---|"]
@@ -246,7 +245,7 @@ def write(results: dict[str, Any]) -> None:
         lines.append(
             f"Answer size: {api['response_bytes']:,} bytes, at most {api['points_kept_per_line']} points per line (first, last and extremes kept)."
         )
-    (RESULTS / "metrics.md").write_text("\n".join(lines) + "\n")
+    return write_report("metrics", results, "\n".join(lines) + "\n", indent=1)
 
 
 def main() -> int:
@@ -263,8 +262,7 @@ def main() -> int:
         if not args.skip_chart:
             results["chart"] = bench_chart(work)
             print("chart:", results["chart"], flush=True)
-    write(results)
-    print((RESULTS / "metrics.md").read_text())
+    print(write(results))
     return 0
 
 

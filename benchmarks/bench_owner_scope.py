@@ -27,7 +27,6 @@ import datetime
 import gc
 import json
 import os
-import platform
 import signal
 import sys
 import tempfile
@@ -38,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from bench_k8s import INDEX_KEY, KUBECONFIG_ENV, RESULTS, ROOT, _terminate, load_fixture_module, read_body
+from bench_k8s import INDEX_KEY, KUBECONFIG_ENV, ROOT, _terminate, load_fixture_module, read_body
 from kubernetes import client
+from report import machine_line, write_report
 
 SERVICE_ACCOUNT = "paddle-notebook"
 
@@ -50,6 +50,7 @@ def user(index: int) -> str:
 
 def fill(core: Any, namespace: str, owner: str, jobs: int) -> None:
     """`jobs` records of `owner`, one trainer pod each, labelled as the backend makes them."""
+    from paddle_nbext.model.contract import OWNER_ANNOTATION, SPEC_KEY
     from paddle_nbext.model.spec import JobSpec
     from paddle_nbext_server.backends.kubernetes import manifests as m
 
@@ -57,11 +58,11 @@ def fill(core: Any, namespace: str, owner: str, jobs: int) -> None:
         name = f"job-{index:04d}"
         spec = JobSpec.from_dict({"job_name": name, "entry_point": "python train.py", "mode": "collective", "pservers": 0, "trainers": 1})
         obj = m.object_name(name, owner)
-        base = {"name": obj, "annotations": {m.OWNER_ANNOTATION: owner}}
+        base = {"name": obj, "annotations": {OWNER_ANNOTATION: owner}}
         read_body(
             core.create_namespaced_config_map(
                 namespace,
-                {"metadata": {**base, "labels": m.labels(obj, owner, "record")}, "data": {m.SPEC_KEY: json.dumps(spec.to_dict())}},
+                {"metadata": {**base, "labels": m.labels(obj, owner, "record")}, "data": {SPEC_KEY: json.dumps(spec.to_dict())}},
                 _preload_content=False,
             )
         )
@@ -186,13 +187,10 @@ def main() -> int:
         "started": started,
         "command": f"python benchmarks/bench_owner_scope.py --users {args.users} --jobs {args.jobs}",
         "args": vars(args),
-        "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, {platform.system()}, Python {platform.python_version()}",
+        "machine": machine_line(),
         "rows": rows,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "owner_scope.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "owner_scope.md").write_text(markdown(result))
-    print(markdown(result))
+    print(write_report("owner_scope", result, markdown(result)))
     return 0
 
 

@@ -31,15 +31,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from playwright.sync_api import Page, sync_playwright  # noqa: E402
-
 from browser.lab_server import CHROMIUM, CHROMIUM_ARGS, LabServer, start_lab, stop_lab  # noqa: E402
+from playwright.sync_api import Page, sync_playwright  # noqa: E402
+from report import write_report  # noqa: E402
 
 JOBS = 1000
 LOG_LINES = 100_000
 EVENTS = 30
 RUNS = 5
-RESULTS = HERE / "results"
 
 # Installed before any page script: timestamps of /events chunks and of long tasks.
 INIT_SCRIPT = """
@@ -143,7 +142,7 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 def _load_lab(page: Page, lab: LabServer) -> dict[str, Any]:
     page.goto(lab.page_url("lab") + "&reset")  # a fresh layout: the panel starts closed
-    cold = page.evaluate(SNAPSHOT_TO_ROWS, JOBS)
+    cold: dict[str, Any] = page.evaluate(SNAPSHOT_TO_ROWS, JOBS)
     return cold
 
 
@@ -238,8 +237,7 @@ def measure(lab: LabServer) -> dict[str, Any]:
 
 
 def write(results: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "panel.json").write_text(json.dumps(results, indent=2) + "\n")
+    """results/panel.json and panel.md."""
     open_ = results["panel_open_to_rendered_list"]
     event = results["event_arrival_to_dom_update"]
     cold = results["snapshot_arrival_to_rendered_list_cold"]
@@ -272,7 +270,7 @@ def write(results: dict[str, Any]) -> None:
             f"| {mode.replace('_', ' ')} | {figures['all_lines_in_dom_ms']['median_ms']} ms | {figures['longest_task_ms']} ms | {figures['longest_frame_ms']} ms |"
         )
     lines.append("")
-    (RESULTS / "panel.md").write_text("\n".join(lines))
+    write_report("panel", results, "\n".join(lines))
 
 
 def main() -> None:

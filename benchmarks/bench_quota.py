@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -31,9 +30,9 @@ from typing import Any
 from kubernetes import client, config
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(ROOT / "tests"))
 
+from report import write_report  # noqa: E402
 from support.controlplane import ControlPlane  # noqa: E402
 from support.controlplane.queueing import queued_control_plane  # noqa: E402
 
@@ -55,7 +54,10 @@ def summary(values: list[float]) -> dict[str, float]:
 def make_queue(api: client.ApiClient, namespace: str) -> None:
     """A ResourceQuota, and a ClusterQueue `bench` with two flavors behind LocalQueue `bench`."""
     client.CoreV1Api(api).create_namespaced_resource_quota(
-        namespace, {"metadata": {"name": "compute"}, "spec": {"hard": {"requests.cpu": "64", "requests.memory": "256Gi"}}}
+        namespace,
+        client.V1ResourceQuota.model_validate(
+            {"metadata": {"name": "compute"}, "spec": {"hard": {"requests.cpu": "64", "requests.memory": "256Gi"}}}
+        ),
     )
     custom = client.CustomObjectsApi(api)
     flavors = []
@@ -115,7 +117,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, home: Path) -> dict
     api = config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
     core = client.CoreV1Api(api)
     for namespace in ("bench-quota", "bench-plain"):
-        core.create_namespace({"metadata": {"name": namespace}})
+        core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": namespace}}))
     make_queue(api, "bench-quota")
     result: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()}
     queued = backend_for(plane, "bench-quota", home, default_queue="bench")
@@ -141,6 +143,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, home: Path) -> dict
 
         result["reads"] = await timed(args.calls, reads)
         quotas = client.CustomObjectsApi(api).get_cluster_custom_object(*KUEUE, "clusterqueues", "bench")
+        assert isinstance(quotas, dict)  # a custom object comes back as the JSON object the API server sent
         resource_quotas = api.sanitize_for_serialization(core.list_namespaced_resource_quota("bench-quota"))["items"]
         pure = []
         for _ in range(PURE_RUNS):
@@ -197,10 +200,7 @@ def main() -> int:
         (home / "mnist").mkdir(parents=True)
         (home / "mnist" / "train.py").write_text("print('training')\n")
         result = asyncio.run(run(args, plane, home))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "quota.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "quota.md").write_text(markdown(result))
-    print(markdown(result))
+    print(write_report("quota", result, markdown(result)))
     return 0
 
 

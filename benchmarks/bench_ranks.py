@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import shutil
@@ -31,9 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from report import write_report
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "collective_train.py"
-RESULTS = Path(__file__).resolve().parent / "results"
 PYTHON = sys.executable
 SCRIPT = ["collective_train.py", "--steps", "60"]
 LAUNCH = [PYTHON, "-m", "paddle.distributed.launch", "--nproc_per_node", "3"]
@@ -139,8 +139,6 @@ def main() -> int:
         "ratio_launch_entry_vs_raw_launch": medians["launch"] / medians["raw"],
         "goals": {"ratio_procs_vs_raw_launch": "<= 1.0"},
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "ranks.json").write_text(json.dumps(result, indent=2) + "\n")
     md = [
         "# Ranks per trainer: local job vs paddle.distributed.launch on two process groups",
         "",
@@ -160,8 +158,7 @@ def main() -> int:
         "Produced by `.venv/bin/python benchmarks/bench_ranks.py`.",
         "",
     ]
-    (RESULTS / "ranks.md").write_text("\n".join(md))
-    print("\n".join(md))
+    print(write_report("ranks", result, "\n".join(md)))
     return 0
 
 

@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,19 +48,20 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from kubernetes import client  # noqa: E402
 from kubernetes import config as kube_config  # noqa: E402
+from report import median_range, min_median_max, verdict, write_report  # noqa: E402
 from support.controlplane import ControlPlane, node_cleanup  # noqa: E402
+from support.controlplane.images import PADDLE_IMAGE  # noqa: E402
 from support.controlplane.realnode import RealNode  # noqa: E402
 from support.notebook_server import NotebookServer  # noqa: E402
 from support.realnode_notebook import NOTEBOOK_ACCOUNT, apply_shipped_rbac, prepare_notebook  # noqa: E402
-from support.realnode_site import PADDLE_IMAGE, RealNodeSite  # noqa: E402
+from support.realnode_site import RealNodeSite  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 USER = "jovyan"
 WAIT = 600.0
 GOAL = 1.15
 STEP = re.compile(r"step \d+ loss")
 RESOURCES = {"pserver_cpu": "250m", "trainer_cpu": "250m", "pserver_mem": "1Gi", "trainer_mem": "1536Mi"}
-JOBS = {
+JOBS: dict[str, dict[str, Any]] = {
     "ps": {"mode": "ps", "pservers": 2, "trainers": 2, "entry_point": "python ps_train.py --steps 200 --print-every 20"},
     "collective": {"mode": "collective", "trainers": 2, "entry_point": "python collective_train.py --steps 60 --print-every 10"},
 }
@@ -82,6 +81,30 @@ FLOOR_SCRIPT = (
 )
 
 
+def new_namespace(core: client.CoreV1Api, prefix: str) -> str:
+    """A namespace the API server names from `prefix`, once its ServiceAccount controller has been at it."""
+    made = core.create_namespace(client.V1Namespace.model_validate({"metadata": {"generateName": prefix}}))
+    assert made.metadata is not None  # the API server answers with the namespace it made, named
+    namespace = str(made.metadata.name)
+    while not core.list_namespaced_service_account(namespace).items:
+        time.sleep(0.1)
+    return namespace
+
+
+def account_token(core: client.CoreV1Api, namespace: str, account: str) -> str:
+    """A token of ServiceAccount `account`, good for two hours (a TokenRequest)."""
+    request = client.AuthenticationV1TokenRequest.model_validate({"spec": {"expirationSeconds": 7200}})
+    status = core.create_namespaced_service_account_token(account, namespace, request).status
+    assert status is not None and status.token is not None  # a granted TokenRequest carries the token in its status
+    return status.token
+
+
+def labels(obj: client.V1Pod) -> dict[str, str]:
+    """The pod's labels (none: an empty dict)."""
+    assert obj.metadata is not None  # every object the API server lists has its metadata
+    return obj.metadata.labels or {}
+
+
 class Bench:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -92,14 +115,9 @@ class Bench:
         self.admin = kube_config.new_client_from_config(config_file=str(self.plane.admin_kubeconfig))
         self.core = client.CoreV1Api(self.admin)
         self.batch = client.BatchV1Api(self.admin)
-        namespace = self.core.create_namespace({"metadata": {"generateName": "pnb-bench-"}}).metadata.name
-        self.namespace = str(namespace)
-        while not self.core.list_namespaced_service_account(self.namespace).items:
-            time.sleep(0.1)
+        self.namespace = new_namespace(self.core, "pnb-bench-")
         apply_shipped_rbac(self.admin, self.namespace)
-        token = self.core.create_namespaced_service_account_token(
-            NOTEBOOK_ACCOUNT, self.namespace, {"spec": {"expirationSeconds": 7200}}
-        ).status.token
+        token = account_token(self.core, self.namespace, NOTEBOOK_ACCOUNT)
         kubeconfig = workdir / "notebook.kubeconfig"
         admin_doc = yaml.safe_load(self.plane.admin_kubeconfig.read_text())
         cluster_entry = admin_doc["clusters"][0]["cluster"]
@@ -129,9 +147,7 @@ class Bench:
 
     # --- observation ---------------------------------------------------------------------------
     def pods(self, label: str) -> list[Any]:
-        return [
-            p for p in self.core.list_namespaced_pod(self.namespace).items if label in (p.metadata.labels or {}).get("paddle-nbext/job", "")
-        ]
+        return [p for p in self.core.list_namespaced_pod(self.namespace).items if label in labels(p).get("paddle-nbext/job", "")]
 
     def observe(self, label: str, replicas: int, done: Any, started: float) -> dict[str, float]:
         """Seconds from ``started`` to: every replica Running, trainer 0's first step, the end."""
@@ -207,6 +223,7 @@ class Bench:
 
         def complete() -> bool:
             status = self.batch.read_namespaced_job(trainers_job, self.namespace).status
+            assert status is not None  # the Job controller has given the Job its status by now
             if any(c.type == "Failed" and c.status == "True" for c in status.conditions or []):
                 raise RuntimeError(f"floor {name}: the trainers' Job failed")
             return any(c.type == "Complete" and c.status == "True" for c in status.conditions or [])
@@ -247,10 +264,6 @@ class Bench:
         return {k: round(v, 1) for k, v in sorted(sizes.items())}
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    return {"min": round(min(values), 2), "median": round(statistics.median(values), 2), "max": round(max(values), 2)}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -276,7 +289,8 @@ def main() -> int:
     figures: dict[str, Any] = {}
     for kind, ways in runs.items():
         figures[kind] = {
-            way: {mark: summary([r[mark] for r in rounds]) for mark in ("running", "first_step", "done")} for way, rounds in ways.items()
+            way: {mark: min_median_max([r[mark] for r in rounds]) for mark in ("running", "first_step", "done")}
+            for way, rounds in ways.items()
         }
         ratio = figures[kind]["paddle-nbext"]["first_step"]["median"] / figures[kind]["floor"]["first_step"]["median"]
         figures[kind]["first_step_ratio"] = round(ratio, 3)
@@ -290,8 +304,6 @@ def main() -> int:
         "node_rss_mb": footprint,
         "runs": runs,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "real_node.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
         "# Real node: paddle-nbext against the bare floor",
         "",
@@ -302,16 +314,12 @@ def main() -> int:
     ]
     for kind in JOBS:
         for way in ("paddle-nbext", "floor"):
-            cells = [
-                f"{figures[kind][way][m]['median']} ({figures[kind][way][m]['min']}-{figures[kind][way][m]['max']})"
-                for m in ("running", "first_step", "done")
-            ]
+            cells = [median_range(figures[kind][way][m]) for m in ("running", "first_step", "done")]
             lines.append(f"| {kind} | {way} | " + " | ".join(cells) + " |")
     lines += ["", "First step, paddle-nbext / floor (goal <= 1.15):", ""]
-    lines += [f"- {kind}: {figures[kind]['first_step_ratio']} ({'met' if figures[kind]['goal_met'] else 'NOT met'})" for kind in JOBS]
+    lines += [f"- {kind}: {figures[kind]['first_step_ratio']} ({verdict(figures[kind]['goal_met'])})" for kind in JOBS]
     lines += ["", "Node footprint (RSS, MB): " + ", ".join(f"{k} {v}" for k, v in footprint.items()), ""]
-    (RESULTS / "real_node.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    print(write_report("real_node", result, "\n".join(lines)))
     return 0
 
 

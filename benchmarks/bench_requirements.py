@@ -36,9 +36,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-RESULTS = REPO / "benchmarks" / "results"
 GOAL_CACHED = 0.3
 
+from report import verdict, write_report  # noqa: E402
 from support.wheels import make_wheel  # noqa: E402 - after the path it lives on
 
 CHILD = r"""
@@ -148,8 +148,6 @@ def main() -> None:
         "goal_cached_start_s": GOAL_CACHED,
         "rows": rows,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "requirements.json").write_text(json.dumps(result, indent=1) + "\n")
     lines = [
         "# A job's own requirements: first build and cached start",
         "",
@@ -162,12 +160,12 @@ def main() -> None:
     ]
     lines += [f"| {r['set']} | {r['installer']} | {r['packages']} | {r['first_build_s']:.2f} | {r['cached_start_s']:.3f} |" for r in rows]
     worst = max(r["cached_start_s"] for r in rows)
-    lines += ["", f"Goal: cached start < {GOAL_CACHED} s — worst {worst:.3f} s: {'met' if worst < GOAL_CACHED else 'NOT met'}."]
+    lines += ["", f"Goal: cached start < {GOAL_CACHED} s — worst {worst:.3f} s: {verdict(worst < GOAL_CACHED)}."]
     for name in sets:
         uv = next(r for r in rows if r["set"] == name and r["installer"] == "uv")
         pip = next(r for r in rows if r["set"] == name and r["installer"] == "pip")
         lines.append(f"- {name}: uv builds in {uv['first_build_s'] / pip['first_build_s']:.2f} × pip's time.")
-    (RESULTS / "requirements.md").write_text("\n".join(lines) + "\n")
+    write_report("requirements", result, "\n".join(lines) + "\n", indent=1)
     print("\n".join(lines))
 
 

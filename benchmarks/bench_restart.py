@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import re
@@ -38,14 +37,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_real_node import RESOURCES, RESULTS, STEP, WAIT, Bench, summary
+from bench_real_node import RESOURCES, STEP, WAIT, Bench
 from kubernetes import client
+from report import median_range, min_median_max, verdict, write_report
 
 GOAL = 1.2
-JOB = {"mode": "ps", "pservers": 1, "trainers": 2, "entry_point": "python ps_train.py --steps 100000 --print-every 20 --step-delay 0.05"}
+JOB: dict[str, Any] = {
+    "mode": "ps",
+    "pservers": 1,
+    "trainers": 2,
+    "entry_point": "python ps_train.py --steps 100000 --print-every 20 --step-delay 0.05",
+}
 REPLICAS = 3
 #: `--checkpoints`: a collective job that saves every 20 steps and resumes from the latest.
-RESUME_JOB = {
+RESUME_JOB: dict[str, Any] = {
     "mode": "collective",
     "trainers": 2,
     "entry_point": "python collective_train.py --steps 100000 --print-every 1 --step-delay 0.05 --checkpoint-every 20",
@@ -121,7 +126,9 @@ def one_round(bench: Bench, name: str, checkpoints: bool = False) -> dict[str, f
     bench.core.create_namespaced_pod_eviction(
         victim.metadata.name,
         bench.namespace,
-        {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": victim.metadata.name, "namespace": bench.namespace}},
+        client.V1Eviction.model_validate(
+            {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": victim.metadata.name, "namespace": bench.namespace}}
+        ),
     )
     # `--checkpoints`: the job's message is watched from the eviction on, in the same loops as
     # the other marks, so each figure is when its own condition first held.
@@ -181,9 +188,9 @@ def main() -> int:
     finally:
         bench.close()
     keys = ["fresh_first_step", "restart_running", "restart_first_step"] + (["restart_message"] if args.checkpoints else [])
-    figures = {key: summary([r[key] for r in rounds]) for key in keys}
+    figures = {key: min_median_max([r[key] for r in rounds]) for key in keys}
     ratio = figures["restart_first_step"]["median"] / figures["fresh_first_step"]["median"]
-    result = {
+    result: dict[str, Any] = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": f"python benchmarks/bench_restart.py --rounds {args.rounds}" + (" --checkpoints" if args.checkpoints else ""),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
@@ -194,12 +201,9 @@ def main() -> int:
         "goal_met": ratio <= GOAL,
         "rounds": rounds,
     }
-    RESULTS.mkdir(exist_ok=True)
-    stem = "restart_resume" if args.checkpoints else "restart"
-    (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
 
     def cell(key: str) -> str:
-        return f"{figures[key]['median']} ({figures[key]['min']}-{figures[key]['max']})"
+        return median_range(figures[key])
 
     if args.checkpoints:
         lines = [
@@ -213,11 +217,10 @@ def main() -> int:
             "| --- | --- | --- | --- |",
             f"| {cell('fresh_first_step')} | {cell('restart_running')} | {cell('restart_first_step')} | {cell('restart_message')} |",
             "",
-            f"Resume / fresh: {result['ratio']} (goal <= {GOAL}: {'met' if result['goal_met'] else 'NOT met'}).",
+            f"Resume / fresh: {result['ratio']} (goal <= {GOAL}: {verdict(result['goal_met'])}).",
             "",
         ]
-        (RESULTS / f"{stem}.md").write_text("\n".join(lines))
-        print("\n".join(lines))
+        print(write_report("restart_resume", result, "\n".join(lines)))
         return 0
     lines = [
         "# Whole-job restart after an eviction, against a fresh submit",
@@ -228,11 +231,10 @@ def main() -> int:
         "| --- | --- | --- |",
         f"| {cell('fresh_first_step')} | {cell('restart_running')} | {cell('restart_first_step')} |",
         "",
-        f"Restart / fresh: {result['ratio']} (goal <= {GOAL}: {'met' if result['goal_met'] else 'NOT met'}).",
+        f"Restart / fresh: {result['ratio']} (goal <= {GOAL}: {verdict(result['goal_met'])}).",
         "",
     ]
-    (RESULTS / "restart.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    print(write_report("restart", result, "\n".join(lines)))
     return 0
 
 

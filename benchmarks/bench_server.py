@@ -35,9 +35,9 @@ from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord, 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from report import write_report  # noqa: E402
 from support.jupyter_process import JupyterProcess, free_port  # noqa: E402
 
-RESULTS = REPO / "benchmarks" / "results"
 ENABLE_FILE = REPO / "jupyter-config" / "jupyter_server_config.d" / "paddle_nbext_server.json"
 TOKEN = "bench-token"
 GOALS = {"jobs_list_p50_ms": 20.0, "event_delay_p50_ms": 200.0, "status_p99_ms_with_streams": 50.0}
@@ -111,7 +111,7 @@ def seed_jobs(home: Path, count: int, owner: str) -> None:
         name = f"seed-{i:04d}"
         created = datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() + i * 60
         stamp = datetime.fromtimestamp(created, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        spec = {
+        spec: dict[str, Any] = {
             "job_name": name,
             "entry_point": "python ps_train.py",
             "trainer_package": str(home),
@@ -273,8 +273,7 @@ def list_breakdown(home: Path, owner: str, samples: int = 20) -> dict[str, Any]:
 
 
 def write_results(results: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "server.json").write_text(json.dumps(results, indent=2) + "\n")
+    """results/server.json and server.md."""
     lines = [
         "# Server extension benchmark",
         "",
@@ -317,7 +316,7 @@ def write_results(results: dict[str, Any]) -> None:
         f"rendering the {breakdown['body_bytes'] // 1024} KiB JSON body p50 {breakdown['render_json']['p50_ms']} ms (JobListRenderer, unchanged jobs' JSON reused; in a worker thread).",
     ]
     lines += ["", "The machine is shared (other test runs), so figures vary between runs; see server.json for p90/mean/max."]
-    (RESULTS / "server.md").write_text("\n".join(lines) + "\n")
+    write_report("server", results, "\n".join(lines) + "\n")
 
 
 def main() -> int:
