@@ -11,17 +11,23 @@ Object names are computed with ``manifests.object_name`` (``obj``), never writte
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cluster.k8s_objects import meta
 from cluster.test_k8s_backend import MASTER_ROLE, _async, _where, eventually, home_dir, obj, pod_of, run, running, spec
 from cluster.test_k8s_queued import KUEUE, ROLE, create_once, pods, workloads_of
 from paddle_nbext.model.contract import STATUS_ANNOTATION
+from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.kubernetes.backend import KubernetesBackend
+
+if TYPE_CHECKING:
+    from cluster.conftest import Cluster, QueuedCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -56,7 +62,7 @@ def line_up(admin: client.ApiClient, namespace: str, name: str, *, preemption: d
     custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", local)
 
 
-def workspace(cluster: Any, tmp_path: Any, role: dict[str, Any] = ROLE) -> tuple[str, str, client.ApiClient, Any]:
+def workspace(cluster: Cluster, tmp_path: Path, role: dict[str, Any] = ROLE) -> tuple[str, str, client.ApiClient, Path]:
     namespace = cluster.new_namespace()
     for user in ("alice", "bob"):
         cluster.home_claim(namespace, f"claim-{user}")
@@ -66,8 +72,11 @@ def workspace(cluster: Any, tmp_path: Any, role: dict[str, Any] = ROLE) -> tuple
 
 def jobset(admin: client.ApiClient, namespace: str, job: str, owner: str = "alice") -> dict[str, Any] | None:
     try:
-        found: dict[str, Any] = client.CustomObjectsApi(admin).get_namespaced_custom_object(
-            "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", obj(job, owner)
+        found = cast(
+            dict[str, Any],
+            client.CustomObjectsApi(admin).get_namespaced_custom_object(
+                "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", obj(job, owner)
+            ),
         )
     except ApiException as error:
         if error.status == 404:
@@ -93,7 +102,7 @@ async def message_of(backend: KubernetesBackend, job: str, owner: str, expected:
     return status.message
 
 
-async def submit_in_order(backend: KubernetesBackend, admin: client.ApiClient, namespace: str, job: str, owner: str, home: Any) -> None:
+async def submit_in_order(backend: KubernetesBackend, admin: client.ApiClient, namespace: str, job: str, owner: str, home: Path) -> None:
     """Submit, wait for Kueue's Workload, then let a second pass: Kueue orders a queue by
     priority and creation time, which the API server stamps in whole seconds."""
     await backend.submit(SubmitRequest(spec(job, **JOB_CPU), owner, home))
@@ -101,13 +110,15 @@ async def submit_in_order(backend: KubernetesBackend, admin: client.ApiClient, n
     await asyncio.sleep(1.1)
 
 
-def test_waiting_jobs_show_their_place_in_the_queue_and_it_moves_as_the_ones_ahead_go(queued_cluster, tmp_path):
+def test_waiting_jobs_show_their_place_in_the_queue_and_it_moves_as_the_ones_ahead_go(
+    queued_cluster: QueuedCluster, tmp_path: Path
+) -> None:
     """Two users' jobs wait behind one holding all the quota: positions 1..3 in submit order,
     then 1..2 once the first waiting job is cancelled, then 1 of 1 once the next is admitted."""
     cluster = queued_cluster
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     line_up(admin, namespace, "line")
-    traits = {"workload_mode": "jobset", "default_queue": "line", "queue_position_interval": 0.5}
+    traits: dict[str, Any] = {"workload_mode": "jobset", "default_queue": "line", "queue_position_interval": 0.5}
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home, **traits) as alice, running(kubeconfig, namespace, home, **traits) as bob:
@@ -148,13 +159,13 @@ def test_waiting_jobs_show_their_place_in_the_queue_and_it_moves_as_the_ones_ahe
     run(scenario())
 
 
-def test_without_the_visibility_rule_jobs_keep_kueues_words_and_config_says_why(queued_cluster, tmp_path):
+def test_without_the_visibility_rule_jobs_keep_kueues_words_and_config_says_why(queued_cluster: QueuedCluster, tmp_path: Path) -> None:
     cluster = queued_cluster
     narrower = {**ROLE, "rules": [r for r in ROLE["rules"] if "visibility.kueue.x-k8s.io" not in r["apiGroups"]]}
     assert len(narrower["rules"]) == len(ROLE["rules"]) - 1  # the shipped Role has the rule
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, narrower)
     line_up(admin, namespace, "no-view")
-    traits = {"workload_mode": "jobset", "default_queue": "no-view", "queue_position_interval": 0.5}
+    traits: dict[str, Any] = {"workload_mode": "jobset", "default_queue": "no-view", "queue_position_interval": 0.5}
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home, **traits) as backend:
@@ -210,11 +221,13 @@ def high_priority_job(admin: client.ApiClient, namespace: str, queue: str, cpu: 
             },
         },
     }
-    client.BatchV1Api(admin).create_namespaced_job(namespace, job)
+    client.BatchV1Api(admin).create_namespaced_job(namespace, client.V1Job.model_validate(job))
     return "urgent"
 
 
-def test_a_running_job_preempted_by_a_higher_priority_workload_says_so_and_waits_its_turn_again(queued_cluster, tmp_path):
+def test_a_running_job_preempted_by_a_higher_priority_workload_says_so_and_waits_its_turn_again(
+    queued_cluster: QueuedCluster, tmp_path: Path
+) -> None:
     """ClusterQueue with `withinClusterQueue: LowerPriority`: a higher-priority Job takes the
     running paddle-nbext job's quota.  Kueue evicts the job's Workload (Evicted/Preempted,
     reason InClusterQueue) and suspends its JobSet, whose pods go; the job says it was preempted
@@ -222,7 +235,7 @@ def test_a_running_job_preempted_by_a_higher_priority_workload_says_so_and_waits
     cluster = queued_cluster
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     line_up(admin, namespace, "preempting", preemption={"withinClusterQueue": "LowerPriority"})
-    traits = {"workload_mode": "jobset", "default_queue": "preempting", "queue_position_interval": 0.5}
+    traits: dict[str, Any] = {"workload_mode": "jobset", "default_queue": "preempting", "queue_position_interval": 0.5}
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home, **traits) as backend:
@@ -235,6 +248,7 @@ def test_a_running_job_preempted_by_a_higher_priority_workload_says_so_and_waits
 
             urgent = high_priority_job(admin, namespace, "preempting", cpu="2")
             workload = await eventually(lambda: _async(lambda: _preempted(admin, namespace)), "Kueue's Preempted condition")
+            assert workload is not None  # eventually returns a truthy value
             assert workload["reason"] == "InClusterQueue", workload
             # Kueue's words at once (while it stops the pods, then queued again), the place in the queue
             # once Kueue has requeued the Workload.
@@ -258,12 +272,12 @@ def test_a_running_job_preempted_by_a_higher_priority_workload_says_so_and_waits
             assert not running_again.message.startswith(("Preempted", "Queued")), running_again.message
             # Never recorded as ended: the pods Kueue stopped (exit code 143) were not the job's failure.
             record = client.CoreV1Api(admin).read_namespaced_config_map(obj("mnist"), namespace)
-            assert STATUS_ANNOTATION not in (record.metadata.annotations or {}), record.metadata.annotations
+            assert STATUS_ANNOTATION not in (meta(record).annotations or {}), meta(record).annotations
 
     run(scenario())
 
 
-async def _where_phase(backend: KubernetesBackend, phase: str) -> Any:
+async def _where_phase(backend: KubernetesBackend, phase: str) -> JobStatus:
     status = await backend.get_job("mnist", "alice")
     assert status.phase == phase, (status.phase, status.message, [(r.role, r.phase, r.reason) for r in status.replicas])
     return status
