@@ -11,17 +11,22 @@ from, so the checks wait for them to be written, never for a duration.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cluster.k8s_objects import name_of, present
 from cluster.test_k8s_backend import NOTEBOOK_ROLE, SELECTOR, _async, deploy_docs, eventually, run, running, spec, workspace
 from cluster.test_k8s_queued import jobset, queued_workspace
 from cluster.test_k8s_queued import quota as kueue_queue
 from paddle_nbext_server.backends.base import InvalidRequest, SubmitRequest
 from paddle_nbext_server.backends.kubernetes import manifests
+
+if TYPE_CHECKING:
+    from cluster.conftest import Cluster, QueuedCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -33,13 +38,18 @@ def compute_quota(admin: client.ApiClient, namespace: str) -> None:
     someone else; returns once the quota controller has counted that pod."""
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(
-        namespace, {"metadata": {"name": "compute"}, "spec": {"hard": {"requests.cpu": "4", "requests.memory": "16Gi"}}}
+        namespace,
+        client.V1ResourceQuota.model_validate(
+            {"metadata": {"name": "compute"}, "spec": {"hard": {"requests.cpu": "4", "requests.memory": "16Gi"}}}
+        ),
     )
     container = {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}}
 
     def other_pod() -> bool:
         try:
-            core.create_namespaced_pod(namespace, {"metadata": {"name": "someone-else"}, "spec": {"containers": [container]}})
+            core.create_namespaced_pod(
+                namespace, client.V1Pod.model_validate({"metadata": {"name": "someone-else"}, "spec": {"containers": [container]}})
+            )
         except ApiException as error:
             if error.status == 403:  # the quota's status is not computed yet: admission waits for it
                 return False
@@ -48,7 +58,7 @@ def compute_quota(admin: client.ApiClient, namespace: str) -> None:
         return True
 
     def counted() -> bool:
-        used = (core.read_namespaced_resource_quota("compute", namespace).status.used or {}) if other_pod() else {}
+        used = (present(core.read_namespaced_resource_quota("compute", namespace).status, "status").used or {}) if other_pod() else {}
         return used.get("requests.cpu") == "2"
 
     run(eventually(lambda: _async(counted), "the quota controller counting the other pod"))
@@ -58,9 +68,9 @@ def managed_objects(admin: client.ApiClient, namespace: str) -> set[tuple[str, s
     """(kind, name) of every paddle-nbext object in the namespace (by the managed-by label, so the
     check does not depend on how the job label is spelled)."""
     core, batch = client.CoreV1Api(admin), client.BatchV1Api(admin)
-    found = {("ConfigMap", o.metadata.name) for o in core.list_namespaced_config_map(namespace, label_selector=SELECTOR).items}
-    found |= {("Service", o.metadata.name) for o in core.list_namespaced_service(namespace, label_selector=SELECTOR).items}
-    found |= {("Job", o.metadata.name) for o in batch.list_namespaced_job(namespace, label_selector=SELECTOR).items}
+    found = {("ConfigMap", name_of(o)) for o in core.list_namespaced_config_map(namespace, label_selector=SELECTOR).items}
+    found |= {("Service", name_of(o)) for o in core.list_namespaced_service(namespace, label_selector=SELECTOR).items}
+    found |= {("Job", name_of(o)) for o in batch.list_namespaced_job(namespace, label_selector=SELECTOR).items}
     return found
 
 
@@ -75,7 +85,9 @@ def role_without(role: dict[str, Any], resource: str) -> dict[str, Any]:
     return trimmed
 
 
-def test_the_dry_run_shows_the_resource_quota_and_a_submit_that_never_fits_is_refused_before_anything_exists(cluster, tmp_path):
+def test_the_dry_run_shows_the_resource_quota_and_a_submit_that_never_fits_is_refused_before_anything_exists(
+    cluster: Cluster, tmp_path: Path
+) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     compute_quota(admin, namespace)
 
@@ -110,10 +122,10 @@ def test_the_dry_run_shows_the_resource_quota_and_a_submit_that_never_fits_is_re
     run(scenario())
 
 
-def test_a_role_that_may_not_read_quotas_says_quota_unknown_and_still_submits(cluster, tmp_path):
+def test_a_role_that_may_not_read_quotas_says_quota_unknown_and_still_submits(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, role_without(NOTEBOOK_ROLE, "resourcequotas"))
     client.CoreV1Api(admin).create_namespaced_resource_quota(
-        namespace, {"metadata": {"name": "tiny"}, "spec": {"hard": {"requests.cpu": "1"}}}
+        namespace, client.V1ResourceQuota.model_validate({"metadata": {"name": "tiny"}, "spec": {"hard": {"requests.cpu": "1"}}})
     )
 
     async def scenario() -> None:
@@ -132,17 +144,19 @@ def bind_queue_reader(admin: client.ApiClient, namespace: str) -> None:
     rbac = client.RbacAuthorizationV1Api(admin)
     role, binding = (d for d in deploy_docs("queue-reader-clusterrole.yaml") if d["kind"] in ("ClusterRole", "ClusterRoleBinding"))
     try:
-        rbac.create_cluster_role(role)
+        rbac.create_cluster_role(client.V1ClusterRole.model_validate(role))
     except ApiException as error:
         if error.status != 409:  # another test of the session applied it
             raise
     binding = copy.deepcopy(binding)
     binding["metadata"]["name"] = f"queue-reader-{namespace}"
     binding["subjects"][0]["namespace"] = namespace
-    rbac.create_cluster_role_binding(binding)
+    rbac.create_cluster_role_binding(client.V1ClusterRoleBinding.model_validate(binding))
 
 
-def test_the_dry_run_shows_the_cluster_queues_quota_and_refuses_what_it_can_never_admit(queued_cluster, tmp_path):
+def test_the_dry_run_shows_the_cluster_queues_quota_and_refuses_what_it_can_never_admit(
+    queued_cluster: QueuedCluster, tmp_path: Path
+) -> None:
     namespace, kubeconfig, admin, home = queued_workspace(queued_cluster, tmp_path)
     kueue_queue(admin, namespace, "quota-q", cpu="4")
 
@@ -165,6 +179,7 @@ def test_the_dry_run_shows_the_cluster_queues_quota_and_refuses_what_it_can_neve
                 return check if not check["unknown"] else None
 
             fits = await eventually(readable, "the ClusterQueue readable through the queue-reader ClusterRole")
+            assert fits is not None  # eventually returns a truthy value
             assert fits["verdict"] == "fits", fits
             assert fits["words"] == "This job needs 3.01 CPU, 3.12Gi; free now: 4 CPU, 64Gi — it fits."
 
@@ -184,6 +199,7 @@ def test_the_dry_run_shows_the_cluster_queues_quota_and_refuses_what_it_can_neve
                 return check if check["verdict"] == "waits" else None
 
             waits = await eventually(waiting, "Kueue reserving the first job's quota")
+            assert waits is not None  # eventually returns a truthy value
             assert waits["words"].endswith("free now: 990m CPU, 60.88Gi — it will wait (short of 2.02 CPU in ClusterQueue quota-q)."), waits
             created = await backend.submit(job("second", 2))
             assert created["phase"] == "Pending"
