@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -23,6 +23,7 @@ from kubernetes import client
 from support.controlplane import IGNORES_SIGTERM
 from support.waiting import eventually as eventually_sync
 
+from cluster.k8s_objects import meta, present
 from cluster.test_k8s_backend import (
     MASTER,
     NOTEBOOK_ROLE,
@@ -43,6 +44,7 @@ from cluster.test_k8s_backend import (
     workspace,
 )
 from paddle_nbext.model.spec import SpecError
+from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.base import (
     BackendUnavailable,
     InvalidRequest,
@@ -53,6 +55,9 @@ from paddle_nbext_server.backends.base import (
 )
 from paddle_nbext_server.runtime import cluster_master
 
+if TYPE_CHECKING:
+    from cluster.conftest import Cluster
+
 pytestmark = pytest.mark.cluster
 
 CORRECTNESS = "Kubernetes-correctness issue"
@@ -62,7 +67,7 @@ def _patch_annotation(admin: client.ApiClient, namespace: str, pod: str, key: st
     client.CoreV1Api(admin).patch_namespaced_pod(pod, namespace, {"metadata": {"annotations": {key: "true"}}})
 
 
-def test_a_trainer_pod_deleted_mid_run_fails_the_job_naming_it(cluster: Any, tmp_path: Path) -> None:
+def test_a_trainer_pod_deleted_mid_run_fails_the_job_naming_it(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
@@ -79,7 +84,7 @@ def test_a_trainer_pod_deleted_mid_run_fails_the_job_naming_it(cluster: Any, tmp
     run(scenario())
 
 
-def test_an_evicted_trainer_restarts_the_whole_job_without_using_the_retry_budget(cluster: Any, tmp_path: Path) -> None:
+def test_an_evicted_trainer_restarts_the_whole_job_without_using_the_retry_budget(cluster: Cluster, tmp_path: Path) -> None:
     """The Eviction API (a drain) on the only trainer of a job with max_restarts=0: its Job fails
     by the DisruptionTarget rule, the master restarts the job as attempt 1, and the eviction
     is counted apart, so the job is not failed for it."""
@@ -109,7 +114,7 @@ def test_an_evicted_trainer_restarts_the_whole_job_without_using_the_retry_budge
         run(scenario())
 
 
-def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: Path) -> None:
+def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Cluster, tmp_path: Path) -> None:
     """A `pods` quota other pods already hold most of: the job (4 pods) is within its limit, so it
     is submitted and waits ("waits", not "never"), and the pods the Job controller cannot create
     say why in the quota's own words."""
@@ -117,23 +122,28 @@ def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: P
     core = client.CoreV1Api(admin)
     # 4 pods at most, 2 held: of the job's 4 (master, pserver, 2 trainers) two are refused, so at
     # least one replica, whichever the Job controller creates first.
-    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "team"}, "spec": {"hard": {"pods": "4"}}})
+    core.create_namespaced_resource_quota(
+        namespace, client.V1ResourceQuota.model_validate({"metadata": {"name": "team"}, "spec": {"hard": {"pods": "4"}}})
+    )
     # Once the quota controller has taken the quota up (its status has `hard`), admission charges
     # each pod to it as the pod is made; before that a pod may go uncounted until a resync.
     eventually_sync(
-        lambda: (core.read_namespaced_resource_quota("team", namespace).status.hard or {}).get("pods") == "4", "the quota in force"
+        lambda: (present(core.read_namespaced_resource_quota("team", namespace).status, "status").hard or {}).get("pods") == "4",
+        "the quota in force",
     )
     for index in range(2):  # pods of someone else's, never placed (no node has the label), counted all the same
         core.create_namespaced_pod(
             namespace,
-            {
-                "metadata": {"name": f"filler-{index}"},
-                "spec": {"nodeSelector": {"nowhere": "true"}, "containers": [{"name": "main", "image": "registry.local/none:1"}]},
-            },
+            client.V1Pod.model_validate(
+                {
+                    "metadata": {"name": f"filler-{index}"},
+                    "spec": {"nodeSelector": {"nowhere": "true"}, "containers": [{"name": "main", "image": "registry.local/none:1"}]},
+                }
+            ),
         )
 
     def counted() -> bool:
-        used = (core.read_namespaced_resource_quota("team", namespace).status.used or {}).get("pods")
+        used = (present(core.read_namespaced_resource_quota("team", namespace).status, "status").used or {}).get("pods")
         return used == "2"
 
     eventually_sync(counted, "the quota controller to count the two pods")
@@ -142,9 +152,13 @@ def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: P
         async with running(kubeconfig, namespace, home) as backend:
             await backend.submit(SubmitRequest(spec("squeezed", pservers=1, trainers=2), "alice", home))
 
-            def refused_in_words(status: Any) -> bool:
+            def refused_in_words(status: JobStatus) -> bool:
                 refused = [r for r in status.replicas if (r.reason or "").startswith("FailedCreate: ")]
-                return "exceeded quota" in status.message and bool(refused) and all("exceeded quota: team" in r.reason for r in refused)
+                return (
+                    "exceeded quota" in status.message
+                    and bool(refused)
+                    and all("exceeded quota: team" in present(r.reason, "reason") for r in refused)
+                )
 
             status = await eventually(lambda: _where(backend, "squeezed", refused_in_words), "the quota refusal in the job's words")
             assert status.phase == "Pending"
@@ -152,7 +166,7 @@ def test_a_quota_that_refuses_the_trainer_pods_says_so(cluster: Any, tmp_path: P
     run(scenario())
 
 
-def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tmp_path: Path) -> None:
+def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
@@ -168,7 +182,7 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tm
                 await backend.submit(SubmitRequest(spec("again", mode="collective", pservers=0, trainers=1), "alice", home))
             assert busy.value.field == "job_name"
             await eventually(
-                lambda: _async(lambda: client.CoreV1Api(admin).read_namespaced_pod(old, namespace).metadata.deletion_timestamp),
+                lambda: _async(lambda: meta(client.CoreV1Api(admin).read_namespaced_pod(old, namespace)).deletion_timestamp),
                 "the garbage collector deleting the old pod",
             )
             # the old pod is killed at last (its grace period cut short, as `kubectl delete --force` does)
@@ -186,7 +200,7 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Any, tm
     run(scenario())
 
 
-def test_a_job_name_a_service_cannot_carry_is_refused_before_anything_is_written(cluster: Any, tmp_path: Path) -> None:
+def test_a_job_name_a_service_cannot_carry_is_refused_before_anything_is_written(cluster: Cluster, tmp_path: Path) -> None:
     """A leading digit is a valid Job name but not a DNS-1035 Service name (clusters without
     relaxed Service name validation refuse it; this one, 1.37, has it): refused up front."""
     namespace, _, admin, _ = workspace(cluster, tmp_path)
@@ -196,7 +210,7 @@ def test_a_job_name_a_service_cannot_carry_is_refused_before_anything_is_written
     assert objects_of(admin, namespace, "1mnist") == set()
 
 
-def test_a_service_the_api_server_refuses_mid_submit_is_a_4xx_and_nothing_is_left(cluster: Any, tmp_path: Path) -> None:
+def test_a_service_the_api_server_refuses_mid_submit_is_a_4xx_and_nothing_is_left(cluster: Cluster, tmp_path: Path) -> None:
     """The API server's own admission (a ValidatingAdmissionPolicy, as a platform team's naming
     rules are) refuses the Service after the record exists: the backend answers with Kubernetes'
     words and rolls the record back."""
@@ -204,32 +218,36 @@ def test_a_service_the_api_server_refuses_mid_submit_is_a_4xx_and_nothing_is_lef
     registration = client.AdmissionregistrationV1Api(admin)
     policy = f"pnb-service-names-{namespace}"
     registration.create_validating_admission_policy(
-        {
-            "metadata": {"name": policy},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["services"]}]
+        client.V1ValidatingAdmissionPolicy.model_validate(
+            {
+                "metadata": {"name": policy},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {
+                        "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["services"]}]
+                    },
+                    "validations": [
+                        {
+                            "expression": "!object.metadata.name.startsWith('legacy-')",
+                            "reason": "Invalid",
+                            "message": "Service names starting with legacy- are reserved",
+                        }
+                    ],
                 },
-                "validations": [
-                    {
-                        "expression": "!object.metadata.name.startsWith('legacy-')",
-                        "reason": "Invalid",
-                        "message": "Service names starting with legacy- are reserved",
-                    }
-                ],
-            },
-        }
+            }
+        )
     )
     registration.create_validating_admission_policy_binding(
-        {
-            "metadata": {"name": policy},
-            "spec": {
-                "policyName": policy,
-                "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
-            },
-        }
+        client.V1ValidatingAdmissionPolicyBinding.model_validate(
+            {
+                "metadata": {"name": policy},
+                "spec": {
+                    "policyName": policy,
+                    "validationActions": ["Deny"],
+                    "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+                },
+            }
+        )
     )
     try:
 
@@ -253,14 +271,14 @@ def _refused(admin: client.ApiClient, namespace: str) -> bool:
     """The policy is enforced once a dry-run create of a `legacy-` Service is refused."""
     try:
         client.CoreV1Api(admin).create_namespaced_service(
-            namespace, {"metadata": {"name": "legacy-probe"}, "spec": {"clusterIP": "None"}}, dry_run="All"
+            namespace, client.V1Service.model_validate({"metadata": {"name": "legacy-probe"}, "spec": {"clusterIP": "None"}}), dry_run="All"
         )
     except client.ApiException as error:
-        return error.status == 422
+        return bool(error.status == 422)
     return False
 
 
-def test_ttl_after_finished_removes_the_jobs_and_the_record_keeps_the_outcome(cluster: Any, tmp_path: Path) -> None:
+def test_ttl_after_finished_removes_the_jobs_and_the_record_keeps_the_outcome(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     batch = client.BatchV1Api(admin)
 
@@ -288,7 +306,7 @@ def _combined(*roles: dict[str, Any]) -> dict[str, Any]:
 PER_JOB_MASTER_ROLE = next(d for d in deploy_docs("per-job-master-role.yaml") if d["kind"] == "Role")
 
 
-def test_a_per_job_master_role_passes_the_escalation_check_under_the_shipped_roles(cluster: Any, tmp_path: Path) -> None:
+def test_a_per_job_master_role_passes_the_escalation_check_under_the_shipped_roles(cluster: Cluster, tmp_path: Path) -> None:
     """The notebook creates `<job>-master` Role itself: RBAC lets it only grant what it holds."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, _combined(NOTEBOOK_ROLE, PER_JOB_MASTER_ROLE))
 
@@ -298,14 +316,17 @@ def test_a_per_job_master_role_passes_the_escalation_check_under_the_shipped_rol
 
     run(scenario())
     role = client.RbacAuthorizationV1Api(admin).read_namespaced_role(obj("owned") + "-master", namespace)
-    assert {obj("owned")} == {name for rule in role.rules if "configmaps" in rule.resources for name in rule.resource_names}
-    assert (
-        client.BatchV1Api(admin).read_namespaced_job(obj("owned") + "-master", namespace).spec.template.spec.service_account_name
-        == obj("owned") + "-master"
-    )
+    assert {obj("owned")} == {
+        name
+        for rule in present(role.rules, "rules")
+        if "configmaps" in present(rule.resources, "resources")
+        for name in present(rule.resource_names, "resourceNames")
+    }
+    master = client.BatchV1Api(admin).read_namespaced_job(obj("owned") + "-master", namespace)
+    assert present(present(master.spec, "spec").template.spec, "template.spec").service_account_name == obj("owned") + "-master"
 
 
-def test_a_per_job_master_role_granting_more_than_the_notebook_holds_is_refused(cluster: Any, tmp_path: Path) -> None:
+def test_a_per_job_master_role_granting_more_than_the_notebook_holds_is_refused(cluster: Cluster, tmp_path: Path) -> None:
     without_get = _combined(NOTEBOOK_ROLE, {"rules": [r for r in PER_JOB_MASTER_ROLE["rules"] if "configmaps" not in r["resources"]]})
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, without_get)
 
@@ -320,7 +341,7 @@ def test_a_per_job_master_role_granting_more_than_the_notebook_holds_is_refused(
     assert not (home / ".paddle-jobs" / "escalated").exists()
 
 
-def test_a_role_deployed_before_events_were_read_still_works_without_their_reasons(cluster: Any, tmp_path: Path) -> None:
+def test_a_role_deployed_before_events_were_read_still_works_without_their_reasons(cluster: Cluster, tmp_path: Path) -> None:
     older = {"rules": [r for r in NOTEBOOK_ROLE["rules"] if "events" not in r["resources"]]}
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path, older)
 
@@ -335,7 +356,7 @@ def test_a_role_deployed_before_events_were_read_still_works_without_their_reaso
     run(scenario())
 
 
-def test_the_master_evicted_mid_job_exits_non_zero_so_kubernetes_runs_it_again(cluster: Any, tmp_path: Path) -> None:
+def test_the_master_evicted_mid_job_exits_non_zero_so_kubernetes_runs_it_again(cluster: Cluster, tmp_path: Path) -> None:
     """SIGTERM (eviction, drain, preemption) must not complete the master's Job: exit 143."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     env = master_env(cluster, namespace, tmp_path, "watched")
@@ -354,11 +375,11 @@ def test_the_master_evicted_mid_job_exits_non_zero_so_kubernetes_runs_it_again(c
         master.kill()
         master.communicate(timeout=30)
     record = client.CoreV1Api(admin).read_namespaced_config_map(obj("watched"), namespace)
-    assert "paddle-nbext/status" not in (record.metadata.annotations or {})
+    assert "paddle-nbext/status" not in (meta(record).annotations or {})
 
 
 def test_no_token_reaches_the_objects_the_responses_the_logs_or_the_replicas(
-    cluster: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    cluster: Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     token = yaml.safe_load(Path(kubeconfig).read_text())["users"][0]["user"]["token"]
@@ -385,12 +406,17 @@ def test_no_token_reaches_the_objects_the_responses_the_logs_or_the_replicas(
     assert all(token not in text for text in seen)
     assert all(text.count("eyJ") == 0 for text in seen[:3])  # no JWT of any kind in what users get back
     for pod in core.list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={obj('quiet')}").items:
-        if pod.metadata.labels["paddle-nbext/role"] in ("pserver", "trainer"):
-            assert pod.spec.automount_service_account_token is False  # user code gets no API credential
-            assert not [v for v in pod.spec.volumes if v.projected and any(s.service_account_token for s in v.projected.sources)]
+        if present(meta(pod).labels, "labels")["paddle-nbext/role"] in ("pserver", "trainer"):
+            pod_spec = present(pod.spec, "spec")
+            assert pod_spec.automount_service_account_token is False  # user code gets no API credential
+            assert not [
+                v
+                for v in present(pod_spec.volumes, "volumes")
+                if v.projected and any(s.service_account_token for s in present(v.projected.sources, "sources"))
+            ]
 
 
-def test_a_late_succeeded_never_overwrites_cancelled(cluster: Any, tmp_path: Path) -> None:
+def test_a_late_succeeded_never_overwrites_cancelled(cluster: Cluster, tmp_path: Path) -> None:
     """The master (or the server) decided "Succeeded" on the record as it was before a cancel:
     its write carries that resourceVersion, so the API refuses it and the job stays Cancelled."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
@@ -416,32 +442,38 @@ def test_a_late_succeeded_never_overwrites_cancelled(cluster: Any, tmp_path: Pat
             assert (await backend.get_job("raced", "alice")).phase == "Cancelled"
 
     run(scenario())
-    final = json.loads(core.read_namespaced_config_map(obj("raced"), namespace).metadata.annotations["paddle-nbext/status"])
+    final = json.loads(
+        present(meta(core.read_namespaced_config_map(obj("raced"), namespace)).annotations, "annotations")["paddle-nbext/status"]
+    )
     assert final["phase"] == "Cancelled"
 
 
-def test_a_read_write_once_home_pins_the_job_to_the_notebooks_node(cluster: Any, tmp_path: Path) -> None:
+def test_a_read_write_once_home_pins_the_job_to_the_notebooks_node(cluster: Cluster, tmp_path: Path) -> None:
     """Zero to JupyterHub's default home is a ReadWriteOnce claim: only pods on the notebook's
     node can mount it, so the job's pods are scheduled there."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     core = client.CoreV1Api(admin)
     core.create_namespaced_persistent_volume_claim(
         namespace,
-        {
-            "metadata": {"name": "claim-rwo"},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}},
-        },
+        client.V1PersistentVolumeClaim.model_validate(
+            {
+                "metadata": {"name": "claim-rwo"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}},
+            }
+        ),
     )
     core.create_namespaced_pod(
         namespace,
-        {
-            "metadata": {"name": "jupyter-alice"},
-            "spec": {
-                "nodeName": "kwok-cpu-1",
-                "containers": [{"name": "notebook", "image": "jupyter", "volumeMounts": [{"name": "home", "mountPath": str(home)}]}],
-                "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-rwo"}}],
-            },
-        },
+        client.V1Pod.model_validate(
+            {
+                "metadata": {"name": "jupyter-alice"},
+                "spec": {
+                    "nodeName": "kwok-cpu-1",
+                    "containers": [{"name": "notebook", "image": "jupyter", "volumeMounts": [{"name": "home", "mountPath": str(home)}]}],
+                    "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-rwo"}}],
+                },
+            }
+        ),
     )
 
     async def scenario() -> None:
@@ -452,10 +484,10 @@ def test_a_read_write_once_home_pins_the_job_to_the_notebooks_node(cluster: Any,
     cluster.await_job_pods(namespace)  # the Job controller makes the pods after the submit returns
     for index in (0, 1):
         pod = core.read_namespaced_pod(pod_of(admin, namespace, "pinned", "trainer", index), namespace)
-        assert pod.spec.node_selector == {"kubernetes.io/hostname": "kwok-cpu-1"}
+        assert present(pod.spec, "spec").node_selector == {"kubernetes.io/hostname": "kwok-cpu-1"}
 
 
-def test_api_warnings_are_logged_and_shown_to_the_admin(cluster: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_api_warnings_are_logged_and_shown_to_the_admin(cluster: Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The in-tree cephfs volume is deprecated (non-functional from 1.31): the API server says so
     in a Warning header, which the admin sees in the log and in GET /config."""
     namespace, kubeconfig, _, home = workspace(cluster, tmp_path)
@@ -472,7 +504,7 @@ def test_api_warnings_are_logged_and_shown_to_the_admin(cluster: Any, tmp_path: 
     assert "the Kubernetes API warns" in caplog.text and "cephfs" in caplog.text
 
 
-def test_a_home_the_kubelet_cannot_mount_is_the_replicas_reason(cluster: Any, tmp_path: Path) -> None:
+def test_a_home_the_kubelet_cannot_mount_is_the_replicas_reason(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
 
     async def scenario() -> None:
@@ -492,12 +524,12 @@ def test_a_home_the_kubelet_cannot_mount_is_the_replicas_reason(cluster: Any, tm
                 lambda: _where(backend, "unmounted", lambda s: (replica(s, "trainer", 0).reason or "").startswith("FailedMount: ")),
                 "FailedMount",
             )
-            assert 'volume "home"' in replica(status, "trainer", 0).reason and status.phase == "Pending"
+            assert 'volume "home"' in present(replica(status, "trainer", 0).reason, "reason") and status.phase == "Pending"
 
     run(scenario())
 
 
-def test_a_failed_job_whose_pods_are_gone_fails_the_replica(cluster: Any, tmp_path: Path) -> None:
+def test_a_failed_job_whose_pods_are_gone_fails_the_replica(cluster: Cluster, tmp_path: Path) -> None:
     """The server was away while a trainer's pod was deleted and removed: the Job controller
     failed the Job (no retries left), and that is what the replica shows, not a forever Pending."""
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
@@ -514,7 +546,7 @@ def test_a_failed_job_whose_pods_are_gone_fails_the_replica(cluster: Any, tmp_pa
     core.delete_namespaced_pod(pod, namespace)
 
     def failed_and_gone() -> bool:
-        conditions = batch.read_namespaced_job_status(obj("lost") + "-trainer", namespace).status.conditions or []
+        conditions = present(batch.read_namespaced_job_status(obj("lost") + "-trainer", namespace).status, "status").conditions or []
         pods = core.list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={obj('lost')},paddle-nbext/role=trainer").items
         return any(c.type == "Failed" and c.status == "True" for c in conditions) and not pods
 
@@ -528,7 +560,7 @@ def test_a_failed_job_whose_pods_are_gone_fails_the_replica(cluster: Any, tmp_pa
     run(later())
 
 
-def test_a_file_the_delete_cannot_remove_is_reported_not_ignored(cluster: Any, tmp_path: Path) -> None:
+def test_a_file_the_delete_cannot_remove_is_reported_not_ignored(cluster: Cluster, tmp_path: Path) -> None:
     """A job pod that ran as another user can leave files the notebook's user cannot remove
     (made immutable here, which stops even root): delete says so, with the path."""
     namespace, kubeconfig, _, home = workspace(cluster, tmp_path)
