@@ -14,8 +14,9 @@ notebook-role-volcano.yaml).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 import yaml
@@ -23,6 +24,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from support.controlplane.build import ASSETS, GANG_COMPONENTS, binary_dir, build
 
+from cluster.k8s_objects import meta, present
 from cluster.test_k8s_backend import (
     NOTEBOOK_ROLE,
     _async,
@@ -39,13 +41,16 @@ from cluster.test_k8s_backend import (
 from cluster.test_k8s_queued import queued_workspace
 from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
 
+if TYPE_CHECKING:
+    from cluster.conftest import Cluster
+
 pytestmark = pytest.mark.cluster
 
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1")
 VOLCANO_ROLE = next(d for d in deploy_docs("notebook-role-volcano.yaml") if d["kind"] == "Role")
 ROLE = {**NOTEBOOK_ROLE, "rules": NOTEBOOK_ROLE["rules"] + VOLCANO_ROLE["rules"]}
 PRIORITY = "paddle-nbext-test-batch"
-TRAITS = {"gang_scheduler": "volcano", "default_queue": "research", "priority_class_name": PRIORITY}
+TRAITS: dict[str, Any] = {"gang_scheduler": "volcano", "default_queue": "research", "priority_class_name": PRIORITY}
 
 
 def podgroup_crd() -> dict[str, Any]:
@@ -66,7 +71,7 @@ def _crd_gone(extensions: client.ApiextensionsV1Api, name: str) -> bool:
     return False
 
 
-def _wait(check: Any, what: str, timeout: float = 60.0) -> None:
+def _wait(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -75,16 +80,16 @@ def _wait(check: Any, what: str, timeout: float = 60.0) -> None:
 
 
 @pytest.fixture
-def podgroup_api(cluster: Any) -> Iterator[None]:
+def podgroup_api(cluster: Cluster) -> Iterator[None]:
     """Volcano's PodGroup API served for the test (established), and the priority class the
     jobs name; both removed after it."""
     crd = podgroup_crd()
     extensions = client.ApiextensionsV1Api(cluster.api_client())
     name = crd["metadata"]["name"]
-    extensions.create_custom_resource_definition(crd)
+    extensions.create_custom_resource_definition(client.V1CustomResourceDefinition.model_validate(crd))
 
     def established() -> bool:
-        conditions = extensions.read_custom_resource_definition(name).status.conditions or []
+        conditions = present(extensions.read_custom_resource_definition(name).status, "status").conditions or []
         return any(c.type == "Established" and c.status == "True" for c in conditions)
 
     _wait(established, f"CRD {name} to be established")
@@ -99,13 +104,13 @@ def podgroup_api(cluster: Any) -> Iterator[None]:
         _wait(lambda: _crd_gone(extensions, name), f"CRD {name} to be removed")
 
 
-def volcano_workspace(cluster: Any, tmp_path: Any, role: dict[str, Any] = ROLE) -> tuple[str, str, client.ApiClient, Any]:
+def volcano_workspace(cluster: Cluster, tmp_path: Path, role: dict[str, Any] = ROLE) -> tuple[str, str, client.ApiClient, Path]:
     return queued_workspace(cluster, tmp_path, role)
 
 
 def pod_group(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     try:
-        found: dict[str, Any] = client.CustomObjectsApi(admin).get_namespaced_custom_object(*PODGROUPS, namespace, "podgroups", name)
+        found = cast(dict[str, Any], client.CustomObjectsApi(admin).get_namespaced_custom_object(*PODGROUPS, namespace, "podgroups", name))
     except ApiException as error:
         if error.status == 404:
             return None
@@ -113,14 +118,14 @@ def pod_group(admin: client.ApiClient, namespace: str, name: str) -> dict[str, A
     return found
 
 
-def pods_by_role(admin: client.ApiClient, namespace: str, job: str) -> dict[str, list[Any]]:
-    found: dict[str, list[Any]] = {}
+def pods_by_role(admin: client.ApiClient, namespace: str, job: str) -> dict[str, list[client.V1Pod]]:
+    found: dict[str, list[client.V1Pod]] = {}
     for pod in client.CoreV1Api(admin).list_namespaced_pod(namespace, label_selector=f"paddle-nbext/job={obj(job)}").items:
-        found.setdefault(pod.metadata.labels["paddle-nbext/role"], []).append(pod)
+        found.setdefault(present(meta(pod).labels, "labels")["paddle-nbext/role"], []).append(pod)
     return found
 
 
-def test_without_volcano_installed_config_and_submit_name_the_fix(cluster, tmp_path):
+def test_without_volcano_installed_config_and_submit_name_the_fix(cluster: Cluster, tmp_path: Path) -> None:
     namespace, kubeconfig, admin, home = volcano_workspace(cluster, tmp_path)
 
     async def scenario() -> None:
@@ -137,7 +142,9 @@ def test_without_volcano_installed_config_and_submit_name_the_fix(cluster, tmp_p
     run(scenario())
 
 
-def test_a_volcano_job_has_a_schema_valid_pod_group_and_waits_unscheduled_for_volcano(cluster, tmp_path, podgroup_api):
+def test_a_volcano_job_has_a_schema_valid_pod_group_and_waits_unscheduled_for_volcano(
+    cluster: Cluster, tmp_path: Path, podgroup_api: None
+) -> None:
     namespace, kubeconfig, admin, home = volcano_workspace(cluster, tmp_path)
     custom = client.CustomObjectsApi(admin)
     name = obj("gang")
@@ -157,7 +164,7 @@ def test_a_volcano_job_has_a_schema_valid_pod_group_and_waits_unscheduled_for_vo
                 custom.create_namespaced_custom_object(
                     *PODGROUPS, namespace, "podgroups", misspelled, dry_run="All", field_validation="Strict"
                 )
-            assert strict.value.status in (400, 422) and "minMembers" in strict.value.body
+            assert strict.value.status in (400, 422) and "minMembers" in present(strict.value.body, "body")
 
             await backend.submit(
                 SubmitRequest(spec("gang", pservers=1, trainers=2, pserver_cpu="500m", trainer_cpu="2", trainer_mem="2Gi"), "alice", home)
@@ -165,27 +172,27 @@ def test_a_volcano_job_has_a_schema_valid_pod_group_and_waits_unscheduled_for_vo
             made = pod_group(admin, namespace, name)
             assert made is not None
             record = client.CoreV1Api(admin).read_namespaced_config_map(name, namespace)
-            assert [(o["kind"], o["uid"]) for o in made["metadata"]["ownerReferences"]] == [("ConfigMap", record.metadata.uid)]
+            assert [(o["kind"], o["uid"]) for o in made["metadata"]["ownerReferences"]] == [("ConfigMap", meta(record).uid)]
             # What the API server stored is what we sent (nothing pruned), plus Volcano's defaults.
             assert made["spec"]["minMember"] == 3
             assert made["spec"]["minResources"] == {"cpu": "4500m", "memory": "5Gi"}  # 500m + 1Gi, 2 x (2, 2Gi)
             assert made["spec"]["queue"] == "research" and made["spec"]["priorityClassName"] == PRIORITY
             assert not backend.describe().get("api_warnings"), backend.describe()
 
-            def all_pods() -> dict[str, list[Any]]:
+            def all_pods() -> dict[str, list[client.V1Pod]]:
                 found = pods_by_role(admin, namespace, "gang")
                 masters = found.get("master", [])
                 ready = len(found.get("pserver", [])) == 1 and len(found.get("trainer", [])) == 2
-                return found if ready and masters and masters[0].spec.node_name else {}
+                return found if ready and masters and present(masters[0].spec, "spec").node_name else {}
 
             # The master keeps the default scheduler and is bound: the scheduler ran and left the gang alone.
             found = await eventually(lambda: _async(all_pods), "the gang's pods and the bound master")
-            assert found["master"][0].spec.scheduler_name == "default-scheduler"
+            assert present(found["master"][0].spec, "spec").scheduler_name == "default-scheduler"
             for pod in found["pserver"] + found["trainer"]:
-                assert pod.spec.scheduler_name == "volcano", pod.metadata.name
-                assert pod.metadata.annotations["scheduling.k8s.io/group-name"] == name
-                assert pod.spec.node_name is None and pod.status.phase == "Pending", pod.metadata.name
-                assert not [c for c in pod.status.conditions or [] if c.type == "PodScheduled"], pod.metadata.name
+                assert present(pod.spec, "spec").scheduler_name == "volcano", meta(pod).name
+                assert present(meta(pod).annotations, "annotations")["scheduling.k8s.io/group-name"] == name
+                assert present(pod.spec, "spec").node_name is None and present(pod.status, "status").phase == "Pending", meta(pod).name
+                assert not [c for c in present(pod.status, "status").conditions or [] if c.type == "PodScheduled"], meta(pod).name
 
             waiting = await eventually(
                 lambda: _where(
@@ -204,7 +211,9 @@ def test_a_volcano_job_has_a_schema_valid_pod_group_and_waits_unscheduled_for_vo
                 f"Waiting for the volcano scheduler to place all 3 replicas together (PodGroup {name}): "
                 "no Volcano scheduler has looked at it yet (is Volcano running in the cluster?)."
             )
-            assert replica(waiting, "trainer", 1).reason.startswith("Waiting for the volcano scheduler: no Volcano scheduler")
+            assert present(replica(waiting, "trainer", 1).reason, "reason").startswith(
+                "Waiting for the volcano scheduler: no Volcano scheduler"
+            )
 
             # Volcano's scheduler writes where the gang stands on the PodGroup (no status subresource).
             message = "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable; Pending: 3 Unschedulable"
@@ -229,7 +238,7 @@ def test_a_volcano_job_has_a_schema_valid_pod_group_and_waits_unscheduled_for_vo
     run(scenario())
 
 
-def test_a_submit_that_fails_half_way_removes_the_pod_group(cluster, tmp_path, podgroup_api):
+def test_a_submit_that_fails_half_way_removes_the_pod_group(cluster: Cluster, tmp_path: Path, podgroup_api: None) -> None:
     """The Role may create the PodGroup but no Job: the submit is refused and rolled back whole."""
     namespace, kubeconfig, admin, home = volcano_workspace(cluster, tmp_path, without_verb(ROLE, "jobs", "create"))
 
@@ -238,7 +247,9 @@ def test_a_submit_that_fails_half_way_removes_the_pod_group(cluster, tmp_path, p
             with pytest.raises(BackendUnavailable) as refused:
                 await backend.submit(SubmitRequest(spec("half", pservers=1, trainers=1), "alice", home))
             assert "forbidden by RBAC" in refused.value.message
-            left = client.CustomObjectsApi(admin).list_namespaced_custom_object(*PODGROUPS, namespace, "podgroups")["items"]
+            left = cast(dict[str, Any], client.CustomObjectsApi(admin).list_namespaced_custom_object(*PODGROUPS, namespace, "podgroups"))[
+                "items"
+            ]
             assert left == []
             assert not client.CoreV1Api(admin).list_namespaced_config_map(namespace, label_selector="paddle-nbext/job").items
 
