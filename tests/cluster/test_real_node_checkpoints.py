@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cluster.k8s_objects import name_of
 from cluster.test_real_node_jobs import Notebook, describe, notebook  # noqa: F401 - the module's fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1200)]
@@ -44,11 +45,13 @@ def test_an_evicted_collective_job_resumes_from_its_checkpoint_with_one_curve(no
             return step is not None and step >= 40
 
         notebook.wait(NAME, saved_forty, "the checkpoint of step 40")
-        pod = next(p for p in notebook.job_pods(NAME) if "trainer" in p.metadata.name and p.metadata.name.split("-")[-2] == "1")
+        pod = next(p for p in notebook.job_pods(NAME) if "trainer" in name_of(p) and name_of(p).split("-")[-2] == "1")
         client.CoreV1Api(notebook.admin).create_namespaced_pod_eviction(
-            pod.metadata.name,
+            name_of(pod),
             notebook.namespace,
-            {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod.metadata.name, "namespace": notebook.namespace}},
+            client.V1Eviction.model_validate(
+                {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name_of(pod), "namespace": notebook.namespace}}
+            ),
         )
         notebook.wait(NAME, lambda s: s.get("message", "").startswith("restart 1: trainer 1 was evicted"), "the whole restart", timeout=120)
         # Every rank of the new attempt loaded the same checkpoint: the latest one when it started.

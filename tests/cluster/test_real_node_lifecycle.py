@@ -7,19 +7,26 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubernetes import client
-from support.controlplane import node_cleanup
+from support.controlplane import node_cleanup, node_network
 from support.controlplane.realnode import NODE_NAME
+
+from cluster.k8s_objects import present
+
+if TYPE_CHECKING:
+    from support.realnode_site import RealNodeSite
+
+    from cluster.conftest import RealCluster
 
 pytestmark = pytest.mark.cluster
 
 POD_WAIT = 180.0
 
 
-def probe_pod(site: Any, name: str, script: str) -> dict[str, Any]:
+def probe_pod(site: RealNodeSite, name: str, script: str) -> dict[str, Any]:
     placement = site.placement()
     return {
         "metadata": {"name": name},
@@ -41,7 +48,7 @@ def probe_pod(site: Any, name: str, script: str) -> dict[str, Any]:
     }
 
 
-def namespace_with_account(real_cluster: Any) -> tuple[str, client.CoreV1Api]:
+def namespace_with_account(real_cluster: RealCluster) -> tuple[str, client.CoreV1Api]:
     """A fresh namespace once its `default` ServiceAccount exists (pods need it to be admitted)."""
     namespace = real_cluster.new_namespace()
     core = client.CoreV1Api(real_cluster.api_client())
@@ -55,15 +62,15 @@ def namespace_with_account(real_cluster: Any) -> tuple[str, client.CoreV1Api]:
 def run_pod(core: client.CoreV1Api, namespace: str, manifest: dict[str, Any]) -> tuple[str, str]:
     """Create the pod and wait until it ends; (phase, its log from the kubelet)."""
     name = manifest["metadata"]["name"]
-    core.create_namespaced_pod(namespace, manifest)
+    core.create_namespaced_pod(namespace, client.V1Pod.model_validate(manifest))
     deadline = time.monotonic() + POD_WAIT
     pod = core.read_namespaced_pod(name, namespace)
-    while pod.status.phase not in ("Succeeded", "Failed"):
+    while present(pod.status, "status").phase not in ("Succeeded", "Failed"):
         if time.monotonic() > deadline:
             raise AssertionError(f"pod {name} did not end: {pod.status}")
         time.sleep(0.2)
         pod = core.read_namespaced_pod(name, namespace)
-    return pod.status.phase, core.read_namespaced_pod_log(name, namespace)
+    return present(present(pod.status, "status").phase, "phase"), core.read_namespaced_pod_log(name, namespace)
 
 
 DNS_AND_API = """
@@ -77,7 +84,7 @@ print('uid', os.getuid())
 """
 
 
-def test_a_pod_on_the_real_node_resolves_and_reaches_the_api_server_as_the_notebook_uid(real_cluster: Any) -> None:
+def test_a_pod_on_the_real_node_resolves_and_reaches_the_api_server_as_the_notebook_uid(real_cluster: RealCluster) -> None:
     site = real_cluster.node
     namespace, core = namespace_with_account(real_cluster)
     phase, log = run_pod(core, namespace, probe_pod(site, "probe", DNS_AND_API))
@@ -85,18 +92,20 @@ def test_a_pod_on_the_real_node_resolves_and_reaches_the_api_server_as_the_noteb
     assert "api 10.96.0.1" in log and "version 200" in log and "uid 1000" in log, log
     pod = core.read_namespaced_pod("probe", namespace)
     if site.node_name:
-        assert pod.spec.node_name == site.node_name
+        assert present(pod.spec, "spec").node_name == site.node_name
 
 
-def test_a_crashed_node_is_swept_by_the_next_start_and_a_stop_leaves_nothing(real_cluster: Any) -> None:
+def test_a_crashed_node_is_swept_by_the_next_start_and_a_stop_leaves_nothing(real_cluster: RealCluster) -> None:
     site = real_cluster.node
     if site.node is None:
         pytest.skip("the node's own processes are the suite's only on its own control plane")
     node = site.node
     namespace, core = namespace_with_account(real_cluster)
-    core.create_namespaced_pod(namespace, probe_pod(site, "sleeper", "import time; print('up', flush=True); time.sleep(3600)"))
+    core.create_namespaced_pod(
+        namespace, client.V1Pod.model_validate(probe_pod(site, "sleeper", "import time; print('up', flush=True); time.sleep(3600)"))
+    )
     deadline = time.monotonic() + POD_WAIT
-    while core.read_namespaced_pod("sleeper", namespace).status.phase != "Running":
+    while present(core.read_namespaced_pod("sleeper", namespace).status, "status").phase != "Running":
         assert time.monotonic() < deadline, core.read_namespaced_pod("sleeper", namespace).status
         time.sleep(0.2)
 
@@ -106,14 +115,14 @@ def test_a_crashed_node_is_swept_by_the_next_start_and_a_stop_leaves_nothing(rea
             os.kill(process.pid, signal.SIGKILL)
     left = node_cleanup.leftovers(node.root)
     assert any(line.startswith("process") for line in left) and any(line.startswith("mount") for line in left), left
-    assert any(line.startswith("cgroup") for line in left) and f"network namespace {node_cleanup.node_network.NETNS}" in left, left
+    assert any(line.startswith("cgroup") for line in left) and f"network namespace {node_network.NETNS}" in left, left
     node.processes.clear()
 
     # The next start sweeps it all first and comes up Ready; the old pod is gone with the crash.
     core.delete_namespaced_pod("sleeper", namespace, grace_period_seconds=0)
     node.start()
     ready = core.read_node(NODE_NAME)
-    assert any(c.type == "Ready" and c.status == "True" for c in ready.status.conditions)
+    assert any(c.type == "Ready" and c.status == "True" for c in present(present(ready.status, "status").conditions, "conditions"))
     phase, log = run_pod(core, namespace, probe_pod(site, "after-crash", "print('alive again')"))
     assert phase == "Succeeded" and "alive again" in log
 
