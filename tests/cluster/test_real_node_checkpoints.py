@@ -56,7 +56,9 @@ def test_an_evicted_collective_job_resumes_from_its_checkpoint_with_one_curve(no
         notebook.wait(NAME, lambda s: s.get("message", "").startswith("restart 1: trainer 1 was evicted"), "the whole restart", timeout=120)
         # Every rank of the new attempt loaded the same checkpoint: the latest one when it started.
         first = notebook.wait_log(NAME, r"trainer 0 resumed from step \d+", index=0)
-        step = int(re.search(r"trainer 0 resumed from step (\d+)", first).group(1))  # type: ignore[union-attr]
+        resumed = re.search(r"trainer 0 resumed from step (\d+)", first)
+        assert resumed is not None, first[-2000:]  # wait_log returned once the line was there
+        step = int(resumed.group(1))
         assert step >= seen["step"] and step % 20 == 0, (step, seen)
         notebook.wait_log(NAME, rf"trainer 1 resumed from step {step}\b", index=1)
         # The job says where it resumed from, as on the local backend: the server reads the

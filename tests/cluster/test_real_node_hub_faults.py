@@ -19,12 +19,14 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from support.hub_site import HubSite
+
+from cluster.k8s_objects import meta, present
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -32,9 +34,10 @@ USER = "dave"  # a user of this module only: no other test's jobs in the way
 BINDING = "paddle-nbext"  # deploy/rbac/notebook-role.yaml's RoleBinding of the notebooks' account
 ACCOUNT = "paddle-notebook"
 WAIT = 120.0
+T = TypeVar("T")
 
 
-def wait_for(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
+def wait_for(check: Callable[[], T], what: str, timeout: float = WAIT) -> T:
     """`check()` until it is truthy; an assertion it raises is retried and reported at the deadline."""
     deadline = time.monotonic() + timeout
     last = ""
@@ -58,7 +61,8 @@ def allowed(hub: HubSite, verb: str, resource: str) -> bool:
             "resourceAttributes": {"namespace": hub.namespace, "verb": verb, "resource": resource},
         }
     }
-    return bool(client.AuthorizationV1Api(hub.api).create_subject_access_review(review).status.allowed)
+    answer = client.AuthorizationV1Api(hub.api).create_subject_access_review(client.V1SubjectAccessReview.model_validate(review))
+    return bool(present(answer.status, "status").allowed)
 
 
 @contextlib.contextmanager
@@ -72,9 +76,9 @@ def binding_removed(hub: HubSite) -> Iterator[None]:
         wait_for(lambda: not allowed(hub, "list", "configmaps"), "the RoleBinding's removal to be in force", 60)
         yield
     finally:
-        body = {"metadata": {"name": BINDING, "labels": kept.metadata.labels}, "roleRef": kept.role_ref, "subjects": kept.subjects}
+        body = {"metadata": {"name": BINDING, "labels": meta(kept).labels}, "roleRef": kept.role_ref, "subjects": kept.subjects}
         with contextlib.suppress(ApiException):  # 409: made again already
-            rbac.create_namespaced_role_binding(hub.namespace, body)
+            rbac.create_namespaced_role_binding(hub.namespace, client.V1RoleBinding.model_validate(body))
         wait_for(lambda: allowed(hub, "list", "configmaps"), "the RoleBinding to be in force again", 60)
 
 
@@ -82,10 +86,10 @@ def ours(hub: HubSite) -> list[str]:
     """The user's paddle-nbext objects in the namespace (by the owner label the backend sets)."""
     selector = f"app.kubernetes.io/managed-by=paddle-nbext,paddle-nbext/owner={USER}"
     core, batch = client.CoreV1Api(hub.api), client.BatchV1Api(hub.api)
-    found = [f"ConfigMap {o.metadata.name}" for o in core.list_namespaced_config_map(hub.namespace, label_selector=selector).items]
-    found += [f"Service {o.metadata.name}" for o in core.list_namespaced_service(hub.namespace, label_selector=selector).items]
-    found += [f"Job {o.metadata.name}" for o in batch.list_namespaced_job(hub.namespace, label_selector=selector).items]
-    found += [f"Pod {o.metadata.name}" for o in core.list_namespaced_pod(hub.namespace, label_selector=selector).items]
+    found = [f"ConfigMap {meta(o).name}" for o in core.list_namespaced_config_map(hub.namespace, label_selector=selector).items]
+    found += [f"Service {meta(o).name}" for o in core.list_namespaced_service(hub.namespace, label_selector=selector).items]
+    found += [f"Job {meta(o).name}" for o in batch.list_namespaced_job(hub.namespace, label_selector=selector).items]
+    found += [f"Pod {meta(o).name}" for o in core.list_namespaced_pod(hub.namespace, label_selector=selector).items]
     return found
 
 

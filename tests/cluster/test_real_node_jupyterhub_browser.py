@@ -17,14 +17,15 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from browser.lab_server import APP_START_TIMEOUT_MS, CHROMIUM, CHROMIUM_ARGS, PANEL_TAB, REPO
 from browser.test_panel import PANEL, fill_form, job_view, widen_left_area
 from kubernetes import client
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 from support.hub_site import PASSWORD, PUBLIC_URL, START_WAIT, HubSite
+
+from cluster.k8s_objects import present
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1800)]
 
@@ -134,7 +135,7 @@ def day(hub: HubSite) -> HubSite:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser() -> Iterator[Browser]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -146,7 +147,7 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Page]:
+def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page: Page = context.new_page()
     page.set_default_timeout(60_000)
@@ -193,7 +194,7 @@ def test_a_users_day_in_jupyterlab_in_the_pod_the_hub_spawned(day: HubSite, page
     # JupyterLab is served by the notebook pod on the real node, reached through the hub's proxy.
     assert page.url.startswith(f"{PUBLIC_URL}/user/{USER}/lab"), page.url
     pod = client.CoreV1Api(hub.api).read_namespaced_pod(f"jupyter-{USER}", hub.namespace)
-    assert pod.spec.node_name == hub.site.node_name and pod.status.phase == "Running"
+    assert present(pod.spec, "spec").node_name == hub.site.node_name and present(pod.status, "status").phase == "Running"
     expect(page.locator(".jp-DirListing-itemText", has_text=re.compile(r"^day$"))).to_be_visible()
     shot(page, "03-lab")
 

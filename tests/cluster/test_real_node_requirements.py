@@ -17,13 +17,17 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from support.controlplane.installer_image import installers_image
 from support.wheels import make_wheel
 
+from cluster.k8s_objects import present
 from cluster.test_real_node_jobs import Notebook, describe, open_notebook
+
+if TYPE_CHECKING:
+    from cluster.conftest import RealCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1200)]
 
@@ -37,11 +41,11 @@ print("paddle from", paddle.__file__, flush=True)
 
 
 @pytest.fixture(scope="module")
-def book(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
+def book(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
     """A notebook server whose jobs run in the installers image, with the wheels in the home."""
     site = real_cluster.node
     image = installers_image()
-    site.node.import_image(image)
+    present(site.node, "the real node (the suite's own control plane)").import_image(image)
 
     def with_wheels(home: Path, settings: dict[str, Any]) -> None:
         wheels = home / "wheels"
