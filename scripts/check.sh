@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The quality gates, run by scripts/test.sh before the tests (README: "Run the tests"), and on
 # their own while working: Python lint and format (ruff, config in pyproject.toml), mypy --strict
-# on both packages, and the panel's ESLint, Prettier, tsc (sources and tests) and vitest.
+# on both packages and on the tests, benchmarks and scripts, and the panel's ESLint, Prettier, tsc
+# (sources and tests) and vitest.
 # Expects scripts/setup.sh to have run (the venv and labextension/node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,8 @@ step "ruff format --check"
 "$PY/ruff" format --no-cache --check .
 step "mypy --strict (paddle_nbext, paddle_nbext_server)"
 "$PY/mypy"
+step "mypy --strict (tests, benchmarks, scripts)"
+"$PY/mypy" tests benchmarks scripts
 step "panel: eslint, prettier --check, tsc, vitest"
 (cd labextension && npm run --silent check)
 step "all gates passed"
