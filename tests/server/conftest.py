@@ -3,11 +3,12 @@ extension, the real local backend in a temporary home, and two users told apart 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from jupyter_server.auth.identity import IdentityProvider, User
@@ -27,7 +28,7 @@ class TwoUserIdentityProvider(IdentityProvider):
 
     users = {ALICE_TOKEN: "alice", BOB_TOKEN: "bob"}
 
-    async def get_user(self, handler: Any) -> User | None:  # type: ignore[override]
+    async def get_user(self, handler: Any) -> User | None:
         username = self.users.get(self.get_token(handler) or "")
         if username is None:
             return None
@@ -55,8 +56,7 @@ def local_config() -> dict[str, Any]:
     return {}
 
 
-@pytest.fixture
-def jp_server_config(jp_home_dir: Path, paddle_config: dict[str, Any], local_config: dict[str, Any]) -> Config:
+def _server_config(jp_home_dir: Path, paddle_config: dict[str, Any], local_config: dict[str, Any]) -> Config:
     return Config(
         {
             "ServerApp": {
@@ -75,6 +75,11 @@ def jp_server_config(jp_home_dir: Path, paddle_config: dict[str, Any], local_con
     )
 
 
+# Overrides pytest-jupyter's fixture of this name: rebinding the star-imported name (rather than a
+# second `def`) keeps one fixture of that name in the module for pytest and is no redefinition.
+jp_server_config = pytest.fixture(_server_config, name="jp_server_config")
+
+
 @pytest.fixture
 def package(jp_home_dir: Path) -> Path:
     """A trainer package inside the user's home."""
@@ -87,8 +92,25 @@ def package(jp_home_dir: Path) -> Path:
 Fetch = Callable[..., Awaitable[Any]]
 
 
+class Api(Protocol):
+    """The `api` fixture's call: (HTTP status, parsed JSON body or text)."""
+
+    def __call__(
+        self,
+        method: str,
+        path: str,
+        *,
+        user: str = ...,
+        body: Any = ...,
+        raw: bytes | None = ...,
+        params: dict[str, Any] | None = ...,
+        token: str | None = ...,
+        **kwargs: Any,
+    ) -> Awaitable[tuple[int, Any]]: ...
+
+
 @pytest.fixture
-def api(jp_fetch: Fetch) -> Fetch:
+def api(jp_fetch: Fetch) -> Api:
     """`await api("GET", "jobs", user="bob", body={...}, params={...})` -> (status, json-or-text).
 
     Errors come back as values, not exceptions, so tests assert on status and error body."""
@@ -149,14 +171,13 @@ class Stream:
     `events` yields parsed SSE events; `text` accumulates plain text; `hang_up()` makes the
     client drop the connection at the next chunk."""
 
-    def __init__(self) -> None:
-        import asyncio
+    task: asyncio.Future[Any]  # the request, set by `open_stream` as it starts it
 
+    def __init__(self) -> None:
         self.events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self.text = ""
         self._buffer = ""
         self._abort = False
-        self.task: asyncio.Future[Any] | None = None
 
     def feed(self, chunk: bytes) -> None:
         if self._abort:
@@ -187,11 +208,15 @@ class Stream:
         self._abort = True
 
 
-@pytest.fixture
-def open_stream(jp_fetch: Fetch) -> Callable[..., Stream]:
-    """Start a streaming GET in the background: `open_stream("events", user="bob")`."""
-    import asyncio
+class OpenStream(Protocol):
+    """The `open_stream` fixture's call."""
 
+    def __call__(self, path: str, *, user: str = ..., params: dict[str, Any] | None = ...) -> Stream: ...
+
+
+@pytest.fixture
+def open_stream(jp_fetch: Fetch) -> Iterator[OpenStream]:
+    """Start a streaming GET in the background: `open_stream("events", user="bob")`."""
     streams: list[Stream] = []
 
     def start(path: str, *, user: str = "alice", params: dict[str, Any] | None = None) -> Stream:
@@ -212,5 +237,5 @@ def open_stream(jp_fetch: Fetch) -> Callable[..., Stream]:
 
     yield start
     for stream in streams:
-        if stream.task is not None and not stream.task.done():
+        if not stream.task.done():
             stream.task.cancel()

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jupyter_server.serverapp import ServerApp
 
 from paddle_nbext_server.app import ENV_TOKEN, ENV_URL
 
-from .conftest import ALICE_TOKEN
+from .conftest import ALICE_TOKEN, Api
 
 ROUTES = [
     ("GET", "jobs"),
@@ -42,7 +43,7 @@ def assert_error(result: tuple[int, Any], status: int, code: str | None = None, 
     return body
 
 
-async def wait_for(api: Any, name: str, phases: set[str], user: str = "alice") -> dict[str, Any]:
+async def wait_for(api: Api, name: str, phases: set[str], user: str = "alice") -> dict[str, Any]:
     """Poll the job until it reaches one of `phases` (the pytest timeout bounds the wait)."""
     import asyncio
 
@@ -50,18 +51,19 @@ async def wait_for(api: Any, name: str, phases: set[str], user: str = "alice") -
         status, job = await api("GET", f"jobs/{name}", user=user)
         assert status == 200, job
         if job["phase"] in phases:
-            return job
+            reached: dict[str, Any] = job
+            return reached
         await asyncio.sleep(0.1)
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token"])
-async def test_every_route_refuses_requests_without_valid_credentials(api, token):
+async def test_every_route_refuses_requests_without_valid_credentials(api: Api, token: str | None) -> None:
     for method, path in ROUTES:
         body = {"entry_point": "python x.py"} if method == "POST" else None
         assert_error(await api(method, path, token=token, body=body), 403, "forbidden", None)
 
 
-async def test_version_config_and_openapi(api, jp_base_url, jp_home_dir):
+async def test_version_config_and_openapi(api: Api, jp_base_url: str, jp_home_dir: Path) -> None:
     status, version = await api("GET", "version")
     assert status == 200 and version["api"] == "v1" and version["version"]
 
@@ -82,7 +84,7 @@ async def test_version_config_and_openapi(api, jp_base_url, jp_home_dir):
     assert_error(await api("GET", "no-such-route"), 404, "not_found", None)
 
 
-async def test_kernels_inherit_the_api_url_and_token(api, jp_serverapp, jp_http_port, jp_base_url):
+async def test_kernels_inherit_the_api_url_and_token(api: Api, jp_serverapp: ServerApp, jp_http_port: int, jp_base_url: str) -> None:
     import asyncio
     import os
 
@@ -112,7 +114,9 @@ async def test_kernels_inherit_the_api_url_and_token(api, jp_serverapp, jp_http_
         ({"entry_point": "python t.py", "trainer_package": "missing-dir"}, "trainer_package", "does not exist"),
     ],
 )
-async def test_invalid_fields_are_422_naming_the_field(api, package, body, field, words):
+async def test_invalid_fields_are_422_naming_the_field(
+    api: Api, package: Path, body: dict[str, Any], field: str, words: str | None
+) -> None:
     error = assert_error(await api("POST", "jobs", body=body), 422, field=field)
     if words:
         assert words in error["message"]
@@ -120,7 +124,7 @@ async def test_invalid_fields_are_422_naming_the_field(api, package, body, field
     assert listing["jobs"] == []
 
 
-async def test_malformed_requests_are_400(api):
+async def test_malformed_requests_are_400(api: Api) -> None:
     assert_error(await api("POST", "jobs", raw=b"{not json"), 400, "bad_request", None)
     assert_error(await api("POST", "jobs", raw=b""), 400, "bad_request", None)
     assert_error(await api("POST", "jobs", body=["python t.py"]), 400, "bad_request", None)
@@ -131,7 +135,7 @@ async def test_malformed_requests_are_400(api):
     assert_error(await api("GET", "jobs/x/logs", params={"follow": "true", "previous": "true"}), 400, field="previous")
 
 
-async def test_dry_run_returns_the_plan_and_creates_nothing(api, package, jp_home_dir):
+async def test_dry_run_returns_the_plan_and_creates_nothing(api: Api, package: Path, jp_home_dir: Path) -> None:
     body = {"job_name": "dry", "entry_point": "python sleep.py 1", "trainer_package": "work", "trainers": 2}
     status, result = await api("POST", "jobs", body=body, params={"dry_run": "true"})
     assert status == 200, result
@@ -143,7 +147,7 @@ async def test_dry_run_returns_the_plan_and_creates_nothing(api, package, jp_hom
     assert not jobs_dir.exists() or list(jobs_dir.iterdir()) == []
 
 
-async def test_unknown_jobs_are_404(api):
+async def test_unknown_jobs_are_404(api: Api) -> None:
     for name in ("no-such-job", "UPPER", "a" * 41, "..", "%2e%2e"):
         assert_error(await api("GET", f"jobs/{name}"), 404, "not_found")
         assert_error(await api("DELETE", f"jobs/{name}"), 404, "not_found")
@@ -153,7 +157,7 @@ async def test_unknown_jobs_are_404(api):
         assert_error(await api("GET", f"jobs/{name}/metrics"), 404, "not_found")
 
 
-async def test_job_lifecycle_owner_isolation_and_name_conflicts(api, package):
+async def test_job_lifecycle_owner_isolation_and_name_conflicts(api: Api, package: Path) -> None:
     body = {"job_name": "sleeper", "mode": "collective", "trainers": 1, "entry_point": "python sleep.py 120", "trainer_package": "work"}
     status, job = await api("POST", "jobs", body=body)
     assert status == 201, job
@@ -210,7 +214,7 @@ async def test_job_lifecycle_owner_isolation_and_name_conflicts(api, package):
         ({"allowed_images": ["paddle:3.0"], "default_image": "other:1"}, "default_image"),
     ],
 )
-async def test_invalid_configuration_keeps_the_server_up_and_names_the_trait(api, paddle_config, trait):
+async def test_invalid_configuration_keeps_the_server_up_and_names_the_trait(api: Api, paddle_config: dict[str, Any], trait: str) -> None:
     status, config = await api("GET", "config")
     assert status == 200
     assert config["backend"]["ok"] is False and trait in config["backend"]["error"], config["backend"]
@@ -222,7 +226,7 @@ async def test_invalid_configuration_keeps_the_server_up_and_names_the_trait(api
 
 
 @pytest.mark.parametrize("local_config", [{"poll_interval": "often"}])
-async def test_backend_that_cannot_be_built_is_reported(api, local_config):
+async def test_backend_that_cannot_be_built_is_reported(api: Api, local_config: dict[str, Any]) -> None:
     status, config = await api("GET", "config")
     assert config["backend"]["ok"] is False and "poll_interval" in config["backend"]["error"]
     error = assert_error(await api("GET", "jobs"), 503, "unavailable")
@@ -233,7 +237,7 @@ async def test_backend_that_cannot_be_built_is_reported(api, local_config):
     "paddle_config",
     [{"max_trainers": 4, "allowed_images": ["paddle:3.0"], "default_image": "paddle:3.0", "defaults": {"trainers": 2}}],
 )
-async def test_limits_and_defaults_from_configuration(api, package, paddle_config):
+async def test_limits_and_defaults_from_configuration(api: Api, package: Path, paddle_config: dict[str, Any]) -> None:
     status, config = await api("GET", "config")
     assert config["backend"]["ok"] is True
     assert config["limits"]["max_trainers"] == 4 and config["images"] == ["paddle:3.0"] and config["default_image"] == "paddle:3.0"
@@ -246,7 +250,9 @@ async def test_limits_and_defaults_from_configuration(api, package, paddle_confi
 
 
 @pytest.mark.parametrize("paddle_config", [{"backend": "kubernetes"}])
-async def test_kubernetes_backend_without_a_cluster_answers_503_with_the_cause(api, paddle_config, monkeypatch):
+async def test_kubernetes_backend_without_a_cluster_answers_503_with_the_cause(
+    api: Api, paddle_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         monkeypatch.delenv(var, raising=False)
     status, config = await api("GET", "config")
@@ -261,7 +267,7 @@ async def test_kubernetes_backend_without_a_cluster_answers_503_with_the_cause(a
 
 
 @pytest.mark.parametrize("paddle_config", [{"backend": "kubernetes", "allowed_images": ["mirror/paddle:3.0.0"]}])
-async def test_backend_default_image_outside_the_allow_list_is_reported(api, paddle_config):
+async def test_backend_default_image_outside_the_allow_list_is_reported(api: Api, paddle_config: dict[str, Any]) -> None:
     """A job naming no image would get c.KubernetesBackend.default_image; the allow-list must
     cover it, so a default outside the list is a configuration error shown in /config."""
     status, config = await api("GET", "config")
@@ -271,7 +277,7 @@ async def test_backend_default_image_outside_the_allow_list_is_reported(api, pad
 
 
 @pytest.mark.parametrize("paddle_config", [{"backend_class": "support.site_backend.SiteBackend"}])
-async def test_a_site_plugs_in_its_own_backend_class(api, package, paddle_config):
+async def test_a_site_plugs_in_its_own_backend_class(api: Api, package: Path, paddle_config: dict[str, Any]) -> None:
     status, config = await api("GET", "config")
     assert status == 200 and config["backend"]["ok"] is True and config["backend"]["name"] == "site-local", config["backend"]
     status, plan = await api("POST", "jobs", body={"entry_point": "python t.py", "trainer_package": "work"}, params={"dry_run": "1"})
@@ -279,7 +285,7 @@ async def test_a_site_plugs_in_its_own_backend_class(api, package, paddle_config
 
 
 @pytest.mark.parametrize("paddle_config", [{"backend_class": "support.site_backend.NotABackend"}])
-async def test_a_backend_class_that_is_no_backend_is_reported_naming_the_setting(api, paddle_config):
+async def test_a_backend_class_that_is_no_backend_is_reported_naming_the_setting(api: Api, paddle_config: dict[str, Any]) -> None:
     status, config = await api("GET", "config")
     assert status == 200 and config["backend"]["ok"] is False and "backend_class" in config["backend"]["error"], config["backend"]
     error = assert_error(await api("GET", "jobs"), 503, "unavailable")

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from .conftest import Api, OpenStream
+
 pytestmark = pytest.mark.paddle
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -33,7 +35,7 @@ async def follow_until_terminal(stream: Any, name: str) -> list[dict[str, Any]]:
                 return updates
 
 
-async def test_ps_job_runs_to_success_over_http(api, open_stream, examples):
+async def test_ps_job_runs_to_success_over_http(api: Api, open_stream: OpenStream, examples: Path) -> None:
     events = open_stream("events")
     assert (await events.next_event())[0] == "snapshot"
     body = {
@@ -66,7 +68,7 @@ async def test_ps_job_runs_to_success_over_http(api, open_stream, examples):
     assert (await api("GET", "jobs/ps-e2e"))[0] == 404
 
 
-async def test_failing_job_events_carry_the_reason(api, open_stream, examples):
+async def test_failing_job_events_carry_the_reason(api: Api, open_stream: OpenStream, examples: Path) -> None:
     (examples / "broken.py").write_text("import sys\nprint('cannot find the data set', flush=True)\nsys.exit(3)\n")
     events = open_stream("events")
     await events.next_event()

@@ -20,6 +20,7 @@ from support.fake_envs import DAY, make_env, use_env
 
 from paddle_nbext_server.backends.local.store import JobStore
 
+from .conftest import Api
 from .test_api import assert_error, wait_for
 
 RECENT, OLD, OTHER = "0123456789abcdef", "fedcba9876543210", "00000000000000aa"
@@ -49,7 +50,7 @@ def envs(jp_home_dir: Path) -> Path:
 
 
 @asynccontextmanager
-async def running_job(api: Any, home: Path) -> AsyncIterator[Callable[[str], None]]:
+async def running_job(api: Api, home: Path) -> AsyncIterator[Callable[[str], None]]:
     """A real running job of alice's; `use(key)` makes its logs say it uses that environment."""
     body = {"job_name": "env-user", "entry_point": "python sleep.py 120", "trainer_package": "work"}
     status, job = await api("POST", "jobs", body=body)
@@ -64,7 +65,7 @@ async def running_job(api: Any, home: Path) -> AsyncIterator[Callable[[str], Non
 
 
 async def test_the_list_shows_each_environment_its_size_last_use_and_the_running_job_using_it(
-    api: Any, envs: Path, package: Path, jp_home_dir: Path
+    api: Api, envs: Path, package: Path, jp_home_dir: Path
 ) -> None:
     recent = make_env(envs, RECENT, days_ago=2, payload=5000, built_by="env-user")
     old = make_env(envs, OLD, days_ago=40, payload=300)
@@ -95,14 +96,14 @@ async def test_the_list_shows_each_environment_its_size_last_use_and_the_running
     assert [(env["in_use_by"], env["built_by"]) for env in bobs] == [([], None), ([], None)]
 
 
-async def test_no_environments_is_an_empty_list(api: Any) -> None:
+async def test_no_environments_is_an_empty_list(api: Api) -> None:
     status, body = await api("GET", "environments")
     assert status == 200, body
     assert (body["environments"], body["count"], body["bytes"], body["cache_bytes"]) == ([], 0, 0, 0)
 
 
 async def test_prune_removes_what_is_unused_keeps_what_a_running_job_uses_and_says_what_it_freed(
-    api: Any, envs: Path, package: Path, jp_home_dir: Path
+    api: Api, envs: Path, package: Path, jp_home_dir: Path
 ) -> None:
     make_env(envs, RECENT, days_ago=1, payload=100)
     old = make_env(envs, OLD, days_ago=40, payload=3000)
@@ -149,7 +150,7 @@ async def test_prune_removes_what_is_unused_keeps_what_a_running_job_uses_and_sa
         assert [env["key"] for env in listed["environments"]] == [OTHER] and listed["bytes"] == other
 
 
-async def test_prune_empties_the_download_cache_only_when_asked_and_no_build_runs(api: Any, envs: Path) -> None:
+async def test_prune_empties_the_download_cache_only_when_asked_and_no_build_runs(api: Api, envs: Path) -> None:
     cache = envs / ".cache" / "pip" / "http"
     cache.mkdir(parents=True)
     (cache / "blob").write_bytes(b"c" * 9000)
@@ -168,7 +169,7 @@ async def test_prune_empties_the_download_cache_only_when_asked_and_no_build_run
     assert (await api("GET", "environments"))[1]["cache_bytes"] == 0
 
 
-async def test_an_environment_being_built_or_removed_is_left_alone(api: Any, envs: Path) -> None:
+async def test_an_environment_being_built_or_removed_is_left_alone(api: Api, envs: Path) -> None:
     make_env(envs, OLD, days_ago=90, payload=10)
     with held_lock(envs, OLD):
         pruned = (await api("POST", "environments/prune", body={"unused_days": 0}))[1]
@@ -179,7 +180,7 @@ async def test_an_environment_being_built_or_removed_is_left_alone(api: Any, env
 
 
 async def test_delete_removes_one_environment_refusing_bad_unknown_and_in_use_keys(
-    api: Any, envs: Path, package: Path, jp_home_dir: Path
+    api: Api, envs: Path, package: Path, jp_home_dir: Path
 ) -> None:
     size = make_env(envs, OLD, days_ago=1, payload=1234)
     make_env(envs, RECENT, days_ago=1, payload=10)
@@ -212,20 +213,20 @@ async def test_delete_removes_one_environment_refusing_bad_unknown_and_in_use_ke
         ({"unused": 3}, "unused", "unknown field 'unused'"),
     ],
 )
-async def test_prune_refuses_bad_options_naming_the_field(api: Any, envs: Path, body: dict[str, Any], field: str, words: str) -> None:
+async def test_prune_refuses_bad_options_naming_the_field(api: Api, envs: Path, body: dict[str, Any], field: str, words: str) -> None:
     make_env(envs, OLD, days_ago=90, payload=10)
     refused = assert_error(await api("POST", "environments/prune", body=body), 422, "invalid", field)
     assert words in refused["message"], refused
     assert (envs / OLD / "env.json").is_file()  # nothing was pruned
 
 
-async def test_prune_with_a_malformed_body_is_400(api: Any) -> None:
+async def test_prune_with_a_malformed_body_is_400(api: Api) -> None:
     assert_error(await api("POST", "environments/prune", raw=b"{nope"), 400, "bad_request")
     assert_error(await api("POST", "environments/prune", raw=b"[1]"), 400, "bad_request")
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token"])
-async def test_environment_routes_need_credentials(api: Any, envs: Path, token: str | None) -> None:
+async def test_environment_routes_need_credentials(api: Api, envs: Path, token: str | None) -> None:
     make_env(envs, OLD, days_ago=90, payload=10)
     for method, path in (("GET", "environments"), ("POST", "environments/prune"), ("DELETE", f"environments/{OLD}")):
         assert_error(await api(method, path, token=token, body={"unused_days": 0} if method == "POST" else None), 403, "forbidden", None)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import python_cmd
+from .conftest import Api, OpenStream, python_cmd
 from .test_api import assert_error, wait_for
 
 SLEEP = "sleep.py"
@@ -26,14 +26,14 @@ def spec(package: Path, **fields: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------- bodies that used to be 500s
 
 
-async def test_a_body_nested_100k_levels_is_a_400(api, package):
+async def test_a_body_nested_100k_levels_is_a_400(api: Api, package: Path) -> None:
     assert_error(await api("POST", "jobs", raw=b"[" * 100_000 + b"]" * 100_000), 400, "bad_request", None)
     deep = {"entry_point": "python t.py", "env": {"A": json.loads("[" * 40 + "]" * 40)}}
     body = assert_error(await api("POST", "jobs", body=deep), 400, "bad_request", None)
     assert "deeper than 32" in body["message"]
 
 
-async def test_a_body_over_the_limit_is_a_413(api, package):
+async def test_a_body_over_the_limit_is_a_413(api: Api, package: Path) -> None:
     raw = json.dumps({**spec(package), "entry_script": "x" * (5 * 1024 * 1024)}).encode()
     assert_error(await api("POST", "jobs", raw=raw), 413, "too_large", None)
 
@@ -60,14 +60,14 @@ async def test_a_body_over_the_limit_is_a_413(api, package):
     ],
     ids=lambda value: str(value)[:40],
 )
-async def test_inputs_that_could_never_run_are_422_naming_the_field(api, package, fields, field):
+async def test_inputs_that_could_never_run_are_422_naming_the_field(api: Api, package: Path, fields: dict[str, Any], field: str) -> None:
     for dry_run in ("true", "false"):
         body = assert_error(await api("POST", "jobs", body=spec(package, **fields), params={"dry_run": dry_run}), 422, "invalid", field)
         assert len(json.dumps(body)) < 4000, "an error body repeats at most a clipped part of the value"
     assert (await api("GET", "jobs"))[1]["jobs"] == []
 
 
-async def test_a_10_mb_job_name_is_not_echoed_back(api, package):
+async def test_a_10_mb_job_name_is_not_echoed_back(api: Api, package: Path) -> None:
     status, body = await api("POST", "jobs", body=spec(package, job_name="a" * 10_000_000))
     assert status in (413, 422), body
     assert len(json.dumps(body)) < 4000
@@ -75,12 +75,12 @@ async def test_a_10_mb_job_name_is_not_echoed_back(api, package):
     assert status == 404 and len(json.dumps(body)) < 4000
 
 
-async def test_a_cell_body_without_a_snapshot_fails_the_dry_run_too(api, package):
+async def test_a_cell_body_without_a_snapshot_fails_the_dry_run_too(api: Api, package: Path) -> None:
     body = spec(package, snapshot=False, entry_script="print(1)")
     assert_error(await api("POST", "jobs", body=body, params={"dry_run": "true"}), 422, "invalid", "snapshot")
 
 
-async def test_the_field_named_is_the_one_asking_too_much(api, package):
+async def test_the_field_named_is_the_one_asking_too_much(api: Api, package: Path) -> None:
     """`pserver_mem 100Ti` is a `pserver_mem` error, not a `trainer_mem` one (likewise CPU)."""
     ps = {**spec(package), "mode": "ps", "pservers": 1}
     body = assert_error(await api("POST", "jobs", body={**ps, "pserver_mem": "100Ti"}, params={"dry_run": "true"}), 422, "invalid")
@@ -94,7 +94,7 @@ async def test_the_field_named_is_the_one_asking_too_much(api, package):
 # ---------------------------------------------------------------- the package's files
 
 
-async def test_special_files_are_skipped_and_the_jobs_dir_never_copied(api, jp_home_dir, package):
+async def test_special_files_are_skipped_and_the_jobs_dir_never_copied(api: Api, jp_home_dir: Path, package: Path) -> None:
     """The default package is the whole home, which holds the jobs dir: a FIFO, a socket and the
     jobs dir itself made every default submit fail."""
     os.mkfifo(package / "pipe")
@@ -117,7 +117,7 @@ async def test_special_files_are_skipped_and_the_jobs_dir_never_copied(api, jp_h
         await api("DELETE", "jobs/first")
 
 
-async def test_a_jobs_dir_under_another_name_is_never_copied(api, jp_home_dir, package):
+async def test_a_jobs_dir_under_another_name_is_never_copied(api: Api, jp_home_dir: Path, package: Path) -> None:
     """A job's dir is left out of a snapshot by what it holds, wherever it is in the home."""
     other = package / "old-jobs" / "train"
     other.mkdir(parents=True)
@@ -130,7 +130,9 @@ async def test_a_jobs_dir_under_another_name_is_never_copied(api, jp_home_dir, p
 
 
 @pytest.mark.parametrize("what", ["file", "dir"])
-async def test_an_unreadable_file_is_a_422_naming_the_package_and_the_path(api, package, monkeypatch, what):
+async def test_an_unreadable_file_is_a_422_naming_the_package_and_the_path(
+    api: Api, package: Path, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
     """A file or dir of the package that cannot be read (the suite may run as root, who reads
     everything: the refusal is made by the file system calls the snapshot uses)."""
     blocked = package / ("secret.txt" if what == "file" else "private")
@@ -161,7 +163,7 @@ async def test_an_unreadable_file_is_a_422_naming_the_package_and_the_path(api, 
     assert_error(await api("GET", "jobs/blocked"), 404)
 
 
-async def test_a_package_inside_the_jobs_dir_is_refused(api, jp_home_dir, package):
+async def test_a_package_inside_the_jobs_dir_is_refused(api: Api, jp_home_dir: Path, package: Path) -> None:
     """`trainer_package=~/.paddle-jobs/<another user's job>` let that user's job print the
     other's job.json and logs."""
     status, job = await api("POST", "jobs", body=spec(package, job_name="private"))
@@ -173,7 +175,7 @@ async def test_a_package_inside_the_jobs_dir_is_refused(api, jp_home_dir, packag
             assert_error(await api("POST", "jobs", body=body, user=user), 422, "invalid", "trainer_package")
 
 
-async def test_an_unwritable_jobs_dir_is_a_503_with_the_path(api, jp_home_dir, package):
+async def test_an_unwritable_jobs_dir_is_a_503_with_the_path(api: Api, jp_home_dir: Path, package: Path) -> None:
     """A jobs dir that cannot be made (a file is in its place; root could write a read-only dir)."""
     jobs = jp_home_dir / ".paddle-jobs"
     jobs.write_text("not a directory")
@@ -187,7 +189,7 @@ async def test_an_unwritable_jobs_dir_is_a_503_with_the_path(api, jp_home_dir, p
 # ---------------------------------------------------------------- names per user
 
 
-async def test_two_users_may_each_have_a_job_named_train(api, jp_home_dir, package):
+async def test_two_users_may_each_have_a_job_named_train(api: Api, jp_home_dir: Path, package: Path) -> None:
     quick = spec(package, job_name="train", entry_point=python_cmd(SLEEP, "30"))
     status, job = await api("POST", "jobs", body=quick)
     assert status == 201 and job["owner"] == "alice", job
@@ -224,7 +226,7 @@ def paddle_config() -> dict[str, Any]:
     return {"max_streams_per_user": 2, "stream_ping_interval": 0.2}
 
 
-async def test_streams_are_bounded_per_user(api, open_stream):
+async def test_streams_are_bounded_per_user(api: Api, open_stream: OpenStream) -> None:
     first, second = open_stream("events"), open_stream("events")
     await first.next_event(("snapshot",))
     await second.next_event(("snapshot",))

@@ -20,6 +20,8 @@ import pytest
 
 from paddle_nbext_server.backends.local import plan as local_plan
 
+from .conftest import Api
+
 JOBS = 10
 
 BIND = """
@@ -42,7 +44,7 @@ def local_config() -> dict[str, Any]:
 @pytest.fixture
 def colliding_ports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The kernel's answers at submit: the same two free ports for every job."""
-    pool = []
+    pool: list[int] = []
     for _ in range(2):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -57,7 +59,7 @@ def colliding_ports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 async def test_jobs_submitted_together_each_get_their_own_ports_and_succeed(
-    api: Any, jp_home_dir: Path, colliding_ports: list[int]
+    api: Api, jp_home_dir: Path, colliding_ports: list[int]
 ) -> None:
     work = jp_home_dir / "work"
     work.mkdir(exist_ok=True)

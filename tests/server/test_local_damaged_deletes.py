@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
-from typing import Any
+
+from .conftest import Api
 
 BODY = {"mode": "collective", "trainers": 1, "entry_point": "python sleep.py 0", "trainer_package": "work"}
 
 
-async def finished_job(api: Any, name: str) -> None:
+async def finished_job(api: Api, name: str) -> None:
     status, job = await api("POST", "jobs", body={"job_name": name, **BODY})
     assert status == 201, job
     for _ in range(600):
@@ -27,7 +28,9 @@ async def finished_job(api: Any, name: str) -> None:
     raise AssertionError(f"{name} did not end: {job}")
 
 
-async def test_a_job_whose_job_json_is_emptied_is_listed_deleted_and_its_name_free_again(api, package, jp_home_dir: Path) -> None:
+async def test_a_job_whose_job_json_is_emptied_is_listed_deleted_and_its_name_free_again(
+    api: Api, package: Path, jp_home_dir: Path
+) -> None:
     await finished_job(api, "emptied")
     (jp_home_dir / ".paddle-jobs" / "emptied" / "job.json").write_text("{}")
     (jp_home_dir / ".paddle-jobs" / "emptied" / "status.json").write_text("{}")
@@ -39,7 +42,7 @@ async def test_a_job_whose_job_json_is_emptied_is_listed_deleted_and_its_name_fr
     await finished_job(api, "emptied")  # the name is free again
 
 
-async def test_a_job_dir_copied_in_with_a_wrong_shape_status_is_deleted(api, package, jp_home_dir: Path) -> None:
+async def test_a_job_dir_copied_in_with_a_wrong_shape_status_is_deleted(api: Api, package: Path, jp_home_dir: Path) -> None:
     await finished_job(api, "original")
     jobs = jp_home_dir / ".paddle-jobs"
     shutil.copytree(jobs / "original", jobs / "copied")

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from .conftest import Api, OpenStream
 from .test_api import assert_error, wait_for
 
 REPORTER = """\
@@ -26,7 +27,7 @@ def write_reporter(package: Path) -> None:
     (package / "reporter.py").write_text(REPORTER)
 
 
-async def test_series_ownership_and_bad_queries(api, package: Path) -> None:
+async def test_series_ownership_and_bad_queries(api: Api, package: Path) -> None:
     write_reporter(package)
     body = {"job_name": "curve", "mode": "collective", "trainers": 2, "entry_point": "python reporter.py 40 0", "trainer_package": "work"}
     assert (await api("POST", "jobs", body=body))[0] == 201
@@ -66,7 +67,7 @@ for step in range(1, 6 + rank):
 """
 
 
-async def test_each_rank_of_a_trainer_is_a_series_of_its_own(api, package: Path) -> None:
+async def test_each_rank_of_a_trainer_is_a_series_of_its_own(api: Api, package: Path) -> None:
     """2 trainers x 3 ranks (procs_per_trainer, no Paddle needed): six series, each with its
     trainer and rank; the cursor keys rank 0 as the trainer, as before ranks existed."""
     (package / "ranks.py").write_text(RANK_REPORTER)
@@ -92,7 +93,7 @@ async def test_each_rank_of_a_trainer_is_a_series_of_its_own(api, package: Path)
         assert (await api("DELETE", "jobs/ranked"))[0] == 204
 
 
-async def test_garbage_in_a_metrics_file_breaks_neither_job_nor_api(api, package: Path) -> None:
+async def test_garbage_in_a_metrics_file_breaks_neither_job_nor_api(api: Api, package: Path) -> None:
     (package / "garbage.py").write_text(
         "import os\nfrom paddle_nbext_job import report, flush\n"
         "report(1, loss=2.0); flush()\n"
@@ -112,7 +113,7 @@ async def test_garbage_in_a_metrics_file_breaks_neither_job_nor_api(api, package
         await api("DELETE", "jobs/garbage")
 
 
-async def test_running_jobs_send_throttled_metric_events(api, open_stream, package: Path) -> None:
+async def test_running_jobs_send_throttled_metric_events(api: Api, open_stream: OpenStream, package: Path) -> None:
     write_reporter(package)
     events = open_stream("events")
     assert (await events.next_event())[0] == "snapshot"

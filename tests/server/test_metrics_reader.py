@@ -15,7 +15,7 @@ from paddle_nbext_server import metrics
 from paddle_nbext_server.metrics import MetricsCache, MetricsCursorError, MetricsFile, keep_indices
 
 
-def point(step: int, total: int | None = None, **values: float) -> str:
+def point(step: int, total: int | None = None, /, **values: float) -> str:
     return json.dumps({"t": 1000.0 + step, "step": step, "total": total, "m": values}) + "\n"
 
 

@@ -5,6 +5,8 @@ form is built from."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -14,6 +16,8 @@ from paddle_nbext.model.schema import job_schema
 from paddle_nbext.model.spec import JobSpec, Limits
 from paddle_nbext_server import openapi_gen, openapi_ts
 
+from .conftest import Api
+
 
 def test_committed_contract_files_are_what_the_generator_writes() -> None:
     stale = [
@@ -22,7 +26,9 @@ def test_committed_contract_files_are_what_the_generator_writes() -> None:
     assert stale == [], f"{', '.join(stale)} differ from the field table; regenerate with: .venv/bin/{openapi_gen.COMMAND}"
 
 
-def test_check_mode_reports_a_stale_file_with_the_command(tmp_path, monkeypatch, capsys) -> None:
+def test_check_mode_reports_a_stale_file_with_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     stale = tmp_path / "openapi.json"
     stale.write_text("{}\n")
     monkeypatch.setattr(openapi_gen, "OPENAPI_PATH", stale)
@@ -39,7 +45,7 @@ def test_submit_body_fields_are_the_table_plus_the_entry_script() -> None:
     assert list(body["properties"]) == [*JobSpec.FIELDS, "entry_script"] and body["required"] == ["entry_point"]
 
 
-async def test_config_serves_the_job_schema_of_this_server(api) -> None:
+async def test_config_serves_the_job_schema_of_this_server(api: Api) -> None:
     status, config = await api("GET", "config")
     assert status == 200
     schema = config["job_schema"]
@@ -52,7 +58,7 @@ async def test_config_serves_the_job_schema_of_this_server(api) -> None:
     "paddle_config",
     [{"max_trainers": 4, "allowed_images": ["paddle:3.0"], "default_image": "paddle:3.0", "defaults": {"trainers": 2}, "max_timeout": 600}],
 )
-async def test_config_schema_applies_the_configured_limits_and_defaults(api, paddle_config) -> None:
+async def test_config_schema_applies_the_configured_limits_and_defaults(api: Api, paddle_config: dict[str, Any]) -> None:
     status, config = await api("GET", "config")
     assert status == 200
     properties = config["job_schema"]["properties"]
@@ -74,7 +80,7 @@ def test_the_panels_api_types_are_a_contract_file() -> None:
     assert "phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled' | 'Unknown';" in text
 
 
-def test_check_mode_reports_stale_panel_types(tmp_path, monkeypatch, capsys) -> None:
+def test_check_mode_reports_stale_panel_types(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Drift: a document change (or a hand edit of the TypeScript) fails --check until regenerated."""
     openapi = tmp_path / "openapi.json"
     openapi.write_text(openapi_gen.render(openapi_gen.build_document()))
@@ -91,7 +97,7 @@ def test_check_mode_reports_stale_panel_types(tmp_path, monkeypatch, capsys) -> 
     assert "'Unknown'" in types.read_text() and "'Lost'" not in types.read_text()
 
 
-def test_a_copy_without_the_panels_sources_writes_no_types(tmp_path, monkeypatch) -> None:
+def test_a_copy_without_the_panels_sources_writes_no_types(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(openapi_gen, "API_TYPES_PATH", tmp_path / "labextension" / "src" / "api_types.ts")
     assert openapi_gen.API_TYPES_PATH not in openapi_gen.contract_files()
 
@@ -140,7 +146,7 @@ def test_every_keyword_the_served_job_schema_uses_is_declared() -> None:
         ),
     ],
 )
-def test_typescript_of_a_schema(schema, expected) -> None:
+def test_typescript_of_a_schema(schema: dict[str, Any], expected: str) -> None:
     document = {
         "components": {
             "schemas": {

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from .conftest import Api
+
 
 @pytest.fixture
 def local_config(tmp_path: Path) -> dict[str, Any]:
@@ -25,7 +27,7 @@ def local_config(tmp_path: Path) -> dict[str, Any]:
     return {"python": str(wrapper)}
 
 
-async def test_config_reports_the_replicas_paddle_and_modes(api):
+async def test_config_reports_the_replicas_paddle_and_modes(api: Api) -> None:
     status, config = await api("GET", "config")
     assert status == 200, config
     paddle = config["backend"]["paddle"]
@@ -33,7 +35,7 @@ async def test_config_reports_the_replicas_paddle_and_modes(api):
     assert paddle["summary"].startswith("PaddlePaddle 3.3.1 runs collective jobs only: parameter-server mode needs PaddlePaddle 3.0.x")
 
 
-async def test_a_ps_job_that_cannot_run_here_is_refused_naming_mode(api, package, jp_home_dir):
+async def test_a_ps_job_that_cannot_run_here_is_refused_naming_mode(api: Api, package: Path, jp_home_dir: Path) -> None:
     body = {"job_name": "psjob", "entry_point": "python train.py", "trainer_package": "work", "pservers": 1, "trainers": 1}
     for params in ({"dry_run": "true"}, None):
         status, error = await api("POST", "jobs", body=body, params=params)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -18,9 +19,9 @@ import requests
 from .real_server import RealServer, server_env, start_server
 
 
-def wait_phase(server: RealServer, name: str, phase: str) -> dict:
+def wait_phase(server: RealServer, name: str, phase: str) -> dict[str, Any]:
     while True:  # bounded by the pytest timeout
-        job = requests.get(f"{server.api}/jobs/{name}", headers=server.headers(), timeout=10).json()
+        job: dict[str, Any] = requests.get(f"{server.api}/jobs/{name}", headers=server.headers(), timeout=10).json()
         if job["phase"] == phase:
             return job
         assert job["phase"] not in {"Succeeded", "Failed", "Cancelled"} - {phase}, job
@@ -55,6 +56,7 @@ def test_browser_and_kernel_are_the_same_owner_and_xsrf_is_enforced(tmp_path: Pa
         refused = browser.post(f"{server.api}/jobs", params={"dry_run": "true"}, json=spec, timeout=10)
         assert refused.status_code == 403 and set(refused.json()) >= {"error", "message", "field"}
         xsrf = browser.cookies.get("_xsrf")
+        assert xsrf is not None, "the login page set no _xsrf cookie"
         accepted = browser.post(f"{server.api}/jobs", params={"dry_run": "true"}, json=spec, headers={"X-XSRFToken": xsrf}, timeout=10)
         assert accepted.status_code == 200 and accepted.json()["job"]["owner"] == kernel["user"], accepted.text
 

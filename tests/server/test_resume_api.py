@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from paddle_nbext_server.backends.local.store import JobStore
 
+from .conftest import Api
 from .test_api import assert_error, wait_for
 
 #: Saves a checkpoint every 5 steps (a file holding the step); without one to resume from it
@@ -48,7 +48,7 @@ def trainer(package: Path) -> Path:
     return package
 
 
-async def wait_for_log(api: Any, name: str, text: str) -> None:
+async def wait_for_log(api: Api, name: str, text: str) -> None:
     while True:
         status, body = await api("GET", f"jobs/{name}/logs")
         assert status == 200, body
@@ -59,7 +59,7 @@ async def wait_for_log(api: Any, name: str, text: str) -> None:
         await asyncio.sleep(0.1)
 
 
-async def test_a_cancelled_job_resumes_as_a_new_job_from_its_latest_checkpoint(api: Any, trainer: Path, jp_home_dir: Path) -> None:
+async def test_a_cancelled_job_resumes_as_a_new_job_from_its_latest_checkpoint(api: Api, trainer: Path, jp_home_dir: Path) -> None:
     body = {"job_name": "ck", "entry_point": "python train.py", "trainer_package": str(trainer), "keep_checkpoints": 3}
     status, job = await api("POST", "jobs", body=body)
     assert status == 201, job
@@ -123,7 +123,7 @@ async def test_a_cancelled_job_resumes_as_a_new_job_from_its_latest_checkpoint(a
     assert (await api("DELETE", "jobs/ck-again"))[0] == 204
 
 
-async def test_a_job_without_checkpoints_cannot_be_resumed(api: Any, trainer: Path) -> None:
+async def test_a_job_without_checkpoints_cannot_be_resumed(api: Api, trainer: Path) -> None:
     body = {"job_name": "idle", "entry_point": "python idle.py", "trainer_package": str(trainer)}
     assert (await api("POST", "jobs", body=body))[0] == 201
     await wait_for_log(api, "idle", "idle")

@@ -212,7 +212,7 @@ def test_the_server_says_where_a_restarted_kubernetes_job_resumed_from(tmp_path:
         key = "ck-2-alice"
         backend._pods_by_job[key] = {p["metadata"]["name"]: p for p in (pod(0, 1, started=stamp), pod(1, 1, started=stamp))}
         marked: list[str] = []
-        backend._mark = marked.append  # type: ignore[method-assign]
+        backend._mark = marked.append  # type: ignore[method-assign,assignment]  # a test double for the method
         running = status(started=stamp)
         backend._statuses[key] = running
         said = [backend._with_resume_note(key, restarted, running).message]  # not read yet: the policy's words

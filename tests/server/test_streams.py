@@ -4,14 +4,18 @@ when the client hangs up and when the server shuts down (no stream, queue or tas
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from jupyter_server.serverapp import ServerApp
 from tornado.simple_httpclient import HTTPStreamClosedError
 
-from paddle_nbext_server.state import STATE_KEY
+from paddle_nbext_server.events import EventHub
+from paddle_nbext_server.state import STATE_KEY, ExtensionState
 
-from .conftest import StreamAborted
+from .conftest import Api, OpenStream, StreamAborted
 
 
 @pytest.fixture
@@ -19,16 +23,17 @@ def paddle_config() -> dict[str, Any]:
     return {"stream_ping_interval": 0.2}
 
 
-def hub(jp_serverapp: Any) -> Any:
-    return jp_serverapp.web_app.settings[STATE_KEY].hub
+def hub(jp_serverapp: ServerApp) -> EventHub:
+    state: ExtensionState = jp_serverapp.web_app.settings[STATE_KEY]
+    return state.hub
 
 
-async def until(predicate: Any) -> None:
+async def until(predicate: Callable[[], object]) -> None:
     while not predicate():
         await asyncio.sleep(0.05)
 
 
-async def test_events_snapshot_changes_and_isolation(api, open_stream, package, jp_serverapp):
+async def test_events_snapshot_changes_and_isolation(api: Api, open_stream: OpenStream, package: Path, jp_serverapp: ServerApp) -> None:
     alice, bob = open_stream("events"), open_stream("events", user="bob")
     assert await alice.next_event() == ("snapshot", {"jobs": []})
     assert await bob.next_event() == ("snapshot", {"jobs": []})
@@ -62,7 +67,7 @@ async def test_events_snapshot_changes_and_isolation(api, open_stream, package, 
     await until(lambda: len(shutting_down._waiters) == 1)
 
 
-async def test_streams_end_when_the_server_shuts_down(api, open_stream, package, jp_serverapp):
+async def test_streams_end_when_the_server_shuts_down(api: Api, open_stream: OpenStream, package: Path, jp_serverapp: ServerApp) -> None:
     body = {"job_name": "long", "mode": "collective", "entry_point": "python sleep.py 120", "trainer_package": "work"}
     assert (await api("POST", "jobs", body=body))[0] == 201
     try:
@@ -87,7 +92,7 @@ async def test_streams_end_when_the_server_shuts_down(api, open_stream, package,
         await backend.delete("long", "alice")
 
 
-async def test_log_follow_streams_until_the_replica_ends(api, open_stream, package):
+async def test_log_follow_streams_until_the_replica_ends(api: Api, open_stream: OpenStream, package: Path) -> None:
     script = "import time\nfor i in range(5):\n    print('line', i, flush=True)\n    time.sleep(0.2)\n"
     (package / "count.py").write_text(script)
     body = {"job_name": "counter", "mode": "collective", "entry_point": "python count.py", "trainer_package": "work"}
