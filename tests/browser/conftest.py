@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Browser, Page
 
-from .lab_server import CHROMIUM, CHROMIUM_ARGS, REPO, LabServer, copy_ps_package, start_lab, stop_lab
+from .lab_server import REPO, LabServer, chromium, copy_ps_package, fresh_page, start_lab, stop_lab
 
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
 
@@ -32,26 +33,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+def browser() -> Iterator[Browser]:
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
-def page(browser: object) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})  # type: ignore[attr-defined]
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        yield page
-    finally:
-        context.close()
+def page(browser: Browser) -> Iterator[Page]:
+    with fresh_page(browser) as opened:
+        yield opened
 
 
 @pytest.fixture(scope="session")

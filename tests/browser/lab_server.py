@@ -13,12 +13,17 @@ import os
 import secrets
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 from support.jupyter_process import JupyterProcess, free_port
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 REPO = Path(__file__).resolve().parents[2]
 LABEXT_BUILD = REPO / "paddle_nbext" / "labextension"
@@ -160,3 +165,28 @@ def copy_ps_package(home: Path, name: str = "ps_pkg") -> Path:
     package.mkdir(exist_ok=True)
     shutil.copy(REPO / "examples" / "ps_train.py", package / "ps_train.py")
     return package
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    """Debian's Chromium, headless, driven by Playwright's sync API (never a downloaded browser)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextmanager
+def fresh_page(browser: Browser, timeout_ms: int = 30_000) -> Iterator[Page]:
+    """A page in a context of its own (no cookies or storage from another test), 1400×1000."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(timeout_ms)
+    try:
+        yield page
+    finally:
+        context.close()

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser.lab_server import APP_START_TIMEOUT_MS, CHROMIUM, CHROMIUM_ARGS, PANEL_TAB, REPO
+from browser.lab_server import APP_START_TIMEOUT_MS, PANEL_TAB, REPO, chromium, fresh_page
 from browser.test_panel import PANEL, fill_form, job_view, widen_left_area
 from kubernetes import client
 from playwright.sync_api import Browser, Page, expect
@@ -136,25 +136,14 @@ def day(hub: HubSite) -> HubSite:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page: Page = context.new_page()
-    page.set_default_timeout(60_000)
-    try:
-        yield page
-    finally:
-        context.close()
+    with fresh_page(browser, timeout_ms=60_000) as opened:
+        yield opened
 
 
 def shot(page: Page, name: str) -> None:
