@@ -14,15 +14,11 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sys
-import time
 from pathlib import Path
 
-# images.py stays as it is: its bytes are part of the Paddle image's digest (an edit would rebuild it).
-from .images import IMAGE_PYTHON, PATH_ENV, SITE_PACKAGES, Image, images_dir, paddle_image
+from .derived_image import derived_image
+from .images import IMAGE_PYTHON, PATH_ENV, SITE_PACKAGES, Image, paddle_image
 from .images import _run_logged as run_logged
-from .images import _tar_tree as tar_tree
-from .images import _write_archive as write_archive
-from .notebook_image import _layers_of as layers_of
 
 REPOSITORY = "registry.local/paddle-installers"
 
@@ -44,22 +40,8 @@ def installers_image(*, log: bool = True) -> Image:
     uv = uv_binary()
     sha = hashlib.sha256(Path(__file__).read_bytes() + paddle.digest.encode())
     sha.update(hashlib.sha256(uv.read_bytes()).digest())
-    digest = sha.hexdigest()[:12]
-    reference = f"{REPOSITORY}:{digest}"
-    target = images_dir() / f"paddle-installers-{digest}.tar"
-    if target.is_file():
-        return Image(reference, target, digest)
-    work = target.with_name(target.name + ".work")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    log_path = images_dir() / "build-installers.log"
-    log_path.write_text("")
-    started = time.monotonic()
-    if log:
-        print(f"images: building {reference} (Paddle image + pip + uv); log: {log_path}", file=sys.stderr)
-    try:
-        layers = layers_of(paddle.archive, work)
-        root = work / "installers-root"
+
+    def fill(root: Path, work: Path, layers: list[Path], log_path: Path) -> dict[str, object]:
         site = root / SITE_PACKAGES
         site.parent.mkdir(parents=True)
         pip_args = ["install", "--disable-pip-version-check", "--no-input", "--only-binary=:all:"]
@@ -72,13 +54,6 @@ def installers_image(*, log: bool = True) -> Image:
         binaries = root / "usr/local/bin"
         binaries.mkdir(parents=True)
         shutil.copy2(uv, binaries / "uv")
-        layer = work / "installers.tar"
-        tar_tree(root, layer)
-        config = {"Env": [PATH_ENV, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"], "Cmd": ["python3"], "WorkingDir": "/"}
-        write_archive(reference, [*layers, layer], config, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if log:
-        size = target.stat().st_size / 1e6
-        print(f"images: built {reference} in {time.monotonic() - started:.0f} s ({size:.0f} MB)", file=sys.stderr)
-    return Image(reference, target, digest)
+        return {"Env": [PATH_ENV, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"], "Cmd": ["python3"], "WorkingDir": "/"}
+
+    return derived_image(paddle, REPOSITORY, sha.hexdigest()[:12], "pip + uv", fill, log=log)

@@ -15,14 +15,11 @@ import json
 import shutil
 import sys
 import tarfile
-import time
 from pathlib import Path
 
-# images.py stays as it is: its bytes are part of the Paddle image's digest (an edit would rebuild it).
-from .images import IMAGE_PYTHON, PATH_ENV, SITE_PACKAGES, Image, images_dir, paddle_image
+from .derived_image import derived_image
+from .images import IMAGE_PYTHON, PATH_ENV, SITE_PACKAGES, Image, paddle_image
 from .images import _run_logged as run_logged
-from .images import _tar_tree as tar_tree
-from .images import _write_archive as write_archive
 
 
 def _digest(*parts: bytes) -> str:
@@ -42,19 +39,6 @@ NOTEBOOK_REQUIREMENTS = ("jupyterlab>=4.4,<5",)
 NOTEBOOK_SERVER_CONFIG = {"PaddleNbext": {"backend": "kubernetes"}, "KubernetesBackend": {"home_volume": "auto"}}
 
 
-def _layers_of(archive: Path, work: Path) -> list[Path]:
-    """The layer tarballs of a docker-archive, lowest first, extracted into ``work``."""
-    with tarfile.open(archive) as tar:
-        manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
-        layers = []
-        for index, member in enumerate(manifest[0]["Layers"]):
-            target = work / f"layer-{index}.tar"
-            with tar.extractfile(member) as source, target.open("wb") as out:  # type: ignore[union-attr]
-                shutil.copyfileobj(source, out, 1 << 20)
-            layers.append(target)
-    return layers
-
-
 def _passwd_with_jovyan(base_layer: Path) -> tuple[bytes, bytes]:
     """The base layer's /etc/passwd and /etc/group with the notebook user and its group added."""
     with tarfile.open(base_layer) as tar:
@@ -71,23 +55,8 @@ def notebook_image(wheel: Path, hub_version: str, *, log: bool = True) -> Image:
     digest so that a changed wheel is a new image the node has not cached under an old name."""
     paddle = paddle_image(log=log)
     digest = _digest(paddle.digest.encode(), wheel.read_bytes(), hub_version.encode(), repr(NOTEBOOK_REQUIREMENTS).encode())
-    reference = f"{NOTEBOOK_REPOSITORY}:{digest}"
-    target = images_dir() / f"paddle-notebook-{digest}.tar"
-    if target.is_file():
-        return Image(reference, target, digest)
-    work = target.with_name(target.name + ".work")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    log_path = images_dir() / "build-notebook.log"
-    log_path.write_text("")
-    started = time.monotonic()
-    if log:
-        print(
-            f"images: building {reference} (Paddle image + JupyterLab, jupyterhub=={hub_version}, {wheel.name}); log: {log_path}",
-            file=sys.stderr,
-        )
-    try:
-        layers = _layers_of(paddle.archive, work)
+
+    def fill(root: Path, work: Path, layers: list[Path], log_path: Path) -> dict[str, object]:
         installed = work / "pip-target"
         run_logged(
             [
@@ -108,7 +77,6 @@ def notebook_image(wheel: Path, hub_version: str, *, log: bool = True) -> Image:
             log_path,
             "pip install of JupyterLab and paddle-nbext into the notebook image",
         )
-        root = work / "notebook-root"
         site = root / SITE_PACKAGES
         site.parent.mkdir(parents=True)
         shutil.rmtree(installed / "bin", ignore_errors=True)  # console scripts for the host's interpreter
@@ -125,20 +93,13 @@ def notebook_image(wheel: Path, hub_version: str, *, log: bool = True) -> Image:
         (root / "etc").mkdir()
         (root / "etc/passwd").write_bytes(passwd)
         (root / "etc/group").write_bytes(group)
-        home = root / "home/jovyan"
-        home.mkdir(parents=True)
-        layer = work / "notebook.tar"
-        tar_tree(root, layer)
-        config = {
+        (root / "home/jovyan").mkdir(parents=True)
+        return {
             "Env": [PATH_ENV, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "HOME=/home/jovyan", "SHELL=/bin/sh"],
             "Cmd": ["python3", "-m", "jupyterhub.singleuser"],
             "WorkingDir": "/home/jovyan",
             "User": f"{NOTEBOOK_UID}:{NOTEBOOK_GID}",
         }
-        write_archive(reference, [*layers, layer], config, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if log:
-        size = target.stat().st_size / 1e6
-        print(f"images: built {reference} in {time.monotonic() - started:.0f} s ({size:.0f} MB)", file=sys.stderr)
-    return Image(reference, target, digest)
+
+    what = f"JupyterLab, jupyterhub=={hub_version}, {wheel.name}"
+    return derived_image(paddle, NOTEBOOK_REPOSITORY, digest, what, fill, log=log)
