@@ -7,6 +7,7 @@ import asyncio
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ def request(home: Path, entry_script: str | None = None, **fields: Any) -> Submi
     return SubmitRequest(spec=JobSpec.from_dict(fields), owner=OWNER, home=home, entry_script=entry_script)
 
 
-async def wait_until(backend: LocalBackend, name: str, predicate, timeout: float = 240.0) -> JobStatus:
+async def wait_until(backend: LocalBackend, name: str, predicate: Callable[[JobStatus], bool], timeout: float = 240.0) -> JobStatus:
     """Poll the job until `predicate(status)` holds; fail the test with the last status if never."""
     deadline = time.monotonic() + timeout
     while True:
@@ -64,7 +65,8 @@ async def wait_for_log(backend: LocalBackend, name: str, role: str, index: int, 
 
 
 def job_record(home: Path, name: str) -> dict[str, Any]:
-    return json.loads((home / ".paddle-jobs" / name / "status.json").read_text())
+    record: dict[str, Any] = json.loads((home / ".paddle-jobs" / name / "status.json").read_text())
+    return record
 
 
 def leftover_processes(home: Path, name: str, wait: float = 30.0) -> list[int]:
@@ -83,7 +85,7 @@ def leftover_processes(home: Path, name: str, wait: float = 30.0) -> list[int]:
 
 
 def losses(log: str) -> list[float]:
-    values = []
+    values: list[float] = []
     for line in log.splitlines():
         parts = line.split()
         if len(parts) == 4 and parts[0] == "step" and parts[2] == "loss":

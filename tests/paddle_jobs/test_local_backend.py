@@ -9,7 +9,9 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,20 +25,22 @@ from paddle_jobs.local_jobs import (
     wait_terminal,
     wait_until,
 )
+from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.base import InvalidRequest, JobExists, JobNotFound, SubmitRequest
+from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.backends.local.records import Plan, read_record
 
 SLEEPER = "sleep 120"
 
 
-def collective(**fields):
+def collective(**fields: Any) -> dict[str, Any]:
     return {"mode": "collective", "trainers": 1, "entry_point": SLEEPER, **fields}
 
 
-def test_memory_limit_exceeded_stops_the_replica(home) -> None:
+def test_memory_limit_exceeded_stops_the_replica(home: Path) -> None:
     hog = "python -c \"import time; block = b'x' * (300 << 20); time.sleep(120)\""
 
-    async def scenario():
+    async def scenario() -> JobStatus:
         backend = backend_for(home)
         await backend.submit(request(home, **collective(job_name="hog", entry_point=hog, trainer_mem="100Mi")))
         return await wait_terminal(backend, "hog")
@@ -44,12 +48,13 @@ def test_memory_limit_exceeded_stops_the_replica(home) -> None:
     status = asyncio.run(scenario())
     assert status.phase == "Failed"
     assert "MemoryLimitExceeded: used" in status.message and "of 100Mi" in status.message
-    assert status.replicas[0].reason.startswith("MemoryLimitExceeded")
+    reason = status.replicas[0].reason
+    assert reason is not None and reason.startswith("MemoryLimitExceeded")
     assert leftover_processes(home, "hog") == []
 
 
-def test_job_that_does_not_fit_waits_pending_then_starts(home) -> None:
-    async def scenario():
+def test_job_that_does_not_fit_waits_pending_then_starts(home: Path) -> None:
+    async def scenario() -> tuple[JobStatus, JobStatus, JobStatus]:
         backend = backend_for(home, max_cpu=1.0, cpu_overcommit=1.0)
         await backend.submit(request(home, **collective(job_name="first")))
         await wait_until(backend, "first", lambda s: s.phase == "Running")
@@ -68,8 +73,8 @@ def test_job_that_does_not_fit_waits_pending_then_starts(home) -> None:
     assert leftover_processes(home, "first") == [] and leftover_processes(home, "second") == []
 
 
-def test_timeout_fails_with_deadline_exceeded(home) -> None:
-    async def scenario():
+def test_timeout_fails_with_deadline_exceeded(home: Path) -> None:
+    async def scenario() -> JobStatus:
         backend = backend_for(home)
         await backend.submit(request(home, **collective(job_name="slow", timeout=2)))
         return await wait_terminal(backend, "slow")
@@ -80,10 +85,10 @@ def test_timeout_fails_with_deadline_exceeded(home) -> None:
     assert leftover_processes(home, "slow") == []
 
 
-def test_failed_trainer_is_restarted_and_previous_log_kept(home) -> None:
+def test_failed_trainer_is_restarted_and_previous_log_kept(home: Path) -> None:
     flaky = "if [ -e ran-once ]; then echo second try; else touch ran-once; echo first try; exit 5; fi"
 
-    async def scenario():
+    async def scenario() -> tuple[JobStatus, str, str]:
         backend = backend_for(home)
         await backend.submit(request(home, **collective(job_name="flaky", entry_point=flaky, max_restarts=1)))
         status = await wait_terminal(backend, "flaky")
@@ -98,8 +103,8 @@ def test_failed_trainer_is_restarted_and_previous_log_kept(home) -> None:
     assert "first try" in previous
 
 
-def test_master_killed_marks_the_job_failed_and_stops_replicas(home) -> None:
-    async def scenario():
+def test_master_killed_marks_the_job_failed_and_stops_replicas(home: Path) -> None:
+    async def scenario() -> JobStatus:
         backend = backend_for(home)
         await backend.start()
         try:
@@ -116,7 +121,7 @@ def test_master_killed_marks_the_job_failed_and_stops_replicas(home) -> None:
 
 
 @pytest.mark.parametrize("package", ["/etc", "no-such-dir"])
-def test_refused_package_writes_nothing(home, package) -> None:
+def test_refused_package_writes_nothing(home: Path, package: str) -> None:
     backend = backend_for(home)
     with pytest.raises(InvalidRequest) as error:
         asyncio.run(backend.submit(request(home, **collective(job_name="refused", trainer_package=package))))
@@ -124,7 +129,7 @@ def test_refused_package_writes_nothing(home, package) -> None:
     assert not (home / ".paddle-jobs" / "refused").exists()
 
 
-def test_cell_body_needs_a_snapshot(home) -> None:
+def test_cell_body_needs_a_snapshot(home: Path) -> None:
     backend = backend_for(home)
     with pytest.raises(InvalidRequest) as error:
         asyncio.run(backend.submit(request(home, entry_script="print(1)", **collective(job_name="cell", snapshot=False))))
@@ -132,7 +137,7 @@ def test_cell_body_needs_a_snapshot(home) -> None:
     assert not (home / ".paddle-jobs" / "cell").exists()
 
 
-def test_job_bigger_than_the_machine_is_refused(home) -> None:
+def test_job_bigger_than_the_machine_is_refused(home: Path) -> None:
     backend = backend_for(home, max_cpu=2.0, cpu_overcommit=1.0)
     with pytest.raises(InvalidRequest) as error:
         asyncio.run(backend.submit(request(home, **collective(job_name="huge", trainers=3))))
@@ -143,7 +148,7 @@ def test_job_bigger_than_the_machine_is_refused(home) -> None:
     assert not (home / ".paddle-jobs" / "huge").exists()
 
 
-def test_dry_run_plans_every_process_and_creates_nothing(home) -> None:
+def test_dry_run_plans_every_process_and_creates_nothing(home: Path) -> None:
     backend = backend_for(home)
     result = asyncio.run(
         backend.submit(
@@ -160,8 +165,8 @@ def test_dry_run_plans_every_process_and_creates_nothing(home) -> None:
     assert not (home / ".paddle-jobs" / "preview").exists()
 
 
-def test_name_taken_and_other_owners_jobs(home) -> None:
-    async def scenario():
+def test_name_taken_and_other_owners_jobs(home: Path) -> None:
+    async def scenario() -> tuple[JobStatus, list[JobStatus]]:
         backend = backend_for(home)
         await backend.submit(request(home, **collective(job_name="mine", entry_point="true")))
         with pytest.raises(JobExists):
@@ -180,22 +185,22 @@ def test_name_taken_and_other_owners_jobs(home) -> None:
     assert not (home / ".paddle-jobs" / "mine").exists()
 
 
-def test_listing_follows_what_masters_write_and_cancel_at_once(home) -> None:
+def test_listing_follows_what_masters_write_and_cancel_at_once(home: Path) -> None:
     """`list_jobs` answers from memory; the watcher must bring it the status a master writes on
     disk (here: the job finishing), and a cancel must show in the very next listing."""
     gated = "while [ ! -e release ]; do sleep 0.1; done; echo released"
 
-    async def listed(backend, name):
+    async def listed(backend: LocalBackend, name: str) -> JobStatus:
         return next(s for s in await backend.list_jobs(OWNER) if s.name == name)
 
-    async def list_until(backend, name, predicate, timeout=240.0):
+    async def list_until(backend: LocalBackend, name: str, predicate: Callable[[JobStatus], bool], timeout: float = 240.0) -> JobStatus:
         deadline = asyncio.get_running_loop().time() + timeout
         while not predicate(status := await listed(backend, name)):
             assert asyncio.get_running_loop().time() < deadline, f"listing still shows {status.to_dict()}"
             await asyncio.sleep(0.1)
         return status
 
-    async def scenario():
+    async def scenario() -> tuple[JobStatus, JobStatus, JobStatus, JobStatus]:
         backend = backend_for(home, poll_interval=0.2)
         await backend.start()
         try:
@@ -220,22 +225,22 @@ def test_listing_follows_what_masters_write_and_cancel_at_once(home) -> None:
     assert leftover_processes(home, "gated") == [] and leftover_processes(home, "keeper") == []
 
 
-def test_a_second_server_on_the_same_jobs_dir_sees_jobs_come_and_go(home) -> None:
+def test_a_second_server_on_the_same_jobs_dir_sees_jobs_come_and_go(home: Path) -> None:
     """Two servers (e.g. JupyterLab restarted while the old one shuts down, or two servers of
     one user) share `~/.paddle-jobs`: a job one submits, ends or deletes must show in the other's
     listing, which answers from memory and only re-reads what changed on disk."""
 
-    async def names(backend) -> dict[str, str]:
+    async def names(backend: LocalBackend) -> dict[str, str]:
         return {s.name: s.phase for s in await backend.list_jobs(OWNER)}
 
-    async def until(backend, predicate, timeout=240.0):
+    async def until(backend: LocalBackend, predicate: Callable[[dict[str, str]], bool], timeout: float = 240.0) -> dict[str, str]:
         deadline = asyncio.get_running_loop().time() + timeout
         while not predicate(seen := await names(backend)):
             assert asyncio.get_running_loop().time() < deadline, f"listing still shows {seen}"
             await asyncio.sleep(0.1)
         return seen
 
-    async def scenario():
+    async def scenario() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
         watcher, other = backend_for(home, poll_interval=0.1), backend_for(home)
         await watcher.start()
         try:
@@ -259,7 +264,7 @@ FAILS_WITHOUT_ITS_FILES = 'sh -c \'while [ -d "$PWD" ]; do sleep 0.1; done; echo
 
 
 @pytest.mark.parametrize("entry_point", [SLEEPER, FAILS_WITHOUT_ITS_FILES], ids=["code-runs-on", "code-fails"])
-def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home, entry_point: str) -> None:
+def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home: Path, entry_point: str) -> None:
     """People do `rm -rf ~/.paddle-jobs/<job>`; the job's master must notice that its record is
     gone, stop the replicas and exit, instead of running them forever."""
     import shutil
@@ -267,7 +272,7 @@ def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home, entr
 
     from paddle_nbext_server.backends.local.processes import ProcessTable, pid_alive
 
-    async def scenario():
+    async def scenario() -> None:
         backend = backend_for(home)
         await backend.submit(request(home, **collective(job_name="orphan", entry_point=entry_point)))
         await wait_until(backend, "orphan", lambda s: s.phase == "Running" and bool(job_record(home, "orphan").get("pids")))
@@ -299,7 +304,7 @@ def _bare_python() -> str | None:
     return None
 
 
-def test_replicas_run_the_bundle_written_at_submit_with_a_bare_interpreter(home, tmp_path) -> None:
+def test_replicas_run_the_bundle_written_at_submit_with_a_bare_interpreter(home: Path, tmp_path: Path) -> None:
     """The job's replicas run `<job_dir>/runtime/launcher.py` (written at submit, so an upgrade
     under a running job changes nothing in it) with the configured interpreter, even one that has
     no paddle-nbext installed: the launcher needs only its sibling contract.py."""
@@ -317,7 +322,7 @@ def test_replicas_run_the_bundle_written_at_submit_with_a_bare_interpreter(home,
     wrapper.chmod(0o755)
     gated = "while [ ! -e release ]; do sleep 0.1; done; echo released"
 
-    async def scenario():
+    async def scenario() -> tuple[Plan, list[bool], JobStatus]:
         backend = backend_for(home, python=str(wrapper))
         await backend.submit(request(home, **collective(job_name="bundled", entry_point=gated)))
         await wait_until(backend, "bundled", lambda s: s.phase == "Running" and s.replicas[0].phase == "Running")
@@ -339,10 +344,10 @@ def test_replicas_run_the_bundle_written_at_submit_with_a_bare_interpreter(home,
     assert ran == [plan.launcher], "the replica must run the job's own launcher with the configured python"
 
 
-def test_a_job_waiting_behind_another_users_job_is_not_told_its_name(home) -> None:
+def test_a_job_waiting_behind_another_users_job_is_not_told_its_name(home: Path) -> None:
     """Admission counts every job on the machine but names only the asking user's own."""
 
-    async def scenario():
+    async def scenario() -> JobStatus:
         backend = backend_for(home, max_cpu=1.0, cpu_overcommit=1.0)
         await backend.submit(request(home, **collective(job_name="secret-plan")))
         await wait_until(backend, "secret-plan", lambda s: s.phase == "Running")
@@ -376,7 +381,7 @@ print("bound", port, flush=True)
 """
 
 
-def test_a_port_taken_between_admission_and_the_replicas_bind_is_planned_anew_not_a_failure(home, tmp_path) -> None:
+def test_a_port_taken_between_admission_and_the_replicas_bind_is_planned_anew_not_a_failure(home: Path, tmp_path: Path) -> None:
     """Another program binds a replica's port after the admission checked it (issue 28): the
     replica fails to bind, and the master starts the job again on new ports, without counting a
     restart, instead of failing the job."""
@@ -386,7 +391,7 @@ def test_a_port_taken_between_admission_and_the_replicas_bind_is_planned_anew_no
     go = tmp_path / "go"
     job_dir = home / ".paddle-jobs" / "squatted"
 
-    async def scenario():
+    async def scenario() -> tuple[int, JobStatus, str]:
         backend = backend_for(home)
         await backend.submit(
             request(home, **collective(job_name="squatted", entry_point="python bind_when_told.py", env={"GO_FILE": str(go)}))

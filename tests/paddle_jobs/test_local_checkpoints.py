@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from paddle_jobs.local_jobs import OWNER, backend_for, job_record, request, wait_terminal, wait_until
+from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.runtime import paddle_nbext_job
 
 pytestmark = pytest.mark.paddle
@@ -38,7 +39,7 @@ def test_a_killed_collective_job_restarts_whole_and_resumes_from_its_checkpoint(
                 request(home, job_name=name, entry_point=entry, trainers=2, trainer_cpu="500m", max_restarts=1, keep_checkpoints=2)
             )
 
-            def saved_twenty(status: Any) -> bool:
+            def saved_twenty(status: JobStatus) -> bool:
                 assert status.phase not in ("Succeeded", "Failed", "Cancelled"), f"ended before the kill: {status.to_dict()}"
                 latest = paddle_nbext_job.latest(checkpoints)
                 return latest is not None and latest.step >= 20

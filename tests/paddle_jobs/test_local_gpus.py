@@ -6,19 +6,22 @@ replica logs, which is exactly what a Paddle process would see."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 from paddle_jobs.local_jobs import OWNER, backend_for, leftover_processes, request, wait_terminal, wait_until
+from paddle_nbext.model.status import JobStatus
 
 PRINT_DEVICES = "echo devices=$CUDA_VISIBLE_DEVICES; sleep 30"
 
 
-def test_each_trainer_gets_its_own_gpus_and_a_job_waits_for_free_ones(home) -> None:
-    async def scenario():
+def test_each_trainer_gets_its_own_gpus_and_a_job_waits_for_free_ones(home: Path) -> None:
+    async def scenario() -> tuple[list[str], JobStatus, JobStatus]:
         backend = backend_for(home, gpu_pool=[0, 1, 2])
-        spec = {"mode": "collective", "trainers": 2, "trainer_gpu": 1, "entry_point": PRINT_DEVICES}
+        spec: dict[str, Any] = {"mode": "collective", "trainers": 2, "trainer_gpu": 1, "entry_point": PRINT_DEVICES}
         await backend.submit(request(home, job_name="gpus", **spec))
         await wait_until(backend, "gpus", lambda s: s.phase == "Running")
-        logs = []
+        logs: list[str] = []
         for index in (0, 1):
             while "devices=" not in (text := await backend.read_logs("gpus", OWNER, "trainer", index)):
                 await asyncio.sleep(0.2)
@@ -40,7 +43,7 @@ def test_each_trainer_gets_its_own_gpus_and_a_job_waits_for_free_ones(home) -> N
     assert leftover_processes(home, "gpus") == [] and leftover_processes(home, "more-gpus") == []
 
 
-def test_each_rank_gets_its_gpu_of_its_trainers_share_of_the_pool(home) -> None:
+def test_each_rank_gets_its_gpu_of_its_trainers_share_of_the_pool(home: Path) -> None:
     """An 8-GPU pool runs 2 trainers x 4 GPUs as 8 ranks: each trainer sees its 4 GPUs, each rank
     selects its own of them (counted inside the trainer's CUDA_VISIBLE_DEVICES) and no rank is
     moved to gloo."""
@@ -48,9 +51,9 @@ def test_each_rank_gets_its_gpu_of_its_trainers_share_of_the_pool(home) -> None:
         'echo "rank=$PADDLE_GLOBAL_RANK visible=$CUDA_VISIBLE_DEVICES selected=$FLAGS_selected_gpus backend=${PADDLE_DISTRI_BACKEND:-none}"'
     )
 
-    async def scenario():
+    async def scenario() -> tuple[JobStatus, list[str]]:
         backend = backend_for(home, gpu_pool=[7, 6, 5, 4, 3, 2, 1, 0])
-        spec = {"mode": "collective", "trainers": 2, "trainer_gpu": 4, "entry_point": entry}
+        spec: dict[str, Any] = {"mode": "collective", "trainers": 2, "trainer_gpu": 4, "entry_point": entry}
         await backend.submit(request(home, job_name="rank-gpus", **spec))
         status = await wait_terminal(backend, "rank-gpus")
         return status, [await backend.read_logs("rank-gpus", OWNER, "trainer", index) for index in (0, 1)]

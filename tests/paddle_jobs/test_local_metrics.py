@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from paddle_jobs.local_jobs import OWNER, backend_for, losses, make_home, request, wait_terminal, wait_until
+from paddle_nbext_server.backends.local import LocalBackend
 
 pytestmark = pytest.mark.paddle
 
 
-async def read(backend: Any, name: str, **options: Any) -> dict[str, Any]:
+async def read(backend: LocalBackend, name: str, **options: Any) -> dict[str, Any]:
     files = await backend.metrics_files(name, OWNER)
     return await asyncio.to_thread(backend.metrics.read, name, files, options.get("since"), options.get("points"))
 
@@ -25,10 +26,10 @@ def by_replica(body: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def ps_metrics(tmp_path_factory) -> dict[str, Any]:
+def ps_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A 1+2 PS job: points read while it runs by one backend, the rest by a recreated one."""
     home = make_home(tmp_path_factory.mktemp("ps-metrics"))
-    spec = {"pservers": 1, "trainers": 2, "pserver_cpu": "500m", "trainer_cpu": "500m"}
+    spec: dict[str, Any] = {"pservers": 1, "trainers": 2, "pserver_cpu": "500m", "trainer_cpu": "500m"}
 
     async def scenario() -> dict[str, Any]:
         first = backend_for(home)
@@ -65,7 +66,7 @@ def ps_metrics(tmp_path_factory) -> dict[str, Any]:
     return asyncio.run(scenario())
 
 
-def test_ps_series_per_trainer_arrive_in_order_across_a_restart(ps_metrics) -> None:
+def test_ps_series_per_trainer_arrive_in_order_across_a_restart(ps_metrics: dict[str, Any]) -> None:
     assert ps_metrics["status"].phase == "Succeeded", ps_metrics["status"].message
     replicas = by_replica(ps_metrics["full"])
     assert set(replicas) == {("pserver", 0), ("trainer", 0), ("trainer", 1)}
@@ -83,7 +84,7 @@ def test_ps_series_per_trainer_arrive_in_order_across_a_restart(ps_metrics) -> N
     assert ps_metrics["full"]["progress"]["fraction"] == 1.0
 
 
-def test_a_cursor_from_before_the_restart_gets_exactly_the_rest(ps_metrics) -> None:
+def test_a_cursor_from_before_the_restart_gets_exactly_the_rest(ps_metrics: dict[str, Any]) -> None:
     early, rest = by_replica(ps_metrics["early"]), by_replica(ps_metrics["after_early"])
     for index in (0, 1):
         seen = early[("trainer", index)]["series"].get("loss", {"step": []})["step"]
@@ -91,7 +92,7 @@ def test_a_cursor_from_before_the_restart_gets_exactly_the_rest(ps_metrics) -> N
         assert seen + after == list(range(1, 121))
 
 
-def test_ps_downsampling_keeps_first_last_and_extremes(ps_metrics) -> None:
+def test_ps_downsampling_keeps_first_last_and_extremes(ps_metrics: dict[str, Any]) -> None:
     full, small = by_replica(ps_metrics["full"]), by_replica(ps_metrics["small"])
     for index in (0, 1):
         whole, kept = full[("trainer", index)]["series"]["loss"], small[("trainer", index)]["series"]["loss"]
@@ -101,7 +102,7 @@ def test_ps_downsampling_keeps_first_last_and_extremes(ps_metrics) -> None:
 
 
 @pytest.fixture(scope="module")
-def collective_metrics(tmp_path_factory) -> dict[str, Any]:
+def collective_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """2 collective trainers; trainer 1 runs with a tiny budget, and both append garbage after training."""
     home = make_home(tmp_path_factory.mktemp("collective-metrics"))
     entry = (
@@ -127,7 +128,7 @@ def collective_metrics(tmp_path_factory) -> dict[str, Any]:
     return asyncio.run(scenario())
 
 
-def test_collective_series_garbage_and_a_full_budget(collective_metrics) -> None:
+def test_collective_series_garbage_and_a_full_budget(collective_metrics: dict[str, Any]) -> None:
     status = collective_metrics["status"]
     assert status.phase == "Succeeded", status.message
     replicas = by_replica(collective_metrics["full"])

@@ -8,6 +8,8 @@ import asyncio
 import os
 import re
 import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,15 +26,16 @@ from paddle_jobs.local_jobs import (
     wait_terminal,
     wait_until,
 )
+from paddle_nbext.model.status import JobStatus
 
 pytestmark = pytest.mark.paddle
 
-PS = {"pservers": 2, "trainers": 2, "pserver_cpu": "500m", "trainer_cpu": "500m"}
+PS: dict[str, Any] = {"pservers": 2, "trainers": 2, "pserver_cpu": "500m", "trainer_cpu": "500m"}
 SLOW = "python ps_train.py --steps 400 --step-delay 0.05 --print-every 10"
 
 
 @pytest.fixture(scope="module")
-def ps_run(tmp_path_factory) -> dict[str, Any]:
+def ps_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A 2+2 PS job submitted by one backend object and finished under another one (a server
     restart in between), with its events and a log follower running across the end."""
     home = make_home(tmp_path_factory.mktemp("ps"))
@@ -70,11 +73,11 @@ def ps_run(tmp_path_factory) -> dict[str, Any]:
     return asyncio.run(scenario())
 
 
-async def _collect(stream) -> str:
+async def _collect(stream: AsyncIterator[str]) -> str:
     return "".join([chunk async for chunk in stream])
 
 
-def test_ps_job_succeeds_under_a_recreated_backend(ps_run) -> None:
+def test_ps_job_succeeds_under_a_recreated_backend(ps_run: dict[str, Any]) -> None:
     status = ps_run["status"]
     assert status.phase == "Succeeded", status.message
     assert ps_run["events"][-1] == "Succeeded"
@@ -84,20 +87,20 @@ def test_ps_job_succeeds_under_a_recreated_backend(ps_run) -> None:
     assert phases[("pserver", 0)][0] == "Stopped" and phases[("pserver", 1)][0] == "Stopped"
 
 
-def test_ps_trainers_loss_falls(ps_run) -> None:
+def test_ps_trainers_loss_falls(ps_run: dict[str, Any]) -> None:
     for log in ps_run["logs"]:
         values = losses(log)
         assert len(values) >= 5, log[-2000:]
         assert values[-1] < values[0] / 4, values
 
 
-def test_ps_logs_follow_until_the_end_and_tail(ps_run) -> None:
+def test_ps_logs_follow_until_the_end_and_tail(ps_run: dict[str, Any]) -> None:
     assert "step 0 loss" in ps_run["followed"] and "trainer 0 done" in ps_run["followed"]
     assert len(ps_run["tail"].splitlines()) == 2
     assert ps_run["logs"][0].endswith(ps_run["tail"])
 
 
-def test_paddle_info_and_warning_lines_are_quiet_by_default(ps_run) -> None:
+def test_paddle_info_and_warning_lines_are_quiet_by_default(ps_run: dict[str, Any]) -> None:
     """Paddle's C++ INFO/WARNING lines (glog: `I1201 06:29:17.266114 569 file.cc:12] ...`) are
     most of a log at Paddle's default level and read like failures; the launcher hides them."""
     glog = re.compile(r"^[IW]\d{4} \d{2}:\d{2}:\d{2}\.\d+", re.M)
@@ -106,12 +109,12 @@ def test_paddle_info_and_warning_lines_are_quiet_by_default(ps_run) -> None:
         assert not glog.findall(log), log[-2000:]
 
 
-def test_ps_job_leaves_no_process(ps_run) -> None:
+def test_ps_job_leaves_no_process(ps_run: dict[str, Any]) -> None:
     assert leftover_processes(ps_run["home"], "ps-ok") == []
 
 
-def test_collective_job_succeeds_and_learns(home) -> None:
-    async def scenario():
+def test_collective_job_succeeds_and_learns(home: Path) -> None:
+    async def scenario() -> tuple[JobStatus, str]:
         backend = backend_for(home)
         await backend.submit(
             request(home, job_name="dp", mode="collective", trainers=2, trainer_cpu="500m", entry_point="python collective_train.py")
@@ -125,10 +128,10 @@ def test_collective_job_succeeds_and_learns(home) -> None:
     assert leftover_processes(home, "dp") == []
 
 
-def test_crashing_trainer_fails_the_job_with_code_and_tail(home) -> None:
+def test_crashing_trainer_fails_the_job_with_code_and_tail(home: Path) -> None:
     entry = "python ps_train.py --crash-trainer 1 --crash-step 20 --crash-code 3 --step-delay 0.02"
 
-    async def scenario():
+    async def scenario() -> JobStatus:
         backend = backend_for(home)
         await backend.submit(request(home, job_name="crash", entry_point=entry, **PS))
         return await wait_terminal(backend, "crash")
@@ -143,12 +146,12 @@ def test_crashing_trainer_fails_the_job_with_code_and_tail(home) -> None:
     assert leftover_processes(home, "crash") == []
 
 
-def test_a_trainer_that_raises_fails_the_job_with_the_exceptions_own_words(home) -> None:
+def test_a_trainer_that_raises_fails_the_job_with_the_exceptions_own_words(home: Path) -> None:
     """User code fails with an exception, and Paddle prints its shutdown lines after the
     traceback: the job's message is the exception line, not Paddle's last log line."""
     entry = "python ps_train.py --raise-trainer 1 --raise-step 20 --step-delay 0.02"
 
-    async def scenario():
+    async def scenario() -> tuple[JobStatus, str]:
         backend = backend_for(home)
         # Paddle's own INFO lines on (they are quiet by default), as a user debugging would.
         await backend.submit(request(home, job_name="raises", entry_point=entry, env={"GLOG_minloglevel": "0"}, **PS))
@@ -165,8 +168,8 @@ def test_a_trainer_that_raises_fails_the_job_with_the_exceptions_own_words(home)
     assert leftover_processes(home, "raises") == []
 
 
-def test_killed_pserver_fails_the_job(home) -> None:
-    async def scenario():
+def test_killed_pserver_fails_the_job(home: Path) -> None:
+    async def scenario() -> JobStatus:
         backend = backend_for(home)
         await backend.submit(request(home, job_name="pskill", entry_point=SLOW, **PS))
         await wait_for_log(backend, "pskill", "trainer", 0, "step 20 loss")
@@ -180,8 +183,8 @@ def test_killed_pserver_fails_the_job(home) -> None:
     assert leftover_processes(home, "pskill") == []
 
 
-def test_cancel_mid_run_keeps_logs(home) -> None:
-    async def scenario():
+def test_cancel_mid_run_keeps_logs(home: Path) -> None:
+    async def scenario() -> tuple[JobStatus, str, JobStatus]:
         backend = backend_for(home)
         await backend.submit(request(home, job_name="stopme", entry_point=SLOW, **PS))
         await wait_for_log(backend, "stopme", "trainer", 1, "step 10 loss")

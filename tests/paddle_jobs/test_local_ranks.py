@@ -9,15 +9,17 @@ import asyncio
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from paddle_jobs.local_jobs import OWNER, backend_for, leftover_processes, losses, request, wait_terminal
+from paddle_nbext.model.status import JobStatus
 
 pytestmark = pytest.mark.paddle
 
 #: 2 trainers x 3 ranks on a 2-core machine: six Paddle processes of ~300 MiB each.
-RANKS = {"mode": "collective", "trainers": 2, "procs_per_trainer": 3, "trainer_cpu": "500m", "trainer_mem": "3Gi"}
+RANKS: dict[str, Any] = {"mode": "collective", "trainers": 2, "procs_per_trainer": 3, "trainer_cpu": "500m", "trainer_mem": "3Gi"}
 RANK_LINE = re.compile(r"^\[rank (\d)\] (.*)$")
 
 
@@ -32,7 +34,7 @@ def by_rank(log: str) -> dict[int, str]:
 
 
 def test_two_trainers_of_three_ranks_train_and_succeed(home: Path) -> None:
-    async def scenario():
+    async def scenario() -> tuple[JobStatus, list[str]]:
         backend = backend_for(home)
         await backend.submit(request(home, job_name="ranks", entry_point="python collective_train.py --steps 60", **RANKS))
         status = await wait_terminal(backend, "ranks")
@@ -60,7 +62,7 @@ def test_two_trainers_of_three_ranks_train_and_succeed(home: Path) -> None:
 def test_a_rank_that_raises_fails_the_job_naming_trainer_and_rank(home: Path) -> None:
     entry = "python collective_train.py --steps 400 --step-delay 0.02 --raise-rank 4 --raise-step 10"
 
-    async def scenario():
+    async def scenario() -> tuple[JobStatus, str]:
         backend = backend_for(home)
         await backend.submit(request(home, job_name="rank-raises", entry_point=entry, **RANKS))
         return await wait_terminal(backend, "rank-raises"), await backend.read_logs("rank-raises", OWNER, "trainer", 1)
@@ -78,7 +80,7 @@ def test_a_launch_entry_point_runs_the_same_job(home: Path) -> None:
     entry = "python -m paddle.distributed.launch --nproc_per_node 3 collective_train.py --steps 60"
     fields = {**RANKS, "procs_per_trainer": 1}
 
-    async def scenario():
+    async def scenario() -> JobStatus:
         backend = backend_for(home)
         await backend.submit(request(home, job_name="launched", entry_point=entry, **fields))
         return await wait_terminal(backend, "launched")
@@ -98,9 +100,16 @@ def test_a_launch_entry_point_runs_the_same_job(home: Path) -> None:
 def test_ps_trainers_of_two_ranks_are_four_trainers_to_the_pservers(home: Path) -> None:
     """In ps mode every rank of a trainer is one PS trainer: 2 trainers x 2 ranks train as
     trainers 0-3 against the pservers (which count all four) and the job succeeds."""
-    fields = {"pservers": 2, "trainers": 2, "procs_per_trainer": 2, "pserver_cpu": "500m", "trainer_cpu": "500m", "trainer_mem": "2Gi"}
+    fields: dict[str, Any] = {
+        "pservers": 2,
+        "trainers": 2,
+        "procs_per_trainer": 2,
+        "pserver_cpu": "500m",
+        "trainer_cpu": "500m",
+        "trainer_mem": "2Gi",
+    }
 
-    async def scenario():
+    async def scenario() -> tuple[JobStatus, list[str]]:
         backend = backend_for(home)
         await backend.submit(request(home, job_name="ps-ranks", entry_point="python ps_train.py", **fields))
         status = await wait_terminal(backend, "ps-ranks")

@@ -17,7 +17,9 @@ import pytest
 from support.wheels import SimpleIndex, make_wheel
 
 from paddle_jobs.local_jobs import OWNER, backend_for, request, wait_terminal, wait_until
+from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.base import InvalidRequest
+from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.config import PaddleNbext
 
 pytestmark = pytest.mark.paddle
@@ -56,10 +58,11 @@ def package(home: Path, requirements: str, name: str = "code") -> Path:
 
 
 def environment_status(home: Path, name: str) -> dict[str, Any]:
-    return json.loads((home / ".paddle-jobs" / name / "logs" / "environment.json").read_text())
+    status: dict[str, Any] = json.loads((home / ".paddle-jobs" / name / "logs" / "environment.json").read_text())
+    return status
 
 
-async def run_job(backend: Any, home: Path, name: str, **fields: Any) -> Any:
+async def run_job(backend: LocalBackend, home: Path, name: str, **fields: Any) -> JobStatus:
     fields.setdefault("entry_point", "python uses_tinytok.py")
     fields.setdefault("trainers", 1)
     await backend.submit(request(home, job_name=name, **fields))
@@ -70,7 +73,7 @@ async def run_job(backend: Any, home: Path, name: str, **fields: Any) -> Any:
 def test_a_job_imports_what_its_requirements_provide_and_the_next_job_installs_nothing(home: Path, index: Path, installer: str) -> None:
     package(home, "tinytok==1.0\n")
 
-    async def scenario() -> tuple[Any, ...]:
+    async def scenario() -> tuple[dict[str, Any], JobStatus, str, JobStatus, str, dict[str, Any]]:
         backend = backend_for(home, parent=site(index, installer))
         preview = await backend.submit(request(home, job_name="first", entry_point="python uses_tinytok.py", trainers=1), dry_run=True)
         first = await run_job(backend, home, "first")
@@ -108,7 +111,7 @@ def test_a_job_imports_what_its_requirements_provide_and_the_next_job_installs_n
 def test_two_jobs_submitted_at_once_build_their_environment_once(home: Path, index: Path) -> None:
     package(home, "tinytok==1.0  # both jobs\n")
 
-    async def scenario() -> list[Any]:
+    async def scenario() -> list[JobStatus]:
         backend = backend_for(home, parent=site(index))
         await asyncio.gather(
             *(backend.submit(request(home, job_name=n, entry_point="python uses_tinytok.py", trainers=2)) for n in ("one", "two"))
@@ -127,7 +130,7 @@ def test_two_jobs_submitted_at_once_build_their_environment_once(home: Path, ind
 def test_a_requirement_the_index_cannot_satisfy_fails_the_job_in_the_installers_words_before_user_code(home: Path, index: Path) -> None:
     package(home, "tinyutil\ntinytok==9.9\n")
 
-    async def scenario() -> tuple[Any, str, str]:
+    async def scenario() -> tuple[JobStatus, str, str]:
         backend = backend_for(home, parent=site(index))
         end = await run_job(backend, home, "nosolution", trainers=2, max_restarts=2)
         log = await backend.read_logs("nosolution", OWNER, "trainer", 0)
@@ -175,9 +178,9 @@ def test_while_the_environment_is_built_the_job_says_so_and_its_log_shows_the_in
     """The index holds the wheels' downloads until the test has seen the job's message."""
     package(home, "tinytok==1.0  # held\n")
     held = SimpleIndex(index)
-    held.downloads = threading.Event()
+    downloads = held.downloads = threading.Event()
 
-    async def scenario() -> tuple[Any, str, Any, str]:
+    async def scenario() -> tuple[JobStatus, str, JobStatus, str]:
         with held.serving():
             backend = backend_for(home, parent=PaddleNbext(pip_index_url=held.url, pip_installer="uv"))
             await backend.submit(request(home, job_name="held", entry_point="python uses_tinytok.py", trainers=2))
@@ -185,7 +188,7 @@ def test_while_the_environment_is_built_the_job_says_so_and_its_log_shows_the_in
                 preparing = await wait_until(backend, "held", lambda s: s.message.startswith("Preparing environment") or s.terminal)
                 log = (await backend.environment_log("held", OWNER)).read_text()
             finally:
-                held.downloads.set()
+                downloads.set()
             end = await wait_terminal(backend, "held")
             return preparing, log, end, (await backend.environment_log("held", OWNER)).read_text()
 

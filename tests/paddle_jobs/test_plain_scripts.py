@@ -9,14 +9,15 @@ import shlex
 from pathlib import Path
 
 from paddle_jobs.local_jobs import OWNER, backend_for, leftover_processes, request, wait_terminal
+from paddle_nbext.model.status import JobStatus
 
 # Trainers train longer than a pserver takes to run the same plain code and end (as in the
 # reported case, where Paddle's import on the trainers outlasted the pserver's exit).
 NEVER_SERVES = "python -c \"import os, time, paddle; time.sleep(4 if os.environ['TRAINING_ROLE'] == 'TRAINER' else 0); print('hi')\""
 
 
-def test_a_plain_script_with_no_mode_runs_as_trainers_and_succeeds(home) -> None:
-    async def scenario():
+def test_a_plain_script_with_no_mode_runs_as_trainers_and_succeeds(home: Path) -> None:
+    async def scenario() -> tuple[JobStatus, str]:
         backend = backend_for(home)
         await backend.submit(
             request(home, job_name="plain", entry_point="python -c \"import paddle; print('hello from', paddle.__version__)\"", trainers=2)
@@ -30,8 +31,8 @@ def test_a_plain_script_with_no_mode_runs_as_trainers_and_succeeds(home) -> None
     assert "hello from 3." in log
 
 
-def test_a_ps_job_whose_code_never_serves_fails_saying_what_to_do(home) -> None:
-    async def scenario():
+def test_a_ps_job_whose_code_never_serves_fails_saying_what_to_do(home: Path) -> None:
+    async def scenario() -> JobStatus:
         backend = backend_for(home)
         await backend.submit(request(home, job_name="noserve", entry_point=NEVER_SERVES, mode="ps", pservers=1, trainers=1))
         return await wait_terminal(backend, "noserve")
@@ -45,11 +46,11 @@ def test_a_ps_job_whose_code_never_serves_fails_saying_what_to_do(home) -> None:
     assert leftover_processes(home, "noserve") == []
 
 
-def test_a_collective_rank_that_raises_fails_with_the_exceptions_own_words(home) -> None:
+def test_a_collective_rank_that_raises_fails_with_the_exceptions_own_words(home: Path) -> None:
     """The other rank aborts when its peer dies; the job names the rank whose code raised."""
     entry = "python collective_train.py --raise-rank 1 --raise-step 5 --step-delay 0.05"
 
-    async def scenario():
+    async def scenario() -> tuple[JobStatus, str]:
         backend = backend_for(home)
         await backend.submit(
             request(
@@ -71,7 +72,7 @@ def test_a_collective_rank_that_raises_fails_with_the_exceptions_own_words(home)
     assert leftover_processes(home, "dpraise") == []
 
 
-def test_the_user_guides_minimal_ps_cell_trains_as_documented(home) -> None:
+def test_the_user_guides_minimal_ps_cell_trains_as_documented(home: Path) -> None:
     """The cell the user guide offers as a working parameter-server job is one: its body run
     with its flags, as `%%paddle_submit` runs it (written as paddle_entry.py), succeeds."""
     guide = (Path(__file__).resolve().parents[2] / "docs" / "user-guide.md").read_text(encoding="utf-8")
@@ -82,7 +83,7 @@ def test_the_user_guides_minimal_ps_cell_trains_as_documented(home) -> None:
     fields = {flags[i][2:].replace("-", "_"): flags[i + 1] for i in range(0, len(flags), 2) if flags[i] != "--wait"}
     assert fields == {"job_name": "ps-minimal", "pservers": "1", "trainers": "2"}
 
-    async def scenario():
+    async def scenario() -> tuple[JobStatus, str]:
         backend = backend_for(home)
         await backend.submit(request(home, entry_script=body, entry_point="python paddle_entry.py", **fields))
         return await wait_terminal(backend, "ps-minimal"), await backend.read_logs("ps-minimal", OWNER, "trainer", 1)

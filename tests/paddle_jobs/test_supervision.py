@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from paddle_jobs.local_jobs import OWNER, backend_for, job_record, request, wait_for_log, wait_terminal, wait_until
+from paddle_nbext.model.status import JobStatus
 
 SLOW_PS = "python ps_train.py --steps 2000 --step-delay 0.05 --print-every 10"
 SLEEPER = "python -c \"import time; print('up', flush=True); time.sleep(300)\""
@@ -160,10 +161,10 @@ def test_a_restarted_server_stops_what_a_job_whose_master_is_gone_left_running(h
 def test_a_killed_ps_trainer_under_max_restarts_1_restarts_the_job_which_completes(home: Path) -> None:
     """Restarted alone, a PS trainer waits for ever at the pservers' barrier for its peers (the
     job read "1/2 trainers finished" for good); the whole job is started again and completes."""
-    fields = {"pservers": 1, "trainers": 2, "pserver_cpu": "500m", "trainer_cpu": "500m", "max_restarts": 1}
+    fields: dict[str, Any] = {"pservers": 1, "trainers": 2, "pserver_cpu": "500m", "trainer_cpu": "500m", "max_restarts": 1}
     entry = "python ps_train.py --steps 120 --step-delay 0.02 --print-every 10"
 
-    async def scenario() -> tuple[Any, str, str]:
+    async def scenario() -> tuple[JobStatus, str, str]:
         backend = backend_for(home)
         await backend.start()
         try:
