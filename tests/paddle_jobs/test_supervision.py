@@ -79,7 +79,7 @@ SERVER = textwrap.dedent(
 @pytest.mark.paddle
 def test_kill_9_of_the_server_then_of_the_master_leaves_no_process(home: Path) -> None:
     fields = {"pservers": 1, "trainers": 2, "pserver_cpu": "500m", "trainer_cpu": "500m"}
-    code = SERVER.format(tests=str(Path(__file__).parent), home=str(home), name="sup", entry=SLOW_PS, fields=fields)
+    code = SERVER.format(tests=str(Path(__file__).parents[1]), home=str(home), name="sup", entry=SLOW_PS, fields=fields)
     server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "submitted"
