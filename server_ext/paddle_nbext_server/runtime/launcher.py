@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 if __package__:  # imported from the installed package (the server, the local backend)
     from paddle_nbext.model import contract
@@ -48,13 +49,16 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
         from paddle_nbext.model import contract
 
 if __package__:
-    from . import environments, gang, preflight, ranks, supervise
-else:  # a plain script: the bundle's environments.py, gang.py, preflight.py, ranks.py and supervise.py beside this file
-    import environments  # type: ignore[import-not-found,no-redef]
-    import gang  # type: ignore[import-not-found,no-redef]
+    from . import preflight, ranks, supervise
+else:  # a plain script: the bundle's preflight.py, ranks.py and supervise.py beside this file
     import preflight  # type: ignore[import-not-found,no-redef]
     import ranks  # type: ignore[import-not-found,no-redef]
     import supervise  # type: ignore[import-not-found,no-redef]
+# `environments` (a job with requirements) and `gang` (a trainer of several ranks) are imported
+# where they are used, only by the replicas that need them: together they were half of every
+# launcher's start-up, which four replicas on two cores pay while their pservers start.
+if TYPE_CHECKING:
+    from . import environments
 
 Mode, Role = contract.Mode, contract.Role
 
@@ -249,23 +253,38 @@ def wait_timeout(base: Mapping[str, str]) -> float:
 
 
 MAX_WAIT_DELAY = 0.2  # seconds between connection attempts to a pserver that is not up yet
+#: The same for a pserver named by its IP address (the local backend's 127.0.0.1): no name is
+#: looked up and a refused connect costs microseconds, so the trainer may look as often as a
+#: script that starts the processes itself; named hosts keep `MAX_WAIT_DELAY` for cluster DNS.
+MAX_WAIT_DELAY_ADDRESS = 0.05
 CONNECT_TIMEOUT = 0.5  # seconds one connection attempt to a pserver may take
 
 
-def _until(ready: Callable[[float], bool], timeout: float) -> bool:
+def _until(ready: Callable[[float], bool], timeout: float, max_delay: float = MAX_WAIT_DELAY) -> bool:
     """Call `ready(seconds left)` until it is true, with a short back-off; False once `timeout`
     seconds have passed.  A refused connect on loopback or a not-yet-resolvable pod name costs
     next to nothing, while every tenth of a second of lateness here delays the whole job: the
-    back-off stays short (`MAX_WAIT_DELAY`)."""
+    back-off stays short (`max_delay`)."""
     deadline = time.monotonic() + timeout
-    delay = 0.05
+    delay = min(0.05, max_delay)
     while True:
         if ready(max(0.0, deadline - time.monotonic())):
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        delay = min(delay * 1.5, MAX_WAIT_DELAY)
+        delay = min(delay * 1.5, max_delay)
+
+
+def is_address(host: str) -> bool:
+    """Whether `host` is an IPv4 or IPv6 address rather than a name to look up."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except (OSError, ValueError):
+            continue
+        return True
+    return False
 
 
 def _accepts(host: str, port: int, why: list[str], left: float) -> bool:
@@ -294,7 +313,8 @@ def wait_for(endpoints: list[tuple[str, int]], timeout: float) -> tuple[str, int
     deadline = time.monotonic() + timeout
     for host, port in endpoints:
         why = ["it never answered"]
-        if not _until(functools.partial(_accepts, host, port, why), max(0.0, deadline - time.monotonic())):
+        pace = MAX_WAIT_DELAY_ADDRESS if is_address(host) else MAX_WAIT_DELAY
+        if not _until(functools.partial(_accepts, host, port, why), max(0.0, deadline - time.monotonic()), pace):
             return host, port, why[0]
     return None
 
@@ -660,12 +680,21 @@ def peer_hosts(base: Mapping[str, str], own_host: str) -> list[str]:
     return [host for host in hosts if host != own_host]
 
 
+#: `environments.REQUIREMENTS_VAR`, read here without importing `environments` (a job without
+#: requirements never does).
+REQUIREMENTS_VAR = "PADDLE_NBEXT_REQUIREMENTS"
+
+
 def prepare_environment(base: Mapping[str, str], workdir: str, log: ReplicaLog | None) -> environments.Prepared | int | None:
     """The job's environment from its requirements file (`environments.ensure`): None when the
     job has none, the exit code to end with when it cannot be built (the installer's words said)."""
-    requirements = base.get(environments.REQUIREMENTS_VAR, "").strip()
+    requirements = base.get(REQUIREMENTS_VAR, "").strip()
     if not requirements:
         return None
+    if __package__:
+        from . import environments
+    else:  # a plain script: the bundle's environments.py beside this file
+        import environments  # type: ignore[import-not-found,no-redef]
     home = base.get("HOME", "").strip()
     envs_dir = base.get(environments.ENVS_DIR_VAR, "").strip() or (os.path.join(home, JOBS_DIR, "envs") if home else "")
     if not envs_dir:
@@ -695,9 +724,15 @@ def _stopped_before_the_code_ran(signum: int, _frame: object) -> None:
     os._exit(128 + signum)
 
 
+def _mark(event: str) -> None:
+    """A step of this replica for the benchmark's breakdown (`supervise.mark`; off unless asked)."""
+    supervise.mark(event, f"{os.environ.get('PADDLE_NBEXT_ROLE', '')}-{os.environ.get('PADDLE_NBEXT_INDEX', '')}")
+
+
 def main() -> int:
     for stopping in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # first: a stop may come at once
         signal.signal(stopping, _stopped_before_the_code_ran)
+    _mark("launcher.main")
     base = dict(os.environ)
     log = open_replica_log(base)
     try:
@@ -721,6 +756,7 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
     if problem is not None:
         _say(f"paddle-nbext launcher: {problem}", log)
         return 2  # like any input the launcher cannot start with; the sentence says why
+    _mark("launcher.preflight")
     workdir = env["TRAINER_PACKAGE"]
     if not os.path.isdir(workdir):
         _say(f"paddle-nbext launcher: the package dir {workdir} does not exist", log)
@@ -744,6 +780,7 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
                 log,
             )
             return WAIT_EXIT_CODE
+    _mark("launcher.ready")
     if waits:
         missing = wait_for(waits, timeout)
         if missing is not None:
@@ -755,6 +792,7 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
                 log,
             )
             return WAIT_EXIT_CODE
+        _mark("launcher.waited")
     os.chdir(workdir)
     path = supervise.with_python_on_path(env.get("PATH", ""))
     for each in envs:
@@ -763,6 +801,10 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
             prepared.apply(each)
     argv = supervise.entry_argv(env["ENTRY"], env["PATH"])
     if len(envs) > 1:
+        if __package__:
+            from . import gang
+        else:  # a plain script: the bundle's gang.py beside this file
+            import gang  # type: ignore[import-not-found,no-redef]
         label = f"trainer {replica_index(base)}"
         return gang.run_ranks(
             argv,
@@ -772,9 +814,13 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
             copy=log.write if log is not None else None,
             supervised=log is None,
         )
+    _mark("launcher.entry")
     if log is not None:
-        return run_teed(argv, env, log)
-    return supervise.run_supervised(argv, env)
+        code = run_teed(argv, env, log)
+    else:
+        code = supervise.run_supervised(argv, env)
+    _mark("launcher.exited")
+    return code
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from types import FrameType
 
@@ -42,6 +43,10 @@ PARENT_DEATH_SIGNAL = signal.SIGUSR2
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: Characters only a shell gives meaning to, outside quotes and inside double quotes; an entry
 #: point using one runs through `/bin/sh -c`.
+#: Opt-in, for `benchmarks/bench_local.py` only (benchmarks/README.md): a file the local master
+#: and the launchers append one JSON line per step to (`mark`), so the benchmark can say where a
+#: job's time goes.  Unset, as always outside the benchmark, nothing is written.
+TIMINGS_VAR = "PADDLE_NBEXT_TIMINGS"
 _SHELL_SYNTAX = frozenset("|&;<>()$`*?[]{}~!#\n")
 _DOUBLE_QUOTED_SYNTAX = frozenset("$`")
 
@@ -107,6 +112,22 @@ def entry_argv(entry: str, path: str) -> list[str]:
     if program is None:
         return [SHELL, "-c", entry]  # the shell's "not found" is the message people know
     return [program, *words[1:]]
+
+
+def mark(event: str, who: str = "") -> None:
+    """Append `{"t": epoch seconds, "pid", "who", "event"}` (`who`: e.g. `trainer-0`; both plain
+    words) to the `TIMINGS_VAR` file when it is set; never raises: a timing must not change what
+    the job does."""
+    path = os.environ.get(TIMINGS_VAR)
+    if not path:
+        return
+    line = f'{{"t": {time.time():.6f}, "pid": {os.getpid()}, "who": "{who}", "event": "{event}"}}\n'
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
 
 
 def prctl(option: int, value: int) -> bool:
