@@ -56,6 +56,7 @@ from .logs import Follow, log_path, read_log
 from .paddle_env import PaddleEnvironment
 from .plan import PlanSettings, build_plan, check_fits_at_all, initial_status
 from .records import (
+    JOB_DIR_VAR,
     Capacity,
     JobRecord,
     Plan,
@@ -140,6 +141,11 @@ class LocalBackend(Backend):
         self._memory = JobWatcher(self._jobs)
         self._watcher: asyncio.Task[None] | None = None
         self._paddle = PaddleEnvironment(self.python)
+        self._paddle_refresher: asyncio.Task[None] | None = None
+        # Masters this server started, by pidfd: the watcher scans as soon as one ends (its job's
+        # last status is written by then) instead of at its next poll (`_watch_master`).
+        self._master_ended: asyncio.Event | None = None  # made in `start`, on the server's loop
+        self._master_fds: set[int] = set()
 
     @property
     def root(self) -> Path:
@@ -163,7 +169,7 @@ class LocalBackend(Backend):
         facts = self._paddle.cached()
         return {
             "name": self.name,
-            # The replicas' Paddle (probed at start and at each submit; see paddle_env.py).
+            # The replicas' Paddle (probed at start, then in the background; see paddle_env.py).
             "paddle": facts.to_dict() if facts is not None else None,
             "jobs_dir": str(self.root),
             "capacity": {
@@ -177,20 +183,42 @@ class LocalBackend(Backend):
     # ------------------------------------------------------------------ watching
     async def start(self) -> None:
         await asyncio.to_thread(self._paddle.facts)
+        if self._paddle_refresher is None:
+            self._paddle_refresher = asyncio.create_task(self._keep_paddle_known(), name="paddle-nbext-local-paddle")
         if self._watcher is None:
             await asyncio.to_thread(self._memory.scan, False)
+            self._master_ended = asyncio.Event()
             self._watcher = asyncio.create_task(self._watch(), name="paddle-nbext-local-watch")
 
     async def stop(self) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
+        loop = asyncio.get_running_loop()
+        for fd in list(self._master_fds):
+            self._master_fds.discard(fd)
+            loop.remove_reader(fd)
+            os.close(fd)
+        for task in (self._watcher, self._paddle_refresher):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._watcher = self._paddle_refresher = None
+
+    async def _keep_paddle_known(self) -> None:
+        """Probe the replicas' Paddle again before the last answer ages out (`PaddleEnvironment`),
+        so a submit to a running server never waits for the probe."""
+        while True:
+            await asyncio.sleep(self._paddle.ttl / 2)
             try:
-                await self._watcher
+                await asyncio.to_thread(self._paddle.refresh)
             except asyncio.CancelledError:
-                pass
-            self._watcher = None
+                raise
+            except Exception:  # the next submit probes by itself; this must not stop
+                self.log.exception("paddle-nbext: probing the local replicas' Paddle failed; retrying")
 
     async def _watch(self) -> None:
+        ended = self._master_ended or asyncio.Event()
         while True:
             try:
                 events = await asyncio.to_thread(self._memory.scan, True)
@@ -200,7 +228,32 @@ class LocalBackend(Backend):
                 raise
             except Exception:  # a bad job dir must never stop the watcher for all other jobs
                 self.log.exception("paddle-nbext: watching local jobs failed; retrying")
-            await asyncio.sleep(self.poll_interval)
+            try:
+                await asyncio.wait_for(ended.wait(), self.poll_interval)
+            except asyncio.TimeoutError:
+                pass
+            ended.clear()
+
+    def _watch_master(self, pid: int) -> None:
+        """Wake the watcher when the master `pid` (this server's child) ends: a job's end is
+        published when it is recorded, not up to `poll_interval` later.  Where there are no
+        pidfds (Linux before 5.3, other systems) the poll alone finds it.  On the event loop."""
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            return
+        loop = asyncio.get_running_loop()
+
+        def ended() -> None:
+            if fd in self._master_fds:
+                self._master_fds.discard(fd)
+                loop.remove_reader(fd)
+                os.close(fd)
+            if self._master_ended is not None:
+                self._master_ended.set()
+
+        self._master_fds.add(fd)
+        loop.add_reader(fd, ended)
 
     def _watching(self) -> bool:
         return self._watcher is not None and not self._watcher.done()
@@ -266,8 +319,9 @@ class LocalBackend(Backend):
         """Locally jobs' environments live beside the job dirs, wherever `jobs_dir` is."""
         return self._envs_dir()
 
-    def _create(self, request: SubmitRequest) -> JobStatus:
-        """Create the job dir and start its master; all or nothing."""
+    def _create(self, request: SubmitRequest) -> tuple[JobStatus, int]:
+        """Create the job dir and start its master; all or nothing.  Returns the status and
+        the master's pid."""
         spec = request.spec
         self._refuse_what_cannot_run_here(request)
         package = resolve_package(spec, request.home, self.root)
@@ -282,9 +336,13 @@ class LocalBackend(Backend):
             raise self._unwritable(error) from None
         try:
             files = self._write_job(request, job_dir, package, resources, requirements)
-            self._jobs.launch_master(job_dir, job_environment(os.environ, self._secret_env()))
+            env = job_environment(os.environ, self._secret_env())
+            # The master carries the job's marks like its replicas (`processes`): the launchers
+            # it forks (`forked`) keep the environment it started with.
+            env.update({JOB_DIR_VAR: str(job_dir), "PADDLE_NBEXT_JOB": spec.job_name})
+            master = self._jobs.launch_master(job_dir, env)
             self._memory.remember_submitted(job_dir.name, files)  # submit publishes the event
-            return files.record.status
+            return files.record.status, master.pid
         except OSError as error:
             self._jobs.forget_master(job_dir.name)
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -349,9 +407,11 @@ class LocalBackend(Backend):
         try:
             if dry_run:
                 return await asyncio.to_thread(self._dry_run, request)
-            status = await asyncio.to_thread(self._create, request)
+            status, master = await asyncio.to_thread(self._create, request)
         except SpecError as error:
             raise InvalidRequest(error.message, error.field) from None
+        if self._watching():
+            self._watch_master(master)
         body = status.to_dict()
         self.events.publish(JobEvent(UPDATED, request.owner, request.spec.job_name, body))
         return body

@@ -12,8 +12,11 @@ What it does, in order:
    runtime bundle written at submit, so an upgrade of paddle-nbext under a running job changes
    nothing in it), with the plan's interpreter, which may lack paddle-nbext (the launcher needs
    only its sibling `contract.py`); each replica in its own process group, output appended to
-   `logs/<role>-<index>.log`;
-3. watches exit codes, memory (RSS of each replica's processes, through psutil), the timeout and
+   `logs/<role>-<index>.log`.  When the plan's interpreter is the master's own, the launcher is a
+   fork of the master rather than a new interpreter (`forked`: the same launcher, ~50 ms sooner
+   per replica);
+3. watches exit codes (woken by a replica's end through a pidfd, else every `poll_interval`),
+   memory (RSS of each replica's processes, through psutil), the timeout and
    cancellation (SIGTERM to the master), and applies `policy.decide()`; a restart starts every
    replica again (`Master.restart_all`: a Paddle trainer cannot rejoin running peers alone);
 4. on the end stops every replica it started (SIGTERM, SIGKILL after the grace period), writes
@@ -33,10 +36,12 @@ import ctypes
 import fcntl
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
@@ -51,8 +56,8 @@ from paddle_nbext.model.contract import (
 )
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
 
-from ...runtime import environments, paddle_nbext_job, policy, supervise
-from . import limits, pending_end
+from ...runtime import paddle_nbext_job, policy, supervise
+from . import forked, limits, pending_end
 from .ports import free_ports, port_free
 from .processes import ProcessTable, pid_alive, resident_bytes, signal_replica
 from .records import (
@@ -70,6 +75,9 @@ from .records import (
 #: Inherited variables a job never needs: server credentials and the server's own launcher inputs.
 SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "PADDLE_NBEXT_TOKEN")
 MEMORY_CHECK_EVERY = 0.5
+#: Longest wait between looks at the replicas being stopped (`wait_for_exit` returns earlier
+#: when one ends; without pidfds, the pace of those looks).
+STOP_POLL = 0.05
 #: How a replica says its port was taken: Python's and gloo's EADDRINUSE, brpc's (Paddle's PS).
 PORT_CLASH = re.compile(r"Address already in use|EADDRINUSE|Fail to listen")
 #: Starts on new ports after port clashes before a clash counts as the failure it looks like.
@@ -91,6 +99,31 @@ def _set_parent_death_signal() -> None:
         pass
 
 
+#: A replica's launcher: a started interpreter, or a fork of the master (`forked`).
+LauncherProcess = subprocess.Popen[bytes] | forked.ForkedLauncher
+
+
+def wait_for_exit(processes: list[LauncherProcess], timeout: float) -> None:
+    """Sleep up to `timeout` seconds, returning as soon as one of `processes` ends (a pidfd per
+    process, Linux 5.3+): the master acts on a trainer's end, or a stopped pserver's, when it
+    happens rather than at its next poll.  Where pidfds are missing, a plain sleep."""
+    fds: list[int] = []
+    try:
+        for process in processes:
+            try:
+                fds.append(os.pidfd_open(process.pid))
+            except (AttributeError, OSError):  # no pidfd_open (old kernel, not Linux), or already reaped
+                time.sleep(timeout)
+                return
+        if fds:
+            select.select(fds, [], [], timeout)
+        else:
+            time.sleep(timeout)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 class Replica:
     """One replica's process and what is recorded of it."""
 
@@ -103,7 +136,7 @@ class Replica:
         self.restarts = 0
         self.started: str | None = None
         self.finished: str | None = None
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: LauncherProcess | None = None
         self.stopping = False
         self.kill_reason: str | None = None
         self.kernel_limit: limits.KernelLimit | None = None  # of the current start
@@ -122,7 +155,7 @@ class Replica:
         return self.plan.key
 
     @property
-    def live_process(self) -> subprocess.Popen[bytes] | None:
+    def live_process(self) -> LauncherProcess | None:
         """The replica's process while it has not been reaped."""
         return self.process if self.process is not None and self.process.returncode is None else None
 
@@ -155,7 +188,7 @@ class Master:
         self.started_at: float | None = None
         self.admitted: Admitted | None = None
         self.gpu_assignment: dict[str, list[int]] = {}
-        self._last_written: str | None = None
+        self._last_written: StatusRecord | None = None
         self._write_failing = False
         self._write_error = ""  # why the last status write failed, in words
         self.all_pids: list[int] = []  # every replica process ever started, for the record
@@ -165,6 +198,8 @@ class Master:
         self.resume: paddle_nbext_job.Checkpoint | None = None
         self.resume_note = ""  # "restart 1 of 3; resumed from step 20", said while it runs
         self._base_env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("PADDLE_NBEXT_")}
+        self._bundle_launcher: Callable[[], int] | None = None
+        self._bundle_loaded = False
 
     # ---- status
     def status(self) -> StatusRecord:
@@ -192,9 +227,12 @@ class Master:
         """Record the status if it changed; False when it cannot be written (a full disk, a dir
         made read-only): the job goes on, the write is tried again on the next change or poll,
         and the first failure of a run of them is said once in master.log."""
-        text = self.status().to_json()
-        if text == self._last_written:
+        record = self.status()
+        # Compared as records, not as their JSON: the loop asks every poll, and serialising the
+        # status each time was most of what the master did while a job ran.
+        if record == self._last_written:
             return True
+        text = record.to_json()
         try:
             write_atomic(self.job_dir / StatusRecord.KIND, text)
         except OSError as error:
@@ -203,7 +241,7 @@ class Master:
                 say(f"paddle-nbext local master: cannot write {self.job_dir / StatusRecord.KIND}: {error}; retrying")
             self._write_failing = True
             return False
-        self._last_written = text
+        self._last_written = record
         self._write_failing = False
         return True
 
@@ -368,6 +406,8 @@ class Master:
         env = dict(self._base_env)
         env.update(self.plan.launcher_env(replica.plan, self.gpu_assignment.get(replica.key)))
         env.update(self.resume_env())
+        if supervise.TIMINGS_VAR in os.environ:  # the benchmark's breakdown (`supervise.mark`)
+            env[supervise.TIMINGS_VAR] = os.environ[supervise.TIMINGS_VAR]
         # `python` in the entry point means the configured interpreter (the one with paddle).
         env["PATH"] = os.pathsep.join(filter(None, (os.path.dirname(python), env.get("PATH", ""))))
         with open(current, "ab") as log:
@@ -382,16 +422,23 @@ class Master:
                 _set_parent_death_signal()
                 limits.enter(kernel_limit)
 
-            replica.process = subprocess.Popen(
-                [python, self.plan.launcher],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.plan.workdir,
-                env=env,
-                start_new_session=True,
-                preexec_fn=prepare_child,  # noqa: PLW1509 - the master runs no threads
-            )
+            supervise.mark("master.spawn", replica.key)
+            main = self.bundle_launcher() if forked.can_fork(python, env, kernel_limit) else None
+            if main is not None:  # what `python launcher.py` would be, without starting Python again
+                replica.process = forked.fork_launcher(
+                    main, launcher=self.plan.launcher, env=env, cwd=self.plan.workdir, log=log, prepare=prepare_child
+                )
+            else:
+                replica.process = subprocess.Popen(
+                    [python, self.plan.launcher],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.plan.workdir,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=prepare_child,  # noqa: PLW1509 - the master runs no threads
+                )
         replica.kernel_limit = kernel_limit
         self.all_pids.append(replica.process.pid)
         replica.phase = ReplicaPhase.RUNNING
@@ -401,6 +448,14 @@ class Master:
         replica.finished = None
         replica.stopping = False
         replica.kill_reason = None
+
+    def bundle_launcher(self) -> Callable[[], int] | None:
+        """The job's launcher's `main`, imported once (`forked.load_launcher`); None: start each
+        launcher as a new interpreter."""
+        if not self._bundle_loaded:
+            self._bundle_launcher = forked.load_launcher(self.plan.launcher)
+            self._bundle_loaded = True
+        return self._bundle_launcher
 
     def kernel_limit_for(self, replica: Replica, log: BinaryIO) -> limits.KernelLimit | None:
         """The kernel memory limit of this start of `replica` (`limits`), its cgroup created; a
@@ -422,6 +477,10 @@ class Master:
     def signal_replica(replica: Replica, sig: int) -> None:
         if replica.process is not None:
             signal_replica(replica.process.pid, sig)
+
+    def running_processes(self) -> list[LauncherProcess]:
+        """The processes of the replicas that run (not yet reaped): what the loop waits on."""
+        return [process for replica in self.replicas if replica.phase == ReplicaPhase.RUNNING and (process := replica.live_process)]
 
     def reap(self) -> bool:
         """Record replicas that exited; True if anything changed."""
@@ -452,8 +511,9 @@ class Master:
             changed = True
         return changed
 
-    def check_memory(self) -> None:
-        """Stop a replica whose processes together use more than its memory (MemoryLimitExceeded)."""
+    def check_memory(self, table: ProcessTable) -> None:
+        """Stop a replica whose processes together use more than its memory (MemoryLimitExceeded),
+        from `table`, this check's reading of the process list."""
         watched = [
             (replica, process)
             for replica in self.replicas
@@ -462,9 +522,6 @@ class Master:
             and replica.plan.memory
             and not replica.kill_reason
         ]
-        if not watched:
-            return
-        table = ProcessTable.read()
         for replica, process in watched:
             used = resident_bytes(table.replica_processes(process.pid))
             if used > replica.plan.memory:
@@ -523,8 +580,8 @@ class Master:
             replica.stopping = True
             self.signal_replica(replica, signal.SIGTERM)
         deadline = time.monotonic() + self.plan.grace_period
-        while time.monotonic() < deadline and any(process.poll() is None for _, process in live):
-            time.sleep(0.05)
+        while (running := [process for _, process in live if process.poll() is None]) and time.monotonic() < deadline:
+            wait_for_exit(running, min(STOP_POLL, max(0.0, deadline - time.monotonic())))
         for replica, process in live:
             self.signal_replica(replica, signal.SIGKILL)
             process.wait()
@@ -533,12 +590,13 @@ class Master:
             if replica.phase == ReplicaPhase.PENDING:
                 replica.phase = ReplicaPhase.STOPPED
 
-    def stop_adopted(self) -> None:
-        """Kill and reap the master's children that are not replicas it started.  The master is
-        a child subreaper, so a process a replica left running after its launcher was killed is
-        re-parented here instead of to init: it belongs to no live replica and must not run on."""
+    def stop_adopted(self, table: ProcessTable) -> None:
+        """Kill and reap the master's children that are not replicas it started (`table`: a
+        reading of the process list, zombies included).  The master is a child subreaper, so a
+        process a replica left running after its launcher was killed is re-parented here instead
+        of to init: it belongs to no live replica and must not run on."""
         ours = {process.pid for replica in self.replicas if (process := replica.live_process) is not None}
-        for pid in supervise.children_by_parent().get(os.getpid(), []):
+        for pid in table.children_of(os.getpid()):
             if pid in ours:
                 continue
             try:
@@ -583,11 +641,14 @@ class Master:
         a read-only remount) is kept where the server finds it (`pending_end`) and written into
         the dir as soon as it can be; the master waits for that, or for the dir to be removed,
         so that no end is ever lost."""
+        supervise.mark("master.decided")
         self.stop_all()
+        supervise.mark("master.stopped")
         self.phase = phase
         self.message = message
         self.finished = now_iso()
         if self.write_status():
+            supervise.mark("master.recorded")
             return
         kept = False
         while not self.record_gone():
@@ -627,6 +688,7 @@ class Master:
         if self.cancelled and self.phase == Phase.PENDING:
             self.finish(Phase.CANCELLED, "Cancelled by the user before it started; nothing ran.")
             return 0
+        supervise.mark("master.admitted")
         self.begin_attempt()
         if self.resume is not None:  # a job resumed from an ended one's checkpoint
             self.resume_note = self.resumed_words()
@@ -644,8 +706,9 @@ class Master:
                 self.stop_all()
                 return 0
             if time.monotonic() >= next_memory_check:
-                self.check_memory()
-                self.stop_adopted()
+                table = ProcessTable.read()  # one pass over the process list for both
+                self.check_memory(table)
+                self.stop_adopted(table)
                 next_memory_check = time.monotonic() + MEMORY_CHECK_EVERY
             clash = self.port_clash()
             if clash is not None:
@@ -674,12 +737,14 @@ class Master:
                 message = self.environment_message() or message
             self.phase, self.message = decision.phase, message
             self.write_status()
-            time.sleep(self.plan.poll_interval)
+            wait_for_exit(self.running_processes(), self.plan.poll_interval)
 
     def environment_message(self) -> str | None:
         """The job's message ("Preparing environment: ...") while the replicas' launchers build its environment
         (`runtime/environments.py` writes its status beside the logs); read again only when that
         file changed."""
+        from ...runtime import environments  # first asked once the replicas run, off their start's way
+
         if environments.REQUIREMENTS_VAR not in self.plan.env:
             return None
         path = self.job_dir / "logs" / environments.STATUS_FILE
@@ -713,6 +778,7 @@ def main(argv: list[str]) -> int:
     # before it can record Cancelled.
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _request_cancel)
+    supervise.mark("master.main")
     if len(argv) != 1:
         print("usage: python -m paddle_nbext_server.backends.local.master <job_dir>", file=sys.stderr)
         return 2

@@ -6,8 +6,10 @@ which reads installed distributions' metadata and never imports Paddle) is run b
 of the job bundle. `/config` reports the facts, and a submit whose mode cannot run here is refused
 with a 422 naming `mode` before anything is written, instead of failing at run time.
 
-The probe costs one interpreter start (~50 ms), so its answer is kept for `ttl` seconds: a
-`pip install` beside a running server is noticed within a minute. Blocking: call it in a thread.
+The probe costs one interpreter start (~50 ms, ~0.1 s on a busy machine), so its answer is kept
+for `ttl` seconds: a `pip install` beside a running server is noticed within a minute. A started
+backend probes again every `ttl / 2` seconds in the background (`refresh`), so a submit finds a
+fresh answer and never waits for the probe. Blocking: call it in a thread.
 """
 
 from __future__ import annotations
@@ -81,6 +83,14 @@ class PaddleEnvironment:
                 self._facts = self._probe()
                 self._probed_at = time.monotonic()
             return self._facts
+
+    def refresh(self) -> PaddleFacts:
+        """Probe now and keep the answer; a `facts()` meanwhile still answers from the last one."""
+        fresh = self._probe()
+        with self._lock:
+            self._facts = fresh
+            self._probed_at = time.monotonic()
+        return fresh
 
     def cached(self) -> PaddleFacts | None:
         """The last answer without probing (for code on the event loop), None before the first."""

@@ -333,6 +333,8 @@ class JobStore:
             master = self.master_pid(job_dir)
             if master is not None and runs_job_master(master, job_dir):
                 continue
+            if master is None:  # a master starting, before its pid file: it carries the marks too
+                pids = [pid for pid in pids if not runs_job_master(pid, job_dir)]
             kill_processes(pids)
             stopped.extend(pids)
         return stopped

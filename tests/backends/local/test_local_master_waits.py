@@ -1,0 +1,105 @@
+"""How the local path waits without work of its own: the master wakes when a replica ends
+rather than at its next poll, reads the process list from `/proc` (the same table psutil gives),
+and a started backend keeps its answer about the replicas' Paddle fresh in the background, so a
+submit never waits for the probe."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from paddle_nbext_server.backends.local import LocalBackend
+from paddle_nbext_server.backends.local.master import wait_for_exit
+from paddle_nbext_server.backends.local.processes import ProcessTable
+from paddle_nbext_server.events import EventHub
+
+#: A leader whose child leaves the group (`setsid`) and then says its pid (on the shared stdout).
+TREE = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); print(os.getpid(), flush=True); time.sleep(60)"])
+time.sleep(60)
+"""
+
+
+def test_the_wait_ends_when_a_replica_ends_not_at_its_timeout() -> None:
+    short = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    long = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        began = time.monotonic()
+        wait_for_exit([long, short], 120)
+        # The timeout is 400 times the short process's life: returning before it means the
+        # wait noticed the end (a plain sleep would have taken the whole 120 s).
+        assert time.monotonic() - began < 60
+        assert short.poll() == 0 and long.poll() is None
+    finally:
+        long.kill()
+        long.wait()
+        short.wait()
+
+
+def test_a_wait_on_nothing_is_a_sleep() -> None:
+    began = time.monotonic()
+    wait_for_exit([], 0.05)
+    assert time.monotonic() - began >= 0.05
+
+
+def test_the_process_table_from_proc_is_the_one_psutil_gives() -> None:
+    """A leader with a child that left its group (`setsid`): both readings see the same parents,
+    groups and live processes for them."""
+    leader = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    child = 0
+    try:
+        assert leader.stdout is not None
+        child = int(leader.stdout.readline())
+        ours, theirs = ProcessTable.read(), ProcessTable._read_psutil()
+        for table in (ours, theirs):
+            assert table.replica_processes(leader.pid) == {leader.pid, child}
+            assert child in table.children[leader.pid]
+            assert table.groups[leader.pid] == [leader.pid]
+        assert ours.children.get(os.getpid(), []).count(leader.pid) == 1
+        assert sorted(ours.groups[leader.pid]) == sorted(theirs.groups[leader.pid])
+    finally:
+        ProcessTable.read()  # a reading while a member is a zombie must not fail either
+        os.killpg(leader.pid, 9)
+        if child:
+            os.kill(child, 9)
+        leader.wait()
+        for table in (ProcessTable.read(), ProcessTable._read_psutil()):
+            assert leader.pid not in table.alive
+
+
+def test_a_started_backend_probes_the_replicas_paddle_again_in_the_background(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        backend = LocalBackend(events=EventHub(), jobs_dir=str(tmp_path / "jobs"))
+        backend._paddle.ttl = 0.4  # probes again every 0.2 s
+        await backend.start()
+        try:
+            first = backend._paddle.cached()
+            assert first is not None
+            deadline = time.monotonic() + 60
+            while backend._paddle.cached() is first and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert backend._paddle.cached() is not first  # a new answer, with no submit asking
+        finally:
+            await backend.stop()
+        assert backend._paddle_refresher is None and backend._watcher is None
+
+    asyncio.run(scenario())
+
+
+def test_an_exited_unreaped_child_is_still_a_child_in_the_table() -> None:
+    """The master reaps what it adopted from the same reading: zombies are its children too."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for table in (ProcessTable.read(), ProcessTable._read_psutil()):
+            assert child.pid in table.children_of(os.getpid())
+            assert child.pid not in table.alive
+    finally:
+        child.wait()
