@@ -162,11 +162,18 @@ def fork_launcher(
     return ForkedLauncher(pid)
 
 
-def _open_max() -> int:
+def _close_inherited() -> None:
+    """Close every descriptor but stdio, as `Popen(close_fds=True)` leaves a started launcher:
+    the ones `/proc/self/fd` lists (a range up to the descriptor limit can be a billion closes)."""
     try:
-        return max(int(os.sysconf("SC_OPEN_MAX")), 3)
-    except (OSError, ValueError):
-        return 65536
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        os.closerange(3, 65536)
+        return
+    for name in names:
+        if name.isdigit() and int(name) > 2:
+            with contextlib.suppress(OSError):
+                os.close(int(name))
 
 
 def _become_launcher(
@@ -180,7 +187,7 @@ def _become_launcher(
         os.dup2(null, 0)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
-        os.closerange(3, _open_max())  # what `Popen(close_fds=True)` leaves a started launcher: 0, 1, 2
+        _close_inherited()
         # A started interpreter's dispositions (the master catches these to cancel).
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
