@@ -19,8 +19,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 PANEL = "#paddle-nbext-panel"
 NAME = "browser-ranks"
 
-#: Every rank reports 5 steps; rank 1 of trainer 1 then raises, once trainer 0's ranks have all
-#: finished (a state: their marker files in DONE), so trainer 0's log is whole.
+#: Every rank reports 5 steps; rank 1 of trainer 1 then raises, once every other rank has
+#: flushed its points and finished (a state: their marker files in DONE), so trainer 0's log is
+#: whole and no rank's curve is cut short by the stop that follows the failure.
 TRAIN = """
 import os, time
 from paddle_nbext_job import report, flush
@@ -32,11 +33,11 @@ for step in range(1, 6):
     print(f"trainer {trainer} rank {rank} step {step}", flush=True)
     report(step, total=5, loss=(rank + 1.0) / step)
 flush()
-if trainer == 0:
-    open(os.path.join(DONE, f"done-{rank}"), "w").close()
-if (trainer, rank) == (1, 1):
+if (trainer, rank) != (1, 1):
+    open(os.path.join(DONE, f"done-{trainer}-{rank}"), "w").close()
+else:
     deadline = time.monotonic() + 120
-    while len([n for n in os.listdir(DONE) if n.startswith("done-")]) < 3 and time.monotonic() < deadline:
+    while len([n for n in os.listdir(DONE) if n.startswith("done-")]) < 5 and time.monotonic() < deadline:
         time.sleep(0.05)
     raise ValueError("bad batch on rank one")
 """
