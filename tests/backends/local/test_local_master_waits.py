@@ -1,7 +1,7 @@
 """How the local path waits without work of its own: the master wakes when a replica ends
 rather than at its next poll, reads the process list from `/proc` (the same table psutil gives),
-and a started backend keeps its answer about the replicas' Paddle fresh in the background, so a
-submit never waits for the probe."""
+passes by ended jobs at admission without reading them, and a started backend keeps its answer
+about the replicas' Paddle fresh in the background, so a submit never waits for the probe."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.backends.local.master import wait_for_exit
@@ -103,3 +105,64 @@ def test_an_exited_unreaped_child_is_still_a_child_in_the_table() -> None:
             assert child.pid not in table.alive
     finally:
         child.wait()
+
+
+def test_admission_reads_no_job_whose_master_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ended job holds nothing: a `master.pid` naming no process is enough to pass it by; a
+    job whose master runs, or whose pid file says nothing, is read as before."""
+    from paddle_nbext.model.status import JobStatus
+    from paddle_nbext_server.backends.local import master as master_module
+    from paddle_nbext_server.backends.local.records import (
+        Admitted,
+        Capacity,
+        JobRecord,
+        Plan,
+        ResourceRequest,
+        StatusRecord,
+        read_record,
+        write_record,
+    )
+
+    jobs = tmp_path / "jobs"
+
+    def job(name: str, pid: int | None) -> Path:
+        job_dir = jobs / name
+        job_dir.mkdir(parents=True)
+        plan = Plan(
+            job=name,
+            mode="collective",
+            entry_point="true",
+            workdir=str(job_dir),
+            job_dir=str(job_dir),
+            python=sys.executable,
+            launcher=str(job_dir / "runtime" / "launcher.py"),
+            capacity=Capacity(cpu=4.0, memory=1 << 34),
+            request=ResourceRequest(cpu=1.0, memory=1 << 20),
+        )
+        write_record(job_dir, plan)
+        write_record(job_dir, JobRecord(owner="alice", created="2026-01-01T00:00:00Z"))
+        status = JobStatus(name=name, owner="alice", backend="local", phase="Running", message="", spec={}, created="")
+        write_record(job_dir, StatusRecord(status, master_pid=os.getpid(), admitted=Admitted(cpu=1.0, memory=1 << 20)))
+        if pid is not None:
+            (job_dir / "master.pid").write_text(str(pid))
+        return job_dir
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    own = job("own", os.getpid())
+    job("gone", ended.pid)  # its master exited (and was reaped): nothing to read
+    job("running", os.getpid())
+    job("no-pid-file", None)
+    read: list[str] = []
+    original = read_record  # what the master calls by that name
+
+    def counting(kind: type[StatusRecord], job_dir: Path) -> StatusRecord:
+        read.append(job_dir.name)
+        return original(kind, job_dir)
+
+    monkeypatch.setattr(master_module, "read_record", counting)
+    master = master_module.Master(own)
+    read.clear()
+    held = sorted(path.name for path, _ in master._admitted_others())
+    assert held == ["no-pid-file", "running"]
+    assert sorted(read) == ["no-pid-file", "running"]

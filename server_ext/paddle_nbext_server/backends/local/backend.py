@@ -234,10 +234,11 @@ class LocalBackend(Backend):
                 pass
             ended.clear()
 
-    def _watch_master(self, pid: int) -> None:
-        """Wake the watcher when the master `pid` (this server's child) ends: a job's end is
-        published when it is recorded, not up to `poll_interval` later.  Where there are no
-        pidfds (Linux before 5.3, other systems) the poll alone finds it.  On the event loop."""
+    def _watch_master(self, pid: int, name: str) -> None:
+        """Wake the watcher when the master `pid` (this server's child, of job dir `name`) ends:
+        a job's end is published when it is recorded, not up to `poll_interval` later, and the
+        master is reaped then (an ended job is not polled again).  Where there are no pidfds
+        (Linux before 5.3, other systems) the poll alone finds it.  On the event loop."""
         try:
             fd = os.pidfd_open(pid)
         except (AttributeError, OSError):
@@ -249,6 +250,7 @@ class LocalBackend(Backend):
                 self._master_fds.discard(fd)
                 loop.remove_reader(fd)
                 os.close(fd)
+            self._jobs.reap_master(name)
             if self._master_ended is not None:
                 self._master_ended.set()
 
@@ -319,9 +321,9 @@ class LocalBackend(Backend):
         """Locally jobs' environments live beside the job dirs, wherever `jobs_dir` is."""
         return self._envs_dir()
 
-    def _create(self, request: SubmitRequest) -> tuple[JobStatus, int]:
-        """Create the job dir and start its master; all or nothing.  Returns the status and
-        the master's pid."""
+    def _create(self, request: SubmitRequest) -> tuple[JobStatus, int, str]:
+        """Create the job dir and start its master; all or nothing.  Returns the status, the
+        master's pid and the job dir's name."""
         spec = request.spec
         self._refuse_what_cannot_run_here(request)
         package = resolve_package(spec, request.home, self.root)
@@ -342,7 +344,7 @@ class LocalBackend(Backend):
             env.update({JOB_DIR_VAR: str(job_dir), "PADDLE_NBEXT_JOB": spec.job_name})
             master = self._jobs.launch_master(job_dir, env)
             self._memory.remember_submitted(job_dir.name, files)  # submit publishes the event
-            return files.record.status, master.pid
+            return files.record.status, master.pid, job_dir.name
         except OSError as error:
             self._jobs.forget_master(job_dir.name)
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -407,11 +409,11 @@ class LocalBackend(Backend):
         try:
             if dry_run:
                 return await asyncio.to_thread(self._dry_run, request)
-            status, master = await asyncio.to_thread(self._create, request)
+            status, master, dir_name = await asyncio.to_thread(self._create, request)
         except SpecError as error:
             raise InvalidRequest(error.message, error.field) from None
         if self._watching():
-            self._watch_master(master)
+            self._watch_master(master, dir_name)
         body = status.to_dict()
         self.events.publish(JobEvent(UPDATED, request.owner, request.spec.job_name, body))
         return body

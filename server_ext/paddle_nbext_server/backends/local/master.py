@@ -263,7 +263,7 @@ class Master:
         master alive), with their status records."""
         found = []
         for sibling in self.job_dir.parent.iterdir():
-            if sibling == self.job_dir or not sibling.is_dir():
+            if sibling == self.job_dir or not sibling.is_dir() or _master_gone(sibling):
                 continue
             try:
                 other = read_record(StatusRecord, sibling)
@@ -803,6 +803,26 @@ def main(argv: list[str]) -> int:
         raise
     finally:
         master.kill_everything()
+
+
+def _master_gone(job_dir: Path) -> bool:
+    """The job's `master.pid` names a process that no longer exists: a job that ended (or whose
+    master died), which holds nothing, so its status need not be read.  Parsing every ended
+    job's status.json made admission, and so every job's start, ~0.35 ms slower per job in the
+    jobs dir (0.1 s with 300).  Unreadable pid file, or a process by that pid: not known gone."""
+    try:
+        pid = int((job_dir / "master.pid").read_text().strip())
+    except (OSError, ValueError):
+        return False
+    if pid <= 1:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process by that pid: it exists
+        return False
+    return False
 
 
 def _held_by(others: list[str]) -> str:

@@ -387,6 +387,13 @@ class JobStore:
         pending_end.clear(job_dir)
         return job_dir
 
+    def reap_master(self, name: str) -> None:
+        """Collect the exit of the master of job dir `name` if this process started it and it
+        has ended, so that no zombie is left (an ended job is not polled again)."""
+        child = self._children.get(name)
+        if child is not None and child.poll() is not None:
+            self._children.pop(name, None)
+
     def forget_master(self, name: str) -> None:
         """Stop tracking (and reap) a master this process started, e.g. after a failed submit."""
         child = self._children.pop(name, None)
