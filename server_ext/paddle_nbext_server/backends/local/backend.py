@@ -51,6 +51,7 @@ from ...metrics import MetricsFile
 from ...package import resolve_package, snapshot_package
 from ...runtime import paddle_nbext_job
 from ..base import Backend, BackendUnavailable, InvalidRequest, SubmitRequest
+from . import bytecode
 from . import metrics as local_metrics
 from .logs import Follow, log_path, read_log
 from .paddle_env import PaddleEnvironment
@@ -183,6 +184,7 @@ class LocalBackend(Backend):
     # ------------------------------------------------------------------ watching
     async def start(self) -> None:
         await asyncio.to_thread(self._paddle.facts)
+        await asyncio.to_thread(bytecode.prepare)
         if self._paddle_refresher is None:
             self._paddle_refresher = asyncio.create_task(self._keep_paddle_known(), name="paddle-nbext-local-paddle")
         if self._watcher is None:
@@ -386,6 +388,7 @@ class LocalBackend(Backend):
             source = paddle_nbext_job.Checkpoint(step, str(path), 0.0)
             link_checkpoint(source, job_dir / paddle_nbext_job.CHECKPOINTS_SUBDIR, source_job)
         launcher = runtime_files.write_bundle(job_dir / "runtime")
+        bytecode.write_bytecode(job_dir / "runtime")  # compiled once per server, not once per job
         created = now_iso()
         plan: Plan = build_plan(spec, job_dir, workdir, launcher, resources, self._settings())
         if requirements is not None:  # the replicas' launchers build or reuse its environment first
