@@ -356,7 +356,7 @@ def test_a_job_waiting_behind_another_users_job_is_not_told_its_name(home: Path)
         theirs = request(home, **collective(job_name="bobs-job"))
         await backend.submit(SubmitRequest(spec=theirs.spec, owner="bob", home=home))
         deadline = asyncio.get_running_loop().time() + 120
-        while "Waiting for resources" not in (waiting := await backend.get_job("bobs-job", "bob")).message:
+        while "Waiting for resources:" not in (waiting := await backend.get_job("bobs-job", "bob")).message:
             assert asyncio.get_running_loop().time() < deadline, waiting.message
             await asyncio.sleep(0.1)
         await backend.cancel("bobs-job", "bob")
