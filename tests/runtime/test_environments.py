@@ -91,15 +91,15 @@ def test_lines_naming_paddle_are_found_whatever_the_variant_and_spelling(tmp_pat
 def test_the_users_pip_conf_fills_what_the_site_leaves_open(tmp_path: Path) -> None:
     conf = tmp_path / "pip.conf"
     conf.write_text(
-        "[global]\nindex-url = http://127.0.0.1:3141/simple\nextra-index-url = http://127.0.0.2:3141 http://127.0.0.3:3141\n[install]\ntrusted-host = 127.0.0.2\n"
+        "[global]\nindex-url = file:///srv/index-a/simple\nextra-index-url = file:///srv/index-b file:///srv/index-c\n[install]\ntrusted-host = index-b.invalid\n"
     )
     user = env.read_pip_conf({"PIP_CONFIG_FILE": str(conf)})
-    assert user.index_url == "http://127.0.0.1:3141/simple" and user.trusted_hosts == ("127.0.0.2",)
-    site = env.IndexSettings(index_url="http://127.0.0.4:3141/simple", extra_index_urls=("http://127.0.0.3:3141",))
+    assert user.index_url == "file:///srv/index-a/simple" and user.trusted_hosts == ("index-b.invalid",)
+    site = env.IndexSettings(index_url="file:///srv/index-d/simple", extra_index_urls=("file:///srv/index-c",))
     merged = site.merged(user)
-    assert merged.index_url == "http://127.0.0.4:3141/simple"
-    assert merged.extra_index_urls == ("http://127.0.0.3:3141", "http://127.0.0.2:3141")
-    assert env.IndexSettings().merged(user).index_url == "http://127.0.0.1:3141/simple"
+    assert merged.index_url == "file:///srv/index-d/simple"
+    assert merged.extra_index_urls == ("file:///srv/index-c", "file:///srv/index-b")
+    assert env.IndexSettings().merged(user).index_url == "file:///srv/index-a/simple"
 
 
 def test_credentials_are_masked_and_both_installers_get_the_same_settings() -> None:
