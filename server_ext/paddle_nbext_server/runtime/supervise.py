@@ -141,25 +141,34 @@ def prctl(option: int, value: int) -> bool:
         return False
 
 
-def children_by_parent() -> dict[int, list[int]]:
-    """{parent pid: child pids} of every process in /proc (one pass)."""
-    table: dict[int, list[int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return table
-    for name in names:
+def proc_stat_fields() -> list[tuple[int, list[bytes]]]:
+    """(pid, the fields of /proc/<pid>/stat after the command name: state, parent, group, ...) of
+    every process, in one pass; processes that end meanwhile are left out.  Raises OSError when
+    /proc cannot be listed."""
+    found: list[tuple[int, list[bytes]]] = []
+    for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as handle:
                 stat = handle.read()
         except OSError:
-            continue
+            continue  # ended meanwhile
         # The command name is in parentheses and may hold anything, so parse after the last ")".
-        fields = stat[stat.rfind(b")") + 2 :].split()
+        found.append((int(name), stat[stat.rfind(b")") + 2 :].split()))
+    return found
+
+
+def children_by_parent() -> dict[int, list[int]]:
+    """{parent pid: child pids} of every process in /proc (one pass)."""
+    table: dict[int, list[int]] = {}
+    try:
+        processes = proc_stat_fields()
+    except OSError:
+        return table
+    for pid, fields in processes:
         if len(fields) > 1:
-            table.setdefault(int(fields[1]), []).append(int(name))
+            table.setdefault(int(fields[1]), []).append(pid)
     return table
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...runtime.supervise import proc_stat_fields
 from .records import JOB_DIR_VAR
 
 _PROC = Path("/proc")
@@ -86,23 +87,14 @@ class ProcessTable:
         per process made the master's memory check, twice a second, cost it ~10 ms of CPU each
         on a machine of 80 processes, taken from the job's own replicas."""
         try:
-            names = os.listdir(_PROC)
+            processes = proc_stat_fields()
         except OSError:
             return cls._read_psutil()
         table = cls()
-        for name in names:
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as handle:
-                    stat = handle.read()
-            except OSError:
-                continue  # ended meanwhile
-            # The command name is in parentheses and may hold anything: parse after the last ")".
-            fields = stat[stat.rfind(b")") + 2 :].split()
+        for pid, fields in processes:
             if len(fields) < 3:
                 continue
-            pid, parent, group = int(name), int(fields[1]), int(fields[2])
+            parent, group = int(fields[1]), int(fields[2])
             if fields[0] == b"Z":
                 table.zombies.setdefault(parent, []).append(pid)
                 continue
