@@ -282,3 +282,47 @@ def test_a_replica_holds_its_environment_so_housekeeping_cannot_remove_it_while_
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the replicas ended: it can go
     finally:
         os.close(lock)
+
+
+def test_a_replica_waiting_for_its_own_jobs_build_leaves_the_builders_message(tmp_path: Path) -> None:
+    """A waiter can look between the builder's lock and the file that names the builder (CI saw a
+    replica overwrite its own job's "1 requirement (uv)" with a vaguer message): it waits for the
+    file, leaves its own job's status alone, and tells another job who builds."""
+    import fcntl
+    import threading
+    import time
+
+    envs, key = tmp_path / "envs", "k1"
+    (envs / ".locks").mkdir(parents=True)
+    builder = os.open(envs / ".locks" / f"{key}.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(builder, fcntl.LOCK_EX)
+    logs = {name: tmp_path / name / "logs" for name in ("held", "other")}
+    building = {"state": "building", "key": key, "requirements": 1, "installer": "uv"}
+    env._status(env.Job("held", str(logs["held"])), building)  # what the builder wrote first
+    said: list[str] = []
+    done: list[env.Prepared] = []
+
+    def wait_for(job: str) -> None:
+        fd = os.open(envs / ".locks" / f"{key}.lock", os.O_RDWR)
+        done.append(env._ready(fd, str(envs / key), key, env.Job(job, str(logs[job])), lambda: pytest.fail("built twice"), said.append))
+
+    waiters = [threading.Thread(target=wait_for, args=(job,)) for job in ("held", "other")]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.2)  # the waiters look before the builder names itself
+    env.write_json(str(envs / ".locks" / f"{key}.json"), {"job": "held", "requirements": 1, "installer": "uv"})
+    while len(said) < 2:
+        time.sleep(0.02)
+    messages = {job: env.phase_message(env.read_status(str(logs[job])) or {}) for job in logs}
+    (envs / key).mkdir()
+    env.write_json(str(envs / key / env.INFO_FILE), {"installer": "uv", "installed": ["tinytok==1.0"]})
+    os.close(builder)
+    for waiter in waiters:
+        waiter.join()
+    for prepared in done:
+        os.close(prepared.lock_fd)  # type: ignore[arg-type]
+    assert messages == {
+        "held": "Preparing environment: 1 requirement (uv)",
+        "other": "Preparing environment: 1 requirement (uv), built by job held",
+    }
+    assert len(done) == 2 and all(prepared.reused for prepared in done)

@@ -507,7 +507,9 @@ def phase_message(status: Mapping[str, Any]) -> str | None:
         what = "requirements"
     by = status.get("by")
     waiting = f", built by job {by}" if isinstance(by, str) and by and by != status.get("job") else ""
-    return f"Preparing environment: {what} ({status.get('installer') or 'pip'}){waiting}"
+    installer = status.get("installer")
+    by_what = f" ({installer})" if isinstance(installer, str) and installer else ""
+    return f"Preparing environment: {what}{by_what}{waiting}"
 
 
 class _Output:
@@ -796,19 +798,22 @@ def _ready(fd: int, prefix: str, key: str, job: Job, build_now: Callable[[], Pre
             return (built or _reuse(prefix, key, job)).holding(fd)
         if not waited:
             waited = True
-            owner = read_json(os.path.join(locks, key + ".json")) or {}
+            owner = _builder(os.path.join(locks, key + ".json"))
             by = owner.get("job")
-            _status(
-                job,
-                {
-                    "state": "building",
-                    "key": key,
-                    "by": by,
-                    "packages": owner.get("packages"),
-                    "requirements": owner.get("requirements"),
-                    "installer": owner.get("installer"),
-                },
-            )
+            # When a replica of this job builds, its status is the truer one; when the builder's
+            # file is gone, it has just finished (the environment is there once we get the lock).
+            if owner and by != job.name:
+                _status(
+                    job,
+                    {
+                        "state": "building",
+                        "key": key,
+                        "by": by,
+                        "packages": owner.get("packages"),
+                        "requirements": owner.get("requirements"),
+                        "installer": owner.get("installer"),
+                    },
+                )
             say(f"paddle-nbext: waiting for environment {key}, which job {by or 'another replica'} is building")
         fcntl.flock(fd, fcntl.LOCK_SH)  # until the builder is done
         if exists():
@@ -816,6 +821,19 @@ def _ready(fd: int, prefix: str, key: str, job: Job, build_now: Callable[[], Pre
         fcntl.flock(fd, fcntl.LOCK_UN)
         _remembered_failure(locks, key, job)
         time.sleep(random.uniform(0.01, 0.1))  # others looked at the same moment: one of us builds
+
+
+def _builder(owner_file: str, patience: float = 2.0) -> dict[str, Any]:
+    """Who builds the environment, from the file its builder writes right after taking the lock
+    and removes when done; {} when it does not appear within `patience` seconds.  A waiter can
+    look between the builder's lock and its file: without the wait it would say less than it
+    knows, and for a replica of the builder's job overwrite the builder's truer status."""
+    deadline = time.monotonic() + patience
+    while True:
+        owner = read_json(owner_file)
+        if owner or time.monotonic() >= deadline:
+            return owner or {}
+        time.sleep(0.02)
 
 
 def _remembered_failure(locks: str, key: str, job: Job) -> None:
@@ -894,6 +912,9 @@ def _build_locked(
         output.close()
         shutil.rmtree(building, ignore_errors=True)
         raise
+    finally:  # present only while a build runs, so a waiter never reads a past builder's
+        with contextlib.suppress(OSError):
+            os.unlink(owner_file)
     output.close()
     seconds = round(time.time() - started, 3)
     info = {
