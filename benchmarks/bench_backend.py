@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -83,7 +83,7 @@ class BenchBackend(Backend):
         lines = [_log_line(n) for n in range(LOG_LINES)]
         return "".join(lines[-tail:] if tail else lines) if tail != 0 else ""
 
-    async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
+    async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncGenerator[str, None]:
         """10,000 lines in 200 chunks of 50, as fast as a busy trainer writes them."""
         for start in range(0, LOG_LINES, 50):
             yield "".join(_log_line(n) for n in range(start, min(start + 50, LOG_LINES)))

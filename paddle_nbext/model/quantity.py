@@ -149,7 +149,7 @@ def format_cpu(value: Fraction | Quantity) -> str:
     return format_cores(float(value.value if isinstance(value, Quantity) else Fraction(value)))
 
 
-def format_bytes(value: Fraction | Quantity) -> str:
+def format_bytes(value: int | Fraction | Quantity) -> str:
     """Bytes for people: the largest binary unit with at most two decimals (`16Gi`, `1.5Gi`;
     `contract.format_bytes`, the one definition)."""
     return contract_format_bytes(float(value.value if isinstance(value, Quantity) else Fraction(value)))

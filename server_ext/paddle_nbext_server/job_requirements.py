@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,7 +182,7 @@ def build_finished(logs_dir: Path) -> bool:
     return status is not None and status.get("state") in ("ready", "failed")
 
 
-async def follow_log(path: Path, tail: int | None, job_ended: Callable[[], Awaitable[bool]]) -> AsyncIterator[str]:
+async def follow_log(path: Path, tail: int | None, job_ended: Callable[[], Awaitable[bool]]) -> AsyncGenerator[str, None]:
     """The environment log as it is written, until the step or the job has ended."""
     text = await asyncio.to_thread(read_log, path, tail)
     offset = len(text.encode("utf-8")) if tail is None else await asyncio.to_thread(_size, path)

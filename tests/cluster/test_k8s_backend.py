@@ -18,9 +18,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import yaml
@@ -853,8 +853,7 @@ def test_replica_logs_tail_and_follow_through_the_api_server(cluster: Cluster, t
             await eventually(lambda: _where(backend, "talk", lambda s: s.phase == "Running"), "Running")
             tail = await backend.read_logs("talk", "alice", "trainer", 1, tail=2)
             assert tail.splitlines() == ["trainer 1 step 4", "trainer 1 step 5"]
-            # The backend's follow_logs is an async generator (declared AsyncIterator[str]), so it can be closed.
-            async with contextlib.aclosing(cast(AsyncGenerator[str, None], backend.follow_logs("talk", "alice", "trainer", 0))) as stream:
+            async with contextlib.aclosing(backend.follow_logs("talk", "alice", "trainer", 0)) as stream:
                 assert "trainer 0 step 1" in await anext(stream)
             with pytest.raises(ReplicaNotFound, match="no trainer 7"):
                 await backend.read_logs("talk", "alice", "trainer", 7)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import pytest
 from kubernetes import client
@@ -46,9 +46,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.cluster
 
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
-#: What the Kubernetes backend's follow_logs returns: an async generator, so it can be closed
-#: (it is declared AsyncIterator[str]).
-LogStream = AsyncGenerator[str, None]
 
 
 def start_attempt(admin: client.ApiClient, namespace: str, pod: str, output: str) -> launcher.ReplicaLog:
@@ -135,7 +132,7 @@ def test_logs_come_from_the_api_while_the_pod_lives_and_from_the_file_once_it_is
             # the failure tail the server quotes reads a pod by name: a removed pod's comes from its file
             assert await backend.read_pod_log(pods["trainer"], tail=1, previous=False) == "trainer 0 step 2 (file)\n"
             # following a replica whose pods are gone: the file, then the end (the job is over)
-            async with contextlib.aclosing(cast(LogStream, backend.follow_logs("keep", "alice", "trainer", 0))) as stream:
+            async with contextlib.aclosing(backend.follow_logs("keep", "alice", "trainer", 0)) as stream:
                 assert "".join([chunk async for chunk in stream]) == "trainer 0 step 1 (file)\ntrainer 0 step 2 (file)\n"
             with pytest.raises(InvalidState, match="no previous log for trainer 0"):
                 await backend.read_logs("keep", "alice", "trainer", 0, previous=True)
@@ -215,7 +212,7 @@ def test_follow_outlasts_a_quiet_replica_with_a_bounded_number_of_threads(
             await eventually(lambda: _where(backend, "quiet", lambda s: s.phase == "Running"), "Running")
 
             # (4) a pserver that says nothing for a while: the stream neither ends nor fails
-            pserver = cast(LogStream, backend.follow_logs("quiet", "alice", "pserver", 0))
+            pserver = backend.follow_logs("quiet", "alice", "pserver", 0)
             assert await anext(pserver) == "pserver up (api)\n"
             waiting = asyncio.ensure_future(anext(pserver))
             await asyncio.sleep(3)  # silence on the kubelet's stream
@@ -224,7 +221,7 @@ def test_follow_outlasts_a_quiet_replica_with_a_bounded_number_of_threads(
             assert await asyncio.wait_for(waiting, WAIT) == "pserver still here (api)\n"
 
             # The one API stream is taken: a second follow reads the trainer's file instead.
-            trainer = cast(LogStream, backend.follow_logs("quiet", "alice", "trainer", 0))
+            trainer = backend.follow_logs("quiet", "alice", "trainer", 0)
             assert await anext(trainer) == "trainer up (file)\n"
             files["trainer"].write(b"trainer step 2 (file)\n")
             assert await asyncio.wait_for(anext(trainer), WAIT) == "trainer step 2 (file)\n"
@@ -240,7 +237,7 @@ def test_follow_outlasts_a_quiet_replica_with_a_bounded_number_of_threads(
                 await waiting
             await pserver.aclose()
             await eventually(lambda: _async(lambda: pool.open == 0), "the stream's thread to be free")
-            async with contextlib.aclosing(cast(LogStream, backend.follow_logs("quiet", "alice", "trainer", 0))) as again:
+            async with contextlib.aclosing(backend.follow_logs("quiet", "alice", "trainer", 0)) as again:
                 assert await asyncio.wait_for(anext(again), WAIT) == "trainer up (api)\n"
             assert threads_of(pool) <= pool.size
         finally:
@@ -278,7 +275,7 @@ def test_a_follow_whose_api_stream_breaks_goes_on_in_the_pods_file(cluster: Clus
             log = start_attempt(admin, namespace, pod, "step 1\n")  # as in life, the file has what the pod's log has
             cluster.set_pod_status(namespace, pod, "Running", log="step 1\n")
             await eventually(lambda: _where(backend, "steady", lambda s: s.phase == "Running"), "Running")
-            async with contextlib.aclosing(cast(LogStream, backend.follow_logs("steady", "alice", "trainer", 0))) as stream:
+            async with contextlib.aclosing(backend.follow_logs("steady", "alice", "trainer", 0)) as stream:
                 assert await anext(stream) == "step 1\n"
                 waiting = asyncio.ensure_future(anext(stream))
                 with kubelets_down(cluster):  # the stream breaks; the replica runs on

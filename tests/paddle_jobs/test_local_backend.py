@@ -59,9 +59,7 @@ def test_job_that_does_not_fit_waits_pending_then_starts(home: Path) -> None:
         await backend.submit(request(home, **collective(job_name="first")))
         await wait_until(backend, "first", lambda s: s.phase == "Running")
         await backend.submit(request(home, **collective(job_name="second")))
-        waiting = await wait_until(
-            backend, "second", lambda s: "Waiting for resources:" in s.message
-        )  # past the first "Waiting for resources."
+        waiting = await wait_until(backend, "second", lambda s: "Waiting for resources:" in s.message)
         await backend.cancel("first", OWNER)
         started = await wait_until(backend, "second", lambda s: s.phase == "Running")
         cancelled = await backend.cancel("second", OWNER)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,8 +169,10 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     async def read_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False) -> str: ...
 
     @abc.abstractmethod
-    def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
-        """Yield log text as it is written; end when the replica has ended and all is sent."""
+    def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncGenerator[str, None]:
+        """Yield log text as it is written; end when the replica has ended and all is sent.  An
+        async generator, so the stream handler can close it (and what it holds) when the client
+        goes."""
 
     async def metrics_files(self, name: str, owner: str) -> list[MetricsFile]:
         """Where each replica of the owner's job writes what it `report()`s (metrics.py reads

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable
 from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized
@@ -214,7 +214,7 @@ class LogsHandler(StreamingHandler):
         self.set_header("Content-Type", self.CONTENT_TYPE)
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
-        await self._stream(backend.follow_logs(name, owner, role, index, tail=tail).__aiter__())
+        await self._stream(backend.follow_logs(name, owner, role, index, tail=tail))
 
     async def _environment_log(self, backend: Backend, name: str, owner: str, tail: int | None, follow: bool, previous: bool) -> None:
         """The job's environment log (`?role=environment`): its requirements' installer output."""
@@ -234,9 +234,9 @@ class LogsHandler(StreamingHandler):
         self.set_header("Content-Type", self.CONTENT_TYPE)
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
-        await self._stream(job_requirements.follow_log(path, tail, job_ended).__aiter__())
+        await self._stream(job_requirements.follow_log(path, tail, job_ended))
 
-    async def _stream(self, chunks: AsyncIterator[str]) -> None:
+    async def _stream(self, chunks: AsyncGenerator[str, None]) -> None:
         """Send what `chunks` yields until it ends or the client goes; the stream is claimed."""
         try:
             await self.send("")
@@ -251,10 +251,8 @@ class LogsHandler(StreamingHandler):
             pass
         finally:
             self.release()
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
-                try:
-                    await aclose()
-                except (RuntimeError, asyncio.CancelledError):
-                    pass
+            try:
+                await chunks.aclose()
+            except (RuntimeError, asyncio.CancelledError):
+                pass
         self.end(self.CONTENT_TYPE)

@@ -6,7 +6,7 @@ One layer of `KubernetesBackend` (backend.py lists them)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ class LogReading(Admission):
             raise InvalidState(f"no {what}: it has no pod (not started yet, or removed after the job ended) and no log file in {directory}")
         return text
 
-    async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
+    async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncGenerator[str, None]:
         """The pod's log stream from the API while the pod lives (no read timeout: a quiet
         replica is not an ended one; at most `logs.MAX_API_STREAMS` at once).  When it ends before
         the replica does (a retry is a new pod; a lost node breaks the stream) the follow goes on

@@ -32,7 +32,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -444,7 +444,7 @@ class LocalBackend(Backend):
     async def read_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None, previous: bool = False) -> str:
         return await asyncio.to_thread(self._read_log, name, owner, role, index, tail, previous)
 
-    async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncIterator[str]:
+    async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncGenerator[str, None]:
         job_dir, path = await asyncio.to_thread(log_path, self._jobs, name, owner, role, index, False)
         follow = Follow(job_dir, path, role, index)
         if tail is not None:

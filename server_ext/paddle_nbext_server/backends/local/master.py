@@ -182,7 +182,7 @@ class Master:
         self.logs.mkdir(exist_ok=True)
         self.replicas = [Replica(r) for r in self.plan.replicas]
         self.phase: str = Phase.PENDING
-        self.message = "Waiting for resources."
+        self.message = "Checking the job's resources."  # until admission says "Waiting for resources: ..." or starts it
         self.started: str | None = None
         self.finished: str | None = None
         self.started_at: float | None = None
