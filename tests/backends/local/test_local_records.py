@@ -257,3 +257,26 @@ def test_damaged_files_are_listed_as_unknown_naming_the_file(tmp_path: Path) -> 
         assert jobs[name].created == OLD_JOB["created"]
     with pytest.raises(JobNotFound):  # nothing names an owner: nobody may be shown it
         asyncio.run(backend(tmp_path).get_job("nobody", OWNER))
+
+
+def test_each_new_record_is_newer_on_disk_even_when_the_clock_is_not(tmp_path: Path) -> None:
+    """The server tells a job's new status from the old by (mtime, size, inode) without reading
+    it, and ext4 gives a file the inode of the version before last: with a coarse timestamp or a
+    clock stepped back, an end of the same size as an earlier status would go unseen."""
+    import os
+    import time
+
+    from paddle_nbext_server.backends.local.records import write_atomic
+    from paddle_nbext_server.backends.local.store import signature
+
+    path = tmp_path / "status.json"
+    write_atomic(path, '{"phase": "Running"}')
+    ahead = time.time_ns() + 3600 * 10**9  # the file's time is ahead of the clock
+    os.utime(path, ns=(ahead, ahead))
+    seen = [signature(path)]
+    for text in ('{"phase": "Pending"}', '{"phase": "Running"}', '{"phase": "Unknown"}'):  # one size
+        write_atomic(path, text)
+        seen.append(signature(path))
+    stamps = [each[0] for each in seen if each is not None]
+    assert len(stamps) == 4 and stamps == sorted(set(stamps)), stamps
+    assert path.read_text() == '{"phase": "Unknown"}'

@@ -31,6 +31,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -653,13 +654,24 @@ def write_record(job_dir: Path, record: JobRecord | Plan | StatusRecord) -> None
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` by `text` so that readers, a crash and a power loss only ever leave the old
     file or the new one: a sibling temp file is written and fsynced, renamed over `path`, and the
-    dir fsynced so the rename itself is on disk.  The temp file is removed if anything fails."""
+    dir fsynced so the rename itself is on disk.  The temp file is removed if anything fails.
+
+    The new file's mtime is later than the old one's, even when the clock has not moved on
+    (coarse timestamps, a clock stepped back): readers tell versions apart by (mtime, size,
+    inode) without reading (`store.signature`), and file systems reuse the inode of the version
+    before last, so an equal mtime and size would hide a change, such as a job's end."""
+    try:
+        before = os.stat(path).st_mtime_ns
+    except OSError:
+        before = 0
+    stamp = max(time.time_ns(), before + 1)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode("utf-8"))
             handle.flush()
+            os.utime(handle.fileno(), ns=(stamp, stamp))
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
