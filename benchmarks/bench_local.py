@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import faulthandler
 import functools
 import json
@@ -39,7 +40,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -115,30 +117,57 @@ def stop_pservers(servers: list[subprocess.Popen[bytes]]) -> None:
         server.wait()
 
 
-def run_bare(workdir: Path) -> tuple[float, Timeline]:
-    """Four processes, minimal env (docs/paddle-facts.md), no paddle-nbext code involved."""
+@dataclass
+class BareRun:
+    """One run of four plain processes (`bare_run`): the pservers' ports, the env every replica
+    shares, the log all four write, and the timeline."""
+
+    ports: list[int]
+    common: dict[str, str]
+    logs: Any
+    marks: Timeline
+    elapsed: float = 0.0
+
+    def pservers_up(self) -> None:
+        wait_ports(self.ports)
+        self.marks["pservers up"] = time.time()
+
+    def trainers_done(self, trainers: list[subprocess.Popen[bytes]], what: str) -> None:
+        codes = [t.wait(timeout=300) for t in trainers]
+        self.marks["trainers done"] = time.time()
+        if any(codes):
+            raise RuntimeError(f"{what} trainers failed: {codes}")
+
+
+@contextlib.contextmanager
+def bare_run(workdir: Path, what: str) -> Iterator[BareRun]:
+    """Start the two pservers, timed from "go"; stop them when the body is done.  The run's
+    `elapsed` (go to pservers stopped) and "end" mark are set once the block has ended."""
     ports = [free_port(), free_port()]
-    common = bare_env(ports)
     marks: Timeline = {}
     start = time.monotonic()
     marks["go"] = time.time()
-    with open(workdir / "bare.log", "ab") as logs:
-        servers = start_pservers(workdir, ports, common, logs)
+    with open(workdir / f"{what}.log", "ab") as logs:
+        run = BareRun(ports, bare_env(ports), logs, marks)
+        servers = start_pservers(workdir, ports, run.common, logs)
         try:
-            wait_ports(ports)
-            marks["pservers up"] = time.time()
-            trainers = [
-                subprocess.Popen([PYTHON, str(EXAMPLE)], cwd=workdir, stdout=logs, stderr=subprocess.STDOUT, env=trainer_env(common, i))
-                for i in range(2)
-            ]
-            codes = [t.wait(timeout=300) for t in trainers]
-            marks["trainers done"] = time.time()
-            if any(codes):
-                raise RuntimeError(f"bare trainers failed: {codes}")
+            yield run
         finally:
             stop_pservers(servers)
     marks["end"] = time.time()
-    return time.monotonic() - start, marks
+    run.elapsed = time.monotonic() - start
+
+
+def run_bare(workdir: Path) -> tuple[float, Timeline]:
+    """Four processes, minimal env (docs/paddle-facts.md), no paddle-nbext code involved."""
+    with bare_run(workdir, "bare") as run:
+        run.pservers_up()
+        trainers = [
+            subprocess.Popen([PYTHON, str(EXAMPLE)], cwd=workdir, stdout=run.logs, stderr=subprocess.STDOUT, env=trainer_env(run.common, i))
+            for i in range(2)
+        ]
+        run.trainers_done(trainers, "bare")
+    return run.elapsed, run.marks
 
 
 WARM_TRAINER = """
@@ -157,43 +186,31 @@ def run_warm(workdir: Path) -> tuple[float, Timeline]:
     """Prototype (not shipped): `bare`, but the trainers' interpreters start at "go" and import
     Paddle while the pservers start; once the ports accept they are told to run the script
     (`runpy`, in the interpreter that imported Paddle: no fork, so no thread is lost)."""
-    ports = [free_port(), free_port()]
-    common = bare_env(ports)
-    marks: Timeline = {}
-    start = time.monotonic()
-    marks["go"] = time.time()
-    with open(workdir / "warm.log", "ab") as logs:
-        servers = start_pservers(workdir, ports, common, logs)
+    with bare_run(workdir, "warm") as run:
         trainers = [
             subprocess.Popen(
                 [PYTHON, "-c", WARM_TRAINER, str(EXAMPLE)],
                 cwd=workdir,
                 stdin=subprocess.PIPE,
-                stdout=logs,
+                stdout=run.logs,
                 stderr=subprocess.STDOUT,
-                env=trainer_env(common, i),
+                env=trainer_env(run.common, i),
             )
             for i in range(2)
         ]
         try:
-            wait_ports(ports)
-            marks["pservers up"] = time.time()
+            run.pservers_up()
             for trainer in trainers:
                 assert trainer.stdin is not None
                 trainer.stdin.write(b"go\n")
                 trainer.stdin.close()
-            codes = [t.wait(timeout=300) for t in trainers]
-            marks["trainers done"] = time.time()
-            if any(codes):
-                raise RuntimeError(f"warm trainers failed: {codes}")
+            run.trainers_done(trainers, "warm")
         finally:
             for trainer in trainers:
                 if trainer.poll() is None:
                     trainer.kill()
                     trainer.wait()
-            stop_pservers(servers)
-    marks["end"] = time.time()
-    return time.monotonic() - start, marks
+    return run.elapsed, run.marks
 
 
 FORK_ZYGOTE = """
@@ -269,19 +286,6 @@ def run_fork(workdir: Path) -> tuple[float, Timeline]:
     return elapsed, marks
 
 
-def _children_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    if int(handle.read().rpartition(")")[2].split()[1]) == pid:
-                        found.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                continue
-    return found
-
-
 def run_launch(workdir: Path) -> float:
     """paddle.distributed.launch never returns for a PS job (its pservers block forever), so its
     time is taken when both trainers have logged "done"; then its processes are stopped."""
@@ -311,7 +315,9 @@ def run_launch(workdir: Path) -> float:
                 raise RuntimeError("paddle.distributed.launch trainers did not finish within 600s")
             time.sleep(0.05)
     finally:
-        for child in _children_of(launch.pid):
+        from paddle_nbext_server.runtime.supervise import children_by_parent
+
+        for child in children_by_parent().get(launch.pid, []):
             try:
                 os.killpg(os.getpgid(child), signal.SIGKILL)
             except OSError:
