@@ -48,6 +48,8 @@ Converter = Callable[[Any], Any]
 #: Names the job dir in every replica's environment (and so in all it starts), which is how the
 #: backend finds a job's processes when its master is gone (`processes.marked_processes`).
 JOB_DIR_VAR = "PADDLE_NBEXT_JOB_DIR"
+#: The job dir's file naming its master's pid (`read_master_pid`).
+MASTER_PID_FILE = "master.pid"
 
 
 class RecordDamaged(ValueError):
@@ -638,6 +640,16 @@ def read_text(path: Path) -> str:
     if len(data) > MAX_RECORD_BYTES:
         raise RecordDamaged(f"it is larger than {MAX_RECORD_BYTES >> 20} MiB")
     return data.decode("utf-8")
+
+
+def read_master_pid(job_dir: Path) -> int | None:
+    """The pid in the job's `master.pid` (written when its master starts); None when the file is
+    absent, unreadable (`read_text`: no symlink, no FIFO) or names no pid above 1."""
+    try:
+        pid = int(read_text(job_dir / MASTER_PID_FILE).strip())
+    except (OSError, ValueError):
+        return None
+    return pid if pid > 1 else None
 
 
 def read_record(kind: type[Record], job_dir: Path) -> Record:

@@ -36,6 +36,7 @@ from ..base import InvalidState, JobExists, JobNotFound
 from . import pending_end
 from .processes import kill_processes, marked_processes, pid_alive, runs_job_master, signal_replica
 from .records import (
+    MASTER_PID_FILE,
     JobRecord,
     NewerRecord,
     RecordDamaged,
@@ -44,6 +45,7 @@ from .records import (
     damaged_status,
     owner_hint,
     pending_status,
+    read_master_pid,
     read_record,
     read_text,
     refused_status,
@@ -280,22 +282,16 @@ class JobStore:
                 start_new_session=True,  # survives the server's restart and its terminal's Ctrl-C
             )
         self._children[job_dir.name] = master
-        (job_dir / "master.pid").write_text(str(master.pid))
+        (job_dir / MASTER_PID_FILE).write_text(str(master.pid))
         return master
 
     def master_pid(self, job_dir: Path) -> int | None:
-        try:
-            pid = int(read_text(job_dir / "master.pid").strip())
-        except (OSError, ValueError):
-            return None
-        return pid if pid > 1 else None
+        return read_master_pid(job_dir)
 
     def master_alive(self, job_dir: Path, job: JobRecord) -> bool:
         """The job's master runs (a pid reused by another program does not count); before
         master.pid exists, a fresh job counts as starting for `STARTING_GRACE` seconds."""
-        child = self._children.get(job_dir.name)
-        if child is not None and child.poll() is not None:
-            self._children.pop(job_dir.name, None)
+        self.reap_master(job_dir.name)
         pid = self.master_pid(job_dir)
         if pid is None:
             return time.time() - job.created_epoch < STARTING_GRACE
