@@ -16,8 +16,8 @@ step "ruff format --check"
 "$PY/ruff" format --no-cache --check .
 step "mypy --strict (paddle_nbext, paddle_nbext_server)"
 "$PY/mypy"
-step "mypy --strict (tests, benchmarks, scripts)"
-"$PY/mypy" tests benchmarks scripts
+step "mypy --strict (tests, benchmarks, scripts, deploy/cephfs)"
+"$PY/mypy" tests benchmarks scripts deploy/cephfs
 step "panel: eslint, prettier --check, tsc, vitest"
 (cd labextension && npm run --silent check)
 step "all gates passed"

@@ -41,6 +41,26 @@ if [ -n "$missing_node_tool" ]; then
   fi
 fi
 
+# The real Ceph of the CephFS tests (tests/support/ceph): monitor, OSD, MDS, ceph-fuse and the
+# admin's tools from Debian bookworm (no service starts by itself; the suite runs the daemons),
+# and libcephfs's Python binding that deploy/cephfs/provision_home.py uses.
+CEPH_PACKAGES="ceph-mon ceph-osd ceph-mds ceph-fuse ceph-common python3-cephfs"
+CEPH_TOOLS="ceph-mon ceph-osd ceph-mds ceph-fuse ceph monmaptool"
+missing_ceph_tool=""
+for tool in $CEPH_TOOLS; do
+  command -v "$tool" >/dev/null 2>&1 || missing_ceph_tool="$tool"
+done
+/usr/bin/python3 -c "import cephfs" >/dev/null 2>&1 || missing_ceph_tool="python3-cephfs"
+if [ -n "$missing_ceph_tool" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt_get update -qq
+    # shellcheck disable=SC2086
+    apt_get install -y -qq --no-install-recommends $CEPH_PACKAGES >/dev/null
+  else
+    echo "setup: $missing_ceph_tool is missing (the CephFS tests need it): sudo apt-get install --no-install-recommends $CEPH_PACKAGES" >&2
+  fi
+fi
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

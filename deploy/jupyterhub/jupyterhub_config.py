@@ -62,8 +62,10 @@ c.KubeSpawner.start_timeout = int(setting("START_TIMEOUT", "300"))  # singleuser
 
 # The home: one claim per user, `claim-{username}` (singleuser.storage.type "dynamic", the
 # chart's default), mounted at the home path. paddle-nbext's home_volume "auto" reads this pod's
-# spec and mounts the same claim into every job pod. A site with CephFS homes binds these claims
-# to CephFS volumes (a StorageClass of the CephFS CSI driver, or static PersistentVolumes).
+# spec and mounts the same claim into every job pod. For CephFS homes set
+# PADDLE_NBEXT_HUB_HOME_STORAGE_CLASS=cephfs-home and PADDLE_NBEXT_HUB_HOME_ACCESS_MODE=ReadWriteMany,
+# and provision each user once with deploy/cephfs/provision_home.py: their claim then binds to a
+# static ceph-csi PersistentVolume of their own CephFS directory (admin guide: "CephFS homes").
 c.KubeSpawner.pvc_name_template = "claim-{username}"
 c.KubeSpawner.storage_pvc_ensure = True
 c.KubeSpawner.storage_capacity = setting("HOME_SIZE", "10Gi")  # singleuser.storage.capacity

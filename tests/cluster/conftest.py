@@ -31,6 +31,10 @@ Fixtures
 ``hub_user_namespaces`` module scope: a second hub from the same recipe with one namespace per user
                       (``PADDLE_NBEXT_HUB_USER_NAMESPACES=1``: ``paddle-alice``, ``paddle-bob``), beside
                       the first on ports of its own; its users' namespaces are deleted after the module.
+``ceph_site``         session scope: a :class:`support.ceph.site.CephSite`, a real Ceph (monitor, OSD, MDS)
+                      beside the real node with ceph-csi's cluster objects of ``deploy/cephfs/`` applied
+                      and the node's CephFS CSI plugin configured; ``ceph_site.home(user, ns, uid, gid)``
+                      provisions a user's CephFS home with the shipped ``provision_home.py``.
 ``queued_cluster``    module scope: a :class:`Cluster` on a second control plane of its own with the JobSet
                       and Kueue controllers beside it (``support.controlplane.queueing``), started only
                       when a test asks for it; ``queued_cluster.queues`` are those controllers.
@@ -79,6 +83,7 @@ import kubernetes
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
+from support.ceph.site import CephSite
 from support.controlplane import ControlPlane, ControlPlaneError
 from support.controlplane.kubelet import cri_log, logs_object, pod_status
 from support.controlplane.queueing import QueueControllers
@@ -625,3 +630,18 @@ def hub_user_namespaces(real_substrate: RealNodeSubstrate, tmp_path_factory: pyt
         hub.remove_user_namespaces()
         revoke()
         view.cleanup()
+
+
+@pytest.fixture(scope="session")
+def ceph_site(real_substrate: RealNodeSubstrate) -> Iterator[CephSite]:
+    """A real Ceph beside the real node, with ceph-csi's cluster objects applied and the node's
+    CephFS CSI plugin configured (tests/support/ceph/site.py); started once, for the CephFS tests."""
+    plane, node = real_substrate.plane, real_substrate.site.node
+    if plane is None or node is None:
+        pytest.skip("the CephFS tests start a Ceph beside the suite's own real node (unset PADDLE_NBEXT_TEST_KUBECONFIG)")
+    try:
+        site = CephSite(plane, node, real_substrate.admin_path).start()
+    except ControlPlaneError as error:
+        raise RuntimeError(f"no Ceph for the CephFS tests: {error}") from error
+    yield site
+    site.stop()

@@ -228,6 +228,7 @@ def test_submit_creates_the_job_objects_and_status_follows_the_pods(cluster: Clu
                 assert trainer_pod["securityContext"] == {
                     "runAsUser": 1000,
                     "fsGroup": 100,
+                    "fsGroupChangePolicy": "OnRootMismatch",
                     "runAsNonRoot": True,
                     "seccompProfile": {"type": "RuntimeDefault"},
                 }
@@ -355,7 +356,7 @@ def test_pvc_and_cephfs_homes_run_job_pods_as_the_notebook_pod_or_as_the_setting
             assert {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}} in trainer["volumes"]
             return dict(trainer["securityContext"])
 
-    restricted = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    restricted = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}, "fsGroupChangePolicy": "OnRootMismatch"}
     assert run(pod_security("jupyter-alice")) == {"runAsUser": 1000, "runAsGroup": 100, "fsGroup": 100, **restricted}
     # The settings win where they speak; the rest still comes from the pod.
     assert run(pod_security("jupyter-alice", run_as_user=1234)) == {"runAsUser": 1234, "runAsGroup": 100, "fsGroup": 100, **restricted}
@@ -365,7 +366,9 @@ def test_pvc_and_cephfs_homes_run_job_pods_as_the_notebook_pod_or_as_the_setting
         own.update(runAsNonRoot=True)
     assert run(pod_security("no-such-pod")) == {**own, "seccompProfile": {"type": "RuntimeDefault"}}
 
-    # Outside a pod and without settings, nothing is known: the image's user, no runAsNonRoot promised.
+    # Outside a pod and without settings, a server running as root knows no user: the image's
+    # user, no runAsNonRoot promised (a server of another uid runs the pods as itself: the
+    # CephFS test's server outside a pod).
     async def outside() -> dict[str, Any]:
         async with running(kubeconfig, namespace, home, pod_name="jupyter-alice") as backend:
             dry = await backend.submit(SubmitRequest(spec("dry", trainers=1), "alice", home), dry_run=True)

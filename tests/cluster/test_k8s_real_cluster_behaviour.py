@@ -488,20 +488,43 @@ def test_a_read_write_once_home_pins_the_job_to_the_notebooks_node(cluster: Clus
 
 
 def test_api_warnings_are_logged_and_shown_to_the_admin(cluster: Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The in-tree cephfs volume is deprecated (non-functional from 1.31): the API server says so
-    in a Warning header, which the admin sees in the log and in GET /config."""
+    """A deprecated field in what the admin configured (here a node selector on a beta node label,
+    deprecated since 1.14): the API server says so in a Warning header, which the admin sees in
+    the log and in GET /config."""
     namespace, kubeconfig, _, home = workspace(cluster, tmp_path)
+
+    async def scenario() -> None:
+        async with running(kubeconfig, namespace, home, node_selector={"beta.kubernetes.io/os": "linux"}) as backend:
+            await backend.submit(SubmitRequest(spec("old-label"), "alice", home))
+            warnings = backend.describe().get("api_warnings") or []
+            assert any("beta.kubernetes.io/os" in w and w.startswith("Job old-label-") for w in warnings), warnings
+
+    with caplog.at_level("WARNING"):
+        run(scenario())
+    assert "the Kubernetes API warns" in caplog.text and "beta.kubernetes.io/os" in caplog.text
+
+
+def test_an_in_tree_cephfs_home_is_refused_on_a_cluster_that_cannot_mount_it(cluster: Cluster, tmp_path: Path) -> None:
+    """home_volume 'cephfs' emits the in-tree cephfs volume, which Kubernetes removed in 1.31: on
+    this 1.37 API server the backend says so at start (GET /config) and refuses the submit with
+    the recipe that works, before anything is written."""
+    namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     cephfs = {"monitors": ["ceph-mon.invalid:6789"], "path": "/volumes/{username}", "user": "jupyter", "secret_ref": "ceph-secret"}
 
     async def scenario() -> None:
         async with running(kubeconfig, namespace, home, home_volume="cephfs", cephfs=cephfs) as backend:
-            await backend.submit(SubmitRequest(spec("old-ceph"), "alice", home))
-            warnings = backend.describe().get("api_warnings") or []
-            assert any("cephfs" in w and w.startswith("Job old-ceph-") for w in warnings), warnings
+            described = backend.describe()
+            assert described["ok"] is False, described
+            assert "removed in 1.31" in described["error"] and "ceph-csi" in described["error"], described
+            with pytest.raises(BackendUnavailable) as refused:
+                await backend.submit(SubmitRequest(spec("old-ceph"), "alice", home))
+            message = refused.value.message
+            assert message.startswith("home_volume 'cephfs' is the in-tree cephfs volume, which Kubernetes removed in 1.31;"), message
+            assert "this cluster runs v1.37.2" in message and "home_volume = 'pvc'" in message, message
+            assert objects_of(admin, namespace, "old-ceph") == set()
+            assert not (home / ".paddle-jobs" / "old-ceph").exists()
 
-    with caplog.at_level("WARNING"):
-        run(scenario())
-    assert "the Kubernetes API warns" in caplog.text and "cephfs" in caplog.text
+    run(scenario())
 
 
 def test_a_home_the_kubelet_cannot_mount_is_the_replicas_reason(cluster: Cluster, tmp_path: Path) -> None:
@@ -525,6 +548,11 @@ def test_a_home_the_kubelet_cannot_mount_is_the_replicas_reason(cluster: Cluster
                 "FailedMount",
             )
             assert 'volume "home"' in present(replica(status, "trainer", 0).reason, "reason") and status.phase == "Pending"
+            # The job says in words why it waits, quoting the kubelet (not a slow start).
+            assert status.message == (
+                'trainer 0 cannot start: the kubelet could not mount its volumes: MountVolume.MountDevice failed for volume "home": '
+                "rpc error: code = Internal desc = an error (exit status 32) occurred while running mount"
+            ), status.message
 
     run(scenario())
 

@@ -169,11 +169,16 @@ def notebook(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
 
 
 def open_notebook(
-    real_cluster: RealCluster, log_dir: Path, adjust: Callable[[Path, dict[str, Any]], None] | None = None
+    real_cluster: RealCluster,
+    log_dir: Path,
+    adjust: Callable[[Path, dict[str, Any]], None] | None = None,
+    home_for: Callable[[str], Path] | None = None,
 ) -> Iterator[Notebook]:
     """A notebook server of the user's, in a namespace of its own that enforces Pod Security's
     strictest profile (every job pod and master must pass it), under the shipped RBAC; `adjust`
-    may change the home and the server settings before the server starts.  Stops it after."""
+    may change the home and the server settings before the server starts; `home_for(namespace)`
+    provisions the user's home and its claim there (a local volume on the node otherwise).
+    Stops it after."""
     site = real_cluster.node
     namespace = real_cluster.new_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted"})
     admin = real_cluster.api_client()
@@ -189,7 +194,8 @@ def open_notebook(
         ).token,
         "token",
     )
-    setup = prepare_notebook(site, admin, namespace, Path(real_cluster.kubeconfig_with_token(token, namespace)), USER)
+    home = home_for(namespace) if home_for is not None else None
+    setup = prepare_notebook(site, admin, namespace, Path(real_cluster.kubeconfig_with_token(token, namespace)), USER, home)
     settings = json.loads(json.dumps(setup.settings))
     if adjust is not None:
         adjust(setup.home, settings)

@@ -47,13 +47,17 @@ class NotebookSetup:
     settings: dict[str, Any]
 
 
-def prepare_notebook(site: RealNodeSite, api: client.ApiClient, namespace: str, token_kubeconfig: Path, user: str) -> NotebookSetup:
+def prepare_notebook(
+    site: RealNodeSite, api: client.ApiClient, namespace: str, token_kubeconfig: Path, user: str, home: Path | None = None
+) -> NotebookSetup:
     """The user's home (the examples copied in, owned by the notebook uid) bound as
     ``claim-<user>``, and the server settings; the token's kubeconfig is copied beside the home,
-    readable by the notebook uid only."""
-    home = site.new_home(user)
+    readable by the notebook uid only.  A ``home`` given is one already bound as that claim (a
+    CephFS home the recipe provisioned); otherwise a ``local`` volume on the node stands in."""
+    if home is None:
+        home = site.new_home(user)
+        site.home_claim(api, namespace, f"claim-{user}", home)
     shutil.copytree(EXAMPLES, home / "examples")
-    site.home_claim(api, namespace, f"claim-{user}", home)
     private = site.homes / f"{home.name}.kubeconfig"
     shutil.copyfile(token_kubeconfig, private)
     for path in [home, *home.rglob("*"), private]:

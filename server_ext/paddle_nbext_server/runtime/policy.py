@@ -391,5 +391,19 @@ def decide(
         message = f"{done}/{len(trainers)} trainers finished." if done else "Training is running."
         return Decision(Phase.RUNNING, message)
     waiting = [r for r in replicas if r.phase == ReplicaPhase.PENDING and r.reason]
-    message = f"{waiting[0].role} {waiting[0].index}: {waiting[0].reason}" if waiting else "Waiting for replicas to start."
+    message = _waiting_message(waiting[0]) if waiting else "Waiting for replicas to start."
     return Decision(Phase.PENDING, message)
+
+
+#: The reason prefix of a pod whose volumes the kubelet could not mount (its FailedMount event).
+FAILED_MOUNT = "FailedMount: "
+
+
+def _waiting_message(replica: Observed) -> str:
+    """Why the job waits, in words: a replica the kubelet cannot start because a volume (the
+    home, on a storage that is down or refuses the key) cannot be mounted says so and quotes the
+    kubelet, instead of reading like a slow start."""
+    reason = replica.reason or ""
+    if reason.startswith(FAILED_MOUNT):
+        return f"{replica.role} {replica.index} cannot start: the kubelet could not mount its volumes: {reason[len(FAILED_MOUNT) :]}"
+    return f"{replica.role} {replica.index}: {reason}"

@@ -160,6 +160,7 @@ def test_pserver_and_trainer_jobs() -> None:
         assert pod["securityContext"] == {
             "runAsUser": 1000,
             "fsGroup": 100,
+            "fsGroupChangePolicy": "OnRootMismatch",
             "runAsNonRoot": True,
             "seccompProfile": {"type": "RuntimeDefault"},
         }
@@ -321,13 +322,30 @@ def test_the_master_runs_as_nobody_and_every_pod_passes_the_restricted_profile_u
         assert "runAsNonRoot" not in trainer["securityContext"]
         assert trainer["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
 
-    # restricted_pods = False: the pods are as the admin's identity says, nothing added.
+    # restricted_pods = False: the pods are as the admin's identity says; only the fsGroup is
+    # applied on a root mismatch alone (below).
     _, objects = plan(ManifestSettings(**{**SETTINGS.__dict__, "restricted": False}))
     jobs = by_name(objects)
     trainer = jobs[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]
-    assert trainer["securityContext"] == {"runAsUser": 1000, "fsGroup": 100}
+    assert trainer["securityContext"] == {"runAsUser": 1000, "fsGroup": 100, "fsGroupChangePolicy": "OnRootMismatch"}
     assert "securityContext" not in trainer["containers"][0]
     assert "securityContext" not in jobs[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]
+
+
+def test_an_fs_group_is_applied_to_the_home_only_when_its_root_does_not_match() -> None:
+    """fsGroup with the kubelet's default policy (Always) re-groups every file of the home at each
+    pod start (ceph-csi's CSIDriver has fsGroupPolicy File): job pods ask for OnRootMismatch,
+    unless the admin's own pod_security_context says otherwise; no fsGroup, no policy."""
+    cases = (
+        ({"runAsUser": 1000, "fsGroup": 100}, "OnRootMismatch"),
+        ({"runAsUser": 1000, "fsGroup": 100, "fsGroupChangePolicy": "Always"}, "Always"),
+        ({"runAsUser": 1000}, None),
+    )
+    for identity, expected in cases:
+        _, objects = plan(ManifestSettings(**{**SETTINGS.__dict__, "pod_security_context": identity}))
+        for role in ("trainer", "pserver"):
+            pod = by_name(objects)[("Job", f"{OBJ}-{role}")]["spec"]["template"]["spec"]
+            assert pod["securityContext"].get("fsGroupChangePolicy") == expected, (identity, pod["securityContext"])
 
 
 def test_shm_is_counted_in_the_pods_memory() -> None:

@@ -33,6 +33,7 @@ KUEUE_VERSION = "v0.17.1"
 VOLCANO_VERSION = "v1.14.0"  # volcano.sh/apis, whose types define Volcano v1.14's CRDs
 COREDNS_VERSION = "v1.15.0"
 PAUSE_VERSION = "3.10"  # our own pause program (gomod/pause), tagged like the upstream image it stands in for
+CEPHCSI_VERSION = "v1.12-node"  # our CephFS CSI node plugin (gomod/cephcsi) on CSI spec 1.12, as Kubernetes pins it
 
 CACHE_ENV = "PADDLE_NBEXT_CONTROLPLANE_CACHE"
 KUEUE_METRICS_CERTS_ENV = "PADDLE_NBEXT_KUEUE_METRICS_CERTS"
@@ -114,7 +115,7 @@ BINARIES = tuple(binary for component in COMPONENTS for _, binary in component.p
 
 # The real node (``realnode.py``): its kubelet and kube-proxy from the same pinned Kubernetes in a
 # module of their own (so the control plane's digest, and every warm cache of it, stays as it
-# was), cluster DNS, and the pause program of the sandbox image.  containerd, runc and the CNI
+# was), cluster DNS, the pause program of the sandbox image and the CephFS CSI node plugin.  containerd, runc and the CNI
 # plugins are Debian bookworm's packages (``realnode.NODE_PACKAGES``).
 NODE_COMPONENTS: tuple[Component, ...] = (
     Component(
@@ -125,6 +126,9 @@ NODE_COMPONENTS: tuple[Component, ...] = (
     ),
     Component("coredns", COREDNS_VERSION, ((".", "coredns"),), "-s -w"),
     Component("pause", PAUSE_VERSION, ((".", "pause"),), "-s -w"),
+    # ceph-csi's CephFS node service stands in here (the Go module proxy refuses ceph-csi): see
+    # gomod/cephcsi/main.go and csi_plugin.py.
+    Component("cephcsi", CEPHCSI_VERSION, ((".", "cephcsi"),), "-s -w"),
 )
 
 # The queueing controllers: built with the rest (so one `controlplane build` readies the whole

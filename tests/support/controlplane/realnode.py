@@ -33,7 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import images, node_cleanup, node_config, node_network, pki
+from . import csi_plugin, images, node_cleanup, node_config, node_network, pki
 from .build import cache_dir, find_node_binaries
 from .errors import ControlPlaneError
 from .kubeconfigs import write_client_kubeconfig
@@ -128,6 +128,7 @@ class RealNode:
             self._start_kubelet(kubeconfigs["kubelet"])
             self._start_proxy(kubeconfigs["proxy"])
             self._start_coredns(kubeconfigs["coredns"])
+            self._start_csi_plugin()
         except BaseException:
             self.stop()
             raise
@@ -313,6 +314,29 @@ class RealNode:
                 return bool(response.status == 200)
 
         coredns.wait_ready(ready, START_TIMEOUT, "ready (its kubernetes plugin synced)")
+
+    @property
+    def csi_paths(self) -> csi_plugin.CsiPaths:
+        return csi_plugin.CsiPaths(self.paths.kubelet_dir, self.paths.root / "ceph-csi")
+
+    def _csinode(self) -> dict[str, Any] | None:
+        try:
+            return dict(self.plane.api("GET", f"/apis/storage.k8s.io/v1/csinodes/{NODE_NAME}"))
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise
+
+    def _start_csi_plugin(self) -> None:
+        """The CephFS CSI node plugin (``csi_plugin.py``), registered with the kubelet."""
+        plugin = self._run("cephcsi", csi_plugin.argv(self.binaries["cephcsi"], self.csi_paths, NODE_NAME))
+        plugin.wait_ready(
+            lambda: csi_plugin.registered(self._csinode), START_TIMEOUT, f"registered with the kubelet (CSINode {NODE_NAME} lists it)"
+        )
+
+    def configure_ceph_csi(self, config_maps: list[dict[str, Any]]) -> None:
+        """Give the node plugin ceph-csi's ConfigMaps, as the kubelet mounts them into its pod."""
+        csi_plugin.write_config(self.csi_paths, config_maps)
 
     # --- tear-down ------------------------------------------------------------------------------------
     def _drain(self) -> None:

@@ -63,6 +63,11 @@ class KubernetesBackend(LogReading):
             await self._api_exists(connection, KUEUE_API)
         if self.gang_scheduler:
             await self._api_exists(connection, PODGROUP_API)
+        if self.home_volume == "cephfs":
+            # Said at start too (GET /config, the log), not only at the first submit.
+            self._home_problem = await self._intree_cephfs_problem(connection)
+            if self._home_problem:
+                self.log.error("paddle-nbext kubernetes backend: %s", self._home_problem)
         if not await self._cache.wait_synced(self.sync_timeout):
             self.log.warning("paddle-nbext: the job cache is not synced yet: %s", self._cache.error or "slow API")
 
@@ -97,6 +102,9 @@ class KubernetesBackend(LogReading):
             info["error"] = self._cache.error
             if self._cache.denials:  # the cause in parts: who may not do what, where, and the Role
                 info["forbidden"] = [denial.to_dict() for denial in self._cache.denials]
+        if self._home_problem:
+            info["ok"] = False
+            info["error"] = self._home_problem
         info["workload_mode"] = self.workload_mode
         info["jobset_api"] = self._apis.get(JOBSET_API)  # None: not asked (yet)
         if self.workload_mode == JOBSET_MODE and self._apis.get(JOBSET_API) is False:

@@ -25,11 +25,12 @@ class KubernetesBackendConfig(Backend):
     home_volume = Enum(
         ["auto", "pvc", "cephfs"],
         "auto",
-        help="How job pods mount the user's home: copy the notebook pod's volume (auto), a PVC template, or a cephfs source.",
+        help="How job pods mount the user's home: copy the notebook pod's volume (auto), a PVC template (pvc: CephFS through ceph-csi too), "
+        "or the in-tree cephfs volume (cephfs: deprecated, refused on Kubernetes 1.31 and later, which removed it).",
     ).tag(config=True)
     home_pvc_template = Unicode("claim-{username}", help="PVC name for home_volume='pvc'; {username} is the job owner.").tag(config=True)
     cephfs = Dict(
-        help="For home_volume='cephfs': {'monitors': [...], 'path': '/home/{username}', 'user': 'admin', 'secret_ref': 'ceph-secret', 'read_only': False}."
+        help="For home_volume='cephfs' (Kubernetes before 1.31 only): {'monitors': [...], 'path': '/home/{username}', 'user': 'admin', 'secret_ref': 'ceph-secret', 'read_only': False}."
     ).tag(config=True)
     slug_scheme = Enum(
         ["safe", "escape"],

@@ -19,6 +19,7 @@ from paddle_nbext.model.spec import SpecError
 from ... import package
 from ..base import BackendForbidden, BackendUnavailable, InvalidRequest, InvalidState
 from . import home_volume as homes
+from . import intree_cephfs
 from .api_calls import KubernetesApi
 from .cache import describe_failure
 from .connection import Connection
@@ -34,6 +35,8 @@ class HomeSetup(KubernetesApi):
         self._home: homes.HomeVolume | None = None
         self._home_node: str | None = None  # set when the home can only be mounted on the notebook's node
         self._security_context: dict[str, Any] | None = None
+        self._server_version: str | None = None  # the API server's gitVersion, once asked
+        self._home_problem: str | None = None  # a home no kubelet can mount (an in-tree cephfs on 1.31+)
 
     def _identity(self) -> dict[str, Any]:
         """Whom job pods run as: the whole `pod_security_context` when set, else the uid/gids
@@ -49,17 +52,41 @@ class HomeSetup(KubernetesApi):
 
     async def _home_volume(self, owner: str, connection: Connection) -> homes.HomeVolume:
         home = await self._configured_home(owner)
-        if home is not None:
+        if home is None:
+            home = await self._home_of_the_notebook_pod(connection)
+        else:
             await self._notebook_identity(connection)
-            return home
-        return await self._home_of_the_notebook_pod(connection)
+        if "cephfs" in home.source:
+            problem = await self._intree_cephfs_problem(connection)
+            if problem:
+                raise BackendUnavailable(problem)
+        return home
+
+    async def _intree_cephfs_problem(self, connection: Connection) -> str | None:
+        """Why an in-tree cephfs home cannot be mounted on this cluster (its release is 1.31 or
+        later), or None; the API server's version is asked once."""
+        if self._server_version is None:
+            try:
+                info = await self._call("read the API server's version", client.VersionApi(connection.api).get_code)
+                self._server_version = str(info.git_version or "")
+            except (ApiException, BackendUnavailable) as error:
+                self.log.warning("paddle-nbext: cannot read the API server's version (%s)", error)
+                return None
+        source = "home_volume 'cephfs'" if self.home_volume == "cephfs" else "the notebook pod's home volume"
+        return intree_cephfs.refusal(self._server_version, source)
 
     async def _notebook_identity(self, connection: Connection) -> None:
         """In `pvc` and `cephfs` modes the home comes from settings, but whom the pods run as still
         comes from the notebook's pod when the server runs in one: the files in the home are
         that uid's.  Best effort (the pod read may be refused): the server's own uid and gid,
-        which are the notebook's in its pod, stand in; outside a pod, only settings say it."""
-        if self._security_context is not None or not self.copy_security_context or not connection.in_cluster:
+        which are the notebook's in its pod, stand in.  Outside a pod (a kubeconfig) there is no
+        notebook pod: the server's own uid and gid are the owner of the files it shows, so the
+        pods run as them too, unless the server runs as root (then the settings, or the image's
+        user, decide: root's files are nobody's in particular)."""
+        if self._security_context is not None or not self.copy_security_context:
+            return
+        if not connection.in_cluster:
+            self._security_context = _own_ids_unless_root()
             return
         identity: dict[str, Any] = {}
         if self.pod_name:
@@ -201,6 +228,13 @@ def _with_own_ids(identity: dict[str, Any]) -> dict[str, Any]:
     if hasattr(os, "getuid"):
         identity = {"runAsUser": os.getuid(), "runAsGroup": os.getgid(), **identity}
     return identity
+
+
+def _own_ids_unless_root() -> dict[str, Any]:
+    """This server's uid and gid as a pod identity, or nothing when it runs as root."""
+    if not hasattr(os, "getuid") or os.getuid() == 0:
+        return {}
+    return {"runAsUser": os.getuid(), "runAsGroup": os.getgid()}
 
 
 def remove_tree(folder: Path) -> list[str]:

@@ -330,6 +330,11 @@ def _pod_security(settings: ManifestSettings, identity: dict[str, Any]) -> dict[
     runAsNonRoot when the uid is known not to be root (with the image's own user, root in Paddle's
     images, the pod could not start: the restricted profile is then the admin's to relax)."""
     context = dict(identity)
+    if "fsGroup" in context:
+        # With a CSI driver whose fsGroupPolicy is File (ceph-csi's) or any volume the kubelet
+        # chowns, the default Always walks the whole home at every pod start, changing the group
+        # of every file in it; OnRootMismatch does so only when the home's root is not the group's.
+        context.setdefault("fsGroupChangePolicy", "OnRootMismatch")
     if settings.restricted:
         context.setdefault("seccompProfile", {"type": "RuntimeDefault"})
         uid = context.get("runAsUser")

@@ -1,0 +1,109 @@
+"""CephFS homes on the real node: the test Ceph, ceph-csi's cluster objects, and users' homes.
+
+``CephSite.start(plane, node)`` starts a ``CephCluster`` whose daemons listen on the host's end of
+the node's veth (the node's CSI plugin and ``ceph-fuse`` reach them from the node's network
+namespace), applies the recipe's ``deploy/cephfs/ceph-csi-cluster.yaml`` through
+``provision_home.py --cluster`` (the CSIDriver and ceph-csi's two ConfigMaps) and hands those
+ConfigMaps to the node's plugin as the kubelet would mount them.  ``home(user, namespace)`` then
+provisions a user exactly as the admin guide says and mounts the home for the notebook side.
+
+One per machine, at a fixed place (``ROOT``, under /tmp so that the notebook's uid can reach the
+homes mounted below it); ``start`` sweeps what a crashed run left there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from support.controlplane import ControlPlane
+from support.controlplane.build import find_binaries
+from support.controlplane.errors import ControlPlaneError
+from support.controlplane.node_network import HOST_IP
+from support.controlplane.realnode import RealNode
+
+from . import homes
+from .cluster import CephCluster, sweep
+
+ROOT = Path("/tmp/pnb-ceph")
+
+
+class CephSite:
+    def __init__(self, plane: ControlPlane, node: RealNode, kubeconfig: str) -> None:
+        self.plane = plane
+        self.node = node
+        self.cluster = CephCluster(ROOT / "cluster", HOST_IP)
+        binaries = find_binaries()
+        if binaries is None:
+            raise ControlPlaneError("kubectl is not built: run `bash scripts/controlplane.sh build`")
+        self.kubectl = homes.Kubectl(binaries["kubectl"], kubeconfig)
+        self.mounts: list[Path] = []
+
+    @property
+    def homes_dir(self) -> Path:
+        return ROOT / "homes"
+
+    def start(self) -> CephSite:
+        sweep(ROOT)
+        ROOT.mkdir(mode=0o755)
+        self.homes_dir.mkdir(mode=0o755)
+        try:
+            self.cluster.start()
+            self.cluster.paths.root.chmod(0o755)
+            self.cluster.paths.keys.chmod(0o700)
+            self._create_namespace(homes.CSI_NAMESPACE)
+            homes.provision_script(self.cluster, self.kubectl, "--cluster")
+            self.node.configure_ceph_csi([self.config_map("ceph-csi-config"), self.config_map("ceph-config")])
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for target in reversed(self.mounts):
+            homes.unmount(target)
+        self.mounts.clear()
+        try:
+            self.cluster.stop()
+        finally:
+            sweep(ROOT)
+
+    def _create_namespace(self, name: str) -> None:
+        with contextlib.suppress(Exception):
+            self.plane.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    def config_map(self, name: str) -> dict[str, Any]:
+        return dict(self.plane.api("GET", f"/api/v1/namespaces/{homes.CSI_NAMESPACE}/configmaps/{name}"))
+
+    def home(self, user: str, namespace: str, uid: int, gid: int, *, claim: bool = True) -> tuple[homes.CephHome, Path]:
+        """``user``'s CephFS home provisioned by the recipe (directory, key, Secret, PV and, with
+        ``claim``, ``claim-<user>`` in ``namespace``), and where the notebook side sees it."""
+        home = homes.provision(self.cluster, self.kubectl, user, namespace, uid, gid, claim=claim)
+        target = self.homes_dir / f"{namespace}-{user}"
+        homes.mount(self.cluster, home, target)
+        self.mounts.append(target)
+        return home, target
+
+    def unmount(self, target: Path) -> None:
+        homes.unmount(target)
+        with contextlib.suppress(ValueError):
+            self.mounts.remove(target)
+
+    def node_ceph_mounts(self) -> list[str]:
+        """ceph-fuse mounts under the node's kubelet directory (staged or published volumes)."""
+        prefix = str(self.node.paths.kubelet_dir) + os.sep
+        found = []
+        with open("/proc/self/mountinfo") as info:
+            for line in info:
+                fields = line.split()
+                point = fields[4]
+                kind = fields[fields.index("-") + 1]
+                if point.startswith(prefix) and kind.startswith("fuse"):
+                    found.append(point)
+        return found
+
+    def describe(self) -> str:
+        return self.cluster.describe() + f"; CSI plugin log {self.node.paths.logs / 'cephcsi.log'}; " + json.dumps(self.node.state())
