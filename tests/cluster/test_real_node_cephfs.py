@@ -29,8 +29,11 @@ from kubernetes import client
 from support.ceph import homes
 from support.ceph.site import CephSite
 
+from cluster import test_real_node_checkpoints as on_local_checkpoints
+from cluster import test_real_node_requirements as on_local_requirements
 from cluster.k8s_objects import name_of, present
 from cluster.test_real_node_jobs import USER, Notebook, describe, losses, open_notebook
+from cluster.test_real_node_requirements import installers_notebook
 
 if TYPE_CHECKING:
     from cluster.conftest import RealCluster
@@ -41,15 +44,41 @@ UNMOUNT_WAIT = 120.0
 STEPS = 60
 
 
-@pytest.fixture(scope="module")
-def notebook(real_cluster: RealCluster, ceph_site: CephSite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
+def cephfs_home_for(real_cluster: RealCluster, ceph_site: CephSite, root: str, client_prefix: str) -> Callable[[str], Path]:
+    """What ``open_notebook`` calls to make the user's home: the recipe's CephFS home under ``root``
+    (each notebook of the module a directory and a Ceph client of its own), mounted for the
+    notebook side."""
     site = real_cluster.node
 
     def cephfs_home(namespace: str) -> Path:
-        _, mounted = ceph_site.home(USER, namespace, site.uid, site.gid)
+        _, mounted = ceph_site.home(USER, namespace, site.uid, site.gid, root=root, client_prefix=client_prefix)
         return mounted
 
-    yield from open_notebook(real_cluster, tmp_path_factory.mktemp("cephfs-notebook-logs"), home_for=cephfs_home)
+    return cephfs_home
+
+
+@pytest.fixture(scope="module")
+def notebook(real_cluster: RealCluster, ceph_site: CephSite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
+    home_for = cephfs_home_for(real_cluster, ceph_site, homes.HOMES_ROOT, homes.CLIENT_PREFIX)
+    yield from open_notebook(real_cluster, tmp_path_factory.mktemp("cephfs-notebook-logs"), home_for=home_for)
+
+
+@pytest.fixture(scope="module")
+def book(real_cluster: RealCluster, ceph_site: CephSite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
+    """The requirements tests' notebook (installers image, wheels in the home) on a CephFS home."""
+    home_for = cephfs_home_for(real_cluster, ceph_site, "/volumes/requirements", "requirements-")
+    yield from installers_notebook(real_cluster, tmp_path_factory.mktemp("cephfs-book-logs"), home_for=home_for)
+
+
+# The same tests as on the node's local volume, on CephFS: two jobs building one environment at once
+# (the environment's `flock` across pods and ceph-fuse mounts) and an evicted job resuming from its
+# checkpoint in the home (they run here with this module's `notebook` and `book`).
+test_two_jobs_at_once_build_one_environment_on_cephfs = (
+    on_local_requirements.test_two_jobs_at_once_build_one_environment_with_uv_which_the_next_job_reuses
+)
+test_an_evicted_job_resumes_from_its_checkpoint_on_cephfs = (
+    on_local_checkpoints.test_an_evicted_collective_job_resumes_from_its_checkpoint_with_one_curve
+)
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = UNMOUNT_WAIT) -> Any:
@@ -111,7 +140,13 @@ def test_a_job_on_a_cephfs_home_trains_and_its_files_are_the_users_in_cephfs(not
 
 
 def test_the_job_pods_ask_for_their_fs_group_only_when_the_homes_root_does_not_match(notebook: Notebook) -> None:
-    body = {"job_name": "ceph-dry", "trainer_package": "examples", "mode": "collective", "trainers": 1}
+    body = {
+        "job_name": "ceph-dry",
+        "trainer_package": "examples",
+        "mode": "collective",
+        "trainers": 1,
+        "entry_point": "python collective_train.py",
+    }
     answer = notebook.server.api("POST", "jobs", body=body, params={"dry_run": "true"})
     assert answer.status_code == 200, answer.text
     manifests = answer.json()["plan"]["manifests"]
@@ -249,9 +284,41 @@ def test_a_job_goes_on_training_while_the_mds_restarts(notebook: Notebook, ceph_
     ceph_site.cluster.restart_mds()
     ended = notebook.ended("ceph-mds")
     assert ended["phase"] == "Succeeded", describe(ended)
+    # Every step ran and was logged into the home across the restart (the log is read from CephFS).
     text = notebook.log("ceph-mds")
-    assert re.search(r"step 400\b", text), text[-2000:]
-    pods = [name_of(p) for p in notebook.job_pods("ceph-mds")]
+    assert re.search(r"step 399 loss", text) and "trainer 0 done" in text, text[-2000:]
+    steps = [int(n) for n in re.findall(r"^step (\d+) loss", text, re.MULTILINE)]
+    assert steps == [*range(0, 400, 10), 399], steps
     notebook.delete("ceph-mds")
-    assert pods is not None
+    no_job_mounts(ceph_site)
+
+
+def test_a_server_outside_a_pod_without_run_as_user_runs_the_pods_as_its_own_uid(notebook: Notebook, ceph_site: CephSite) -> None:
+    """The suite's server runs outside any pod (a kubeconfig) as the notebook's uid 1000: with no
+    run_as_user / run_as_group / fs_group set, the job pods run as that uid and gid (not as the
+    image's root), so what they write is the user's and the user's DELETE removes it all."""
+    site = notebook.cluster.node
+    saved = dict(notebook.settings["KubernetesBackend"])
+    notebook.server.stop()
+    for key in ("run_as_user", "run_as_group", "fs_group"):
+        notebook.settings["KubernetesBackend"].pop(key)
+    notebook.start_server()
+    try:
+        notebook.submit("ceph-own", mode="collective", trainers=1, entry_point="python collective_train.py --steps 5 --checkpoint-every 5")
+        ended = notebook.ended("ceph-own")
+        assert ended["phase"] == "Succeeded", describe(ended)
+        pods = notebook.job_pods("ceph-own")
+        trainer = next(p for p in pods if "-trainer-" in name_of(p))
+        security = present(present(trainer.spec, "spec").security_context, "securityContext")
+        assert (security.run_as_user, security.run_as_group, security.fs_group) == (site.uid, site.gid, None), security
+        job_dir = notebook.home / ".paddle-jobs" / "ceph-own"
+        checkpoint = next(p for p in (job_dir / "checkpoints").iterdir() if p.name.startswith("step-"))
+        assert homes.owner(ceph_site.cluster, in_cephfs(notebook, checkpoint)) == (site.uid, site.gid)
+        answer = notebook.server.api("DELETE", "jobs/ceph-own")
+        assert answer.status_code == 204, answer.text
+        assert not job_dir.exists()
+    finally:
+        notebook.server.stop()
+        notebook.settings["KubernetesBackend"] = saved
+        notebook.start_server()
     no_job_mounts(ceph_site)

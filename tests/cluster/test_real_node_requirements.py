@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,12 @@ print("paddle from", paddle.__file__, flush=True)
 @pytest.fixture(scope="module")
 def book(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
     """A notebook server whose jobs run in the installers image, with the wheels in the home."""
+    yield from installers_notebook(real_cluster, tmp_path_factory.mktemp("requirements-notebook-logs"))
+
+
+def installers_notebook(real_cluster: RealCluster, log_dir: Path, home_for: Callable[[str], Path] | None = None) -> Iterator[Notebook]:
+    """`open_notebook` with the installers image as the jobs' image and the wheels in the home
+    (also the CephFS module's, with its `home_for`)."""
     site = real_cluster.node
     image = installers_image()
     present(site.node, "the real node (the suite's own control plane)").import_image(image)
@@ -57,7 +63,7 @@ def book(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) ->
         settings["PaddleNbext"].update(pip_no_index=True, pip_find_links=[str(wheels)])
         settings["KubernetesBackend"]["default_image"] = image.reference
 
-    yield from open_notebook(real_cluster, tmp_path_factory.mktemp("requirements-notebook-logs"), with_wheels)
+    yield from open_notebook(real_cluster, log_dir, with_wheels, home_for)
 
 
 def requirements(book: Notebook, folder: str, text: str) -> None:

@@ -86,10 +86,21 @@ def provision_script(cluster: CephCluster, kubectl: Kubectl, *args: str) -> str:
     return done.stdout
 
 
-def provision(cluster: CephCluster, kubectl: Kubectl, user: str, namespace: str, uid: int, gid: int, *, claim: bool = True) -> CephHome:
-    args = [user, f"--namespace={namespace}", f"--uid={uid}", f"--gid={gid}", f"--root={HOMES_ROOT}", "--storage-class="]
-    provision_script(cluster, kubectl, *args, *(["--claim"] if claim else []))
-    return CephHome(user=user, namespace=namespace, path=f"{HOMES_ROOT}/{user}", client_id=f"{CLIENT_PREFIX}{user}")
+def provision(
+    cluster: CephCluster,
+    kubectl: Kubectl,
+    user: str,
+    namespace: str,
+    uid: int,
+    gid: int,
+    *,
+    claim: bool = True,
+    root: str = HOMES_ROOT,
+    client_prefix: str = CLIENT_PREFIX,
+) -> CephHome:
+    args = [user, f"--namespace={namespace}", f"--uid={uid}", f"--gid={gid}", f"--root={root}", f"--client-prefix={client_prefix}"]
+    provision_script(cluster, kubectl, *args, "--storage-class=", *(["--claim"] if claim else []))
+    return CephHome(user=user, namespace=namespace, path=f"{root}/{user}", client_id=f"{client_prefix}{user}")
 
 
 def key_of(cluster: CephCluster, home: CephHome) -> str:

@@ -78,10 +78,22 @@ class CephSite:
     def config_map(self, name: str) -> dict[str, Any]:
         return dict(self.plane.api("GET", f"/api/v1/namespaces/{homes.CSI_NAMESPACE}/configmaps/{name}"))
 
-    def home(self, user: str, namespace: str, uid: int, gid: int, *, claim: bool = True) -> tuple[homes.CephHome, Path]:
-        """``user``'s CephFS home provisioned by the recipe (directory, key, Secret, PV and, with
-        ``claim``, ``claim-<user>`` in ``namespace``), and where the notebook side sees it."""
-        home = homes.provision(self.cluster, self.kubectl, user, namespace, uid, gid, claim=claim)
+    def home(
+        self,
+        user: str,
+        namespace: str,
+        uid: int,
+        gid: int,
+        *,
+        claim: bool = True,
+        root: str = homes.HOMES_ROOT,
+        client_prefix: str = homes.CLIENT_PREFIX,
+    ) -> tuple[homes.CephHome, Path]:
+        """``user``'s CephFS home provisioned by the recipe (directory ``<root>/<user>``, the key of
+        ``client.<client_prefix><user>``, Secret, PV and, with ``claim``, ``claim-<user>`` in
+        ``namespace``), and where the notebook side sees it.  A second home of the same user (another
+        root) needs a client of its own: a Ceph client's key reaches one directory."""
+        home = homes.provision(self.cluster, self.kubectl, user, namespace, uid, gid, claim=claim, root=root, client_prefix=client_prefix)
         target = self.homes_dir / f"{namespace}-{user}"
         homes.mount(self.cluster, home, target)
         self.mounts.append(target)
