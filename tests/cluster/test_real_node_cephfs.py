@@ -223,6 +223,104 @@ def test_another_users_key_cannot_mount_this_users_directory(notebook: Notebook,
             client.CoreV1Api(notebook.admin).delete_persistent_volume(f"steal-{other}")
 
 
+def csi_home_volume(name: str, namespace: str, claim: str, secret: str, root_path: str, cluster_id: str) -> client.V1PersistentVolume:
+    """A static ceph-csi volume shaped as the recipe's (deploy/cephfs/home.yaml), bound to ``claim``."""
+    return client.V1PersistentVolume.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "claimRef": {"namespace": namespace, "name": claim},
+                "csi": {
+                    "driver": "cephfs.csi.ceph.com",
+                    "volumeHandle": name,
+                    "nodeStageSecretRef": {"name": secret, "namespace": homes.CSI_NAMESPACE},
+                    "volumeAttributes": {
+                        "clusterID": cluster_id,
+                        "fsName": "cephfs",
+                        "staticVolume": "true",
+                        "rootPath": root_path,
+                        "mounter": "fuse",
+                    },
+                },
+            },
+        }
+    )
+
+
+def claim_of(name: str, volume: str) -> client.V1PersistentVolumeClaim:
+    return client.V1PersistentVolumeClaim.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+    )
+
+
+def failed_mount(core: client.CoreV1Api, namespace: str, pod: str, words: str) -> str:
+    """The kubelet's FailedMount message about ``pod`` once it contains ``words``."""
+
+    def said() -> str | None:
+        events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod},reason=FailedMount").items
+        return next((e.message for e in events if e.message and words in e.message), None)
+
+    seen = wait_for(said, f"the kubelet's FailedMount of {pod} saying {words!r}", timeout=180)
+    return str(seen)
+
+
+def test_a_home_that_cannot_be_mounted_is_named_in_the_storages_own_words(notebook: Notebook, ceph_site: CephSite) -> None:
+    """The user's directory missing, the Secret missing, the key wrong: each pod stays Pending and
+    the kubelet's FailedMount event (what a job's message quotes) says which, in Ceph's or
+    Kubernetes' words; nothing stays mounted."""
+    site = notebook.cluster.node
+    namespace = notebook.cluster.new_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted"})
+    core = client.CoreV1Api(notebook.admin)
+    user_secret = f"ceph-{homes.CLIENT_PREFIX}{USER}"
+    wrong = f"ceph-wrong-key-{namespace}"
+    key = homes.key_of(ceph_site.cluster, homes.CephHome(USER, notebook.namespace, "", f"{homes.CLIENT_PREFIX}{USER}"))
+    core.create_namespaced_secret(
+        homes.CSI_NAMESPACE,
+        client.V1Secret.model_validate(
+            {"metadata": {"name": wrong}, "stringData": {"userID": f"{homes.CLIENT_PREFIX}{USER}", "userKey": key[:-8] + "AAAAAAA="}}
+        ),
+    )
+    cases = {
+        "no-dir": (user_secret, f"{homes.HOMES_ROOT}/{USER}/no-such-directory", "(2) No such file or directory"),
+        "no-secret": (f"ceph-nobody-{namespace}", f"{homes.HOMES_ROOT}/{USER}", "not found"),
+        # ceph-fuse's words for a key the monitors refuse (its first step is fetching their config)
+        "bad-key": (wrong, f"{homes.HOMES_ROOT}/{USER}", "failed to fetch mon config"),
+    }
+    volumes = []
+    try:
+        for case, (secret, root_path, _) in cases.items():
+            volume = f"broken-{case}-{namespace}"
+            core.create_persistent_volume(csi_home_volume(volume, namespace, case, secret, root_path, ceph_site.cluster.fsid))
+            volumes.append(volume)
+            core.create_namespaced_persistent_volume_claim(namespace, claim_of(case, volume))
+            core.create_namespaced_pod(namespace, client.V1Pod.model_validate(reader_pod(case, case, site)))
+        said = {case: failed_mount(core, namespace, case, words) for case, (_, _, words) in cases.items()}
+        assert "ceph-fuse" in said["no-dir"] and "ceph mount failed with (2) No such file or directory" in said["no-dir"], said
+        assert f'secrets "ceph-nobody-{namespace}" not found' in said["no-secret"], said
+        for case in cases:
+            assert present(core.read_namespaced_pod(case, namespace).status, "status").phase == "Pending", case
+            core.delete_namespaced_pod(case, namespace, grace_period_seconds=0)
+        no_job_mounts(ceph_site)
+    finally:
+        for volume in volumes:
+            with contextlib.suppress(client.ApiException):
+                core.delete_persistent_volume(volume)
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespaced_secret(wrong, homes.CSI_NAMESPACE)
+
+
 def reader_pod(name: str, claim: str, site: Any) -> dict[str, Any]:
     """A pod that lists the home it mounts, passing Pod Security's `restricted` profile."""
     return {
