@@ -134,7 +134,7 @@ class HomeSetup(KubernetesApi):
             if not self.pod_name:
                 raise BackendUnavailable(
                     "home_volume is 'auto' but the notebook's pod name is unknown (no $HOSTNAME); "
-                    "set c.KubernetesBackend.pod_name, or use home_volume 'pvc' or 'cephfs'"
+                    "set c.KubernetesBackend.pod_name, or use home_volume 'pvc' (a claim of the home, e.g. a ceph-csi volume)"
                 )
             core = client.CoreV1Api(connection.api)
             try:
@@ -145,11 +145,11 @@ class HomeSetup(KubernetesApi):
                 if (denial := denial_of(error)) is not None:
                     raise BackendForbidden(
                         f"home_volume 'auto' needs to read the notebook pod {self.pod_name}: {denial.sentence()} "
-                        "(or use home_volume 'pvc' or 'cephfs'); nothing was created"
+                        "(or use home_volume 'pvc': a claim of the home, e.g. a ceph-csi volume); nothing was created"
                     ) from None
                 raise BackendUnavailable(
                     f"home_volume 'auto' needs to read the notebook pod {self.pod_name} in {connection.namespace}: "
-                    f"{describe_failure(error)}; grant 'get pods' or use home_volume 'pvc' or 'cephfs'"
+                    f"{describe_failure(error)}; grant 'get pods' or use home_volume 'pvc' (a claim of the home, e.g. a ceph-csi volume)"
                 ) from None
             pod = json.loads(response.data)
             try:

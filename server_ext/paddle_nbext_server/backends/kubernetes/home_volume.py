@@ -81,7 +81,7 @@ def from_pod(pod: dict[str, Any], home_path: str, container_name: str | None = N
     if best is None:
         raise HomeVolumeError(
             f"no volume of pod {pod_name} is mounted at the home path {home_path}, so job pods would not see "
-            "your files; set c.KubernetesBackend.home_volume to 'pvc' or 'cephfs' (or fix home_path)"
+            "your files; set c.KubernetesBackend.home_volume to 'pvc' with the claim of the home (CephFS: a ceph-csi volume, admin guide 'CephFS homes'), or fix home_path"
         )
     volumes = {v.get("name"): v for v in spec.get("volumes") or []}
     volume = volumes.get(best["name"])
@@ -92,7 +92,7 @@ def from_pod(pod: dict[str, Any], home_path: str, container_name: str | None = N
     if kind in _UNUSABLE:
         raise HomeVolumeError(
             f"the home {home_path} of pod {pod_name} is a {kind} volume: {_UNUSABLE[kind]}; "
-            "set c.KubernetesBackend.home_volume to 'pvc' or 'cephfs'"
+            "set c.KubernetesBackend.home_volume to 'pvc' with the claim of the home (CephFS: a ceph-csi volume, admin guide 'CephFS homes')"
         )
     return HomeVolume(source=source, mount_path=best["mountPath"], sub_path=best.get("subPath") or None)
 
