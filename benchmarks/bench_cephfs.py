@@ -88,6 +88,15 @@ class Bench:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.plane = ControlPlane(workdir / "controlplane").start()
+        try:
+            self._start()
+        except BaseException:
+            self.plane.stop()
+            raise
+
+    def _start(self) -> None:
+        """Everything after the control plane: the node, Ceph, the two users (the node and Ceph
+        sweep what a failed start left, the next time they start)."""
         self.node = RealNode(self.plane).start()
         self.site = RealNodeSite(self.node, installers_image().reference, "Never", Path(tempfile.mkdtemp(prefix="pnb-homes-", dir="/tmp")))
         self.node.import_image(installers_image())
@@ -135,9 +144,7 @@ class Bench:
         for path in [wheels, *wheels.iterdir(), package, *package.iterdir()]:
             os.lchown(path, self.site.uid, self.site.gid)
         setup.settings["PaddleNbext"].update(pip_no_index=True, pip_find_links=[str(wheels)])
-        server = NotebookServer(
-            setup.home, setup.settings, user=USER, uid=self.site.uid, gid=self.site.gid, log_dir=self.workdir / kind
-        ).start()
+        server = NotebookServer(setup.home, setup.settings, user=USER, uid=self.site.uid, gid=self.site.gid, log_dir=self.workdir).start()
         return namespace, setup.home, server
 
     def close(self) -> None:
@@ -160,9 +167,13 @@ class Bench:
         deadline = started + WAIT
         while time.monotonic() < deadline:
             if "first_step" not in marks:
-                for pod in self.core.list_namespaced_pod(namespace).items:
+                pods = [p for p in self.core.list_namespaced_pod(namespace).items if name in str(present(p.metadata, "metadata").name)]
+                replicas = [p for p in pods if "-trainer-" in str(present(p.metadata, "metadata").name)]
+                if "running" not in marks and replicas and all(present(p.status, "status").phase != "Pending" for p in replicas):
+                    marks["running"] = time.monotonic() - started
+                for pod in replicas:
                     pod_name, phase = str(present(pod.metadata, "metadata").name), present(pod.status, "status").phase
-                    if re.search(r"trainer-0-[a-z0-9]+$", pod_name) and name in pod_name and phase != "Pending":
+                    if re.search(r"trainer-0-[a-z0-9]+$", pod_name) and phase != "Pending":
                         try:
                             if STEP.search(self.core.read_namespaced_pod_log(pod_name, namespace)):
                                 marks["first_step"] = time.monotonic() - started
@@ -246,6 +257,9 @@ def main() -> int:
         "provision_home_seconds": round(bench.provision_seconds, 2),
         "checkpoint_save_bytes": saves["bytes"],
         "checkpoint_save_seconds": {kind: min_median_max(values) for kind, values in saves["times"].items()},
+        "submit_to_trainers_running": {
+            kind: min_median_max([m.get("running", m["first_step"]) for m in marks]) for kind, marks in first.items()
+        },
         "submit_to_first_step": {kind: min_median_max([m["first_step"] for m in marks]) for kind, marks in first.items()},
         "submit_to_end": {kind: min_median_max([m["done"] for m in marks]) for kind, marks in first.items()},
         "cached_environment_submit_to_first_step": {kind: min_median_max([m["first_step"] for m in marks]) for kind, marks in env.items()},
@@ -263,7 +277,8 @@ def main() -> int:
         "| figure | CephFS home | local disk |",
         "|---|---|---|",
         f"| checkpoint save of {mb:.0f} MB (paddle.save, fsync, rename), {SAVE_ROUNDS} rounds | {median_range(save['cephfs'])} | {median_range(save['local'])} |",
-        f"| submit → trainer 0's first step, 2-trainer collective job | {median_range(figures['submit_to_first_step']['cephfs'])} | {median_range(figures['submit_to_first_step']['local'])} |",
+        f"| submit → every trainer pod out of Pending (the kubelet mounted the home), 2-trainer collective job | {median_range(figures['submit_to_trainers_running']['cephfs'])} | {median_range(figures['submit_to_trainers_running']['local'])} |",
+        f"| submit → trainer 0's first step, same job | {median_range(figures['submit_to_first_step']['cephfs'])} | {median_range(figures['submit_to_first_step']['local'])} |",
         f"| submit → the job's recorded end | {median_range(figures['submit_to_end']['cephfs'])} | {median_range(figures['submit_to_end']['local'])} |",
         f"| submit → first step with the cached environment of its requirements.txt | {median_range(figures['cached_environment_submit_to_first_step']['cephfs'])} | {median_range(figures['cached_environment_submit_to_first_step']['local'])} |",
         "",

@@ -9,6 +9,8 @@
 - kubelet and kube-proxy built from the control plane's own pinned Kubernetes, CoreDNS from its
   pinned module (``build.NODE_COMPONENTS``), the images built here (``images.py``) and imported
   into containerd; nothing is pulled;
+- the CephFS CSI node plugin (``csi_plugin.py``: our stand-in for ceph-csi's, which cannot be built
+  here), registered with the kubelet through its plugin-registration directory;
 - all of it in the network namespace of ``node_network.py``, with relays to the API server
   (``netbridge.py``), the ``kubernetes`` Service's endpoint at the node, cluster DNS at the node's
   address for every pod.
