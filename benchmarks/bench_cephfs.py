@@ -98,11 +98,12 @@ class Bench:
         """Everything after the control plane: the node, Ceph, the two users (the node and Ceph
         sweep what a failed start left, the next time they start)."""
         self.node = RealNode(self.plane).start()
-        self.site = RealNodeSite(self.node, installers_image().reference, "Never", Path(tempfile.mkdtemp(prefix="pnb-homes-", dir="/tmp")))
+        homes = Path(tempfile.mkdtemp(prefix="pnb-homes-", dir="/tmp"))
+        self.site = RealNodeSite(self.node, installers_image().reference, "Never", homes, nodes=[self.node])
         self.node.import_image(installers_image())
         self.site.homes.chmod(0o755)
         started = time.monotonic()
-        self.ceph = CephSite(self.plane, self.node, str(self.plane.admin_kubeconfig)).start()
+        self.ceph = CephSite(self.plane, [self.node], str(self.plane.admin_kubeconfig)).start()
         self.ceph_start = time.monotonic() - started
         self.admin = kube_config.new_client_from_config(config_file=str(self.plane.admin_kubeconfig))
         self.core = client.CoreV1Api(self.admin)

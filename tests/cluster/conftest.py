@@ -636,11 +636,11 @@ def hub_user_namespaces(real_substrate: RealNodeSubstrate, tmp_path_factory: pyt
 def ceph_site(real_substrate: RealNodeSubstrate) -> Iterator[CephSite]:
     """A real Ceph beside the real node, with ceph-csi's cluster objects applied and the node's
     CephFS CSI plugin configured (tests/support/ceph/site.py); started once, for the CephFS tests."""
-    plane, node = real_substrate.plane, real_substrate.site.node
-    if plane is None or node is None:
-        pytest.skip("the CephFS tests start a Ceph beside the suite's own real node (unset PADDLE_NBEXT_TEST_KUBECONFIG)")
+    plane, nodes = real_substrate.plane, real_substrate.site.nodes
+    if plane is None or not nodes:
+        pytest.skip("the CephFS tests start a Ceph beside the suite's own real nodes (unset PADDLE_NBEXT_TEST_KUBECONFIG)")
     try:
-        site = CephSite(plane, node, real_substrate.admin_path).start()
+        site = CephSite(plane, nodes, real_substrate.admin_path).start()
     except ControlPlaneError as error:
         raise RuntimeError(f"no Ceph for the CephFS tests: {error}") from error
     yield site

@@ -59,8 +59,14 @@ def cephfs_home_for(real_cluster: RealCluster, ceph_site: CephSite, root: str, c
 
 @pytest.fixture(scope="module")
 def notebook(real_cluster: RealCluster, ceph_site: CephSite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notebook]:
+    """The user's notebook on a CephFS home; its jobs' replicas spread over the real nodes, so
+    every node mounts the one home (replica_spread "prefer-spread")."""
     home_for = cephfs_home_for(real_cluster, ceph_site, homes.HOMES_ROOT, homes.CLIENT_PREFIX)
-    yield from open_notebook(real_cluster, tmp_path_factory.mktemp("cephfs-notebook-logs"), home_for=home_for)
+
+    def prefer_spread(_home: Path, settings: dict[str, Any]) -> None:
+        settings["KubernetesBackend"]["replica_spread"] = "prefer-spread"
+
+    yield from open_notebook(real_cluster, tmp_path_factory.mktemp("cephfs-notebook-logs"), prefer_spread, home_for)
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +118,8 @@ def test_a_job_on_a_cephfs_home_trains_and_its_files_are_the_users_in_cephfs(not
     notebook.submit("ceph-train", mode="collective", trainers=2, entry_point=entry)
     ended = notebook.ended("ceph-train")
     assert ended["phase"] == "Succeeded", describe(ended)
+    nodes = {str(present(p.spec, "spec").node_name) for p in notebook.job_pods("ceph-train") if "-trainer-" in name_of(p)}
+    assert len(nodes) == min(2, len(notebook.cluster.node.node_names)), nodes  # the one home, mounted on every node
 
     # The pods mounted the user's claim, and the claim is the recipe's ceph-csi volume.
     core = client.CoreV1Api(notebook.admin)

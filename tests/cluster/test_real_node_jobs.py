@@ -388,8 +388,8 @@ def test_the_in_cluster_master_ends_a_job_while_no_notebook_server_runs(notebook
         assert final["phase"] == "Succeeded", final
         master = next(p for p in notebook.job_pods("alone") if "master" in name_of(p))
         assert present(master.spec, "spec").service_account_name == "paddle-nbext-master"
-        if notebook.cluster.node.node_name:
-            assert present(master.spec, "spec").node_name == notebook.cluster.node.node_name
+        if notebook.cluster.node.node_names:
+            assert present(master.spec, "spec").node_name in notebook.cluster.node.node_names
     finally:
         notebook.start_server()
     assert notebook.status("alone")["phase"] == "Succeeded"

@@ -25,7 +25,7 @@ from paddle_nbext_server.backends.kubernetes.manifests import owner_label
 
 pytestmark = pytest.mark.timeout(1800)
 
-USER = "dave"
+USER = "erin"  # a user of this module only (hub_faults has dave)
 
 
 def test_a_hub_spawned_notebook_and_its_jobs_share_the_users_cephfs_home(hub: HubSite, ceph_site: CephSite) -> None:

@@ -26,11 +26,13 @@ pytestmark = pytest.mark.cluster
 POD_WAIT = 180.0
 
 
-def probe_pod(site: RealNodeSite, name: str, script: str) -> dict[str, Any]:
+def probe_pod(site: RealNodeSite, name: str, script: str, node: str | None = None) -> dict[str, Any]:
+    """A small pod on the real nodes (on `node` alone when named)."""
     placement = site.placement()
     return {
         "metadata": {"name": name},
         "spec": {
+            **({"nodeName": node} if node else {}),
             "restartPolicy": "Never",
             "nodeSelector": placement["node_selector"],
             "tolerations": placement["tolerations"],
@@ -91,8 +93,8 @@ def test_a_pod_on_the_real_node_resolves_and_reaches_the_api_server_as_the_noteb
     assert phase == "Succeeded", log
     assert "api 10.96.0.1" in log and "version 200" in log and "uid 1000" in log, log
     pod = core.read_namespaced_pod("probe", namespace)
-    if site.node_name:
-        assert present(pod.spec, "spec").node_name == site.node_name
+    if site.node_names:
+        assert present(pod.spec, "spec").node_name in site.node_names
 
 
 def test_a_crashed_node_is_swept_by_the_next_start_and_a_stop_leaves_nothing(real_cluster: RealCluster) -> None:
@@ -102,7 +104,8 @@ def test_a_crashed_node_is_swept_by_the_next_start_and_a_stop_leaves_nothing(rea
     node = site.node
     namespace, core = namespace_with_account(real_cluster)
     core.create_namespaced_pod(
-        namespace, client.V1Pod.model_validate(probe_pod(site, "sleeper", "import time; print('up', flush=True); time.sleep(3600)"))
+        namespace,
+        client.V1Pod.model_validate(probe_pod(site, "sleeper", "import time; print('up', flush=True); time.sleep(3600)", node.name)),
     )
     deadline = time.monotonic() + POD_WAIT
     while present(core.read_namespaced_pod("sleeper", namespace).status, "status").phase != "Running":
@@ -123,7 +126,7 @@ def test_a_crashed_node_is_swept_by_the_next_start_and_a_stop_leaves_nothing(rea
     node.start()
     ready = core.read_node(NODE_NAME)
     assert any(c.type == "Ready" and c.status == "True" for c in present(present(ready.status, "status").conditions, "conditions"))
-    phase, log = run_pod(core, namespace, probe_pod(site, "after-crash", "print('alive again')"))
+    phase, log = run_pod(core, namespace, probe_pod(site, "after-crash", "print('alive again')", node.name))
     assert phase == "Succeeded" and "alive again" in log
 
     # An orderly stop leaves nothing behind; the node comes back for the tests after this one.

@@ -51,7 +51,8 @@ def installers_notebook(real_cluster: RealCluster, log_dir: Path, home_for: Call
     (also the CephFS module's, with its `home_for`)."""
     site = real_cluster.node
     image = installers_image()
-    present(site.node, "the real node (the suite's own control plane)").import_image(image)
+    present(site.node, "the real node (the suite's own control plane)")
+    site.import_image(image)
 
     def with_wheels(home: Path, settings: dict[str, Any]) -> None:
         wheels = home / "wheels"

@@ -158,7 +158,7 @@ class HubSite:
         cache = self.site.node.root.parent / "hub"
         cache.mkdir(parents=True, exist_ok=True)
         built = notebook_image(clone_wheel(cache), hub_version())
-        self.site.node.import_image(built)
+        self.site.import_image(built)
         self.image = built.reference
         self._apply_site_settings()
         for user in users:

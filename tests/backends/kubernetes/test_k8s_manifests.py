@@ -377,3 +377,31 @@ def test_ranks_reach_the_launcher_of_every_role() -> None:
     _, gpu = plan(trainer_gpu=4)  # one rank per GPU, in ps mode too
     assert (_env_of(gpu, "trainer")["PADDLE_NBEXT_PROCS"], _env_of(gpu, "trainer")["PADDLE_NBEXT_GPUS"]) == ("4", "4")
     assert (_env_of(gpu, "pserver")["PADDLE_NBEXT_PROCS"], _env_of(gpu, "pserver")["PADDLE_NBEXT_GPUS"]) == ("4", "0")
+
+
+def test_replica_spread_spreads_each_roles_replicas_of_one_attempt_over_the_nodes() -> None:
+    """`replica_spread`: the scheduler's own soft spreading by default (nothing added); 'spread'
+    and 'prefer-spread' put at most one more replica of a role in any node (or the admin's
+    topology domain) than in another, counting only this job's pods of that role and attempt;
+    the master is never spread."""
+    _, objects = plan(SETTINGS)
+    for role in ("pserver", "trainer"):
+        assert "topologySpreadConstraints" not in by_name(objects)[("Job", f"{OBJ}-{role}")]["spec"]["template"]["spec"]
+    for mode, when in (("spread", "DoNotSchedule"), ("prefer-spread", "ScheduleAnyway")):
+        settings = ManifestSettings(**{**SETTINGS.__dict__, "replica_spread": mode, "spread_topology_key": "topology.kubernetes.io/zone"})
+        _, objects = plan(settings)
+        jobs = by_name(objects)
+        for role in ("pserver", "trainer"):
+            template = jobs[("Job", f"{OBJ}-{role}")]["spec"]["template"]
+            assert template["spec"]["topologySpreadConstraints"] == [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": when,
+                    "labelSelector": {"matchLabels": {"paddle-nbext/job": OBJ, "paddle-nbext/role": role}},
+                    "matchLabelKeys": ["paddle-nbext/attempt"],
+                }
+            ]
+            labels = template["metadata"]["labels"]
+            assert labels["paddle-nbext/job"] == OBJ and labels["paddle-nbext/role"] == role and "paddle-nbext/attempt" in labels
+        assert "topologySpreadConstraints" not in jobs[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]

@@ -1,10 +1,10 @@
 """CephFS homes on the real node: the test Ceph, ceph-csi's cluster objects, and users' homes.
 
-``CephSite.start(plane, node)`` starts a ``CephCluster`` whose daemons listen on the host's end of
-the node's veth (the node's CSI plugin and ``ceph-fuse`` reach them from the node's network
+``CephSite.start(plane, nodes)`` starts a ``CephCluster`` whose daemons listen on the host's bridge
+to the real nodes (every node's CSI plugin and ``ceph-fuse`` reach them from the node's network
 namespace), applies the recipe's ``deploy/cephfs/ceph-csi-cluster.yaml`` through
 ``provision_home.py --cluster`` (the CSIDriver and ceph-csi's two ConfigMaps) and hands those
-ConfigMaps to the node's plugin as the kubelet would mount them.  ``home(user, namespace)`` then
+ConfigMaps to every node's plugin as the kubelet would mount them: one home, every node.  ``home(user, namespace)`` then
 provisions a user exactly as the admin guide says and mounts the home for the notebook side.
 
 One per machine, at a fixed place (``ROOT``, under /tmp so that the notebook's uid can reach the
@@ -32,9 +32,9 @@ ROOT = Path("/tmp/pnb-ceph")
 
 
 class CephSite:
-    def __init__(self, plane: ControlPlane, node: RealNode, kubeconfig: str) -> None:
+    def __init__(self, plane: ControlPlane, nodes: list[RealNode], kubeconfig: str) -> None:
         self.plane = plane
-        self.node = node
+        self.nodes = nodes
         self.cluster = CephCluster(ROOT / "cluster", HOST_IP)
         binaries = find_binaries()
         if binaries is None:
@@ -56,7 +56,8 @@ class CephSite:
             self.cluster.paths.keys.chmod(0o700)
             self._create_namespace(homes.CSI_NAMESPACE)
             homes.provision_script(self.cluster, self.kubectl, "--cluster")
-            self.node.configure_ceph_csi([self.config_map("ceph-csi-config"), self.config_map("ceph-config")])
+            for node in self.nodes:
+                node.configure_ceph_csi([self.config_map("ceph-csi-config"), self.config_map("ceph-config")])
         except BaseException:
             self.stop()
             raise
@@ -105,17 +106,18 @@ class CephSite:
             self.mounts.remove(target)
 
     def node_ceph_mounts(self) -> list[str]:
-        """ceph-fuse mounts under the node's kubelet directory (staged or published volumes)."""
-        prefix = str(self.node.paths.kubelet_dir) + os.sep
+        """ceph-fuse mounts under any node's kubelet directory (staged or published volumes)."""
+        prefixes = tuple(str(node.paths.kubelet_dir) + os.sep for node in self.nodes)
         found = []
         with open("/proc/self/mountinfo") as info:
             for line in info:
                 fields = line.split()
                 point = fields[4]
                 kind = fields[fields.index("-") + 1]
-                if point.startswith(prefix) and kind.startswith("fuse"):
+                if point.startswith(prefixes) and kind.startswith("fuse"):
                     found.append(point)
         return found
 
     def describe(self) -> str:
-        return self.cluster.describe() + f"; CSI plugin log {self.node.paths.logs / 'cephcsi.log'}; " + json.dumps(self.node.state())
+        plugins = ", ".join(str(node.paths.logs / "cephcsi.log") for node in self.nodes)
+        return self.cluster.describe() + f"; CSI plugin logs {plugins}; " + json.dumps([node.state() for node in self.nodes])

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from . import node_network
-from .node_config import CGROUP_ROOT
+from .node_identity import ALL_NODES, BRIDGE, NODE_1, NodeIdentity
 
 CGROUP_BASE = Path("/sys/fs/cgroup")
 POD_NETNS_DIR = Path("/run/netns")
@@ -37,23 +37,23 @@ def _pids() -> list[str]:
     return [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and p.name != str(os.getpid())]
 
 
-def cgroup_dirs() -> list[Path]:
+def cgroup_dirs(node: NodeIdentity = NODE_1) -> list[Path]:
     """The node's cgroup root in every hierarchy that has one (deepest first)."""
     found: list[Path] = []
     with contextlib.suppress(OSError):
         for hierarchy in CGROUP_BASE.iterdir():
-            root = hierarchy / CGROUP_ROOT
+            root = hierarchy / node.cgroup_root
             if root.is_dir():
                 found += sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
                 found.append(root)
     return found
 
 
-def node_processes(root: Path) -> list[int]:
+def node_processes(root: Path, node: NodeIdentity = NODE_1) -> list[int]:
     """Processes in the node's network namespace or in its cgroups (containers, shims, pause),
     and those started with a file of the node's directory (the host end of the API relay)."""
-    inode = node_network.namespace_inode()
-    marker = str(root.resolve()).encode()
+    inode = node_network.namespace_inode(node)
+    marker = (str(root.resolve()) + os.sep).encode()  # node 1's directory is a prefix of node 2's name
     found: set[int] = set()
     for pid in _pids():
         if inode is not None and _net_inode(pid) == inode:
@@ -62,7 +62,7 @@ def node_processes(root: Path) -> list[int]:
             with contextlib.suppress(OSError):
                 if marker in Path(f"/proc/{pid}/cmdline").read_bytes():
                     found.add(int(pid))
-    for directory in cgroup_dirs():
+    for directory in cgroup_dirs(node):
         with contextlib.suppress(OSError):
             found |= {int(line) for line in (directory / "cgroup.procs").read_text().split() if line.strip()}
     found.discard(os.getpid())
@@ -97,16 +97,19 @@ def stale_pod_namespaces() -> list[Path]:
     return stale
 
 
-def leftovers(root: Path) -> list[str]:
-    """Everything of a node that is still there, one line each; [] when the node is gone."""
-    found = [f"process {pid} ({_command(pid)})" for pid in node_processes(root)]
+def leftovers(root: Path, node: NodeIdentity = NODE_1) -> list[str]:
+    """Everything of a node that is still there, one line each; [] when the node is gone (the
+    host's bridge counts once no node's link is on it)."""
+    found = [f"process {pid} ({_command(pid)})" for pid in node_processes(root, node)]
     found += [f"mount {m}" for m in node_mounts(root)]
-    found += [f"cgroup {d}" for d in cgroup_dirs()]
+    found += [f"cgroup {d}" for d in cgroup_dirs(node)]
     found += [f"pod network namespace {p}" for p in stale_pod_namespaces()]
-    if node_network.exists():
-        found.append(f"network namespace {node_network.NETNS}")
-    if node_network.host_veth_exists():
-        found.append(f"veth {node_network.HOST_VETH}")
+    if node_network.exists(node):
+        found.append(f"network namespace {node.netns}")
+    if node_network.host_veth_exists(node):
+        found.append(f"veth {node.host_veth}")
+    if node_network.bridge_exists() and not any(node_network.host_veth_exists(n) for n in ALL_NODES):
+        found.append(f"bridge {BRIDGE}")
     return found
 
 
@@ -117,9 +120,9 @@ def _command(pid: int) -> str:
         return "?"
 
 
-def kill_node_processes(root: Path) -> None:
+def kill_node_processes(root: Path, node: NodeIdentity = NODE_1) -> None:
     deadline = time.monotonic() + KILL_WAIT
-    while (pids := node_processes(root)) and time.monotonic() < deadline:
+    while (pids := node_processes(root, node)) and time.monotonic() < deadline:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
@@ -129,9 +132,9 @@ def kill_node_processes(root: Path) -> None:
         time.sleep(0.1)
 
 
-def sweep(root: Path, *, remove_directory: bool = True) -> None:
+def sweep(root: Path, node: NodeIdentity = NODE_1, *, remove_directory: bool = True) -> None:
     """Remove every leftover of a node whose directory is ``root``; safe when there are none."""
-    kill_node_processes(root)
+    kill_node_processes(root, node)
     for point in node_mounts(root):
         subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
     for path in stale_pod_namespaces():
@@ -139,12 +142,12 @@ def sweep(root: Path, *, remove_directory: bool = True) -> None:
         with contextlib.suppress(OSError):
             path.unlink()
     deadline = time.monotonic() + KILL_WAIT
-    while (dirs := cgroup_dirs()) and time.monotonic() < deadline:
+    while (dirs := cgroup_dirs(node)) and time.monotonic() < deadline:
         for directory in dirs:
             with contextlib.suppress(OSError):
                 directory.rmdir()
-        if cgroup_dirs():
+        if cgroup_dirs(node):
             time.sleep(0.1)
-    node_network.delete()
+    node_network.delete(node)
     if remove_directory and root.exists():
         shutil.rmtree(root, ignore_errors=True)

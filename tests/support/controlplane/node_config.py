@@ -16,14 +16,16 @@ from typing import Any
 
 import yaml
 
-from .node_network import API_PORT, NODE_IP, POD_CIDR
+from .node_identity import CLUSTER_POD_CIDR, NODE_1, NodeIdentity
+from .node_network import API_PORT
 
-NODE_NAME = "pnb-real-node"
+NODE_NAME = NODE_1.name
 #: The label and taint that keep every pod off the real node unless it asks for it.
 NODE_LABEL = ("paddle-nbext.test/real-node", "true")
 NODE_TAINT = {"key": NODE_LABEL[0], "value": NODE_LABEL[1], "effect": "NoSchedule"}
-#: Every pod cgroup of the node lives under this root in each cgroup v1 hierarchy.
-CGROUP_ROOT = "paddle-nbext-node"
+#: Every pod cgroup of node 1 lives under this root in each cgroup v1 hierarchy (node N: its
+#: ``NodeIdentity.cgroup_root``).
+CGROUP_ROOT = NODE_1.cgroup_root
 CLUSTER_DOMAIN = "cluster.local"
 DNS_PORT = 53
 DNS_READY_PORT = 8181
@@ -141,7 +143,7 @@ def containerd_toml(paths: NodePaths, sandbox_image: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cni_conflist(paths: NodePaths) -> str:
+def cni_conflist(paths: NodePaths, node: NodeIdentity = NODE_1) -> str:
     """Pods on one bridge (``cni0``, the gateway is the node) with host-local addresses kept in
     the node's own directory, and port mappings; no masquerade: nothing leaves the node."""
     doc = {
@@ -156,7 +158,7 @@ def cni_conflist(paths: NodePaths) -> str:
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": POD_CIDR}]],
+                    "ranges": [[{"subnet": node.pod_cidr}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                     "dataDir": str(paths.cni_ipam_dir),
                 },
@@ -167,11 +169,11 @@ def cni_conflist(paths: NodePaths) -> str:
     return json.dumps(doc, indent=2)
 
 
-def kubelet_yaml(paths: NodePaths, ca_cert: Path, serving: tuple[Path, Path]) -> str:
+def kubelet_yaml(paths: NodePaths, ca_cert: Path, serving: tuple[Path, Path], node: NodeIdentity = NODE_1) -> str:
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": NODE_IP,
+        "address": node.ip,
         "port": KUBELET_PORT,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
@@ -185,11 +187,12 @@ def kubelet_yaml(paths: NodePaths, ca_cert: Path, serving: tuple[Path, Path]) ->
         "containerRuntimeEndpoint": f"unix://{paths.containerd_socket}",
         "imageServiceEndpoint": f"unix://{paths.containerd_socket}",
         "cgroupDriver": "cgroupfs",
-        "cgroupRoot": f"/{CGROUP_ROOT}",
+        "cgroupRoot": f"/{node.cgroup_root}",
         # 1.37 refuses cgroup v1 unless told; this machine's controllers are all v1.
         "failCgroupV1": False,
         "failSwapOn": False,
-        "clusterDNS": [NODE_IP],
+        # Each node's own CoreDNS: a node that dies takes no other node's names with it.
+        "clusterDNS": [node.ip],
         "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": str(paths.resolv_conf),
         "podLogsDir": str(paths.pod_logs),
@@ -209,17 +212,17 @@ def kubelet_yaml(paths: NodePaths, ca_cert: Path, serving: tuple[Path, Path]) ->
     return yaml.safe_dump(config)
 
 
-def kube_proxy_yaml(kubeconfig: Path) -> str:
+def kube_proxy_yaml(kubeconfig: Path, node: NodeIdentity = NODE_1) -> str:
     config = {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
         "mode": "iptables",
-        "clusterCIDR": POD_CIDR,
-        "hostnameOverride": NODE_NAME,
-        "bindAddress": NODE_IP,
-        "healthzBindAddress": f"{NODE_IP}:{PROXY_HEALTH_PORT}",
-        "metricsBindAddress": f"{NODE_IP}:10249",
+        "clusterCIDR": CLUSTER_POD_CIDR,
+        "hostnameOverride": node.name,
+        "bindAddress": node.ip,
+        "healthzBindAddress": f"{node.ip}:{PROXY_HEALTH_PORT}",
+        "metricsBindAddress": f"{node.ip}:10249",
         # Leave the kernel's conntrack settings alone (they are the host's, and setting them
         # needs CAP_SYS_RESOURCE this machine does not give).
         "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
@@ -227,15 +230,15 @@ def kube_proxy_yaml(kubeconfig: Path) -> str:
     return yaml.safe_dump(config)
 
 
-def corefile(kubeconfig: Path) -> str:
+def corefile(kubeconfig: Path, node: NodeIdentity = NODE_1) -> str:
     """Cluster names only, straight from the API (no cache: a new pod's name resolves at once)."""
     return "\n".join(
         [
             f".:{DNS_PORT} {{",
-            f"    bind {NODE_IP}",
+            f"    bind {node.ip}",
             "    errors",
-            f"    health {NODE_IP}:8080",
-            f"    ready {NODE_IP}:{DNS_READY_PORT}",
+            f"    health {node.ip}:8080",
+            f"    ready {node.ip}:{DNS_READY_PORT}",
             f"    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{",
             f"        kubeconfig {kubeconfig}",
             "        pods insecure",
@@ -247,8 +250,8 @@ def corefile(kubeconfig: Path) -> str:
     )
 
 
-def kubernetes_endpoint_slice() -> dict[str, Any]:
-    """The ``kubernetes`` Service's endpoint: the node's relay to the API server (the API
+def kubernetes_endpoint_slice(nodes: list[NodeIdentity]) -> dict[str, Any]:
+    """The ``kubernetes`` Service's endpoints: each node's relay to the API server (the API
     server listens on the host's loopback only, so its own endpoint reconciler is off)."""
     return {
         "apiVersion": "discovery.k8s.io/v1",
@@ -259,7 +262,7 @@ def kubernetes_endpoint_slice() -> dict[str, Any]:
             "labels": {"kubernetes.io/service-name": "kubernetes", "endpointslice.kubernetes.io/managed-by": "paddle-nbext-test"},
         },
         "addressType": "IPv4",
-        "endpoints": [{"addresses": [NODE_IP], "conditions": {"ready": True}}],
+        "endpoints": [{"addresses": [node.ip], "conditions": {"ready": True}} for node in nodes],
         "ports": [{"name": "https", "port": API_PORT, "protocol": "TCP"}],
     }
 

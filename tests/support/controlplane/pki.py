@@ -25,12 +25,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from .node_identity import ALL_NODES, NODE_1
+
 # Names the API server's certificate must carry: loopback for us, the in-cluster names for
 # clients that connect through the `kubernetes` Service (the master's default).
 SERVER_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
-# NODE_IP: the real node's address (realnode.py), where the node's bridge to the API server listens.
-NODE_IP = "10.200.0.2"
-SERVER_IPS = ("127.0.0.1", "10.96.0.1", NODE_IP)
+# Each real node's address (realnode.py), where that node's relay to the API server listens.
+NODE_IP = NODE_1.ip
+SERVER_IPS = ("127.0.0.1", "10.96.0.1", *(node.ip for node in ALL_NODES))
 
 CLIENTS = {
     "admin": ("paddle-nbext-admin", ("system:masters",)),

@@ -40,7 +40,8 @@ from .build import cache_dir, find_node_binaries
 from .errors import ControlPlaneError
 from .kubeconfigs import write_client_kubeconfig
 from .node_config import NODE_LABEL, NODE_NAME, NODE_TAINT, NodePaths
-from .node_network import API_PORT, NODE_IP
+from .node_identity import NodeIdentity
+from .node_network import API_PORT
 from .processes import Process, log_tail
 
 if TYPE_CHECKING:
@@ -67,8 +68,8 @@ NODE_PACKAGES = tuple(sorted({package for _, package in NODE_TOOLS}))
 __all__ = ["NODE_LABEL", "NODE_NAME", "NODE_PACKAGES", "NODE_TAINT", "RealNode", "default_root", "missing_tools"]
 
 
-def default_root() -> Path:
-    return cache_dir() / "realnode"
+def default_root(index: int = 1) -> Path:
+    return cache_dir() / ("realnode" if index == 1 else f"realnode-{index}")
 
 
 def missing_tools() -> list[str]:
@@ -84,9 +85,10 @@ def pod_placement() -> dict[str, Any]:
 class RealNode:
     """One real node of ``plane``; everything it keeps is under ``root``."""
 
-    def __init__(self, plane: ControlPlane, root: Path | None = None) -> None:
+    def __init__(self, plane: ControlPlane, root: Path | None = None, index: int = 1) -> None:
         self.plane = plane
-        self.paths = NodePaths((root or default_root()).resolve())
+        self.identity = NodeIdentity(index)
+        self.paths = NodePaths((root or default_root(index)).resolve())
         self.processes: dict[str, Process] = {}
         self.startup_seconds: float | None = None
         self.images: list[images.Image] = []
@@ -116,12 +118,12 @@ class RealNode:
         self.binaries = binaries
         self.images = images.build_images(binaries["pause"])
         started = time.monotonic()
-        node_cleanup.sweep(self.root)
+        node_cleanup.sweep(self.root, self.identity)
         for directory in (self.paths.logs, self.paths.pki, self.paths.cni_conf_dir, self.paths.pod_logs, self.paths.kubelet_dir):
             directory.mkdir(parents=True, exist_ok=True)
         try:
             kubeconfigs = self._credentials()
-            node_network.create()
+            node_network.create(self.identity)
             self._start_bridges()
             self._start_containerd()
             self._import_images()
@@ -146,8 +148,9 @@ class RealNode:
         for name in reversed(list(self.processes)):
             self.processes[name].stop()
         self.processes.clear()
-        node_cleanup.sweep(self.root)
-        left = node_cleanup.leftovers(self.root)
+        self._withdraw_api_endpoint()
+        node_cleanup.sweep(self.root, self.identity)
+        left = node_cleanup.leftovers(self.root, self.identity)
         if left:
             raise ControlPlaneError("the real node left behind: " + "; ".join(left))
 
@@ -158,18 +161,26 @@ class RealNode:
         self.stop()
 
     def _run(self, name: str, argv: list[str]) -> Process:
-        process = Process(name, node_network.inside(argv), self.paths.logs / f"{name}.log")
+        process = Process(name, node_network.inside(argv, self.identity), self.paths.logs / f"{name}.log")
         process.start()
         self.processes[name] = process
         return process
 
     def state(self) -> dict[str, Any]:
-        return {"root": str(self.root), "pids": {n: p.pid for n, p in self.processes.items()}}
+        return {"root": str(self.root), "index": self.identity.index, "pids": {n: p.pid for n, p in self.processes.items()}}
 
     @staticmethod
     def stop_from_state(state: dict[str, Any]) -> None:
         """Stop a node that `controlplane up --real-node` left running (no API needed)."""
-        node_cleanup.sweep(Path(state["root"]))
+        node_cleanup.sweep(Path(state["root"]), NodeIdentity(int(state.get("index", 1))))
+
+    @property
+    def name(self) -> str:
+        return self.identity.name
+
+    @property
+    def ip(self) -> str:
+        return self.identity.ip
 
     # --- credentials --------------------------------------------------------------------------------
     def _kubeconfig(self, name: str, cert: Path, key: Path) -> Path:
@@ -177,7 +188,7 @@ class RealNode:
         return write_client_kubeconfig(
             self.paths.root / f"{name}.kubeconfig",
             name=name,
-            server=f"https://{NODE_IP}:{API_PORT}",
+            server=f"https://{self.identity.ip}:{API_PORT}",
             ca_cert=self.plane.pki.ca_cert,
             cert=cert,
             key=key,
@@ -185,15 +196,16 @@ class RealNode:
 
     def _credentials(self) -> dict[str, Path]:
         own = pki.Pki(self.plane.pki.directory)
-        self.serving = pki.issue_later(own, "realnode-serving", common=NODE_NAME, server=True, names=(NODE_NAME,), ips=(NODE_IP,))
+        me = self.identity
+        self.serving = pki.issue_later(own, f"{me.name}-serving", common=me.name, server=True, names=(me.name,), ips=(me.ip,))
         identities = {
-            "kubelet": (f"system:node:{NODE_NAME}", ("system:nodes",)),
+            "kubelet": (f"system:node:{me.name}", ("system:nodes",)),
             "proxy": (PROXY_USER, ()),
             "coredns": (COREDNS_USER, ()),
         }
         kubeconfigs = {}
         for name, (common, organizations) in identities.items():
-            cert, key = pki.issue_later(own, f"realnode-{name}", common=common, organizations=organizations)
+            cert, key = pki.issue_later(own, f"{me.name}-{name}", common=common, organizations=organizations)
             kubeconfigs[name] = self._kubeconfig(name, cert, key)
         for path, body in node_config.coredns_rbac(COREDNS_USER):
             self._create(path, body)
@@ -219,7 +231,8 @@ class RealNode:
         self.processes[host.name] = host
         host.wait_ready(socket_path.exists, START_TIMEOUT, "listening")
         node = self._run(
-            "apiserver-bridge-node", [sys.executable, str(BRIDGE), "--listen", f"tcp:{NODE_IP}:{API_PORT}", "--to", f"unix:{socket_path}"]
+            "apiserver-bridge-node",
+            [sys.executable, str(BRIDGE), "--listen", f"tcp:{self.identity.ip}:{API_PORT}", "--to", f"unix:{socket_path}"],
         )
         node.wait_ready(lambda: "netbridge:" in log_tail(node.log_path), START_TIMEOUT, "listening")
 
@@ -234,7 +247,7 @@ class RealNode:
 
     def _start_containerd(self) -> None:
         self.paths.containerd_config.write_text(node_config.containerd_toml(self.paths, images.PAUSE_IMAGE))
-        (self.paths.cni_conf_dir / "10-pnb-pods.conflist").write_text(node_config.cni_conflist(self.paths))
+        (self.paths.cni_conf_dir / "10-pnb-pods.conflist").write_text(node_config.cni_conflist(self.paths, self.identity))
         containerd = self._run("containerd", ["containerd", "--config", str(self.paths.containerd_config)])
         containerd.wait_ready(lambda: self._ctr("version", timeout=5).returncode == 0, START_TIMEOUT, "answering (ctr version)")
 
@@ -258,15 +271,39 @@ class RealNode:
         """The kubelet's cgroupRoot must exist in every v1 hierarchy before it starts."""
         for hierarchy in node_cleanup.CGROUP_BASE.iterdir():
             if (hierarchy / "cgroup.procs").exists() and hierarchy.name != "unified":
-                (hierarchy / node_config.CGROUP_ROOT).mkdir(exist_ok=True)
+                (hierarchy / self.identity.cgroup_root).mkdir(exist_ok=True)
 
     def _publish_api_endpoint(self) -> None:
-        """``kubernetes.default.svc`` for pods: the Service's endpoint is the node's relay."""
-        self._create("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", node_config.kubernetes_endpoint_slice())
+        """``kubernetes.default.svc`` for pods: the Service's endpoints are the nodes' relays; a
+        node adds its own when it starts (and takes it out when it stops)."""
+        self._set_api_endpoint(present=True)
+
+    def _withdraw_api_endpoint(self) -> None:
+        with contextlib.suppress(Exception):
+            self._set_api_endpoint(present=False)
+
+    def _set_api_endpoint(self, present: bool) -> None:
+        path = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+        try:
+            current = self.plane.api("GET", f"{path}/kubernetes")
+        except urllib.error.HTTPError as error:
+            if error.code != 404:
+                raise
+            if present:
+                self._create(path, node_config.kubernetes_endpoint_slice([self.identity]))
+            return
+        addresses = [a for e in current.get("endpoints") or [] for a in e.get("addresses", [])]
+        if (self.identity.ip in addresses) == present:
+            return
+        wanted = [a for a in addresses if a != self.identity.ip] + ([self.identity.ip] if present else [])
+        body = node_config.kubernetes_endpoint_slice([])
+        body["endpoints"] = [{"addresses": [a], "conditions": {"ready": True}} for a in wanted]
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        self.plane.api("PUT", f"{path}/kubernetes", body)
 
     def _node(self) -> dict[str, Any] | None:
         try:
-            return dict(self.plane.api("GET", f"/api/v1/nodes/{NODE_NAME}"))
+            return dict(self.plane.api("GET", f"/api/v1/nodes/{self.identity.name}"))
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return None
@@ -278,8 +315,8 @@ class RealNode:
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     def _start_kubelet(self, kubeconfig: Path) -> None:
-        self.paths.resolv_conf.write_text(f"# pods resolve through cluster DNS at {NODE_IP}\n")
-        self.paths.kubelet_config.write_text(node_config.kubelet_yaml(self.paths, self.plane.pki.ca_cert, self.serving))
+        self.paths.resolv_conf.write_text(f"# pods resolve through cluster DNS at {self.identity.ip}\n")
+        self.paths.kubelet_config.write_text(node_config.kubelet_yaml(self.paths, self.plane.pki.ca_cert, self.serving, self.identity))
         kubelet = self._run(
             "kubelet",
             [
@@ -288,31 +325,31 @@ class RealNode:
                 f"--kubeconfig={kubeconfig}",
                 f"--root-dir={self.paths.kubelet_dir}",
                 f"--cert-dir={self.paths.pki}",
-                f"--hostname-override={NODE_NAME}",
-                f"--node-ip={NODE_IP}",
+                f"--hostname-override={self.identity.name}",
+                f"--node-ip={self.identity.ip}",
                 f"--node-labels={NODE_LABEL[0]}={NODE_LABEL[1]}",
                 "--v=1",
             ],
         )
-        kubelet.wait_ready(self.ready, START_TIMEOUT, f"registered as node {NODE_NAME} and Ready")
+        kubelet.wait_ready(self.ready, START_TIMEOUT, f"registered as node {self.identity.name} and Ready")
 
     def _start_proxy(self, kubeconfig: Path) -> None:
-        self.paths.proxy_config.write_text(node_config.kube_proxy_yaml(kubeconfig))
+        self.paths.proxy_config.write_text(node_config.kube_proxy_yaml(kubeconfig, self.identity))
         proxy = self._run("kube-proxy", [str(self.binaries["kube-proxy"]), f"--config={self.paths.proxy_config}", "--v=1"])
 
         def healthy() -> bool:
-            url = f"http://{NODE_IP}:{node_config.PROXY_HEALTH_PORT}/healthz"
+            url = f"http://{self.identity.ip}:{node_config.PROXY_HEALTH_PORT}/healthz"
             with urllib.request.urlopen(url, timeout=2) as response:
                 return bool(response.status == 200)
 
         proxy.wait_ready(healthy, START_TIMEOUT, "healthy (its iptables rules synced)")
 
     def _start_coredns(self, kubeconfig: Path) -> None:
-        self.paths.corefile.write_text(node_config.corefile(kubeconfig))
+        self.paths.corefile.write_text(node_config.corefile(kubeconfig, self.identity))
         coredns = self._run("coredns", [str(self.binaries["coredns"]), "-conf", str(self.paths.corefile)])
 
         def ready() -> bool:
-            with urllib.request.urlopen(f"http://{NODE_IP}:{node_config.DNS_READY_PORT}/ready", timeout=2) as response:
+            with urllib.request.urlopen(f"http://{self.identity.ip}:{node_config.DNS_READY_PORT}/ready", timeout=2) as response:
                 return bool(response.status == 200)
 
         coredns.wait_ready(ready, START_TIMEOUT, "ready (its kubernetes plugin synced)")
@@ -323,7 +360,7 @@ class RealNode:
 
     def _csinode(self) -> dict[str, Any] | None:
         try:
-            return dict(self.plane.api("GET", f"/apis/storage.k8s.io/v1/csinodes/{NODE_NAME}"))
+            return dict(self.plane.api("GET", f"/apis/storage.k8s.io/v1/csinodes/{self.identity.name}"))
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return None
@@ -331,9 +368,11 @@ class RealNode:
 
     def _start_csi_plugin(self) -> None:
         """The CephFS CSI node plugin (``csi_plugin.py``), registered with the kubelet."""
-        plugin = self._run("cephcsi", csi_plugin.argv(self.binaries["cephcsi"], self.csi_paths, NODE_NAME))
+        plugin = self._run("cephcsi", csi_plugin.argv(self.binaries["cephcsi"], self.csi_paths, self.identity.name))
         plugin.wait_ready(
-            lambda: csi_plugin.registered(self._csinode), START_TIMEOUT, f"registered with the kubelet (CSINode {NODE_NAME} lists it)"
+            lambda: csi_plugin.registered(self._csinode),
+            START_TIMEOUT,
+            f"registered with the kubelet (CSINode {self.identity.name} lists it)",
         )
 
     def configure_ceph_csi(self, config_maps: list[dict[str, Any]]) -> None:
@@ -343,7 +382,7 @@ class RealNode:
     # --- tear-down ------------------------------------------------------------------------------------
     def _drain(self) -> None:
         """Delete every pod bound to the node at once and wait until containerd runs none."""
-        selector = f"spec.nodeName={NODE_NAME}"
+        selector = f"spec.nodeName={self.identity.name}"
         pods = self.plane.api("GET", f"/api/v1/pods?fieldSelector={selector}")["items"]
         for pod in pods:
             meta = pod["metadata"]
@@ -358,4 +397,4 @@ class RealNode:
 
     def describe(self) -> str:
         """For failure messages: where the node's logs are."""
-        return f"real node {NODE_NAME}: logs in {self.paths.logs}; " + json.dumps(self.state())
+        return f"real node {self.identity.name}: logs in {self.paths.logs}; " + json.dumps(self.state())

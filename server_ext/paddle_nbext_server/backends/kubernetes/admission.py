@@ -98,6 +98,8 @@ class Admission(Reconciler):
             service_account_name=self.service_account_name,
             master_service_account_name=self.master_service_account_name,
             priority_class_name=self.priority_class_name,
+            replica_spread=self.replica_spread,
+            spread_topology_key=self.spread_topology_key,
             extra_labels=dict(self.extra_labels),
             extra_annotations=dict(self.extra_annotations),
             ttl_seconds_after_finished=self.ttl_seconds_after_finished,

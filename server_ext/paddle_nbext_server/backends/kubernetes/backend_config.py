@@ -60,6 +60,17 @@ class KubernetesBackendConfig(Backend):
         "paddle-nbext-master", help="Service account of the job master (deploy/rbac/master-role.yaml); empty: create one per job."
     ).tag(config=True)
     priority_class_name = Unicode("", help="priorityClassName for job pods.").tag(config=True)
+    replica_spread = Enum(
+        ["scheduler", "prefer-spread", "spread"],
+        "scheduler",
+        help="How a job's replicas of one role spread over nodes: 'scheduler' (default: kube-scheduler's own soft spreading), "
+        "'prefer-spread' (evenly over spread_topology_key's domains when it can), 'spread' (evenly or not at all: "
+        "a replica waits Pending rather than doubling up).",
+    ).tag(config=True)
+    spread_topology_key = Unicode(
+        "kubernetes.io/hostname",
+        help="The node label whose values replica_spread spreads over (a node each, or e.g. topology.kubernetes.io/zone).",
+    ).tag(config=True)
     extra_labels = Dict(Unicode(), help="Extra labels on every object.").tag(config=True)
     extra_annotations = Dict(Unicode(), help="Extra annotations on every object.").tag(config=True)
     ttl_seconds_after_finished = Int(None, allow_none=True, help="ttlSecondsAfterFinished of the Jobs (the record stays).").tag(config=True)

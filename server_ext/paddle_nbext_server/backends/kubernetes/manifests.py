@@ -429,8 +429,30 @@ def replica_job(
     }
     manifest = _job(f"{job}-{role}", spec, owner, role, settings, pod_spec, job_spec)
     manifest["metadata"]["labels"][ATTEMPT_LABEL] = "0"
-    manifest["spec"]["template"]["metadata"]["labels"][ATTEMPT_LABEL] = "0"
+    template = manifest["spec"]["template"]
+    template["metadata"]["labels"][ATTEMPT_LABEL] = "0"
+    spread = _spread(settings, template["metadata"]["labels"])
+    if spread:
+        template["spec"]["topologySpreadConstraints"] = spread
     return manifest
+
+
+def _spread(settings: ManifestSettings, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The topology spread of one role's replicas (`replica_spread`): this job's pods of this role,
+    of the same attempt only (a restart's new pods are not pushed away by the old ones still
+    stopping), at most one more in any domain of `spread_topology_key` than in another."""
+    if settings.replica_spread == "scheduler":
+        return []
+    selector = {key: labels[key] for key in (JOB_LABEL, ROLE_LABEL)}
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": settings.spread_topology_key,
+            "whenUnsatisfiable": "DoNotSchedule" if settings.replica_spread == "spread" else "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector},
+            "matchLabelKeys": [ATTEMPT_LABEL],
+        }
+    ]
 
 
 def master_job(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: str) -> dict[str, Any]:

@@ -44,6 +44,8 @@ class ManifestSettings:
     service_account_name: str = ""
     master_service_account_name: str = "paddle-nbext-master"
     priority_class_name: str = ""
+    replica_spread: str = "scheduler"  # or "prefer-spread" / "spread": topology spread of each role's replicas
+    spread_topology_key: str = "kubernetes.io/hostname"
     extra_labels: dict[str, str] = field(default_factory=dict)
     extra_annotations: dict[str, str] = field(default_factory=dict)
     ttl_seconds_after_finished: int | None = None
