@@ -4,7 +4,7 @@ notebook submits mount the same home (home_volume "auto" copies the claim) and w
 
 The user is provisioned as the admin guide's "CephFS homes" says, with the shipped
 ``deploy/cephfs/provision_home.py``: the directory owned by the notebook's uid, a key for it
-alone, its Secret, the static ceph-csi PersistentVolume bound to ``claim-dave`` in the hub's
+alone, its Secret, the static ceph-csi PersistentVolume bound to ``claim-erin`` in the hub's
 namespace.  The hub's KubeSpawner finds that claim (``storage_pvc_ensure``) and mounts it.
 """
 
@@ -31,7 +31,7 @@ USER = "erin"  # a user of this module only (hub_faults has dave)
 def test_a_hub_spawned_notebook_and_its_jobs_share_the_users_cephfs_home(hub: HubSite, ceph_site: CephSite) -> None:
     site = hub.site
     home, mounted = ceph_site.home(USER, hub.namespace, site.uid, site.gid)
-    hub.homes[USER] = mounted  # the module's end stops dave's server too
+    hub.homes[USER] = mounted  # the module's end stops erin's server too
     code = mounted / "tiny" / "train.py"
     code.parent.mkdir()
     code.write_text(TINY_MODEL)
