@@ -405,3 +405,27 @@ def test_replica_spread_spreads_each_roles_replicas_of_one_attempt_over_the_node
             labels = template["metadata"]["labels"]
             assert labels["paddle-nbext/job"] == OBJ and labels["paddle-nbext/role"] == role and "paddle-nbext/attempt" in labels
         assert "topologySpreadConstraints" not in jobs[("Job", f"{OBJ}-master")]["spec"]["template"]["spec"]
+
+
+def test_pods_on_a_node_that_stopped_responding_are_evicted_after_node_lost_seconds() -> None:
+    """Kubernetes tolerates a lost node's not-ready / unreachable taints for 300 s by default; job
+    pods (and the master) tolerate them `node_lost_seconds`, after the admin's own tolerations; a
+    toleration the admin set for one of those taints is kept as it is; None adds nothing."""
+    own = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 600}
+    settings = ManifestSettings(**{**SETTINGS.__dict__, "node_lost_seconds": 30})
+    _, objects = plan(settings)
+    for name in (f"{OBJ}-trainer", f"{OBJ}-pserver", f"{OBJ}-master"):
+        tolerations = by_name(objects)[("Job", name)]["spec"]["template"]["spec"]["tolerations"]
+        assert tolerations == [
+            *SETTINGS.tolerations,
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+        ], tolerations
+    _, objects = plan(ManifestSettings(**{**settings.__dict__, "tolerations": (own,)}))
+    tolerations = by_name(objects)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]["tolerations"]
+    assert tolerations == [
+        own,
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+    ]
+    _, objects = plan(ManifestSettings(**{**SETTINGS.__dict__, "node_lost_seconds": None}))
+    assert by_name(objects)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]["tolerations"] == list(SETTINGS.tolerations)

@@ -94,6 +94,7 @@ class Admission(Reconciler):
             gpu_resource_name=self.gpu_resource_name,
             node_selector=node_selector,
             tolerations=tuple(self.tolerations),
+            node_lost_seconds=self.node_lost_seconds,
             image_pull_secrets=tuple(self.image_pull_secrets),
             service_account_name=self.service_account_name,
             master_service_account_name=self.master_service_account_name,

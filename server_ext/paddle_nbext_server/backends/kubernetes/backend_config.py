@@ -54,6 +54,13 @@ class KubernetesBackendConfig(Backend):
     gpu_resource_name = Unicode("nvidia.com/gpu", help="Extended resource name for trainer GPUs.").tag(config=True)
     node_selector = Dict(help="nodeSelector for job pods.").tag(config=True)
     tolerations = List(Dict(), help="tolerations for job pods.").tag(config=True)
+    node_lost_seconds = Int(
+        30,
+        allow_none=True,
+        help="Seconds a job's pods stay bound to a node that stopped responding (its not-ready / unreachable "
+        "NoExecute taints) before Kubernetes evicts them and the job restarts whole; Kubernetes' own default is 300. "
+        "None: leave Kubernetes' default.",
+    ).tag(config=True)
     image_pull_secrets = List(Unicode(), help="Names of imagePullSecrets for job pods.").tag(config=True)
     service_account_name = Unicode("", help="serviceAccountName for pserver/trainer pods (none: no API token mounted).").tag(config=True)
     master_service_account_name = Unicode(

@@ -349,12 +349,32 @@ def _restrict(container: dict[str, Any], settings: ManifestSettings) -> dict[str
     return container
 
 
+#: The taints the node lifecycle controller puts on a node that stopped responding; Kubernetes
+#: gives every pod a 300 s toleration of each, so a pod on a dead node is evicted after 5 min.
+NODE_LOST_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def _node_lost_tolerations(settings: ManifestSettings) -> list[dict[str, Any]]:
+    """How long the job's pods wait for a node that stopped responding (`node_lost_seconds`).
+    A Paddle gang cannot go on without a lost member, so waiting Kubernetes' 300 s only delays
+    the whole-job restart; a toleration the admin set for the same taint is kept instead."""
+    if settings.node_lost_seconds is None:
+        return []
+    own = {t.get("key") for t in settings.tolerations if t.get("effect") in (None, "", "NoExecute")}
+    return [
+        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": settings.node_lost_seconds}
+        for key in NODE_LOST_TAINTS
+        if key not in own
+    ]
+
+
 def _pod_extras(settings: ManifestSettings, service_account: str) -> dict[str, Any]:
     extras: dict[str, Any] = {"enableServiceLinks": False}
     if settings.node_selector:
         extras["nodeSelector"] = dict(settings.node_selector)
-    if settings.tolerations:
-        extras["tolerations"] = [dict(t) for t in settings.tolerations]
+    tolerations = [dict(t) for t in settings.tolerations] + _node_lost_tolerations(settings)
+    if tolerations:
+        extras["tolerations"] = tolerations
     if settings.image_pull_secrets:
         extras["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
     if settings.priority_class_name:

@@ -40,6 +40,7 @@ class ManifestSettings:
     gpu_resource_name: str = "nvidia.com/gpu"
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, Any], ...] = ()
+    node_lost_seconds: int | None = None  # tolerationSeconds of the node-lost taints (None: Kubernetes' 300)
     image_pull_secrets: tuple[str, ...] = ()
     service_account_name: str = ""
     master_service_account_name: str = "paddle-nbext-master"
