@@ -379,9 +379,10 @@ def reconcile_once(api: Api, job: JobObjects) -> Pass:
         # A preemption: Kueue suspended the Jobs and stops their pods (exit 143), which reads as a
         # failure; the job is queued again, not over (the server holds back the same way).
         return Pass.WAIT
-    failed_pod = replicas.failed_trainer_pod(views, decision)
-    if failed_pod:
-        views, decision = replicas.decide_job(record, pods, api.log_tail(failed_pod), role_notes(job, record, jobs))
+    candidates = replicas.explaining_candidates(views, decision)
+    if candidates:
+        failed_pod, tail = replicas.pick_explanation([(pod, api.log_tail(pod)) for pod in candidates])
+        views, decision = replicas.decide_job(record, pods, tail, role_notes(job, record, jobs), explaining_pod=failed_pod)
     try:
         api.record_final(job.record, replicas.final_status(views, decision), (record.get("metadata") or {}).get("resourceVersion"))
     except ApiError as error:

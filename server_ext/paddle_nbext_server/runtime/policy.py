@@ -111,7 +111,7 @@ def _settling(failed: list[Observed], trainers: list[Observed], now: float | Non
     """Whether to wait before naming a failure: every finally failed trainer died of a
     consequential signal, another trainer still runs, and the first of them ended less than
     `SETTLE_SECONDS` ago (`now` None: never wait)."""
-    if now is None or not failed or any(_signal_of(t.exit_code) not in CONSEQUENTIAL_SIGNALS for t in failed):
+    if now is None or not failed or any(signal_of(t.exit_code) not in CONSEQUENTIAL_SIGNALS for t in failed):
         return False
     if not any(t.phase == ReplicaPhase.RUNNING for t in trainers):
         return False
@@ -119,7 +119,8 @@ def _settling(failed: list[Observed], trainers: list[Observed], now: float | Non
     return bool(ends) and now - min(ends) < SETTLE_SECONDS
 
 
-def _signal_of(exit_code: int | None) -> int | None:
+def signal_of(exit_code: int | None) -> int | None:
+    """The signal a process died of, from its exit code (negative, or 128 + N), else None."""
     if exit_code is None:
         return None
     if exit_code < 0:
@@ -127,12 +128,19 @@ def _signal_of(exit_code: int | None) -> int | None:
     return exit_code - 128 if exit_code > 128 else None
 
 
-def blame_order(replica: Observed) -> tuple[bool, bool, int]:
+def blame_order(replica: Observed) -> tuple[bool, bool, bool, int]:
     """Which failed replica the job's message names: one whose own code failed (an exception's
     exit code, a crash, an out-of-memory kill) before one that was aborted or stopped because of
     it, and before one whose end nobody saw (its pod is gone; only its Job says it failed: on
-    Kubernetes the Job controller deletes a failed Job's other pods); then the lowest index."""
-    return (_signal_of(replica.exit_code) in CONSEQUENTIAL_SIGNALS, replica.exit_code is None, replica.index)
+    Kubernetes the Job controller deletes a failed Job's other pods); among those alike, one
+    whose log shows a Python exception (the replica that raised may itself be stopped, SIGTERM,
+    before its launcher exits with the rank's code, while its peer aborts); then the lowest index."""
+    return (signal_of(replica.exit_code) in CONSEQUENTIAL_SIGNALS, replica.exit_code is None, not raised(replica.log_tail), replica.index)
+
+
+def raised(log_tail: str) -> bool:
+    """Whether a log tail shows a Python exception (a traceback of any rank's)."""
+    return any(_RANK_PREFIX.sub("", line, count=1).strip() == _TRACEBACK for line in log_tail.splitlines())
 
 
 def describe_signal(number: int) -> str:

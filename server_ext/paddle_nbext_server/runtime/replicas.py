@@ -432,8 +432,12 @@ def decide_job(
     log_tail: str = "",
     role_notes: dict[str, RoleNote] | None = None,
     pod_notes: dict[str, str] | None = None,
+    explaining_pod: str | None = None,
 ) -> tuple[list[ReplicaView], policy.Decision]:
     """Replica views and the policy's decision for a running (not yet recorded) job.
+
+    `log_tail` is the log of the failed replica whose pod is `explaining_pod` (`pick_explanation`),
+    or, when none is named, of every failed replica.
 
     `role_notes` explain replicas without a pod from their Job: the Job controller could not
     create the pod (a FailedCreate event: quota, LimitRange, PodSecurity...), the Job is
@@ -457,7 +461,7 @@ def decide_job(
         elif view.pod is not None and view.phase == ReplicaPhase.PENDING and view.reason is None:
             view.reason = (pod_notes or {}).get(view.pod)
     cancelled = ((record.get("metadata") or {}).get("annotations") or {}).get(contract.CANCELLED_ANNOTATION) == "true"
-    observed = [v.observed(log_tail if v.phase == ReplicaPhase.FAILED else "") for v in views]
+    observed = [v.observed(log_tail if v.phase == ReplicaPhase.FAILED and explaining_pod in (None, v.pod) else "") for v in views]
     decision = policy.decide(
         observed,
         max_restarts=int(spec.get("max_restarts") or 0),
@@ -498,3 +502,24 @@ def failed_trainer_pod(views: list[ReplicaView], decision: policy.Decision) -> s
     failed = [v for v in views if v.phase == ReplicaPhase.FAILED and v.pod]
     failed.sort(key=lambda v: (v.role != contract.Role.TRAINER, policy.blame_order(v.observed())))
     return failed[0].pod if failed else None
+
+
+def explaining_candidates(views: list[ReplicaView], decision: policy.Decision) -> list[str]:
+    """The pods whose log tails may explain a failed end, the likeliest first: the one
+    `failed_trainer_pod` names, and, when that one only aborted or was stopped (a consequence,
+    which the pod whose rank raised may also show), every other failed trainer's pod, so that the
+    caller can look for the one that raised (`pick_explanation`)."""
+    first = failed_trainer_pod(views, decision)
+    if first is None or decision.restart:
+        return [first] if first else []
+    chosen = next(v for v in views if v.pod == first)
+    if policy.signal_of(chosen.exit_code) not in policy.CONSEQUENTIAL_SIGNALS:
+        return [first]
+    others = [v for v in views if v.role == contract.Role.TRAINER and v.phase == ReplicaPhase.FAILED and v.pod and v.pod != first]
+    return [first, *(str(v.pod) for v in sorted(others, key=lambda v: v.index))]
+
+
+def pick_explanation(tails: list[tuple[str, str]]) -> tuple[str, str]:
+    """Of (pod, log tail) pairs from `explaining_candidates`, the first whose tail shows a Python
+    exception, else the first."""
+    return next(((pod, tail) for pod, tail in tails if policy.raised(tail)), tails[0])

@@ -18,6 +18,7 @@ from paddle_nbext_server.backends.kubernetes import KubernetesBackend
 from paddle_nbext_server.backends.kubernetes.cache import describe_failure
 from paddle_nbext_server.backends.kubernetes.forbidden import denial_of, sentence_of
 from paddle_nbext_server.events import EventHub
+from paddle_nbext_server.runtime import replicas
 from paddle_nbext_server.runtime.replicas import claim_words, decide_job, pod_view
 
 NS = "pnb-users"
@@ -174,3 +175,57 @@ def test_other_scheduling_reasons_are_left_as_the_scheduler_says_them() -> None:
     message = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
     assert claim_words(pending_pod(message), message) is None
     assert pod_view(pending_pod(message), "trainer", 0).reason == f"Unschedulable: {message}"
+
+
+def failed_trainer(index: int, exit_code: int) -> dict[str, Any]:
+    """A trainer pod whose container ended with `exit_code` (134: aborted; 143: stopped)."""
+    return {
+        "metadata": {
+            "name": f"ranks-2bd806-trainer-{index}-abcde",
+            "creationTimestamp": "2026-12-02T06:00:00Z",
+            "labels": {"paddle-nbext/role": "trainer", "batch.kubernetes.io/job-completion-index": str(index)},
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+        },
+        "spec": {"volumes": []},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "paddle",
+                    "state": {"terminated": {"exitCode": exit_code, "reason": "Error", "finishedAt": "2026-12-02T06:01:00Z"}},
+                }
+            ],
+        },
+    }
+
+
+ABORTED = "[rank 2] FatalError: `Process abort signal` is detected by the operating system.\ntrainer 0 rank 2 failed: FatalError: `Process abort signal` is detected by the operating system.\n"
+RAISED = (
+    "[rank 1] Traceback (most recent call last):\n"
+    '[rank 1]   File "collective_train.py", line 68, in main\n'
+    "[rank 1] ValueError: bad batch at step 10: x has NaN values\n"
+    "trainer 1 rank 1 failed: ValueError: bad batch at step 10: x has NaN values\n"
+)
+
+
+def test_the_rank_that_raised_is_named_even_when_its_pod_was_stopped_before_a_peer_aborted() -> None:
+    """Across nodes a peer's abort (SIGABRT) can end before the raising rank's launcher exits,
+    and the Job controller then stops that launcher (SIGTERM): both ends read as consequences.
+    The pod whose log shows the Python exception is the one the job's message names."""
+    record = {
+        "metadata": {"name": "ranks-2bd806", "uid": "u1", "resourceVersion": "7", "annotations": {}},
+        "data": {"spec.json": json.dumps({"job_name": "ranks", "mode": "collective", "pservers": 0, "trainers": 2})},
+    }
+    pods = [failed_trainer(0, 134), failed_trainer(1, 143)]
+    views, decision = decide_job(record, pods)
+    candidates = replicas.explaining_candidates(views, decision)
+    assert candidates == ["ranks-2bd806-trainer-0-abcde", "ranks-2bd806-trainer-1-abcde"]
+    tails = {candidates[0]: ABORTED, candidates[1]: RAISED}
+    pod, tail = replicas.pick_explanation([(name, tails[name]) for name in candidates])
+    assert pod == candidates[1]
+    _views, decision = decide_job(record, pods, tail, explaining_pod=pod)
+    assert decision.phase == "Failed"
+    assert decision.message == "trainer 1 rank 1 failed: ValueError: bad batch at step 10: x has NaN values", decision.message
+    # With no exception anywhere the first candidate explains it, as before.
+    pod, tail = replicas.pick_explanation([(name, ABORTED) for name in candidates])
+    assert pod == candidates[0]

@@ -502,11 +502,16 @@ class Reconciler(HomeSetup):
         try:
             if queue_status.stopped_by_kueue(self._queue_words(job)):
                 return  # Kueue evicted it since: its pods end by Kueue's stop, the job waits (`_deciding_pods`)
-            failed = replicas.failed_trainer_pod(views, decision)
-            if failed:
-                tail = await self._log_tail(failed)
+            candidates = replicas.explaining_candidates(views, decision)
+            if candidates:
+                failed, tail = replicas.pick_explanation([(pod, await self._log_tail(pod)) for pod in candidates])
                 views, decision = replicas.decide_job(
-                    record, list(self._pods_by_job.get(job, {}).values()), tail, self._role_notes(job, record), self._pod_notes(job)
+                    record,
+                    list(self._pods_by_job.get(job, {}).values()),
+                    tail,
+                    self._role_notes(job, record),
+                    self._pod_notes(job),
+                    explaining_pod=failed,
                 )
             if await self._record_final(job, replicas.final_status(views, decision), record):
                 # The master's Job too: it has nothing left to do, and a master pod that never ran
