@@ -108,6 +108,22 @@ def test_the_rank_that_raised_is_named_even_when_a_peers_abort_ends_first(tmp_pa
     assert not [pid for pid in pids(tmp_path) if alive(pid)]
 
 
+def test_a_trainer_stopped_while_its_raising_rank_shuts_down_still_names_that_rank(tmp_path: Path) -> None:
+    """Across nodes the peer trainer's abort can fail the Job first; the Job controller then stops
+    this trainer (SIGTERM) while its rank that raised is still shutting down: the launcher still
+    names that rank and exits as the exception did (1), not as a stopped trainer (143)."""
+    process = subprocess.Popen([sys.executable, launcher.__file__], env=ranked(tmp_path, "abort-first"), stderr=subprocess.PIPE, text=True)
+    raised = tmp_path / "package" / "raised"
+    deadline = time.monotonic() + 30
+    while not raised.exists():  # the rank printed its traceback and is in its slow shutdown
+        assert time.monotonic() < deadline and process.poll() is None, "rank 2 never raised"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)  # the Job controller stopping the rest of a failed Job
+    _, stderr = process.communicate(timeout=30)
+    assert stderr.splitlines()[-1] == "trainer 1 rank 2 failed: ValueError: rank two cannot go on", stderr
+    assert process.returncode == 1
+
+
 def test_local_replica_ranks_write_to_the_runners_log(tmp_path: Path) -> None:
     """On the local backend the master keeps the output (stdout is the replica's log file)."""
     env = ranked(tmp_path, "ok", PADDLE_NBEXT_INDEX="0", JOB_COMPLETION_INDEX=None)

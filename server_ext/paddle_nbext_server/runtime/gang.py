@@ -248,12 +248,16 @@ def run_ranks(
     for stray in supervise.descendants(os.getpid()):  # what a rank left running
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(stray, signal.SIGKILL)
-    if stop:
-        return 128 + stop[0]
     culprit = blamed(ranks)
-    if culprit is not None:
+    # A rank that raised is the trainer's failure even when the trainer itself is being stopped
+    # (SIGTERM: the Job controller stops the rest of a failed Job, and across nodes a peer's
+    # abort can end the Job before this launcher has reported its rank): say so and exit as the
+    # exception did, so that the job names this rank, not the peer that aborted because of it.
+    if culprit is not None and (not stop or raised(culprit)):
         say(f"{label} rank {culprit.rank} failed: {culprit.failure()}")
         return trainer_exit_code(culprit)
+    if stop:
+        return 128 + stop[0]
     if any(each.code not in (None, 0) for each in ranks):  # only ranks we stopped failed: cannot be
         return 1
     return 0
