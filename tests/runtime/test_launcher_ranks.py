@@ -24,7 +24,7 @@ if sys.argv[1] == "fail" and rank == 2:
     while not all(os.path.exists(f"pid-{other}") for other in range(3)):  # the others run too
         time.sleep(0.01)
     raise ValueError("rank two cannot go on")
-if sys.argv[1] == "abort-first" and rank == 2:  # raises, then shuts down slowly, as Paddle does
+if sys.argv[1] in ("abort-first", "raise-slow") and rank == 2:  # raises, then shuts down slowly, as Paddle does
     while not all(os.path.exists(f"pid-{other}") for other in range(3)):  # the others run too
         time.sleep(0.01)
     import atexit
@@ -112,7 +112,9 @@ def test_a_trainer_stopped_while_its_raising_rank_shuts_down_still_names_that_ra
     """Across nodes the peer trainer's abort can fail the Job first; the Job controller then stops
     this trainer (SIGTERM) while its rank that raised is still shutting down: the launcher still
     names that rank and exits as the exception did (1), not as a stopped trainer (143)."""
-    process = subprocess.Popen([sys.executable, launcher.__file__], env=ranked(tmp_path, "abort-first"), stderr=subprocess.PIPE, text=True)
+    # rank 2 raises and takes 3 s to shut down; the others run on (no abort): the stop lands
+    # inside that shutdown, never after the launcher has already ended.
+    process = subprocess.Popen([sys.executable, launcher.__file__], env=ranked(tmp_path, "raise-slow"), stderr=subprocess.PIPE, text=True)
     raised = tmp_path / "package" / "raised"
     deadline = time.monotonic() + 30
     while not raised.exists():  # the rank printed its traceback and is in its slow shutdown
