@@ -298,7 +298,29 @@ def failure_words(replica: Observed) -> tuple[str, str]:
         who, why = f"{who} rank {found[2]}", found[3]
         if why == describe_exit(replica.exit_code):
             why = ""
+    elif (raising := _rank_exception(replica.log_tail)) is not None:
+        # The launcher had no time to say which rank failed (it was killed): the rank whose
+        # traceback is in the log is who, its exception line why.
+        who, why = f"{who} rank {raising[0]}", raising[1]
     return who, why
+
+
+def _rank_exception(text: str) -> tuple[str, str] | None:
+    """(rank, exception line) of the last rank's Python traceback in a trainer's log of several
+    ranks (`[rank 1] Traceback ...` ... `[rank 1] ValueError: ...`), else None."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if _RANK_PREFIX.match(line) and _RANK_PREFIX.sub("", line, count=1).strip() == _TRACEBACK]
+    if not starts:
+        return None
+    start = _RANK_PREFIX.match(lines[starts[-1]])
+    assert start is not None  # `starts` holds only lines that match
+    prefix = start[0]
+    for line in lines[starts[-1] + 1 :]:
+        if line.startswith(prefix):
+            body = line[len(prefix) :]
+            if body.strip() and not body.startswith((" ", "\t")):
+                return prefix[len("[rank ") : -2], body.strip()[:300]
+    return None
 
 
 #: How the launcher words a job's environment that could not be built (launcher.ENVIRONMENT_FAILED).

@@ -229,3 +229,16 @@ def test_the_rank_that_raised_is_named_even_when_its_pod_was_stopped_before_a_pe
     # With no exception anywhere the first candidate explains it, as before.
     pod, tail = replicas.pick_explanation([(name, ABORTED) for name in candidates])
     assert pod == candidates[0]
+
+
+def test_a_trainer_killed_before_its_launcher_named_the_rank_is_named_from_the_ranks_traceback() -> None:
+    """The trainer's launcher could not print its `trainer 1 rank 1 failed: ...` line (killed), and
+    its last line is another rank's abort: the rank whose traceback is in the log is named."""
+    record = {
+        "metadata": {"name": "ranks-2bd806", "uid": "u1", "resourceVersion": "7", "annotations": {}},
+        "data": {"spec.json": json.dumps({"job_name": "ranks", "mode": "collective", "pservers": 0, "trainers": 2})},
+    }
+    pods = [failed_trainer(0, 134), failed_trainer(1, 143)]
+    tail = RAISED.rsplit("trainer 1 rank 1", 1)[0] + "[rank 2] FatalError: `Process abort signal` is detected by the operating system.\n"
+    _views, decision = decide_job(record, pods, tail, explaining_pod="ranks-2bd806-trainer-1-abcde")
+    assert decision.message == "trainer 1 rank 1 failed: ValueError: bad batch at step 10: x has NaN values", decision.message
