@@ -174,45 +174,9 @@ def test_another_users_key_cannot_mount_this_users_directory(notebook: Notebook,
         # bob's own mount shows his empty home, none of jovyan's files.
         assert not (bob_mount / "examples").exists() and list(bob_mount.iterdir()) == []
         core = client.CoreV1Api(notebook.admin)
-        theft = client.V1PersistentVolume.model_validate(
-            {
-                "metadata": {"name": f"steal-{other}"},
-                "spec": {
-                    "capacity": {"storage": "1Gi"},
-                    "accessModes": ["ReadWriteMany"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": "",
-                    "claimRef": {"namespace": other, "name": "stolen"},
-                    "csi": {
-                        "driver": "cephfs.csi.ceph.com",
-                        "volumeHandle": f"steal-{other}",
-                        "nodeStageSecretRef": {"name": "ceph-home-bob", "namespace": homes.CSI_NAMESPACE},
-                        "volumeAttributes": {
-                            "clusterID": ceph_site.cluster.fsid,
-                            "fsName": "cephfs",
-                            "staticVolume": "true",
-                            "rootPath": f"{homes.HOMES_ROOT}/{USER}",
-                            "mounter": "fuse",
-                        },
-                    },
-                },
-            }
-        )
-        core.create_persistent_volume(theft)
-        core.create_namespaced_persistent_volume_claim(
-            other,
-            client.V1PersistentVolumeClaim.model_validate(
-                {
-                    "metadata": {"name": "stolen"},
-                    "spec": {
-                        "accessModes": ["ReadWriteMany"],
-                        "storageClassName": "",
-                        "volumeName": f"steal-{other}",
-                        "resources": {"requests": {"storage": "1Gi"}},
-                    },
-                }
-            ),
-        )
+        root = f"{homes.HOMES_ROOT}/{USER}"
+        core.create_persistent_volume(csi_home_volume(f"steal-{other}", other, "stolen", "ceph-home-bob", root, ceph_site.cluster.fsid))
+        core.create_namespaced_persistent_volume_claim(other, claim_of("stolen", f"steal-{other}"))
         core.create_namespaced_pod(other, client.V1Pod.model_validate(reader_pod("thief", "stolen", site)))
 
         def refused() -> str | None:

@@ -107,11 +107,8 @@ class CephCluster:
     def stop(self) -> None:
         """Kill the daemons at once (SIGKILL: their data lives in memory and is not kept), then
         remove everything of the cluster; raises if anything remains."""
-        for process in self.processes.values():
-            if process.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-            process.stop()
+        for name in list(self.processes):
+            self.kill(name)
         self.processes.clear()
         sweep(self.root)
         left = leftovers(self.root)

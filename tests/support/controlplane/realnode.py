@@ -284,11 +284,8 @@ class RealNode:
 
     def _set_api_endpoint(self, present: bool) -> None:
         path = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
-        try:
-            current = self.plane.api("GET", f"{path}/kubernetes")
-        except urllib.error.HTTPError as error:
-            if error.code != 404:
-                raise
+        current = self._get(f"{path}/kubernetes")
+        if current is None:
             if present:
                 self._create(path, node_config.kubernetes_endpoint_slice([self.identity]))
             return
@@ -301,13 +298,17 @@ class RealNode:
         body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         self.plane.api("PUT", f"{path}/kubernetes", body)
 
-    def _node(self) -> dict[str, Any] | None:
+    def _get(self, path: str) -> dict[str, Any] | None:
+        """An object of the API, or None when it does not exist (yet)."""
         try:
-            return dict(self.plane.api("GET", f"/api/v1/nodes/{self.identity.name}"))
+            return dict(self.plane.api("GET", path))
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return None
             raise
+
+    def _node(self) -> dict[str, Any] | None:
+        return self._get(f"/api/v1/nodes/{self.identity.name}")
 
     def ready(self) -> bool:
         node = self._node()
@@ -359,12 +360,7 @@ class RealNode:
         return csi_plugin.CsiPaths(self.paths.kubelet_dir, self.paths.root / "ceph-csi")
 
     def _csinode(self) -> dict[str, Any] | None:
-        try:
-            return dict(self.plane.api("GET", f"/apis/storage.k8s.io/v1/csinodes/{self.identity.name}"))
-        except urllib.error.HTTPError as error:
-            if error.code == 404:
-                return None
-            raise
+        return self._get(f"/apis/storage.k8s.io/v1/csinodes/{self.identity.name}")
 
     def _start_csi_plugin(self) -> None:
         """The CephFS CSI node plugin (``csi_plugin.py``), registered with the kubelet."""
