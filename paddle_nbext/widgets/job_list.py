@@ -1,8 +1,9 @@
 """`job_list()`: an auto-refreshing table of your jobs with logs / cancel / delete buttons.
 
 One `GET /jobs` per refresh interval (see `_poll` for why a thread does it); rows are reused by
-job name so an unchanged job does not re-render.  Buttons act at once and update their row; the
-next refresh confirms.  Polling stops when the widget is closed or the frontend closes its comm.
+job name so an unchanged job does not re-render.  Logs and cancel act at once and update their
+row; delete first asks, in the row, what the panel's dialog asks (see `_delete_question`), and
+then says what it freed.  The next refresh confirms.  Polling stops when the widget is closed or the frontend closes its comm.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from ..model.contract import Role
 from ..model.status import JobStatus
 from ..ranklog import failed_rank, rank_lines
 from ..words import replica_name, replica_to_open
+from ._delete_question import DeleteQuestion
 from ._poll import Poller, comm_alive, watch_comm_close
 
 
-class _Row(widgets.HBox):
+class _Row(widgets.VBox):
+    """One job: its cells and buttons on a line, and under them the delete question while asked."""
+
     def __init__(self, owner: JobListWidget, status: JobStatus):
         self.name = str(status.name)
         self.cells = [widgets.HTML(layout={"width": width}) for width in ("220px", "100px", "260px", "60px")]
@@ -38,8 +42,10 @@ class _Row(widgets.HBox):
         self.delete_button = widgets.Button(description="delete", icon="trash", layout={"width": "80px"}, button_style="danger")
         self.logs_button.on_click(lambda _b: owner.show_logs(self.name))
         self.cancel_button.on_click(lambda _b: owner.cancel(self.name))
-        self.delete_button.on_click(lambda _b: owner.delete(self.name))
-        super().__init__(children=(*self.cells, self.logs_button, self.cancel_button, self.delete_button))
+        self.delete_button.on_click(lambda _b: owner.ask_delete(self.name))
+        self.line = widgets.HBox(children=(*self.cells, self.logs_button, self.cancel_button, self.delete_button))
+        self.question: DeleteQuestion | None = None
+        super().__init__(children=(self.line,))
         self.status = status
         self.update(status)
 
@@ -55,6 +61,21 @@ class _Row(widgets.HBox):
             if cell.value != value:
                 cell.value = value
         self.cancel_button.disabled = status.terminal
+
+    def ask(self, question: DeleteQuestion) -> None:
+        """Show the delete question under the line; the delete button waits for its answer."""
+        self.dismiss()
+        self.question = question
+        self.delete_button.disabled = True
+        self.children = [self.line, question]
+
+    def dismiss(self) -> None:
+        """Take the question away (answered Keep, or the delete failed)."""
+        if self.question is not None:
+            self.question.close()
+            self.question = None
+        self.delete_button.disabled = False
+        self.children = [self.line]
 
 
 class JobListWidget(widgets.VBox):
@@ -73,7 +94,9 @@ class JobListWidget(widgets.VBox):
         self.table = widgets.VBox()
         self.logs = widgets.HTML(value="")
         self.error = widgets.HTML(value="")
-        super().__init__(children=(self.header, self.error, self.table, self.logs), **kwargs)
+        #: What the last delete did ("Deleted x, freeing 1.2Gi.").
+        self.notice = widgets.HTML(value="")
+        super().__init__(children=(self.header, self.error, self.notice, self.table, self.logs), **kwargs)
         self.add_class("paddle-job-list")
         self.refresh()
         self.poller = Poller(interval, self._tick, lambda: comm_alive(self), name="paddle-job-list")
@@ -160,17 +183,45 @@ class JobListWidget(widgets.VBox):
             if name in self.rows:
                 self.rows[name].update(status)
 
-    def delete(self, name: str) -> None:
+    def ask_delete(self, name: str) -> DeleteQuestion | None:
+        """The delete button: ask in the row first, saying what the delete frees (the job's
+        checkpoints and size come from `GET /jobs/{name}/checkpoints`)."""
+        with self._rows_lock:
+            row = self.rows.get(name)
+        if row is None:
+            return None
         try:
-            self.client.delete(name)
+            sizes: dict[str, Any] | None = self.client.checkpoints(name)
+        except PaddleNbextError:
+            sizes = None  # the question then says nothing of sizes, as the panel's does
+        question = DeleteQuestion(
+            name,
+            sizes,
+            running=not row.status.terminal,
+            answer=lambda keep: self.delete(name, keep_checkpoints=keep, sizes=sizes),
+            dismiss=row.dismiss,
+        )
+        row.ask(question)
+        return question
+
+    def delete(self, name: str, *, keep_checkpoints: bool = False, sizes: dict[str, Any] | None = None) -> None:
+        """Delete at once (the question's answer; call it yourself to skip the question) and say
+        what was freed."""
+        try:
+            kept = self.client.delete(name, keep_checkpoints=keep_checkpoints)
         except PaddleNbextError as error:
             self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            with self._rows_lock:
+                if name in self.rows:
+                    self.rows[name].dismiss()
             return
+        self.notice.value = html.escape(display.delete_text(name, sizes or {}, kept))
         with self._rows_lock:
             self._deleted.add(name)
             row = self.rows.pop(name, None)
             if row is not None:
                 self.table.children = tuple(r for r in self.table.children if r is not row)
+                row.dismiss()
                 row.close()
 
     def close(self) -> None:

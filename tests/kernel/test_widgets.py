@@ -80,6 +80,7 @@ def test_form_validates_inline_and_becomes_a_live_status_view(client: Client) ->
 
 def test_job_list_refreshes_acts_and_stops(client: Client) -> None:
     from paddle_nbext import api
+    from paddle_nbext.widgets._delete_question import DeleteQuestion
     from paddle_nbext.widgets.job_list import JobListWidget
 
     table = JobListWidget(client, interval=0.3)
@@ -102,9 +103,30 @@ def test_job_list_refreshes_acts_and_stops(client: Client) -> None:
     assert job.status().phase == "Cancelled"
     wait_until(lambda: row.cancel_button.disabled, what="the cancel button to disable for an ended job")
 
+    # Delete asks first, in the row, saying what goes and what it frees; nothing is deleted yet.
     row.delete_button.click()
+    question = row.question
+    assert question is not None and question in row.children
+    assert "Delete job list-sleep? Its record" in question.text.value
+    assert "Its record, logs, package snapshot and checkpoints are removed. This cannot be undone." in question.text.value
+    assert "This frees " in question.text.value
+    assert question.keep_checkpoints_button is None  # no checkpoints: nothing to keep
+    assert row.delete_button.disabled and "list-sleep" in table.rows
+    assert client.get_job("list-sleep").phase == "Cancelled"  # still there
+    question.keep_button.click()  # "Keep": the question goes, the job stays
+    asked: object = row.question  # (re-read: mypy keeps the narrowing from before the click)
+    assert asked is None and tuple(row.children) == (row.line,) and not row.delete_button.disabled
+    refreshes = table.refreshes
+    wait_until(lambda: table.refreshes > refreshes, what="a refresh after Keep")
+    assert "list-sleep" in table.rows
+
+    row.delete_button.click()
+    again = row.question
+    assert isinstance(again, DeleteQuestion)
+    again.delete_button.click()
     assert "list-sleep" not in table.rows
     assert all(r.name != "list-sleep" for r in table.table.children)
+    assert table.notice.value.startswith("Deleted list-sleep, freeing ")
 
     refreshes = table.refreshes
     wait_until(lambda: table.refreshes >= refreshes + 2, what="two more refreshes")
@@ -139,3 +161,21 @@ def test_status_view_follows_a_job_to_the_end(client: Client) -> None:
     wait_until(lambda: not view.poller.running, what="the view to stop polling")
     view.close()
     job.delete()
+
+
+def test_delete_question_offers_to_keep_checkpoints_and_says_what_is_freed() -> None:
+    from paddle_nbext.widgets._delete_question import DeleteQuestion
+
+    answers: list[bool] = []
+    dismissed: list[bool] = []
+    sizes = {"job_size": 3 * 2**30, "size": 2**30, "checkpoints": [{"step": 10}, {"step": 20}]}
+    question = DeleteQuestion("ckpt", sizes, running=True, answer=answers.append, dismiss=lambda: dismissed.append(True))
+    text = question.text.value
+    assert "Delete job ckpt? The job is stopped first." in text and "This frees 3Gi." in text
+    assert "moves its 2 checkpoints (1Gi) to ~/paddle-checkpoints/ first" in text
+    assert question.keep_checkpoints_button is not None
+    question.keep_checkpoints_button.click()
+    question.delete_button.click()
+    question.keep_button.click()
+    assert answers == [True, False] and dismissed == [True]
+    question.close()
