@@ -276,9 +276,15 @@ export class JobView extends Widget {
     }
   }
 
-  /** Move keyboard focus to the job's heading (after opening it from the list). */
+  /**
+   * Move keyboard focus to the job's heading and show the view from its top (after opening it
+   * from the list, a notification or a command).  The browser's own scroll-into-view on focus
+   * is off: a view just added to the dock is not laid out yet, so that scroll would leave the
+   * view opened ~100 px down, its Back button, name and reason above the fold.
+   */
   focusHeading(): void {
-    this._heading.focus();
+    this._heading.focus({ preventScroll: true });
+    this.node.scrollTop = 0;
   }
 
   /** A new status of this job from the event stream. */

@@ -1,7 +1,8 @@
 """The panel as a JupyterLab workspace, in headless Chromium: the sidebar list fits 250 px and
 430 px in the light and dark themes with no row text cut, a job opens in a main-area view that survives a reload, a
 failed job opens on its traceback, keyboard and screen-reader use work, and axe-core finds no
-serious or critical violation on the list, the job view and the form.
+serious or critical violation on the list, the job view and the form; every text meets WCAG AA
+contrast in both themes (computed from the styles, too).
 
 Screenshots for the docs go to docs/images/."""
 
@@ -251,6 +252,7 @@ def test_sidebar_list_fits(page: Page, lab: LabServer, width: int, theme: str) -
     assert box and box["height"] < 40, box
     expect(panel.locator('[data-testid="paddle-new-job"]')).to_have_attribute("title", "New job: submit a distributed Paddle job")
     assert axe_violations(page, PANEL) == []
+    assert low_contrast_text(page, PANEL) == []
     page.screenshot(path=str(DOC_IMAGES / f"sidebar-{width}-{theme}.png"), clip={"x": 0, "y": 0, "width": width + 60, "height": 500})
 
 
@@ -384,3 +386,89 @@ def test_run_as_paddle_job_from_the_file_browser(page: Page, lab: LabServer) -> 
     panel = page.locator(PANEL)
     expect(panel.locator('[data-testid="paddle-form"]')).to_be_visible()
     expect(panel.locator('[data-testid="paddle-field-trainer_package"]')).to_have_value("ps_pkg")
+
+
+def low_contrast_text(page: Page, selector: str) -> list[str]:
+    """Text inside `selector` below WCAG AA (4.5:1) against the background it is painted on, from
+    computed styles: the first ancestor with an opaque-enough background, colours with alpha
+    blended over it (what axe does, and it also catches text axe skips as partly out of view)."""
+    return list(
+        page.evaluate(
+            """selector => {
+                // rgb()/rgba() (0-255), or color(srgb ...) (0-1), which is what color-mix() computes to.
+                const parse = c => { const m = c.match(/rgba?\\(([^)]+)\\)/) || c.match(/color\\(srgb ([^)]+)\\)/); if (!m) return null;
+                    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number); const k = c.startsWith('color(') ? 255 : 1;
+                    return [p[0] * k, p[1] * k, p[2] * k, p.length > 3 ? p[3] : 1]; };
+                const over = (top, under) => [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3])).concat(1);
+                const lum = c => { const [r, g, b] = c.slice(0, 3).map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+                    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+                const background = el => { const layers = [];
+                    for (let at = el; at; at = at.parentElement) { const bg = parse(getComputedStyle(at).backgroundColor);
+                        if (bg && bg[3] > 0) { layers.push(bg); if (bg[3] >= 1) break; } }
+                    let colour = [255, 255, 255, 1]; for (const layer of layers.reverse()) colour = over(layer, colour); return colour; };
+                const low = [];
+                const root = document.querySelector(selector);
+                const texts = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+                for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+                    const el = node.parentElement;
+                    if (!node.textContent.trim() || !el || el.closest('[hidden], svg, option') || !el.getClientRects().length) continue;
+                    const style = getComputedStyle(el);
+                    if (style.visibility === 'hidden' || el.closest('button:disabled, input:disabled, select:disabled')) continue;
+                    let opacity = 1; for (let at = el; at; at = at.parentElement) opacity *= Number(getComputedStyle(at).opacity);
+                    const bg = background(el);
+                    const fg = over([...parse(style.color).slice(0, 3), parse(style.color)[3] * opacity], bg);
+                    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+                    const ratio = (a + 0.05) / (b + 0.05);
+                    if (ratio < 4.5) low.push(`${ratio.toFixed(2)}:1 "${node.textContent.trim().slice(0, 40)}" (${el.className || el.tagName}: ${style.color} on rgb(${bg.slice(0, 3).map(Math.round)}))`);
+                }
+                return [...new Set(low)];
+            }""",
+            selector,
+        )
+    )
+
+
+def scrolled_ancestors(page: Page, selector: str) -> list[str]:
+    """The elements from `selector` up to the main area that are scrolled away from their top."""
+    return list(
+        page.evaluate(
+            """selector => { const out = [];
+                for (let el = document.querySelector(selector); el && el.id !== 'jp-main-dock-panel'; el = el.parentElement)
+                    if (el.scrollTop > 0) out.push(`${el.className}: scrollTop ${el.scrollTop}`);
+                return out; }""",
+            selector,
+        )
+    )
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_failed_job_view_opens_at_its_top_and_reads_in_both_themes(page: Page, lab: LabServer, theme: str) -> None:
+    """The view opens at its top with focus on the heading (the reason is above the fold), while
+    the log below scrolls to the marked traceback; every text, the marked traceback first, meets
+    WCAG AA in both themes."""
+    open_lab(page, lab, theme=theme)
+    page.locator(f'{PANEL} [data-testid="paddle-job-row"][data-job="{FAILED}"]').click()
+    selector = f'[data-testid="paddle-detail"][data-job="{FAILED}"]'
+    view = page.locator(selector)
+    traceback = view.locator('[data-testid="paddle-log-traceback"]')
+    expect(traceback).to_contain_text("ValueError: bad batch at step 5")
+    page.wait_for_function(
+        """(selector) => {
+            const el = document.querySelector(selector);
+            const log = el && el.closest('.pn-log');
+            if (!log) return false;
+            const top = el.getBoundingClientRect().top - log.getBoundingClientRect().top;
+            return top >= 0 && top < log.clientHeight;
+        }""",
+        arg=f"{selector} [data-testid='paddle-log-traceback']",
+    )
+    heading = view.locator('[data-testid="paddle-detail-name"]')
+    expect(heading).to_be_focused()
+    assert scrolled_ancestors(page, f"{selector} .pn-detail-name") == []
+    view_box, heading_box = view.bounding_box(), heading.bounding_box()
+    assert view_box and heading_box and heading_box["y"] >= view_box["y"], (view_box, heading_box)
+    expect(view.locator('[data-testid="paddle-back"]')).to_be_in_viewport()
+    expect(view.locator('[data-testid="paddle-detail-message"]')).to_be_in_viewport()
+    assert low_contrast_text(page, f"{selector} [data-testid='paddle-log-traceback']") == []
+    assert low_contrast_text(page, selector) == []
+    assert axe_violations(page, selector) == []
