@@ -14,7 +14,7 @@ from typing import Any
 
 from .model.contract import Phase, format_bytes, is_terminal, parse_time
 from .model.status import JobStatus, ReplicaStatus
-from .words import PHASE_COLOURS, replica_name, replica_summary
+from .words import PHASE_COLOURS, PREPARING_PHASE, is_preparing, replica_name, replica_summary, shown_phase
 
 __all__ = [
     "PHASE_COLOURS",
@@ -53,7 +53,8 @@ def _replicas(status: JobStatus) -> list[ReplicaStatus]:
 
 
 def phase_badge(phase: str) -> str:
-    colour = PHASE_COLOURS.get(phase, "#4a5568")
+    # A preparing job is not training yet: it wears Pending's colour, not Running's.
+    colour = PHASE_COLOURS.get(Phase.PENDING if phase == PREPARING_PHASE else phase, "#4a5568")
     return (
         f'<span class="paddle-phase paddle-phase-{html.escape(phase.lower())}" '
         f'style="background:{colour};color:white;border-radius:3px;padding:0 5px">{html.escape(phase)}</span>'
@@ -88,11 +89,16 @@ def resumed_text(status: JobStatus) -> str:
 def status_html(status: JobStatus) -> str:
     """A small card: name, phase badge, message, replica table (reasons in words)."""
     name = html.escape(str(status.name))
+    preparing = is_preparing(status)
+
+    def building(replica: ReplicaStatus) -> bool:  # a running replica of a preparing job
+        return preparing and str(replica.phase) == "Running"
+
     rows = "".join(
         "<tr><td>{name}</td><td>{phase}</td><td>{reason}</td><td>{restarts}</td></tr>".format(
             name=html.escape(replica_name(str(r.role), r.index)),
-            phase=phase_badge(str(r.phase)),
-            reason=html.escape(str(r.reason or "")),
+            phase=phase_badge(PREPARING_PHASE if building(r) else str(r.phase)),
+            reason=html.escape(str(status.message) if building(r) else str(r.reason or "")),
             restarts=r.restarts,
         )
         for r in _replicas(status)
@@ -104,7 +110,7 @@ def status_html(status: JobStatus) -> str:
         else ""
     )
     return (
-        f"<div class='paddle-job'><b>{name}</b> {phase_badge(str(status.phase))} "
+        f"<div class='paddle-job'><b>{name}</b> {phase_badge(shown_phase(status))} "
         f"<span class='paddle-message'>{html.escape(str(status.message or ''))}</span>"
         f"<div class='paddle-counts'>{html.escape(replica_counts(status))} · age {age(status.created)}</div>"
         + (f"<div class='paddle-resumed-from'>{html.escape(resumed_text(status))}</div>" if status.resumed_from else "")
@@ -124,7 +130,7 @@ def jobs_text(statuses: Iterable[JobStatus]) -> str:
 
 def jobs_html(statuses: Iterable[JobStatus]) -> str:
     rows = "".join(
-        f"<tr><td>{html.escape(str(s.name))}</td><td>{phase_badge(str(s.phase))}</td>"
+        f"<tr><td>{html.escape(str(s.name))}</td><td>{phase_badge(shown_phase(s))}</td>"
         f"<td>{html.escape(replica_counts(s))}</td><td>{age(s.created)}</td>"
         f"<td>{html.escape(str(s.message or ''))}</td></tr>"
         for s in statuses

@@ -20,7 +20,17 @@ from typing import Literal
 from .model.contract import TERMINAL_PHASES, Phase, ReplicaPhase
 from .model.status import JobStatus, RoleCounts
 
-__all__ = ["PHASE_COLOURS", "RoleSummary", "replica_name", "replica_summary", "replica_to_open", "role_summaries"]
+__all__ = [
+    "PHASE_COLOURS",
+    "PREPARING_PHASE",
+    "RoleSummary",
+    "is_preparing",
+    "replica_name",
+    "replica_summary",
+    "replica_to_open",
+    "role_summaries",
+    "shown_phase",
+]
 
 #: Badge colours; white text on each passes WCAG AA (>= 4.5:1), the same as the panel's CSS.
 PHASE_COLOURS: dict[str, str] = {
@@ -63,13 +73,31 @@ def _ordered(roles: Mapping[str, RoleCounts]) -> list[tuple[str, RoleCounts]]:
     return sorted(roles.items(), key=lambda item: rank(item[0]))
 
 
-def role_summaries(phase: str, roles: Mapping[str, RoleCounts]) -> list[RoleSummary]:
+#: How the job's message begins while its replicas build its requirements environment
+#: (`runtime/environments.py: phase_message`); the API reports such a job Running.
+PREPARING_MESSAGE = "Preparing environment"
+#: The phase shown for such a job: its processes run, but training has not started.
+PREPARING_PHASE = "Preparing"
+
+
+def is_preparing(status: JobStatus) -> bool:
+    """Whether the job's replicas are still building its environment (as the panel's `isPreparing`)."""
+    return status.phase not in TERMINAL_PHASES and str(status.message or "").lstrip().startswith(PREPARING_MESSAGE)
+
+
+def shown_phase(status: JobStatus) -> str:
+    """`Preparing` while the environment is built, else the job's phase (badges, rows)."""
+    return PREPARING_PHASE if is_preparing(status) else str(status.phase)
+
+
+def role_summaries(phase: str, roles: Mapping[str, RoleCounts], *, preparing: bool = False) -> list[RoleSummary]:
     """One summary per role that reads naturally for the job's phase.
 
     While the job is active the fraction is what runs; once it has ended, what happened to the
     replicas.  Parameter servers never exit on their own (the runner stops them once the
     trainers are done), so in a succeeded job they read "finished", not "stopped".  A job in
-    phase Unknown (its record cannot be read) claims no count: `trainers ?/2`."""
+    phase Unknown (its record cannot be read) claims no count: `trainers ?/2`.  While the replicas
+    build the job's environment (`preparing`) they run but do not train: `trainers 2/2 preparing`."""
     ended = phase in TERMINAL_PHASES
     out: list[RoleSummary] = []
     for role, c in _ordered(roles):
@@ -99,7 +127,8 @@ def role_summaries(phase: str, roles: Mapping[str, RoleCounts]) -> list[RoleSumm
             parts = [(c.succeeded, "succeeded"), (c.failed, "failed"), (c.stopped, "stopped")]
         present = [(n, word) for n, word in parts if n > 0]
         if not ended:
-            text = ", ".join([f"{label} {c.running}/{c.desired} running", *(f"{n} {word}" for n, word in present)])
+            active = "preparing" if preparing else "running"
+            text = ", ".join([f"{label} {c.running}/{c.desired} {active}", *(f"{n} {word}" for n, word in present)])
         elif present:
             (n, word), *rest = present
             text = ", ".join([f"{label} {n}/{c.desired} {word}", *(f"{m} {w}" for m, w in rest)])
@@ -118,7 +147,8 @@ def role_summaries(phase: str, roles: Mapping[str, RoleCounts]) -> list[RoleSumm
 
 def replica_summary(status: JobStatus) -> str:
     """`pserver 1/1 running · trainers 1/2 running, 1 succeeded` (list rows, cards, the CLI)."""
-    return " · ".join(summary.text for summary in role_summaries(status.phase, status.role_counts()))
+    summaries = role_summaries(status.phase, status.role_counts(), preparing=is_preparing(status))
+    return " · ".join(summary.text for summary in summaries)
 
 
 def replica_to_open(status: JobStatus) -> tuple[str, int]:

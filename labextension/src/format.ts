@@ -1,6 +1,7 @@
 /**
  * Words and short figures the panel shows: ages, replica counts per phase, replica reasons.
  */
+import { isPreparing } from './preparing';
 import { Fraction, formatBytes } from './quantity';
 import { ICheckpoints, IJobStatus, IReplica, IRoleCounts, TERMINAL_PHASES } from './types';
 
@@ -77,10 +78,13 @@ function roleLabel(role: string, count: number): string {
  * so while the job is active the fraction is what runs, and once it has ended the fraction is
  * what happened to the replicas.  Parameter servers never exit on their own: the runner stops
  * them when the trainers are done, so in a succeeded job they read "finished". A job in phase
- * `Unknown` (its record cannot be read) claims no count: "trainers ?/2".
+ * `Unknown` (its record cannot be read) claims no count: "trainers ?/2".  While the replicas
+ * build the job's requirements environment their processes run but do not train yet: "trainers
+ * 2/2 preparing".
  */
 export function roleSummaries(job: IJobStatus): IRoleSummary[] {
   const ended = TERMINAL_PHASES.has(job.phase);
+  const activeWord = isPreparing(job) ? 'preparing' : 'running';
   return orderedRoles(job).map(([role, c]) => {
     const desired = c.desired;
     const label = roleLabel(role, desired);
@@ -117,7 +121,7 @@ export function roleSummaries(job: IJobStatus): IRoleSummary[] {
     let text: string;
     if (!ended) {
       text = [
-        `${label} ${c.running}/${desired} running`,
+        `${label} ${c.running}/${desired} ${activeWord}`,
         ...present.map(([n, word]) => `${n} ${word}`)
       ].join(', ');
     } else if (present.length) {

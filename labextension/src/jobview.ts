@@ -22,6 +22,7 @@ import {
 } from './format';
 import { __ } from './i18n';
 import { IReplicaRef, LogPanel, replicaKey } from './logpanel';
+import { shownPhase } from './preparing';
 import { ranksPerTrainer } from './ranks';
 import { replicaToOpen } from './replicas';
 import { ReplicaTable } from './replicatable';
@@ -334,8 +335,8 @@ export class JobView extends Widget {
     this.title.label = job.name;
     this.title.caption = `${job.name}: ${job.phase}${job.message ? ` — ${job.message}` : ''}`;
     this.node.setAttribute('data-phase', job.phase);
-    this._badge.className = `pn-badge ${phaseClass(job.phase)}`;
-    this._badge.textContent = job.phase;
+    this._badge.className = `pn-badge ${phaseClass(shownPhase(job))}`;
+    this._badge.textContent = shownPhase(job);
     this._message.textContent = job.message;
     this._message.classList.toggle(
       'pn-error-text',

@@ -10,6 +10,7 @@
 import { absoluteTime, countsText, formatAge, phaseClass, roleSummaries } from './format';
 import { __ } from './i18n';
 import { h } from './dom';
+import { shownPhase } from './preparing';
 import { IJobsState } from './state';
 import { IJobStatus } from './types';
 
@@ -231,6 +232,7 @@ export class JobListView {
   private _createRow(job: IJobStatus, now: number): IRow {
     const summaries = roleSummaries(job);
     const summary = countsText(job);
+    const phase = shownPhase(job);
     const age = h(
       'span',
       { className: 'pn-age', title: absoluteTime(job.created) },
@@ -247,12 +249,7 @@ export class JobListView {
         role: 'option',
         tabindex: job.name === this._current ? 0 : -1,
         'aria-selected': job.name === this._selected ? 'true' : 'false',
-        'aria-label': [
-          job.name,
-          job.phase,
-          summary,
-          __('created %1 ago', formatAge(job.created, now))
-        ]
+        'aria-label': [job.name, phase, summary, __('created %1 ago', formatAge(job.created, now))]
           .filter(Boolean)
           .join(', '),
         title: job.message ? `${job.name}: ${job.message}` : job.name
@@ -263,8 +260,8 @@ export class JobListView {
         h('span', { className: 'pn-job-name', title: job.name }, job.name),
         h(
           'span',
-          { className: `pn-badge ${phaseClass(job.phase)}`, 'data-testid': 'paddle-job-phase' },
-          job.phase
+          { className: `pn-badge ${phaseClass(phase)}`, 'data-testid': 'paddle-job-phase' },
+          phase
         )
       ),
       h(

@@ -28,6 +28,7 @@ import {
   seriesName
 } from './metrics';
 import { JobsModel } from './model';
+import { TrainingClock, metricsWaitText } from './metricswait';
 import { TERMINAL_PHASES } from './types';
 
 /** Seconds between fetches of a running job when no event announced anything. */
@@ -55,6 +56,7 @@ export class MetricsView extends Widget {
   private readonly _byMetric = new Map<string, LineChart>();
   private _metrics: IMetrics | null = null;
   private _phase: string;
+  private readonly _clock = new TrainingClock();
   private _scale: Scale = 'linear';
   private _loading: Promise<void> | null = null;
   private _again = false;
@@ -107,13 +109,11 @@ export class MetricsView extends Widget {
     this._scaleButton.addEventListener('click', () =>
       this.setScale(this._scale === 'log' ? 'linear' : 'log')
     );
-    this._empty = h(
-      'p',
-      { className: 'pn-metrics-empty', 'data-testid': 'paddle-metrics-empty' },
-      __(
-        'No metrics yet. Call report(step, total=..., loss=...) from paddle_nbext_job in the training script.'
-      )
-    );
+    this._empty = h('p', {
+      className: 'pn-metrics-empty',
+      'data-testid': 'paddle-metrics-empty',
+      role: 'status'
+    });
     this._error = h('p', { className: 'pn-error-text', hidden: true });
     this._charts = h('div', { className: 'pn-charts' });
     this.node.append(
@@ -202,6 +202,7 @@ export class MetricsView extends Widget {
     }
     const names = metrics ? metricNames(metrics) : [];
     this._empty.hidden = names.length > 0;
+    this._sayWhatIsAwaited();
     this._scaleButton.hidden = names.length === 0;
     for (const [name, chart] of this._byMetric) {
       if (!names.includes(name)) {
@@ -232,7 +233,18 @@ export class MetricsView extends Widget {
     }
   };
 
+  /** The empty section's words follow the job (preparing, training, a while without report()). */
+  private _sayWhatIsAwaited(): void {
+    const job = this._model.job(this._name);
+    const now = Date.now();
+    const text = metricsWaitText(job, this._clock.update(job, now), now);
+    if (this._empty.textContent !== text) {
+      this._empty.textContent = text;
+    }
+  }
+
   private readonly _onJobs = (): void => {
+    this._sayWhatIsAwaited();
     const phase = this._model.job(this._name)?.phase;
     if (phase && phase !== this._phase) {
       this._phase = phase;
@@ -243,6 +255,7 @@ export class MetricsView extends Widget {
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
     this._poll = window.setInterval(() => {
+      this._sayWhatIsAwaited();
       const stale = Date.now() - this._lastFetch > FALLBACK_POLL_SECONDS * 1000;
       if (stale && !TERMINAL_PHASES.has(this._phase)) {
         void this.refresh();

@@ -9,6 +9,7 @@ import { clear, h } from './dom';
 import { phaseClass, replicaName, replicaReason } from './format';
 import { __ } from './i18n';
 import { IReplicaRef, replicaKey } from './logpanel';
+import { PREPARING_PHASE, shownReplicaPhase } from './preparing';
 import { failedRankReason, replicaGroups } from './ranks';
 import { IJobStatus, IReplica } from './types';
 
@@ -36,6 +37,7 @@ export class ReplicaTable {
       const replica = group.replica;
       const key = replicaKey(replica);
       const name = replicaName(replica.role, replica.index);
+      const shown = shownReplicaPhase(job, replica);
       if (group.failed !== null && !this._closed.has(key)) {
         this.expanded.add(key);
       }
@@ -79,12 +81,12 @@ export class ReplicaTable {
             'data-phase': replica.phase
           },
           nameCell,
+          h('td', {}, h('span', { className: `pn-badge ${phaseClass(shown)}` }, shown)),
           h(
             'td',
-            {},
-            h('span', { className: `pn-badge ${phaseClass(replica.phase)}` }, replica.phase)
+            { className: 'pn-reason' },
+            shown === PREPARING_PHASE ? job.message : replicaReason(replica, job.phase)
           ),
-          h('td', { className: 'pn-reason' }, replicaReason(replica, job.phase)),
           h('td', {}, String(replica.restarts)),
           h('td', { className: 'pn-ran' }, this._options.ranFor(replica)),
           h('td', {}, this._logsButton(name, { role: replica.role, index: replica.index }))

@@ -21,7 +21,7 @@ from ..client import Client, PaddleNbextError
 from ..model.contract import Role
 from ..model.status import JobStatus
 from ..ranklog import failed_rank, rank_lines
-from ..words import replica_name, replica_to_open
+from ..words import replica_name, replica_to_open, shown_phase
 from ._delete_question import DeleteQuestion
 from ._poll import Poller, comm_alive, watch_comm_close
 
@@ -53,7 +53,7 @@ class _Row(widgets.VBox):
         self.status = status
         values = (
             f"<code>{html.escape(self.name)}</code>",
-            display.phase_badge(str(status.phase)),
+            display.phase_badge(shown_phase(status)),
             html.escape(display.replica_counts(status)),
             display.age(status.created),
         )

@@ -55,3 +55,26 @@ def test_a_failed_job_opens_on_the_replica_its_message_names() -> None:
         "Running", "", [{"role": "pserver", "index": 0, "phase": "Running"}, {"role": "trainer", "index": 0, "phase": "Running"}]
     )
     assert words.replica_to_open(running) == ("trainer", 0)
+
+
+def test_a_job_building_its_environment_reads_preparing_not_running() -> None:
+    """The API reports it Running with "Preparing environment: …"; job_list(), the status view and
+    %paddle_jobs say Preparing, as the panel does (issue 37, item 4)."""
+    replicas: list[dict[str, object]] = [{"role": "trainer", "index": i, "phase": "Running"} for i in range(2)]
+    status = JobStatus.from_dict(
+        {
+            "name": "j",
+            "phase": "Running",
+            "message": "Preparing environment: 12 packages (uv)",
+            "spec": {"trainers": 2},
+            "replicas": replicas,
+        }
+    )
+    assert words.shown_phase(status) == "Preparing"
+    assert display.replica_counts(status) == "trainers 2/2 preparing"
+    card = display.status_html(status)
+    assert ">Preparing</span>" in card and ">Running</span>" not in card
+    assert "<td>Preparing environment: 12 packages (uv)</td>" in card
+    assert ">Preparing</span>" in display.jobs_html([status])
+    training = JobStatus.from_dict({**status.to_dict(), "message": "trainers 2/2 running."})
+    assert words.shown_phase(training) == "Running" and display.replica_counts(training) == "trainers 2/2 running"
