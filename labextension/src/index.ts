@@ -20,6 +20,7 @@ import { ITranslator } from '@jupyterlab/translation';
 import { PaddleApi } from './api';
 import { IFormPrefill } from './formview';
 import { __, setTranslator } from './i18n';
+import { toastText } from './toast';
 import { JobViewWidget, jobActions } from './jobtab';
 import { IReplicaRef } from './logpanel';
 import { rankKey } from './ranks';
@@ -204,7 +205,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
           job.phase === 'Succeeded'
             ? __('Paddle job %1 succeeded', job.name)
             : __('Paddle job %1 failed', job.name);
-        const full = job.message ? `${text}: ${job.message}` : text;
+        // Whole sentences only: the rest of a long message is in the view "Show" opens.
+        const full = toastText(text, job.message).text;
         if (job.phase === 'Succeeded') {
           Notification.success(full, options);
         } else {

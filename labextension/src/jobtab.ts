@@ -8,7 +8,33 @@ import { ApiError, PaddleApi } from './api';
 import { __ } from './i18n';
 import { IJobActions, IJobViewOptions, JobView } from './jobview';
 import { bytesText } from './format';
+import { toastText } from './toast';
 import { ICheckpoints, IJobStatus } from './types';
+
+/**
+ * A failure as a toast of whole sentences; when the server's words do not all fit, a Details
+ * button shows them whole (JupyterLab would cut the toast at 140 characters, mid-word).
+ */
+export function notifyFailure(lead: string, error: unknown): void {
+  const detail = (error as ApiError).message ?? String(error);
+  const { text, shortened } = toastText(lead, detail);
+  Notification.error(text, {
+    autoClose: shortened ? false : 8000,
+    actions: shortened
+      ? [
+          {
+            label: __('Details'),
+            callback: () =>
+              void showDialog({
+                title: lead,
+                body: detail,
+                buttons: [Dialog.okButton({ label: __('Close') })]
+              })
+          }
+        ]
+      : []
+  });
+}
 
 /** Cancel and delete ask first; failures become a notification in words. */
 export function jobActions(api: PaddleApi): IJobActions {
@@ -30,9 +56,7 @@ export function jobActions(api: PaddleApi): IJobActions {
       try {
         return await api.cancel(name);
       } catch (error) {
-        Notification.error(__('Could not cancel %1: %2', name, (error as ApiError).message), {
-          autoClose: 8000
-        });
+        notifyFailure(__('Could not cancel %1', name), error);
         return null;
       }
     },
@@ -81,9 +105,7 @@ export function jobActions(api: PaddleApi): IJobActions {
         }
         return true;
       } catch (error) {
-        Notification.error(__('Could not delete %1: %2', name, (error as ApiError).message), {
-          autoClose: 8000
-        });
+        notifyFailure(__('Could not delete %1', name), error);
         return false;
       }
     },
@@ -110,9 +132,7 @@ export function jobActions(api: PaddleApi): IJobActions {
         );
         return resumed;
       } catch (error) {
-        Notification.error(__('Could not resume %1: %2', job.name, (error as ApiError).message), {
-          autoClose: 8000
-        });
+        notifyFailure(__('Could not resume %1', job.name), error);
         return null;
       }
     },

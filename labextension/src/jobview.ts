@@ -13,8 +13,6 @@ import { clear, h } from './dom';
 import {
   RESUMABLE_PHASES,
   absoluteTime,
-  bytesText,
-  checkpointsText,
   countsText,
   formatAge,
   formatDuration,
@@ -26,6 +24,7 @@ import { shownPhase } from './preparing';
 import { ranksPerTrainer } from './ranks';
 import { replicaToOpen } from './replicas';
 import { ReplicaTable } from './replicatable';
+import { CheckpointsView } from './checkpointsview';
 import { IJobStatus, IReplica, TERMINAL_PHASES } from './types';
 
 /** What the action buttons do (dialogs and notifications live with the app, `jobtab.ts`). */
@@ -69,10 +68,8 @@ export class JobView extends Widget {
   private readonly _counts: HTMLElement;
   private readonly _cancel: HTMLButtonElement;
   private readonly _resume: HTMLButtonElement;
-  private readonly _checkpoints: HTMLElement;
+  private readonly _checkpoints: CheckpointsView;
   private readonly _resumedFrom: HTMLElement;
-  private readonly _checkpointList: HTMLDetailsElement;
-  private readonly _checkpointRows: HTMLTableSectionElement;
   private _checkpointsFor = '';
   private readonly _replicas: HTMLTableSectionElement;
   private readonly _replicaTable: ReplicaTable;
@@ -136,39 +133,14 @@ export class JobView extends Widget {
       },
       __('Resume')
     );
-    this._checkpoints = h('p', {
-      className: 'pn-detail-checkpoints',
-      'data-testid': 'paddle-detail-checkpoints',
-      hidden: true
-    });
+    this._checkpoints = new CheckpointsView(_options.api, job.name, count =>
+      this._renderResume(count)
+    );
     this._resumedFrom = h('p', {
       className: 'pn-detail-resumed-from',
       'data-testid': 'paddle-detail-resumed-from',
       hidden: true
     });
-    this._checkpointRows = h('tbody');
-    this._checkpointList = h(
-      'details',
-      { className: 'pn-checkpoints-section', 'data-testid': 'paddle-checkpoints', hidden: true },
-      h('summary', {}, __('Checkpoints')),
-      h(
-        'table',
-        { className: 'pn-replicas' },
-        h('caption', { className: 'pn-sr-only' }, __('Checkpoints of %1', job.name)),
-        h(
-          'thead',
-          {},
-          h(
-            'tr',
-            {},
-            h('th', { scope: 'col' }, __('Step')),
-            h('th', { scope: 'col' }, __('Saved')),
-            h('th', { scope: 'col' }, __('Size'))
-          )
-        ),
-        this._checkpointRows
-      )
-    );
     this._resume.addEventListener('click', () => void this._resumeJob());
     this._cancel.addEventListener('click', () => void this._cancelJob());
     remove.addEventListener('click', () => void this._deleteJob());
@@ -228,14 +200,14 @@ export class JobView extends Widget {
         this._counts,
         this._times,
         this._resumedFrom,
-        this._checkpoints,
+        this._checkpoints.line,
         h('div', { className: 'pn-actions' }, this._cancel, remove, copy, this._resume),
         this.metricsSlot,
         h('h3', {}, __('Replicas')),
         h('div', { className: 'pn-table-scroll' }, table),
         h('h3', {}, __('Logs')),
         this.logs.node,
-        this._checkpointList,
+        this._checkpoints.list,
         h('details', { className: 'pn-spec-section' }, h('summary', {}, __('Spec')), this._spec)
       )
     );
@@ -305,6 +277,9 @@ export class JobView extends Widget {
   tick(): void {
     const job = this._job;
     const now = Date.now();
+    if (!TERMINAL_PHASES.has(job.phase)) {
+      this._checkpoints.poll(); // live while it runs: is cancelling safe?
+    }
     const parts = [
       [__('created %1 ago', formatAge(job.created, now)), job.created],
       job.started ? [__('started %1 ago', formatAge(job.started, now)), job.started] : null,
@@ -349,7 +324,7 @@ export class JobView extends Widget {
     this._renderResumedFrom(job);
     if (this._checkpointsFor !== job.phase) {
       this._checkpointsFor = job.phase;
-      void this._loadCheckpoints();
+      void this._checkpoints.load();
     }
     this.logs.setReplicas(job.replicas, ranksPerTrainer(job.spec), Boolean(job.spec.requirements));
     this.tick();
@@ -418,6 +393,15 @@ export class JobView extends Widget {
 
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
+    this._startTicking();
+  }
+
+  /**
+   * Tick every 5 s while visible.  A view added to the dock in front is attached visible and
+   * gets no after-show message: attaching starts the ticker too (before, a view opened from
+   * the list did not tick until it had been hidden and shown again).
+   */
+  private _startTicking(): void {
     this.tick();
     if (!this._ticker) {
       this._ticker = window.setInterval(() => this.tick(), 5000);
@@ -430,38 +414,36 @@ export class JobView extends Widget {
     this._ticker = 0;
   }
 
+  protected onBeforeDetach(msg: Message): void {
+    window.clearInterval(this._ticker);
+    this._ticker = 0;
+    super.onBeforeDetach(msg);
+  }
+
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
     this._attachMetrics();
+    if (this.isVisible) {
+      this._startTicking();
+    }
     if (!this._opened) {
       this._opened = true;
       void this._openOn(this._job);
     }
   }
 
-  /** The checkpoint line (count, latest step, size, the job it was resumed from). */
-  private async _loadCheckpoints(): Promise<void> {
-    try {
-      const info = await this._options.api.checkpoints(this.name);
-      const text = checkpointsText(info);
-      this._checkpoints.textContent = text;
-      this._checkpoints.hidden = !text;
-      clear(this._checkpointRows);
-      for (const checkpoint of [...info.checkpoints].reverse()) {
-        this._checkpointRows.appendChild(
-          h(
-            'tr',
-            { 'data-step': String(checkpoint.step) },
-            h('td', {}, String(checkpoint.step)),
-            h('td', {}, h('time', { dateTime: checkpoint.time }, absoluteTime(checkpoint.time))),
-            h('td', {}, bytesText(checkpoint.size))
-          )
-        );
-      }
-      this._checkpointList.hidden = info.checkpoints.length === 0;
-    } catch {
-      this._checkpoints.hidden = true; // a server before checkpoints, or the job is gone
-    }
+  /**
+   * Resume is offered for an ended job that can be resumed; without a checkpoint there is
+   * nothing to start from (the server would answer 409), so it is disabled and says why.
+   */
+  private _renderResume(count: number | null): void {
+    const none = count === 0;
+    this._resume.disabled = none;
+    this._resume.title = none
+      ? __(
+          'Nothing to resume from: this job saved no checkpoint (training code saves them with paddle_nbext_job.save_checkpoint).'
+        )
+      : __('Start this job again as a new job from its latest checkpoint');
   }
 
   private async _resumeJob(): Promise<void> {

@@ -64,6 +64,11 @@ def test_a_cancelled_job_resumes_from_the_panel_and_continues_from_its_checkpoin
     while "waiting to be cancelled" not in lab.api("GET", f"jobs/{NAME}/logs").text:
         assert time.monotonic() < deadline, lab.api("GET", f"jobs/{NAME}").json()
         page.wait_for_timeout(200)
+    # The count is live while the job runs: the moment to decide whether cancelling is safe.
+    expect(view.locator('[data-testid="paddle-detail-phase"]')).to_have_text("Running")
+    # (fetched again on the view's 5 s tick)
+    live = view.locator('[data-testid="paddle-detail-checkpoints"]')
+    expect(live).to_have_text(re.compile(r"^2 checkpoints, latest step 10 \("), timeout=20_000)
     view.locator('[data-testid="paddle-cancel"]').click()
     dialog = page.locator(".jp-Dialog")
     dialog.locator("button.jp-mod-warn").click()
@@ -77,6 +82,7 @@ def test_a_cancelled_job_resumes_from_the_panel_and_continues_from_its_checkpoin
 
     # Resume, confirmed: the new job's view opens and it goes on from step 10.
     expect(resume).to_be_visible()
+    expect(resume).to_be_enabled()
     resume.click()
     expect(dialog).to_contain_text(f"Resume job {NAME}?")
     dialog.locator("button.jp-mod-accept").click()
@@ -95,3 +101,29 @@ def test_a_cancelled_job_resumes_from_the_panel_and_continues_from_its_checkpoin
     # The ended job is as it was.
     assert lab.api("GET", f"jobs/{NAME}").json()["phase"] == "Cancelled"
     assert errors == []
+
+
+def test_resume_is_disabled_with_its_reason_for_a_job_without_checkpoints(page: Page, lab: LabServer) -> None:
+    """Resume of a job that saved no checkpoint could only fail (409): it is disabled and says
+    why on hover, instead of a toast cut off mid-word (issue 37, item 6)."""
+    name = "browser-no-ck"
+    package = Path(lab.home) / "nock_pkg"
+    package.mkdir(exist_ok=True)
+    (package / "train.py").write_text("import time\nprint('no checkpoints here', flush=True)\ntime.sleep(600)\n")
+    assert (
+        lab.api("POST", "jobs", json={"job_name": name, "entry_point": "python train.py", "trainer_package": "nock_pkg"}).status_code == 201
+    )
+    deadline = time.monotonic() + 120
+    while "no checkpoints here" not in lab.api("GET", f"jobs/{name}/logs").text:
+        assert time.monotonic() < deadline, lab.api("GET", f"jobs/{name}").json()
+        time.sleep(0.2)
+    assert lab.api("POST", f"jobs/{name}/cancel").ok
+    open_lab(page, lab).click()
+    page.locator(f'{PANEL} [data-testid="paddle-job-row"][data-job="{name}"]').click()
+    view = page.locator(f'[data-testid="paddle-detail"][data-job="{name}"]')
+    expect(view.locator('[data-testid="paddle-detail-phase"]')).to_have_text("Cancelled", timeout=60_000)
+    resume = view.locator('[data-testid="paddle-resume"]')
+    expect(resume).to_be_visible()
+    expect(resume).to_be_disabled()
+    expect(resume).to_have_attribute("title", re.compile(r"^Nothing to resume from: this job saved no checkpoint"))
+    expect(view.locator('[data-testid="paddle-detail-checkpoints"]')).to_be_hidden()
