@@ -472,3 +472,47 @@ def test_failed_job_view_opens_at_its_top_and_reads_in_both_themes(page: Page, l
     assert low_contrast_text(page, f"{selector} [data-testid='paddle-log-traceback']") == []
     assert low_contrast_text(page, selector) == []
     assert axe_violations(page, selector) == []
+
+
+def poking_out(page: Page, selector: str) -> list[str]:
+    """Elements inside `selector` that reach past its right edge or that scroll sideways: what
+    a narrow area cuts off.  (Tables inside a `.pn-table-scroll` scroll on purpose.)"""
+    return list(
+        page.evaluate(
+            """selector => { const view = document.querySelector(selector); const edge = view.getBoundingClientRect().right;
+                const out = view.scrollWidth > view.clientWidth + 1 ? [`the view scrolls sideways: ${view.scrollWidth} > ${view.clientWidth}`] : [];
+                for (const el of view.querySelectorAll('*')) {
+                    if (!el.getClientRects().length || el.closest('.pn-table-scroll, [hidden], .pn-log-lines')) continue;
+                    const box = el.getBoundingClientRect();
+                    if (box.width && box.right > edge + 1) out.push(`${el.tagName.toLowerCase()}.${el.className.baseVal ?? el.className}: right ${Math.round(box.right)} > ${Math.round(edge)}`);
+                }
+                return out.slice(0, 15); }""",
+            selector,
+        )
+    )
+
+
+@pytest.mark.parametrize("width", [300, 320, 430])
+def test_a_job_view_fits_a_narrow_area(page: Page, lab: LabServer, width: int) -> None:
+    """Notebook 7's right area is 320 px; a split main area can be narrower: down to 300 px the
+    view's header, actions, chart and log buttons stay inside it (issue 37, item 7)."""
+    open_lab(page, lab)
+    page.locator(f'{PANEL} [data-testid="paddle-job-row"][data-job="{FAILED}"]').click()
+    selector = f'[data-testid="paddle-detail"][data-job="{FAILED}"]'
+    view = page.locator(selector)
+    expect(view.locator('[data-testid="paddle-log-traceback"]')).to_contain_text("ValueError")
+    expect(view.locator(".pn-chart-section").first).to_be_visible()
+    # The left sidebar closed, the window as wide as the main area should be.
+    page.locator(PANEL_TAB).click()
+    expect(page.locator(PANEL)).to_be_hidden()
+    dock = page.locator("#jp-main-dock-panel").bounding_box()
+    assert dock
+    page.set_viewport_size({"width": int(1400 - dock["width"] + width), "height": 900})
+    page.wait_for_function(
+        "([selector, width]) => Math.abs(document.querySelector(selector).getBoundingClientRect().width - width) < 24",
+        arg=[selector, width],
+    )
+    cut = poking_out(page, selector)
+    assert cut == [], "\n".join(cut)
+    expect(view.locator('[data-testid="paddle-back"]')).to_be_in_viewport()
+    page.screenshot(path=str(REPO / "test-artifacts" / f"job-view-{width}.png"))
