@@ -18,8 +18,8 @@ from dataclasses import replace
 from typing import Any, ClassVar, Literal, overload
 
 from . import display
-from .client import Client
-from .metrics import MetricsTable, table_from
+from .client import Client, PaddleNbextError
+from .metrics import SPARKLINE_POINTS, MetricsTable, metrics_html, table_from
 from .model.contract import Phase, Role, is_terminal
 from .model.spec import JobSpec
 from .model.status import JobStatus, SubmitPlan
@@ -114,14 +114,22 @@ class Job:
         self.last = self.client.get_job(self.name)
         return self.last
 
-    def wait(self, timeout: float | None = None, poll: float = 1.0) -> Job:
+    def wait(self, timeout: float | None = None, poll: float = 1.0, on_status: Callable[[JobStatus], None] | None = None) -> Job:
         """Block until the job ends (Succeeded, Failed or Cancelled); returns the job.
 
         A job whose record the server cannot read (phase Unknown, the message naming the damaged
         file) returns at once too: waiting would never end, and the message says what to do.
+        `on_status` is called with every status fetched, the last one included (to show progress).
         Raises `TimeoutError` naming the current phase when `timeout` seconds pass first."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not (status := self.status()).terminal and status.phase != Phase.UNKNOWN:
+
+        def fetched() -> JobStatus:
+            status = self.status()
+            if on_status is not None:
+                on_status(status)
+            return status
+
+        while not (status := fetched()).terminal and status.phase != Phase.UNKNOWN:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {self.name} is still {self.phase} after {timeout:g} s")
             time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
@@ -204,7 +212,15 @@ class Job:
         printer.text(display.status_text(self.last))
 
     def _repr_html_(self) -> str:
-        return display.status_html(self.last)
+        """The card; an ended job's has its progress bar and loss sparkline too, as the live view
+        had (what `%%paddle_submit --wait` ends on)."""
+        card = display.status_html(self.last)
+        if not self.done:
+            return card
+        try:
+            return card + metrics_html(self.metrics_raw(points=SPARKLINE_POINTS), self.phase)
+        except PaddleNbextError:
+            return card  # a server without metrics, or the job is gone: the status matters more
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any] | None:
         """In a notebook, a running job displays as a live status widget; elsewhere (terminal

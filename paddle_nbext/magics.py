@@ -18,6 +18,7 @@ from . import api, display
 from .client import PaddleNbextError
 from .model.contract import Role, is_terminal
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
+from .waiting import wait_showing_progress
 
 __all__ = ["PaddleMagics", "load_ipython_extension"]
 
@@ -114,7 +115,7 @@ class PaddleMagics(Magics):
                 job.logs(follow=True)
                 job.wait()
             elif args.wait:
-                job.wait()
+                wait_showing_progress(job)
             return job
 
         return self._run(_submit_parser(), line, action)
@@ -182,7 +183,7 @@ class PaddleMagics(Magics):
         def action(args: Any) -> Any:
             job = api.Job(args.name).resume(job_name=args.job_name)
             if args.wait:
-                job.wait()
+                wait_showing_progress(job)
             return job
 
         parser = _name_parser("%paddle_resume", "Start a Cancelled or Failed job again as a new job from its latest checkpoint.")

@@ -38,6 +38,10 @@ class MetricsTable(list[dict[str, Any]]):
         return pandas.DataFrame(list(self))
 
 
+#: Points per replica the sparkline asks for (it is 220 pixels wide).
+SPARKLINE_POINTS = 110
+
+
 def replica_label(replica: dict[str, Any]) -> str:
     """`trainer-1`, or `trainer-1.rank-2` for rank 2 of a trainer of several processes (the
     server's own key for it; rank 0 is the trainer's)."""
@@ -89,7 +93,8 @@ def sparkline(values: Sequence[float], width: int = 40) -> str:
     return "".join(BLOCKS[0 if span == 0 else min(len(BLOCKS) - 1, int((p - low) / span * len(BLOCKS)))] for p in points)
 
 
-def _fraction(progress: dict[str, Any] | None, phase: str | None) -> float | None:
+def progress_fraction(progress: dict[str, Any] | None, phase: str | None) -> float | None:
+    """How far the job is (0 to 1; 1 once it succeeded), None before anything was reported."""
     if phase == Phase.SUCCEEDED:
         return 1.0
     if not progress:
@@ -111,7 +116,7 @@ def eta_text(seconds: Any) -> str:
 
 def progress_html(progress: dict[str, Any] | None, phase: str | None = None) -> str:
     """A progress bar with `step/total`, percent and ETA; empty when nothing reports a total."""
-    fraction = _fraction(progress, phase)
+    fraction = progress_fraction(progress, phase)
     if fraction is None:
         return ""
     step, total = (progress or {}).get("step"), (progress or {}).get("total")
@@ -181,7 +186,7 @@ def metrics_text(body: dict[str, Any], phase: str | None = None, width: int = 30
     value with a text sparkline of its series."""
     lines = []
     progress = body.get("progress")
-    fraction = _fraction(progress, phase)
+    fraction = progress_fraction(progress, phase)
     if fraction is not None:
         step, total = (progress or {}).get("step"), (progress or {}).get("total")
         eta = "" if is_terminal(phase) else eta_text((progress or {}).get("eta_seconds"))

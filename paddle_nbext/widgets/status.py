@@ -12,6 +12,7 @@ import ipywidgets as widgets
 from .. import display
 from .. import metrics as job_metrics
 from ..client import ApiError, PaddleNbextError
+from ..metrics import SPARKLINE_POINTS
 from ..model.contract import is_terminal
 from ..model.status import JobStatus
 from ._poll import Poller, comm_alive, watch_comm_close
@@ -33,10 +34,6 @@ class WatchedJob(Protocol):
     def status(self) -> JobStatus: ...
 
     def metrics_raw(self, points: int | None = None, since: str | None = None) -> dict[str, Any]: ...
-
-
-#: Points per replica the sparkline asks for (it is 220 pixels wide).
-SPARKLINE_POINTS = 110
 
 
 class JobStatusView(widgets.VBox):

@@ -140,3 +140,53 @@ def test_resume_a_cancelled_cell_job_from_its_checkpoint(shell: Shell, kernel_en
     shell.run_line_magic("paddle_delete", "magic-ck --keep-checkpoints")
     out = capsys.readouterr().out
     assert "Deleted magic-ck-2, freeing " in out and "Its checkpoints (" in out, out
+
+
+#: Reports 40 steps, slowly enough that a wait sees it in progress.
+REPORTING = (
+    "import time\n"
+    "from paddle_nbext_job import report\n"
+    "for step in range(1, 41):\n"
+    "    report(step, total=40, loss=1.0 / step)\n"
+    "    time.sleep(0.1)\n"
+)
+
+
+def test_wait_shows_progress_while_it_waits_and_ends_on_the_card_with_progress_and_sparkline(
+    shell: Shell, kernel_env: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Terminal IPython: a line per phase or percent change while waiting (the cell was blank for
+    the whole wait); the ended job's card has the progress bar and the loss sparkline."""
+    job = shell.run_cell_magic("paddle_submit", "--job-name magic-wait --mode collective --trainers 1 --wait", REPORTING)
+    out = capsys.readouterr().out
+    assert job is not None and job.phase == "Succeeded", job
+    lines = out.splitlines()
+    assert lines[0].startswith("magic-wait: "), out
+    assert any(line.startswith("magic-wait: Running · ") and "% (step " in line and line.endswith("/40)") for line in lines), out
+    assert lines[-1] == "magic-wait: Succeeded · 100% (step 40/40)", out
+    card = job._repr_html_()
+    assert "paddle-metrics" in card and "<svg" in card and "loss" in card, card
+    shell.run_line_magic("paddle_delete", "magic-wait")
+
+
+def test_wait_in_a_notebook_shows_the_live_view_then_makes_way_for_the_card(
+    shell: Shell, kernel_env: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a widget frontend the live status view (progress bar, sparkline) is displayed while the
+    cell waits, and closed at the end, when the returned job's card (with both) replaces it."""
+    import IPython.display
+
+    from paddle_nbext import api
+    from paddle_nbext.widgets.status import JobStatusView
+
+    shown: list[Any] = []
+    monkeypatch.setattr(api, "_in_widget_frontend", lambda: True)
+    monkeypatch.setattr(IPython.display, "display", lambda *objects, **_kw: shown.extend(objects))
+    job = shell.run_cell_magic("paddle_submit", "--job-name magic-wait-nb --mode collective --trainers 1 --wait", REPORTING)
+    assert job is not None and job.phase == "Succeeded", job
+    assert len(shown) == 1 and isinstance(shown[0], JobStatusView)
+    view = shown[0]
+    assert "Running" in view.phases  # it followed the job while the cell waited
+    assert "paddle-metrics" in view.metrics.value and "<svg" in view.metrics.value  # progress and sparkline
+    assert view.comm is None  # closed: the card takes its place
+    shell.run_line_magic("paddle_delete", "magic-wait-nb")
