@@ -18,7 +18,7 @@ every keystroke: each check reads the namespace's quota objects through the API.
 from __future__ import annotations
 
 import html
-import os
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
@@ -30,6 +30,7 @@ from ..model.fields import GROUPS, JobField
 from ..model.quota import QuotaCheck, Verdict
 from ..model.spec import JOB_FIELDS, JobSpec, Limits
 from ..model.status import SubmitPlan
+from ._code_checks import code_problems, default_entry, package_dir
 from .status import JobStatusView
 
 _STYLE = {"description_width": "150px"}
@@ -50,6 +51,8 @@ class JobForm(widgets.VBox):
         self.config = config if config is not None else self.client.config()
         self.interval = interval
         self.defaults: dict[str, Any] = dict(self.config.get("defaults") or {})
+        #: The home the server resolves packages in (the kernel's own, as on JupyterHub).
+        self.home = Path.home()
         self.limits = Limits.from_dict(self.config.get("limits") or {})
         backend = self.config.get("backend") or {}
         self.backend_name: str | None = backend.get("name")
@@ -96,14 +99,21 @@ class JobForm(widgets.VBox):
         self.validate()
 
     # ---- building
+    def _cwd_package(self) -> str:
+        """The kernel's folder as the package, unless it is the home: the whole home is never
+        offered (a notebook opened at the root would copy all of it into every job)."""
+        cwd = Path.cwd()
+        return "" if cwd.resolve() == self.home.resolve() else str(cwd)
+
     def _default(self, row: JobField) -> Any:
         name = row.name
         if name == "trainer_package":  # the kernel's cwd unless the server pins a package dir
-            return self.defaults.get(name) or os.getcwd()
+            return self.defaults.get(name) or self._cwd_package()
         if name in self.defaults and self.defaults[name] is not None:
             return self.defaults[name]
-        if row.kind == "command":
-            return "python train.py"
+        if row.kind == "command":  # a command that can start, or none (see _code_checks)
+            package = self.defaults.get("trainer_package") or self._cwd_package()
+            return default_entry(package_dir(str(package), self.home)) if package else ""
         if row.kind == "image":
             return self.config.get("default_image") or ""
         return row.default
@@ -180,6 +190,8 @@ class JobForm(widgets.VBox):
         """Show every field's message (or clear it), update totals and the Submit button."""
         data = self.data()
         errors = JobSpec.check(data, defaults={k: v for k, v in self.defaults.items() if k in JobSpec.FIELDS}, limits=self.limits)
+        # The server's own message first; an empty package is fine when the server pins one.
+        errors = {**code_problems(data, self.home, empty_is_home=not self.defaults.get("trainer_package")), **errors}
         for name in self.errors:
             self._show(name, errors.get(name, ""))
         if errors:

@@ -4,7 +4,10 @@ view that moves through the phases; the job list refreshes, acts, and stops poll
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pytest
 
 from .conftest import disabled, wait_until
 
@@ -179,3 +182,39 @@ def test_delete_question_offers_to_keep_checkpoints_and_says_what_is_freed() -> 
     question.keep_button.click()
     assert answers == [True, False] and dismissed == [True]
     question.close()
+
+
+def test_form_offers_no_entry_point_that_does_not_exist_and_never_the_whole_home(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opened at the home's root (a notebook at the top of JupyterHub's file browser), the form
+    used to say `python train.py` with the whole home as the package: submitted untouched, the
+    job failed at once ("can't open file …/train.py").  Now neither is offered, and a script
+    that is not in the package is refused before anything is sent (issue 37, item 9)."""
+    from paddle_nbext.widgets.form import JobForm
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "main.py").write_text("print('main')\n")
+    form = JobForm(client)
+    assert form.inputs["trainer_package"].value == "" and form.inputs["entry_point"].value == ""
+    assert form.messages["trainer_package"].startswith("give the folder of your training code")
+    assert disabled(form.submit_button) is True
+    requests_before = client.request_count
+    assert form.submit() is None and client.request_count == requests_before  # nothing sent
+
+    form.inputs["trainer_package"].value = "code"
+    form.inputs["entry_point"].value = "python -u train.py --epochs 3"
+    assert form.messages["entry_point"] == f"'train.py' is not in the package folder {tmp_path / 'code'}"
+    assert disabled(form.submit_button) is True
+    form.inputs["entry_point"].value = "python main.py"
+    assert "entry_point" not in form.messages and "trainer_package" not in form.messages
+    form.close()
+
+    # Opened in the code's folder: its one script is the entry point offered.
+    monkeypatch.chdir(tmp_path / "code")
+    again = JobForm(client)
+    assert again.inputs["trainer_package"].value == str(tmp_path / "code")
+    assert again.inputs["entry_point"].value == "python main.py"
+    again.close()
