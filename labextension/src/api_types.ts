@@ -52,7 +52,7 @@ export interface ISubmitBody {
   env?: { [key: string]: string } | null;
   /** copy the package into the job's own dir at submit */
   snapshot?: boolean | null;
-  /** restarts allowed per replica */
+  /** times the whole job starts again after a trainer fails (from its latest checkpoint) */
   max_restarts?: number | null;
   /** complete checkpoints kept in the job's checkpoint directory (paddle_nbext_job.save_checkpoint); 0 keeps all */
   keep_checkpoints?: number | null;

@@ -257,7 +257,7 @@ function parseCount(name: string, field: IFieldSchema, ctx: IContext): unknown {
   let value: number | null = null;
   if (typeof raw === 'number') {
     value = Number.isInteger(raw) ? raw : null;
-  } else if (typeof raw === 'string' && /^\+?[0-9]+$/.test(raw.trim())) {
+  } else if (typeof raw === 'string' && /^[+-]?[0-9]+$/.test(raw.trim())) {
     value = parseInt(raw.trim(), 10);
   }
   if (value === null) {

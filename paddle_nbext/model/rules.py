@@ -77,7 +77,9 @@ SHOWN_MAX_LENGTH = 60
 _NAME_RE = re.compile(NAME_PATTERN)
 _ENV_NAME_RE = re.compile(ENV_NAME_PATTERN)
 _DURATION_RE = re.compile(DURATION_PATTERN)
-_WHOLE_RE = re.compile(r"\+?[0-9]+")
+#: A whole number as typed; a sign is read so that "-1" is told "must be at least 1" (as the
+#: widget's number box, which sends -1, is), not "must be a whole number".
+_WHOLE_RE = re.compile(r"[+-]?[0-9]+")
 
 #: Variables the launcher owns; letting users set them would break the Paddle contract.
 RESERVED_ENV = frozenset(PADDLE_CONTRACT_VARS)

@@ -323,11 +323,11 @@ class JobSpec:
         metadata=spec_field(
             FieldInfo(
                 kind="count",
-                label="Restarts per replica",
+                label="Whole-job restarts",
                 group="Run",
                 flag="--max-restarts",
                 metavar="N",
-                help="restarts allowed per replica",
+                help="times the whole job starts again after a trainer fails (from its latest checkpoint)",
                 minimum=0,
                 limit="max_restarts",
             )

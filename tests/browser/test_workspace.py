@@ -369,6 +369,16 @@ def test_form_hides_rows_and_reports_on_blur(page: Page, lab: LabServer) -> None
     expect(suggestion).to_have_text("Did you mean 4Gi?")
     suggestion.click()
     expect(panel.locator('[data-testid="paddle-field-trainer_mem"]')).to_have_value("4Gi")
+    # A negative count is told its bound, in the words of the widget form (not "a whole number").
+    trainers = panel.locator('[data-testid="paddle-field-trainers"]')
+    trainers.fill("-1")
+    trainers.blur()
+    expect(panel.locator('[data-testid="paddle-error-trainers"]')).to_have_text("must be at least 1, got -1")
+    trainers.fill("2")
+    trainers.blur()
+    # Restarts are of the whole job, and the label says so.
+    restarts_id = panel.locator('[data-testid="paddle-field-max_restarts"]').get_attribute("id")
+    expect(panel.locator(f'label[for="{restarts_id}"]')).to_have_text("Whole-job restarts")
     # Advanced fields start collapsed.
     expect(panel.locator('[data-testid="paddle-form-advanced"]')).not_to_have_attribute("open", "")
     expect(panel.locator('[data-testid="paddle-field-env"]')).to_be_hidden()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from paddle_nbext.model.contract import Phase, Role, format_bytes
 from paddle_nbext.model.quantity import Quantity, format_cpu
-from paddle_nbext.model.spec import JobSpec
+from paddle_nbext.model.spec import JobSpec, job_field
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
 
 from ..base import InvalidRequest, SubmitRequest
@@ -46,6 +46,12 @@ def largest_share(spec: JobSpec, resource: str) -> str:
     return f"pserver_{resource}" if pservers > trainers else f"trainer_{resource}"
 
 
+def _label(name: str) -> str:
+    """A field as the forms label it ("Memory per trainer"): what the user sees and changes,
+    where the API's name ("trainer_mem") means nothing to them; the answer's `field` names it."""
+    return f'"{job_field(name).info.label}"'
+
+
 def check_fits_at_all(spec: JobSpec, capacity: Capacity) -> ResourceRequest:
     """A job bigger than the whole machine would wait forever: refuse it, naming the field."""
     totals = spec.totals()
@@ -53,25 +59,25 @@ def check_fits_at_all(spec: JobSpec, capacity: Capacity) -> ResourceRequest:
     cpu_field, memory_field = largest_share(spec, "cpu"), largest_share(spec, "mem")
     if request.gpus and not capacity.gpus:
         raise InvalidRequest(
-            "this server's local backend hands out no GPUs (c.LocalBackend.gpu_pool is empty); set trainer_gpu to 0",
+            f"this server's local backend hands out no GPUs (c.LocalBackend.gpu_pool is empty); set {_label('trainer_gpu')} to 0",
             "trainer_gpu",
         )
     if request.gpus > len(capacity.gpus):
         raise InvalidRequest(
             f"{spec.trainers} trainers × {spec.trainer_gpu} GPU = {request.gpus} GPUs, but the local GPU pool has "
-            f"{len(capacity.gpus)}; lower trainer_gpu or trainers",
+            f"{len(capacity.gpus)}; lower {_label('trainer_gpu')} or {_label('trainers')}",
             "trainer_gpu",
         )
     if request.cpu > capacity.cpu + 1e-9:
         raise InvalidRequest(
             f"the job requests {format_cpu(totals['cpu'])} CPU in total but local jobs may use at most "
-            f"{capacity.cpu:g} (c.LocalBackend.max_cpu × cpu_overcommit); lower {cpu_field} or the replica counts",
+            f"{capacity.cpu:g} (c.LocalBackend.max_cpu × cpu_overcommit); lower {_label(cpu_field)} or the replica counts",
             cpu_field,
         )
     if request.memory > capacity.memory:
         raise InvalidRequest(
             f"the job requests {format_bytes(request.memory)} of memory in total but local jobs may use at most "
-            f"{format_bytes(capacity.memory)}; lower {memory_field} or the replica counts",
+            f"{format_bytes(capacity.memory)}; lower {_label(memory_field)} or the replica counts",
             memory_field,
         )
     return request
