@@ -337,7 +337,7 @@ export class LineChart {
   /** Show every line's value at the step nearest to the pointer. */
   showAt(step: number): void {
     clear(this._hover);
-    const rows: string[] = [];
+    const rows: HTMLElement[] = [];
     this._lines.forEach((line, n) => {
       if (!line.x.length) {
         return;
@@ -355,7 +355,20 @@ export class LineChart {
           fill: COLOURS[n % COLOURS.length]
         })
       );
-      rows.push(`${line.name}: ${formatValue(y)} (step ${line.x[i]})`);
+      // One row per line with its colour; a line's own step only where it is not the hovered one.
+      const own = line.x[i] === step ? '' : ` ${__('(step %1)', line.x[i])}`;
+      rows.push(
+        h(
+          'div',
+          { className: 'pn-chart-tooltip-row' },
+          h('span', {
+            className: 'pn-chart-swatch',
+            style: `background:${COLOURS[n % COLOURS.length]}`,
+            'aria-hidden': 'true'
+          }),
+          `${line.name}: ${formatValue(y)}${own}`
+        )
+      );
     });
     if (!rows.length) {
       this._hideHover();
@@ -371,7 +384,11 @@ export class LineChart {
         class: 'pn-chart-rule'
       })
     );
-    this._tooltip.textContent = `${__('step %1', step)} — ${rows.join(' · ')}`;
+    clear(this._tooltip);
+    this._tooltip.append(
+      h('div', { className: 'pn-chart-tooltip-step' }, __('step %1', step)),
+      ...rows
+    );
     this._tooltip.hidden = false;
   }
 

@@ -149,7 +149,12 @@ export function countsText(job: IJobStatus): string {
     .join(' · ');
 }
 
-/** The replica's state in words, for the detail table (`jobPhase` explains a stop). */
+/**
+ * The replica's state in words, for the detail table (`jobPhase` explains a stop).  It says
+ * what the phase column does not: what a running replica does (a trainer trains, a pserver
+ * serves; "Running" beside the Running badge said nothing), and why one stopped (the user
+ * cancelled the job, or the runner stopped the pservers once the trainers were done).
+ */
 export function replicaReason(replica: IReplica, jobPhase?: string): string {
   if (replica.reason) {
     return replica.reason;
@@ -157,8 +162,10 @@ export function replicaReason(replica: IReplica, jobPhase?: string): string {
   switch (replica.phase) {
     case 'Pending':
       return 'Waiting to start';
-    case 'Running':
-      return replica.restarts ? `Running (restarted ${replica.restarts}×)` : 'Running';
+    case 'Running': {
+      const doing = replica.role === 'pserver' ? 'Serving parameters' : 'Training';
+      return replica.restarts ? `${doing} (restarted ${replica.restarts}×)` : doing;
+    }
     case 'Succeeded':
       return 'Completed (exit code 0)';
     case 'Failed':
@@ -166,8 +173,11 @@ export function replicaReason(replica: IReplica, jobPhase?: string): string {
         ? `Exit code ${replica.exit_code}`
         : 'Failed';
     case 'Stopped':
-      return jobPhase === 'Succeeded'
-        ? 'Stopped by the job runner once the trainers finished'
+      if (jobPhase === 'Succeeded') {
+        return 'Stopped by the job runner once the trainers finished';
+      }
+      return jobPhase === 'Cancelled'
+        ? 'Stopped: the job was cancelled'
         : 'Stopped by the job runner (job ended)';
     default:
       return replica.phase;

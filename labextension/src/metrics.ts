@@ -40,9 +40,13 @@ export function replicaId(replica: { role: string; index: number; rank?: number 
   return replica.rank ? `${base}.rank-${replica.rank}` : base;
 }
 
-/** A series' name in charts: `trainer-0`, and each rank of a trainer of several, `trainer-0 · rank 2`. */
+/**
+ * A series' name in charts, as the replica table names the replica: `trainer 0`, and each rank
+ * of a trainer of several, `trainer 0 · rank 2` (legends said `trainer-0` beside tables that say
+ * `trainer 0`).
+ */
 export function seriesName(replica: { role: string; index: number; rank?: number | null }): string {
-  const base = `${replica.role}-${replica.index}`;
+  const base = `${replica.role} ${replica.index}`;
   return replica.rank === null || replica.rank === undefined
     ? base
     : `${base} · rank ${replica.rank}`;

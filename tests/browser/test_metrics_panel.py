@@ -54,7 +54,7 @@ def test_the_chart_grows_while_the_job_runs_and_progress_reaches_100(page: Page,
 
     # The chart appears with one line per trainer and a legend, and grows as points arrive.
     expect(chart.locator("polyline")).to_have_count(2, timeout=240_000)
-    expect(chart.locator('[data-testid="paddle-chart-legend"] li')).to_have_text([re.compile(r"^trainer-0 "), re.compile(r"^trainer-1 ")])
+    expect(chart.locator('[data-testid="paddle-chart-legend"] li')).to_have_text([re.compile(r"^trainer 0 "), re.compile(r"^trainer 1 ")])
     first = drawn_points(chart)
     phase = view.locator('[data-testid="paddle-detail-phase"]')
     # Grown while the job still runs, both seen at the same moment.
@@ -77,7 +77,12 @@ def test_the_chart_grows_while_the_job_runs_and_progress_reaches_100(page: Page,
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] / 2)
     tooltip = chart.locator('[data-testid="paddle-chart-tooltip"]')
     expect(tooltip).to_be_visible()
-    expect(tooltip).to_contain_text(re.compile(r"trainer-0: [0-9.e-]+ \(step \d+\) · trainer-1: "))
+    # The step once, then a row per trainer with its colour, named as the replica table names it.
+    expect(tooltip.locator(".pn-chart-tooltip-step")).to_have_text(re.compile(r"^step \d+$"))
+    expect(tooltip.locator(".pn-chart-tooltip-row")).to_have_text(
+        [re.compile(r"^trainer 0: [0-9.e-]+$"), re.compile(r"^trainer 1: [0-9.e-]+$")]
+    )
+    assert tooltip.locator(".pn-chart-tooltip-row .pn-chart-swatch").count() == 2
 
     # Log scale and back.
     toggle = metrics.locator('[data-testid="paddle-log-scale"]')
@@ -91,6 +96,15 @@ def test_the_chart_grows_while_the_job_runs_and_progress_reaches_100(page: Page,
     expect(metrics.locator('[data-testid="paddle-progress-label"]')).to_have_text("300/300 · 100%")
     expect(metrics.locator('[data-testid="paddle-progress-eta"]')).to_have_text("")
     expect(row.locator('[data-testid="paddle-row-progress"]')).to_have_attribute("data-percent", "100", timeout=30_000)
+    # Both bars take the success colour of the theme, no longer the running blue.
+    success = page.evaluate("() => getComputedStyle(document.body).getPropertyValue('--jp-success-color1').trim()")
+    as_rgb = page.evaluate(
+        "colour => { const el = document.createElement('i'); el.style.color = colour; document.body.append(el);"
+        " const rgb = getComputedStyle(el).color; el.remove(); return rgb; }",
+        success,
+    )
+    for fill in (progress.locator(".pn-progress-fill"), row.locator('[data-testid="paddle-row-progress"] .pn-progress-fill')):
+        assert fill.evaluate("el => getComputedStyle(el).backgroundColor") == as_rgb
     page.screenshot(path=str(screenshots / "job-metrics.png"))
     toggle.click()
     expect(toggle).to_have_attribute("aria-pressed", "false")

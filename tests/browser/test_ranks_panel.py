@@ -100,6 +100,6 @@ def test_ranks_are_grouped_under_their_trainer_and_the_failed_rank_opens(page: P
 
     # One curve per rank.
     legend = view.locator('[data-testid="paddle-chart-legend"]').first
-    for name in ("trainer-0 · rank 0", "trainer-1 · rank 2"):
+    for name in ("trainer 0 · rank 0", "trainer 1 · rank 2"):
         expect(legend.locator(f'[data-line="{name}"]')).to_have_count(1)
     assert errors == []

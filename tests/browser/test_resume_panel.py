@@ -58,6 +58,8 @@ def test_a_cancelled_job_resumes_from_the_panel_and_continues_from_its_checkpoin
     resume = view.locator('[data-testid="paddle-resume"]')
     expect(view.locator('[data-testid="paddle-detail-phase"]')).to_have_text("Running", timeout=120_000)
     expect(resume).to_be_hidden()  # a running job is not resumed
+    trainer = view.locator('[data-testid="paddle-replica-row"][data-replica="trainer-0"]')
+    expect(trainer.locator(".pn-reason")).to_have_text("Training")  # not "Running" twice
 
     # Wait for the state: the checkpoint of step 10 is there (its log says it waits).
     deadline = time.monotonic() + 120
@@ -73,6 +75,7 @@ def test_a_cancelled_job_resumes_from_the_panel_and_continues_from_its_checkpoin
     dialog = page.locator(".jp-Dialog")
     dialog.locator("button.jp-mod-warn").click()
     expect(view.locator('[data-testid="paddle-detail-phase"]')).to_have_text("Cancelled", timeout=60_000)
+    expect(trainer.locator(".pn-reason")).to_have_text("Stopped: the job was cancelled")
     expect(view.locator('[data-testid="paddle-detail-checkpoints"]')).to_have_text(re.compile(r"^2 checkpoints, latest step 10 \("))
     # The checkpoints themselves: step, time and size, newest first.
     listing = view.locator('[data-testid="paddle-checkpoints"]')

@@ -125,6 +125,11 @@ describe('replica reasons in words', () => {
     expect(replicaReason({ ...base, role: 'pserver', phase: 'Stopped' }, 'Succeeded')).toBe(
       'Stopped by the job runner once the trainers finished'
     );
-    expect(replicaReason({ ...base, restarts: 2 })).toBe('Running (restarted 2×)');
+    expect(replicaReason({ ...base, restarts: 2 })).toBe('Training (restarted 2×)');
+    expect(replicaReason({ ...base })).toBe('Training');
+    expect(replicaReason({ ...base, role: 'pserver' })).toBe('Serving parameters');
+    expect(replicaReason({ ...base, phase: 'Stopped' }, 'Cancelled')).toBe(
+      'Stopped: the job was cancelled'
+    );
   });
 });

@@ -158,16 +158,16 @@ describe('the line chart', () => {
     chart.setLines(linesOf(metrics, 'loss'));
     const lines = chart.node.querySelectorAll('polyline');
     expect([...lines].map(line => line.getAttribute('data-line'))).toEqual([
-      'trainer-0',
-      'trainer-1'
+      'trainer 0',
+      'trainer 1'
     ]);
     expect(lines[0].getAttribute('points')!.split(' ')).toHaveLength(4);
     const legend = chart.node.querySelectorAll('[data-testid="paddle-chart-legend"] li');
     expect([...legend].map(item => item.textContent)).toEqual([
-      'trainer-0 0.25',
-      'trainer-1 0.333'
+      'trainer 0 0.25',
+      'trainer 1 0.333'
     ]);
-    expect(chart.node.querySelector('svg')!.getAttribute('aria-label')).toContain('trainer-0 0.25');
+    expect(chart.node.querySelector('svg')!.getAttribute('aria-label')).toContain('trainer 0 0.25');
   });
 
   it('shows every trainer’s value at the hovered step', () => {
@@ -176,7 +176,15 @@ describe('the line chart', () => {
     chart.showAt(2);
     const tooltip = chart.node.querySelector<HTMLElement>('[data-testid="paddle-chart-tooltip"]')!;
     expect(tooltip.hidden).toBe(false);
-    expect(tooltip.textContent).toBe('step 2 — trainer-0: 0.5 (step 2) · trainer-1: 0.5 (step 2)');
+    // A row per line, each with its colour; the step once, not once per line.
+    const rows = [...tooltip.querySelectorAll('.pn-chart-tooltip-row')];
+    expect(tooltip.querySelector('.pn-chart-tooltip-step')!.textContent).toBe('step 2');
+    expect(rows.map(row => row.textContent)).toEqual(['trainer 0: 0.5', 'trainer 1: 0.5']);
+    expect(rows.every(row => row.querySelector('.pn-chart-swatch'))).toBe(true);
+    chart.showAt(4); // trainer 1 stopped at step 3: its own step is said
+    expect(
+      [...tooltip.querySelectorAll('.pn-chart-tooltip-row')].map(row => row.textContent)
+    ).toEqual(['trainer 0: 0.25', 'trainer 1: 0.333 (step 3)']);
     expect(chart.node.querySelectorAll('.pn-chart-hover circle')).toHaveLength(2);
   });
 

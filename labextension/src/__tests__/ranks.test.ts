@@ -342,13 +342,13 @@ describe('metrics per rank', () => {
       [1, 2]
     ]);
     expect(linesOf(merged, 'loss').map(line => [line.name, line.y])).toEqual([
-      ['trainer-1 · rank 0', [1, 2, 3]],
-      ['trainer-1 · rank 1', [11, 12]]
+      ['trainer 1 · rank 0', [1, 2, 3]],
+      ['trainer 1 · rank 1', [11, 12]]
     ]);
     // A server before ranks (no `rank`) and single-process replicas: as before.
     const plain = { ...series(0, null, [1]), rank: undefined };
     expect(linesOf({ ...base, replicas: [plain] }, 'loss').map(line => line.name)).toEqual([
-      'trainer-0'
+      'trainer 0'
     ]);
   });
 });
