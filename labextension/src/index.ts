@@ -22,6 +22,8 @@ import { IFormPrefill } from './formview';
 import { __, setTranslator } from './i18n';
 import { toastText } from './toast';
 import { JobViewWidget, jobActions } from './jobtab';
+import { PREVIEW_CLASS } from './jobview';
+import { PreviewTab } from './previewtab';
 import { IReplicaRef } from './logpanel';
 import { rankKey } from './ranks';
 import { LogTabWidget } from './logtab';
@@ -38,6 +40,7 @@ const PLUGIN_ID = 'paddle-nbext-labextension:plugin';
 export const CommandIDs = {
   open: 'paddle-nbext:open',
   openJob: 'paddle-nbext:open-job',
+  openJobInNewTab: 'paddle-nbext:open-job-in-new-tab',
   newJob: 'paddle-nbext:new-job',
   runAsJob: 'paddle-nbext:run-as-job'
 } as const;
@@ -71,6 +74,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const tracker = new WidgetTracker<JobViewWidget>({ namespace: 'paddle-nbext-job' });
     const logTabs = new Map<string, LogTabWidget>();
     const actions = jobActions(api);
+    const preview = new PreviewTab();
     let notify = true;
     let tail = 1000;
     const placement: IPlacement = notebookTree
@@ -103,10 +107,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
       placement.addView(tab, true);
     };
 
-    /** Open a job's view (or bring it to the front) and put focus on its heading. */
-    const openJob = async (name: string, focus = true): Promise<JobViewWidget | null> => {
+    /**
+     * Open a job's view (or bring it to the front) and put focus on its heading.  Unless
+     * `keep`, a view that was not open takes the preview tab (`previewtab.ts`).
+     */
+    const openJob = async (
+      name: string,
+      focus = true,
+      keep = false
+    ): Promise<JobViewWidget | null> => {
       const open = tracker.find(widget => widget.content.name === name);
       if (open) {
+        if (keep) {
+          preview.keep(open);
+        }
         placement.activate(open);
         if (focus) {
           open.content.focusHeading();
@@ -128,7 +142,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         tail,
         back: backToList,
         openLog,
-        openJob: other => void openJob(other),
+        openJob: other => void openJob(other, true, true),
         isListed: other => model.job(other) !== undefined
       });
       const metrics = new MetricsView({ api, model, name });
@@ -136,6 +150,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       widget.disposed.connect(() => metrics.dispose());
       widget.title.icon = paddleIcon;
       void tracker.add(widget);
+      if (!keep) {
+        preview.show(widget);
+      }
       placement.addView(widget);
       if (focus) {
         widget.content.focusHeading();
@@ -149,7 +166,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const panel = new PaddlePanel({
       model,
       api,
-      openJob: name => void openJob(name),
+      openJob: (name, keep) => void openJob(name, true, keep),
       formPrefill: currentFolder
     });
     const rowProgress = new RowProgress(model, panel.node);
@@ -159,7 +176,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     if (restorer) {
       void restorer.restore(tracker, {
         command: CommandIDs.openJob,
-        args: widget => ({ job: widget.content.name, focus: false }),
+        args: widget => ({ job: widget.content.name, focus: false, keep: true }),
         name: widget => widget.content.name
       });
     }
@@ -233,7 +250,35 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: args =>
         typeof args.job === 'string' ? __('Open Paddle job %1', args.job) : __('Open Paddle job'),
       execute: args =>
-        typeof args.job === 'string' ? openJob(args.job, args.focus !== false) : null
+        typeof args.job === 'string'
+          ? openJob(args.job, args.focus !== false, args.keep === true)
+          : null
+    });
+    // A job row's context menu: open it in a tab of its own, not the preview tab.
+    const rowUnderMenu = (): string | null =>
+      app
+        .contextMenuHitTest(node => node.matches('[data-testid="paddle-job-row"]'))
+        ?.getAttribute('data-job') ?? null;
+    app.commands.addCommand(CommandIDs.openJobInNewTab, {
+      label: __('Open in New Tab'),
+      caption: __('Open the job in a tab of its own (a single click previews it)'),
+      isVisible: () => rowUnderMenu() !== null,
+      execute: () => {
+        const name = rowUnderMenu();
+        return name ? openJob(name, true, true) : null;
+      }
+    });
+    app.contextMenu.addItem({
+      command: CommandIDs.openJobInNewTab,
+      selector: '[data-testid="paddle-job-row"]',
+      rank: 10
+    });
+    // A double-click on the preview tab keeps it, as in editors.
+    document.addEventListener('dblclick', event => {
+      const tab = (event.target as Element | null)?.closest?.(`.lm-TabBar-tab.${PREVIEW_CLASS}`);
+      if (tab && preview.widget) {
+        preview.keep(preview.widget);
+      }
     });
     const selectedItem = (): Contents.IModel | null => {
       const next = fileBrowser?.selectedItems().next();

@@ -27,6 +27,9 @@ import { ReplicaTable } from './replicatable';
 import { CheckpointsView } from './checkpointsview';
 import { IJobStatus, IReplica, TERMINAL_PHASES } from './types';
 
+/** The tab title's class while a view is the preview tab (in italics). */
+export const PREVIEW_CLASS = 'pn-preview-tab';
+
 /** What the action buttons do (dialogs and notifications live with the app, `jobtab.ts`). */
 export interface IJobActions {
   /** Confirm and cancel; the job's new status, or null when kept or it failed. */
@@ -58,6 +61,7 @@ export class JobView extends Widget {
   readonly logs: LogPanel;
   private _job: IJobStatus;
   private _opened = false;
+  private _preview = false;
   private _readerChoseReplica = false;
   private _metrics: Widget | null = null;
   private _ticker = 0;
@@ -260,6 +264,26 @@ export class JobView extends Widget {
     this.node.scrollTop = 0;
   }
 
+  /** Whether this view is in the preview tab (`previewtab.ts`): its title says so. */
+  setPreview(preview: boolean): void {
+    this._preview = preview;
+    this._renderTitle(this._job);
+  }
+
+  /**
+   * The tab's title: a resumed job's starts with ↻, so its tab is told apart from its origin's
+   * even when both names are cut to the same first letters ("ckpt-can…"); a preview tab's is in
+   * italics (`pn-preview-tab`) and its tooltip says how to keep it.
+   */
+  private _renderTitle(job: IJobStatus): void {
+    this.title.label = job.resumed_from ? `↻ ${job.name}` : job.name;
+    const caption = `${job.name}: ${job.phase}${job.message ? ` — ${job.message}` : ''}`;
+    this.title.caption = this._preview
+      ? `${caption}\n${__('Preview: the next job you open replaces it. Double-click to keep it.')}`
+      : caption;
+    this.title.className = this._preview ? PREVIEW_CLASS : '';
+  }
+
   /** A new status of this job from the event stream. */
   setJob(job: IJobStatus): void {
     if (job === this._job) {
@@ -307,8 +331,7 @@ export class JobView extends Widget {
   }
 
   private _render(job: IJobStatus): void {
-    this.title.label = job.name;
-    this.title.caption = `${job.name}: ${job.phase}${job.message ? ` — ${job.message}` : ''}`;
+    this._renderTitle(job);
     this.node.setAttribute('data-phase', job.phase);
     this._badge.className = `pn-badge ${phaseClass(shownPhase(job))}`;
     this._badge.textContent = shownPhase(job);

@@ -40,7 +40,8 @@ export class JobListView {
   private _selected: string | null = null;
 
   constructor(
-    private readonly _open: (name: string) => void,
+    /** Open a job: a click previews it, a double-click (`keep`) opens it in a tab of its own. */
+    private readonly _open: (name: string, keep?: boolean) => void,
     private readonly _announce: (text: string) => void = () => undefined
   ) {
     this._list = h('ul', {
@@ -75,6 +76,12 @@ export class JobListView {
         const name = row.getAttribute('data-job')!;
         this._setCurrent(name, false);
         this._open(name);
+      }
+    });
+    this._list.addEventListener('dblclick', event => {
+      const row = (event.target as Element).closest('[data-job]');
+      if (row) {
+        this._open(row.getAttribute('data-job')!, true);
       }
     });
     this._list.addEventListener('keydown', event => this._onKey(event));

@@ -36,7 +36,8 @@ export interface IPanelOptions {
   model: JobsModel;
   api: PaddleApi;
   /** Open (or bring to front) a job's view in the main area. */
-  openJob: (name: string) => void;
+  /** Open a job's view: in the preview tab, or (`keep`) in a tab of its own. */
+  openJob: (name: string, keep?: boolean) => void;
   /** What the New job form starts with when opened from the toolbar (the file browser's folder). */
   formPrefill?: () => IFormPrefill;
 }
@@ -115,7 +116,7 @@ export class PaddlePanel extends Panel {
       'data-testid': 'paddle-announce'
     });
     this.list = new JobListView(
-      name => options.openJob(name),
+      (name, keep) => options.openJob(name, keep),
       text => this.announce(text)
     );
     this.form = new JobFormView(
@@ -124,7 +125,7 @@ export class PaddlePanel extends Panel {
       job => {
         model.dispatch({ type: 'job', job });
         this.showList();
-        options.openJob(job.name);
+        options.openJob(job.name, true); // the job just submitted stays open
       }
     );
     this.toolbar = new Toolbar();

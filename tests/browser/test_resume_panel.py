@@ -98,6 +98,11 @@ def test_a_cancelled_job_resumes_from_the_panel_and_continues_from_its_checkpoin
     expect(resumed.locator('[data-testid="paddle-detail-checkpoints"]')).to_contain_text(f"resumed from job {NAME} at step 10")
     new = resumed.get_attribute("data-job")
     assert new and new != NAME
+    # Both tabs stay open (the resumed job's is its own, not the preview), and its title is told
+    # apart from its origin's however short the tabs are cut.
+    label = page.locator(f'.lm-TabBar-tab[data-id="paddle-nbext-job-{new}"] .lm-TabBar-tabLabel')
+    expect(label).to_have_text(f"↻ {new}")
+    expect(page.locator(f'.lm-TabBar-tab[data-id="paddle-nbext-job-{NAME}"] .lm-TabBar-tabLabel')).to_have_text(NAME)
     metrics = lab.api("GET", f"jobs/{new}/metrics").json()
     assert metrics["replicas"][0]["series"]["loss"]["step"] == [11, 12, 13, 14, 15], metrics
     assert "resumed from 10" in lab.api("GET", f"jobs/{new}/logs").text

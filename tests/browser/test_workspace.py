@@ -526,3 +526,42 @@ def test_a_job_view_fits_a_narrow_area(page: Page, lab: LabServer, width: int) -
     assert cut == [], "\n".join(cut)
     expect(view.locator('[data-testid="paddle-back"]')).to_be_in_viewport()
     page.screenshot(path=str(REPO / "test-artifacts" / f"job-view-{width}.png"))
+
+
+def test_a_single_click_previews_a_job_and_a_double_click_keeps_it(page: Page, lab: LabServer) -> None:
+    """Browsing jobs leaves one preview tab (its title in italics), replaced by the next job
+    opened with a single click; a double-click on a row or on the tab keeps the view (issue 37,
+    item 12)."""
+    open_lab(page, lab)
+    tabs = page.locator("#jp-main-dock-panel .lm-TabBar-tab")
+
+    def tab(name: str) -> Any:
+        return page.locator(f'#jp-main-dock-panel .lm-TabBar-tab[data-id="paddle-nbext-job-{name}"]')
+
+    def row(name: str) -> Any:
+        return page.locator(f'{PANEL} [data-testid="paddle-job-row"][data-job="{name}"]')
+
+    row(FAILED).click()
+    expect(tab(FAILED)).to_have_class(re.compile(r"\bpn-preview-tab\b"))
+    assert tab(FAILED).locator(".lm-TabBar-tabLabel").evaluate("el => getComputedStyle(el).fontStyle") == "italic"
+    row(PARTIAL).click()  # replaces the preview
+    expect(tab(PARTIAL)).to_have_class(re.compile(r"\bpn-preview-tab\b"))
+    expect(tab(FAILED)).to_have_count(0)
+    row(LONG).click()
+    expect(tab(PARTIAL)).to_have_count(0)
+    expect(tabs.filter(has=page.locator(".lm-TabBar-tabLabel"))).to_have_count(1)
+
+    row(LONG).dblclick()  # kept: a tab of its own
+    expect(tab(LONG)).not_to_have_class(re.compile(r"\bpn-preview-tab\b"))
+    row(FAILED).click()  # the next preview does not replace a kept view
+    expect(tab(FAILED)).to_have_class(re.compile(r"\bpn-preview-tab\b"))
+    expect(tab(LONG)).to_have_count(1)
+    tab(FAILED).dblclick()  # double-click on the preview tab keeps it too
+    expect(tab(FAILED)).not_to_have_class(re.compile(r"\bpn-preview-tab\b"))
+    row(PARTIAL).click()
+    for name in (LONG, FAILED, PARTIAL):
+        expect(tab(name)).to_have_count(1)
+    # The row's context menu keeps it as well.
+    row(PARTIAL).click(button="right")
+    page.locator('.lm-Menu-item:has-text("Open in New Tab")').click()
+    expect(tab(PARTIAL)).not_to_have_class(re.compile(r"\bpn-preview-tab\b"))
