@@ -10,9 +10,10 @@
 import { absoluteTime, countsText, formatAge, phaseClass, roleSummaries } from './format';
 import { __ } from './i18n';
 import { h } from './dom';
+import { IListFilter, ListFilterBar, NO_FILTER, jobMatches } from './listfilter';
 import { shownPhase } from './preparing';
 import { IJobsState } from './state';
-import { IJobStatus } from './types';
+import { IJobStatus, TERMINAL_PHASES } from './types';
 
 /**
  * A role summary's phrases, each with its comma ("trainers 1/2 succeeded," "1 failed"): a
@@ -38,12 +39,28 @@ export class JobListView {
   /** The row that holds the list's one Tab stop. */
   private _current: string | null = null;
   private _selected: string | null = null;
+  private _filter: IListFilter = NO_FILTER;
+  private _state: IJobsState | null = null;
+  private readonly _noMatch: HTMLElement;
+  /** Search, phase filter and Delete ended… (`listfilter.ts`). */
+  readonly filterBar: ListFilterBar;
 
   constructor(
     /** Open a job: a click previews it, a double-click (`keep`) opens it in a tab of its own. */
     private readonly _open: (name: string, keep?: boolean) => void,
-    private readonly _announce: (text: string) => void = () => undefined
+    private readonly _announce: (text: string) => void = () => undefined,
+    /** Delete these ended jobs, asking first (`bulkdelete.ts`). */
+    deleteEnded: (names: string[]) => void = () => undefined
   ) {
+    this.filterBar = new ListFilterBar(
+      filter => this.setFilter(filter),
+      () => deleteEnded(this.endedShown())
+    );
+    this._noMatch = h(
+      'p',
+      { className: 'pn-empty', 'data-testid': 'paddle-no-match', hidden: true },
+      __('No job matches the search.')
+    );
     this._list = h('ul', {
       className: 'pn-job-list',
       'data-testid': 'paddle-job-list',
@@ -69,7 +86,15 @@ export class JobListView {
       { className: 'pn-loading', 'data-testid': 'paddle-loading' },
       __('Loading jobs…')
     );
-    this.node = h('div', { className: 'pn-list-view' }, this._loading, this._empty, this._list);
+    this.node = h(
+      'div',
+      { className: 'pn-list-view' },
+      this.filterBar.node,
+      this._loading,
+      this._empty,
+      this._noMatch,
+      this._list
+    );
     this._list.addEventListener('click', event => {
       const row = (event.target as Element).closest('[data-job]');
       if (row) {
@@ -112,8 +137,43 @@ export class JobListView {
     return true;
   }
 
+  /** Show only the jobs that match (`listfilter.ts`); the others' rows are hidden, not dropped. */
+  setFilter(filter: IListFilter): void {
+    this._filter = filter;
+    this._applyFilter();
+  }
+
+  /** The ended jobs the list shows under its filter, in its order (what Delete ended… deletes). */
+  endedShown(): string[] {
+    return this._shownOrder().filter(name => {
+      const job = this._rows.get(name)?.job;
+      return job !== undefined && TERMINAL_PHASES.has(job.phase);
+    });
+  }
+
+  private _shownOrder(): string[] {
+    return this._order.filter(name => {
+      const row = this._rows.get(name);
+      return row !== undefined && jobMatches(row.job, this._filter);
+    });
+  }
+
+  private _applyFilter(): void {
+    let shown = 0;
+    for (const row of this._rows.values()) {
+      const match = jobMatches(row.job, this._filter);
+      if (row.node.hidden === match) {
+        row.node.hidden = !match;
+      }
+      shown += match ? 1 : 0;
+    }
+    this._noMatch.hidden = !this._state?.loaded || this._rows.size === 0 || shown > 0;
+    this.filterBar.deleteEnded.disabled = this.endedShown().length === 0;
+  }
+
   /** Bring the DOM in line with the state, touching only rows whose job changed. */
   update(state: IJobsState): void {
+    this._state = state;
     this._loading.hidden = state.loaded || state.problem !== null;
     this._empty.hidden = !state.loaded || state.order.length > 0;
     const now = Date.now();
@@ -151,6 +211,7 @@ export class JobListView {
     if (this._current === null && state.order.length) {
       this._setCurrent(state.order[0], false);
     }
+    this._applyFilter();
   }
 
   private _reorder(order: readonly string[]): void {
@@ -190,7 +251,8 @@ export class JobListView {
       return;
     }
     const name = row.getAttribute('data-job')!;
-    const at = this._order.indexOf(name);
+    const order = this._shownOrder(); // the arrows skip rows the filter hides
+    const at = order.indexOf(name);
     let next: string | undefined;
     switch (event.key) {
       case 'Enter':
@@ -199,16 +261,16 @@ export class JobListView {
         this._open(name);
         return;
       case 'ArrowDown':
-        next = this._order[Math.min(this._order.length - 1, at + 1)];
+        next = order[Math.min(order.length - 1, at + 1)];
         break;
       case 'ArrowUp':
-        next = this._order[Math.max(0, at - 1)];
+        next = order[Math.max(0, at - 1)];
         break;
       case 'Home':
-        next = this._order[0];
+        next = order[0];
         break;
       case 'End':
-        next = this._order[this._order.length - 1];
+        next = order[order.length - 1];
         break;
       default:
         return;

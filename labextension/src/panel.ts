@@ -13,6 +13,7 @@ import {
 import { Panel, Widget } from '@lumino/widgets';
 
 import { ApiError, PaddleApi } from './api';
+import { deleteJobs } from './bulkdelete';
 import { h } from './dom';
 import { IFormPrefill, JobFormView } from './formview';
 import { __ } from './i18n';
@@ -117,7 +118,8 @@ export class PaddlePanel extends Panel {
     });
     this.list = new JobListView(
       (name, keep) => options.openJob(name, keep),
-      text => this.announce(text)
+      text => this.announce(text),
+      names => void this._deleteEnded(api, names)
     );
     this.form = new JobFormView(
       api,
@@ -187,6 +189,13 @@ export class PaddlePanel extends Panel {
   /** Say something once to screen readers (the panel's one polite live region). */
   announce(text: string): void {
     this._live.textContent = text;
+  }
+
+  /** Delete ended…: one question, then the deletes; the list follows from the event stream. */
+  private async _deleteEnded(api: PaddleApi, names: string[]): Promise<void> {
+    for (const name of await deleteJobs(api, names)) {
+      this._model.dispatch({ type: 'deleted', name });
+    }
   }
 
   private async _loadVersion(api: PaddleApi): Promise<void> {

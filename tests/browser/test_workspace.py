@@ -565,3 +565,46 @@ def test_a_single_click_previews_a_job_and_a_double_click_keeps_it(page: Page, l
     row(PARTIAL).click(button="right")
     page.locator('.lm-Menu-item:has-text("Open in New Tab")').click()
     expect(tab(PARTIAL)).not_to_have_class(re.compile(r"\bpn-preview-tab\b"))
+
+
+@pytest.mark.parametrize("width", [250, 430])
+def test_the_list_finds_jobs_and_deletes_the_ended_ones_after_one_question(page: Page, lab: LabServer, width: int) -> None:
+    """Search by name, a phase filter, and Delete ended… that asks once, saying what it frees
+    (issue 37, item 13).  Runs last in this module: at 430 px it deletes a job for real."""
+    open_lab(page, lab, width=width)
+    panel = page.locator(PANEL)
+    rows = panel.locator('[data-testid="paddle-job-row"]')
+    expect(rows).to_have_count(3)
+    search = panel.locator('[data-testid="paddle-list-search"]')
+    search.fill("ONE-OF")  # any part of the name, any case
+    expect(rows.filter(visible=True)).to_have_count(1)
+    expect(rows.filter(visible=True)).to_have_attribute("data-job", PARTIAL)
+    search.fill("no such job")
+    expect(panel.locator('[data-testid="paddle-no-match"]')).to_be_visible()
+    search.fill("")
+    panel.locator('[data-testid="paddle-list-phase"]').select_option("active")
+    expect(rows.filter(visible=True)).to_have_count(1)
+    expect(rows.filter(visible=True)).to_have_attribute("data-job", LONG)
+    # Only running jobs shown: nothing ended to delete.
+    expect(panel.locator('[data-testid="paddle-delete-ended"]')).to_be_disabled()
+    panel.locator('[data-testid="paddle-list-phase"]').select_option("ended")
+    expect(rows.filter(visible=True)).to_have_count(2)
+    assert no_horizontal_overflow(page, PANEL) == []
+    assert cut_row_text(page, PANEL) == []
+    assert axe_violations(page, PANEL) == []
+
+    search.fill("one-of")
+    panel.locator('[data-testid="paddle-delete-ended"]').click()
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Delete 1 ended job?")
+    expect(dialog).to_contain_text(f"{PARTIAL}. Their records, logs, package snapshots and checkpoints are removed.")
+    expect(dialog).to_contain_text(re.compile(r"This frees [0-9.]+[KMG]?i?\."))
+    if width == 250:
+        dialog.locator("button.jp-mod-reject").click()  # Keep
+        expect(dialog).to_have_count(0)
+        expect(rows.filter(visible=True)).to_have_count(1)
+        return
+    dialog.locator("button.jp-mod-warn").click()
+    expect(panel.locator(f'[data-job="{PARTIAL}"]')).to_have_count(0)
+    assert lab.api("GET", f"jobs/{PARTIAL}").status_code == 404
+    assert lab.api("GET", f"jobs/{FAILED}").status_code == 200  # not shown: not deleted
