@@ -62,3 +62,26 @@ class DeleteQuestion(widgets.VBox):
         buttons.append(self.delete_button)
         super().__init__(children=(self.text, widgets.HBox(children=buttons)))
         self.add_class("paddle-delete-question")
+
+
+def bulk_question_text(names: list[str], freed: int | None) -> str:
+    """The one question for several jobs: how many, which, what goes and what it frees."""
+    listed = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+    count = "1 ended job" if len(names) == 1 else f"{len(names)} ended jobs"
+    text = f"Delete {count}? {listed}. Their records, logs, package snapshots and checkpoints are removed. This cannot be undone."
+    return text + (f" This frees {format_bytes(freed)}." if freed is not None else "")
+
+
+class BulkDeleteQuestion(widgets.VBox):
+    """Keep (nothing happens) or Delete N jobs (`answer()`)."""
+
+    def __init__(self, names: list[str], freed: int | None, answer: Callable[[], None], dismiss: Callable[[], None]):
+        self.text = widgets.HTML(value=f"<span class='paddle-delete-question'>{html.escape(bulk_question_text(names, freed))}</span>")
+        self.keep_button = widgets.Button(description="Keep", tooltip="delete nothing", layout={"width": "auto"})
+        self.delete_button = widgets.Button(
+            description="Delete 1 job" if len(names) == 1 else f"Delete {len(names)} jobs", button_style="danger", layout={"width": "auto"}
+        )
+        self.keep_button.on_click(lambda _b: dismiss())
+        self.delete_button.on_click(lambda _b: answer())
+        super().__init__(children=(self.text, widgets.HBox(children=(self.keep_button, self.delete_button))))
+        self.add_class("paddle-delete-question")

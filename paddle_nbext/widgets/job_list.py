@@ -18,11 +18,12 @@ import ipywidgets as widgets
 from .. import display
 from ..api import get_client
 from ..client import Client, PaddleNbextError
-from ..model.contract import Role
+from ..model.contract import Role, format_bytes
 from ..model.status import JobStatus
 from ..ranklog import failed_rank, rank_lines
 from ..words import replica_name, replica_to_open, shown_phase
-from ._delete_question import DeleteQuestion
+from ._delete_question import BulkDeleteQuestion, DeleteQuestion
+from ._list_filter import FilterBar
 from ._poll import Poller, comm_alive, watch_comm_close
 
 
@@ -96,7 +97,10 @@ class JobListWidget(widgets.VBox):
         self.error = widgets.HTML(value="")
         #: What the last delete did ("Deleted x, freeing 1.2Gi.").
         self.notice = widgets.HTML(value="")
-        super().__init__(children=(self.header, self.error, self.notice, self.table, self.logs), **kwargs)
+        #: Search, phase filter and "delete ended…" (`_list_filter`); the bulk question under it.
+        self.filter = FilterBar(self._refilter, self.ask_delete_ended)
+        self.bulk_question = widgets.VBox()
+        super().__init__(children=(self.header, self.filter, self.bulk_question, self.error, self.notice, self.table, self.logs), **kwargs)
         self.add_class("paddle-job-list")
         self.refresh()
         self.poller = Poller(interval, self._tick, lambda: comm_alive(self), name="paddle-job-list")
@@ -137,14 +141,75 @@ class JobListWidget(widgets.VBox):
         for name in set(self.rows) - {row.name for row in rows}:
             self.rows[name].close()  # deleted elsewhere (panel, CLI): its row leaves the table
         self.rows = {row.name: row for row in rows}
-        if tuple(rows) != tuple(self.table.children):
-            self.table.children = tuple(rows)
+        self._show_matching()
         self.refreshes += 1
         running = sum(1 for s in statuses if not s.terminal)
         self.header.value = (
             f"<b>Paddle jobs</b> · {len(statuses)} job{'s' if len(statuses) != 1 else ''}, {running} active"
             f" · updated {time.strftime('%H:%M:%S')} (every {self.interval:g} s)"
         )
+
+    def _show_matching(self) -> None:
+        """The table shows the rows the filter matches, in the server's order."""
+        shown = tuple(row for row in self.rows.values() if self.filter.matches(row.status))
+        if shown != tuple(self.table.children):
+            self.table.children = shown
+
+    def _refilter(self) -> None:
+        with self._rows_lock:
+            self._show_matching()
+
+    def ended_shown(self) -> list[str]:
+        """The ended jobs the table shows (what "delete ended…" deletes)."""
+        with self._rows_lock:
+            return [row.name for row in self.table.children if isinstance(row, _Row) and row.status.terminal]
+
+    def ask_delete_ended(self) -> BulkDeleteQuestion | None:
+        """The "delete ended…" button: one question for the ended jobs shown, saying what it frees."""
+        names = self.ended_shown()
+        if not names:
+            self.notice.value = "No ended job is shown: nothing to delete."
+            return None
+        freed: int | None = 0
+        for name in names:
+            try:
+                size = self.client.checkpoints(name).get("job_size")
+            except PaddleNbextError:
+                size = None
+            freed = freed + size if isinstance(freed, int) and isinstance(size, int) else None
+
+        def dismiss() -> None:
+            self.bulk_question.children = ()
+
+        question = BulkDeleteQuestion(names, freed, answer=lambda: self._delete_many(names, freed), dismiss=dismiss)
+        self.bulk_question.children = (question,)
+        return question
+
+    def _delete_many(self, names: list[str], freed: int | None) -> None:
+        self.bulk_question.children = ()
+        failed = []
+        for name in names:
+            try:
+                self.client.delete(name)
+            except PaddleNbextError as error:
+                failed.append(f"{name} ({error})")
+                continue
+            with self._rows_lock:
+                self._deleted.add(name)
+                row = self.rows.pop(name, None)
+                if row is not None:
+                    row.close()
+        with self._rows_lock:
+            self._show_matching()
+        done = len(names) - len(failed)
+        text = (
+            f"Deleted {done} job{'s' if done != 1 else ''}"
+            + (f", freeing {format_bytes(freed)}" if freed is not None and not failed else "")
+            + "."
+        )
+        self.notice.value = html.escape(text)
+        if failed:
+            self.error.value = f"<span style='color:#c53030'>{html.escape('Could not delete: ' + '; '.join(failed))}</span>"
 
     # ---- buttons
     def show_logs(self, name: str, role: str | None = None, index: int | None = None) -> str:

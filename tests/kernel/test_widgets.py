@@ -218,3 +218,34 @@ def test_form_offers_no_entry_point_that_does_not_exist_and_never_the_whole_home
     assert again.inputs["trainer_package"].value == str(tmp_path / "code")
     assert again.inputs["entry_point"].value == "python main.py"
     again.close()
+
+
+def test_job_list_finds_jobs_and_deletes_the_ended_ones_after_one_question(client: Client) -> None:
+    """Search and phase filter, as in the panel, and "delete ended…" asking once (issue 37, item 13)."""
+    from paddle_nbext import api
+    from paddle_nbext.widgets.job_list import JobListWidget
+
+    for name in ("sweep-a", "sweep-b", "other-c"):
+        api.submit(QUICK, job_name=name, mode="collective", trainers=1, client=client).wait(timeout=120)
+    table = JobListWidget(client, interval=0.3)
+    wait_until(lambda: {"sweep-a", "sweep-b", "other-c"} <= set(table.rows), what="the three jobs listed")
+    table.filter.search.value = "SWEEP"
+    assert {row.name for row in table.table.children} == {"sweep-a", "sweep-b"}
+    table.filter.phase.value = "active"
+    assert list(table.table.children) == []
+    table.filter.phase.value = "ended"
+    refreshes = table.refreshes
+    wait_until(lambda: table.refreshes > refreshes, what="a refresh under the filter")
+    assert {row.name for row in table.table.children} == {"sweep-a", "sweep-b"}  # a refresh keeps the filter
+
+    question = table.ask_delete_ended()
+    assert question is not None and question in table.bulk_question.children
+    assert question.text.value.count("Delete 2 ended jobs? sweep-") == 1
+    assert "This frees " in question.text.value
+    assert client.get_job("sweep-a").phase == "Succeeded"  # nothing deleted yet
+    question.delete_button.click()
+    assert table.notice.value.startswith("Deleted 2 jobs, freeing ")
+    assert {job.name for job in client.list_jobs()} >= {"other-c"}
+    assert not {"sweep-a", "sweep-b"} & {job.name for job in client.list_jobs()}
+    table.close()
+    client.delete("other-c")
