@@ -92,7 +92,9 @@ def test_the_form_checks_resources_warns_when_it_waits_and_refuses_what_never_fi
     assert form.check_button.layout.display == "flex"  # the backend checks quota
     form.inputs["mode"].value = "collective"
     form.inputs["pservers"].value = 0
+    (tmp_path / "train.py").write_text("print('train')\n")  # the form checks the script is there
     form.inputs["trainer_package"].value = str(tmp_path)
+    form.inputs["entry_point"].value = "python train.py"
     form.inputs["trainers"].value = 2
     form.inputs["trainer_gpu"].value = 2
 
