@@ -101,7 +101,8 @@ export class CheckpointsView {
   }
 
   private _render(info: ICheckpoints): void {
-    const text = checkpointsText(info);
+    // The origin is the view's "Resumed from" line: a resumed job stated it three times.
+    const text = checkpointsText(info, false);
     if (this.line.textContent !== text) {
       this.line.textContent = text;
     }

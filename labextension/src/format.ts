@@ -215,10 +215,11 @@ export function bytesText(bytes: number): string {
 }
 
 /**
- * The job view's checkpoint line: `3 checkpoints, latest step 1200 (36.2Mi) · resumed from job
- * mnist-1 at step 800`; '' for a job that has none and was not resumed.
+ * The checkpoint line: `3 checkpoints, latest step 1200 (36.2Mi) · resumed from job mnist-1 at
+ * step 800`; '' for a job that has none and was not resumed.  Without `origin` the job it was
+ * resumed from is left out (the job view says that on a line of its own, with a link).
  */
-export function checkpointsText(info: ICheckpoints): string {
+export function checkpointsText(info: ICheckpoints, origin = true): string {
   const parts: string[] = [];
   const count = info.checkpoints.length;
   if (count && info.latest) {
@@ -228,7 +229,7 @@ export function checkpointsText(info: ICheckpoints): string {
   }
   // The API promises no key of `resumed_from` (it is the record the resume left): say what it has.
   const from = info.resumed_from;
-  if (from?.job) {
+  if (origin && from?.job) {
     parts.push(
       `resumed from job ${from.job}${from.step === undefined ? '' : ` at step ${from.step}`}`
     );

@@ -248,7 +248,9 @@ export class PaddlePanel extends Panel {
     this.list.update(this._model.state);
     this.list.tick();
     if (!this._ticker) {
-      this._ticker = window.setInterval(() => this.list.tick(), 10000);
+      // Every second: ages under a minute read in seconds ("5s"), and a 10 s tick made them
+      // jump by ten.  A tick rewrites only the ages whose text changed.
+      this._ticker = window.setInterval(() => this.list.tick(), 1000);
     }
   }
 

@@ -95,7 +95,10 @@ def test_a_cancelled_job_resumes_from_the_panel_and_continues_from_its_checkpoin
     expect(resumed.locator('[data-testid="paddle-detail-message"]')).to_have_text(
         f"All 1 trainer finished successfully (resumed from step 10 of job {NAME})."
     )
-    expect(resumed.locator('[data-testid="paddle-detail-checkpoints"]')).to_contain_text(f"resumed from job {NAME} at step 10")
+    # The origin is said by the message and by the "Resumed from" line (with its link), not a
+    # third time on the checkpoint line.
+    expect(resumed.locator('[data-testid="paddle-detail-resumed-from"]')).to_have_text(f"Resumed from {NAME} at step 10")
+    expect(resumed.locator('[data-testid="paddle-detail-checkpoints"]')).not_to_contain_text("resumed from")
     new = resumed.get_attribute("data-job")
     assert new and new != NAME
     # Both tabs stay open (the resumed job's is its own, not the preview), and its title is told

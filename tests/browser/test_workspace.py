@@ -608,3 +608,19 @@ def test_the_list_finds_jobs_and_deletes_the_ended_ones_after_one_question(page:
     expect(panel.locator(f'[data-job="{PARTIAL}"]')).to_have_count(0)
     assert lab.api("GET", f"jobs/{PARTIAL}").status_code == 404
     assert lab.api("GET", f"jobs/{FAILED}").status_code == 200  # not shown: not deleted
+
+
+def test_a_young_jobs_age_counts_seconds(page: Page, lab: LabServer) -> None:
+    """Ages under a minute read in seconds; they used to be redrawn every 10 s, so "5s" jumped to
+    "15s".  Two changes in a row, each within a few seconds (issue 37, item 11)."""
+    name = "browser-young"
+    assert lab.api("POST", "jobs", json={"job_name": name, "entry_point": "python -c pass", "trainers": 1, "mode": "collective"}).ok
+    try:
+        open_lab(page, lab)
+        age = page.locator(f'{PANEL} [data-job="{name}"] .pn-age')
+        expect(age).to_have_text(re.compile(r"^\d+s$"))
+        for _ in range(2):
+            before = age.inner_text()
+            expect(age).not_to_have_text(before, timeout=3_000)
+    finally:
+        lab.api("DELETE", f"jobs/{name}")
