@@ -5,6 +5,10 @@
  * Rows are redrawn by the list whenever their job's status changes, so the bars are put back
  * after every list update; a bar is only touched when its text changed, which keeps a
  * 1,000-row list as cheap as before.
+ *
+ * `metrics` events come only while a job reports: after a page reload an ended job never sends
+ * one, and its row lost its bar.  So once the list has loaded, the newest rows' progress is
+ * fetched once (one small request each, a few at a time, after the rows are drawn).
  */
 import { IDisposable } from '@lumino/disposable';
 
@@ -13,9 +17,15 @@ import { __ } from './i18n';
 import { IMetricsSummary, IProgress, progressView } from './metrics';
 import { JobsModel } from './model';
 
+/** Rows whose progress is fetched once after the list loads (the newest, those in view). */
+export const BACKFILL_ROWS = 30;
+/** Metric requests at a time while backfilling. */
+const BACKFILL_AT_ONCE = 4;
+
 export class RowProgress implements IDisposable {
   private readonly _progress = new Map<string, IProgress>();
   private _disposed = false;
+  private _backfilled = false;
 
   constructor(
     private readonly _model: JobsModel,
@@ -36,8 +46,35 @@ export class RowProgress implements IDisposable {
     }
   };
 
+  /** Fetch the progress of the newest rows not known yet (once, after the first load). */
+  private async _backfill(): Promise<void> {
+    const names = this._model.state.order
+      .slice(0, BACKFILL_ROWS)
+      .filter(name => !this._progress.has(name));
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < names.length && !this._disposed) {
+        const name = names[next++];
+        try {
+          const answer = await this._model.api.metrics(name, 1);
+          if (answer.progress && !this._progress.has(name)) {
+            this._progress.set(name, answer.progress);
+            this.apply();
+          }
+        } catch {
+          // gone since, or a server without metrics: no bar, as before
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: BACKFILL_AT_ONCE }, worker));
+  }
+
   /** Put each known job's bar into its row (after the list drew its rows). */
   readonly apply = (): void => {
+    if (!this._backfilled && this._model.state.loaded) {
+      this._backfilled = true;
+      void this._backfill();
+    }
     for (const name of [...this._progress.keys()]) {
       const job = this._model.state.jobs.get(name);
       if (!job) {

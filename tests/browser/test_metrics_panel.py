@@ -109,3 +109,9 @@ def test_the_chart_grows_while_the_job_runs_and_progress_reaches_100(page: Page,
     toggle.click()
     expect(toggle).to_have_attribute("aria-pressed", "false")
     assert not errors, errors
+
+    # After a reload no `metrics` event comes for the ended job: its row keeps its bar all the same.
+    open_lab(page, lab).click()
+    reloaded = page.locator(f'{PANEL} [data-testid="paddle-job-row"][data-job="{NAME}"] [data-testid="paddle-row-progress"]')
+    expect(reloaded).to_have_attribute("data-percent", "100")
+    expect(reloaded).to_contain_text("300/300")
