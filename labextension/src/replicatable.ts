@@ -69,7 +69,7 @@ export class ReplicaTable {
         nameCell.appendChild(h('br'));
         nameCell.appendChild(toggle);
         for (let rank = 0; open && rank < group.ranks; rank++) {
-          rankRows.push(this._rankRow(job, replica, rank, group.failed === rank));
+          rankRows.push(this._rankRow(job, replica, rank, group.failed));
         }
       }
       this.body.appendChild(
@@ -98,8 +98,29 @@ export class ReplicaTable {
     }
   }
 
-  private _rankRow(job: IJobStatus, replica: IReplica, rank: number, failed: boolean): HTMLElement {
+  /**
+   * One rank (process) of a trainer of several.  A rank has no status of its own: it is in its
+   * trainer's phase, except that the rank that failed the trainer is Failed and the others were
+   * stopped with it; its restarts and run time are its trainer's (no cell is left empty).
+   */
+  private _rankRow(
+    job: IJobStatus,
+    replica: IReplica,
+    rank: number,
+    failedRank: number | null
+  ): HTMLElement {
     const ref = { role: replica.role, index: replica.index, rank };
+    const failed = failedRank === rank;
+    const stopped = !failed && failedRank !== null;
+    const phase = failed ? 'Failed' : stopped ? 'Stopped' : shownReplicaPhase(job, replica);
+    let reason: string;
+    if (failed) {
+      reason = failedRankReason(job, replica.index);
+    } else if (stopped) {
+      reason = __('Stopped when rank %1 failed', failedRank);
+    } else {
+      reason = phase === PREPARING_PHASE ? job.message : replicaReason(replica, job.phase);
+    }
     const name = `${replicaName(replica.role, replica.index)} · ${__('rank %1', rank)}`;
     return h(
       'tr',
@@ -111,14 +132,10 @@ export class ReplicaTable {
         'data-failed': failed ? 'true' : 'false'
       },
       h('th', { scope: 'row', 'aria-label': name }, __('rank %1', rank)),
-      h(
-        'td',
-        {},
-        failed ? h('span', { className: `pn-badge ${phaseClass('Failed')}` }, __('Failed')) : ''
-      ),
-      h('td', { className: 'pn-reason' }, failed ? failedRankReason(job, replica.index) : ''),
-      h('td', {}),
-      h('td', {}),
+      h('td', {}, h('span', { className: `pn-badge ${phaseClass(phase)}` }, phase)),
+      h('td', { className: 'pn-reason' }, reason),
+      h('td', {}, String(replica.restarts)),
+      h('td', {}, this._options.ranFor(replica)),
       h('td', {}, this._logsButton(name, ref))
     );
   }

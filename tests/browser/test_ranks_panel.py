@@ -88,6 +88,12 @@ def test_ranks_are_grouped_under_their_trainer_and_the_failed_rank_opens(page: P
     expect(ranks).to_have_count(3)
     expect(ranks.nth(1)).to_have_attribute("data-failed", "true")
     expect(ranks.nth(1).locator(".pn-reason")).to_have_text("ValueError: bad batch on rank one")
+    # No empty cells: the other ranks were stopped with rank 1, and every rank shows its
+    # trainer's restarts and run time.
+    expect(ranks.nth(0).locator(".pn-badge")).to_have_text("Stopped")
+    expect(ranks.nth(0).locator(".pn-reason")).to_have_text("Stopped when rank 1 failed")
+    for cell in ranks.locator("td").all():
+        assert cell.inner_text().strip(), ranks.first.inner_html()
     assert axe_violations(page, f'[data-testid="paddle-detail"][data-job="{NAME}"]') == []
 
     # Trainer 0's ranks, and rank 2's lines from its row.
