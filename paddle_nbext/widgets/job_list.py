@@ -24,6 +24,7 @@ from ..ranklog import failed_rank, rank_lines
 from ..words import replica_name, replica_to_open, shown_phase
 from ._delete_question import BulkDeleteQuestion, DeleteQuestion
 from ._list_filter import FilterBar
+from ._log_html import log_html
 from ._poll import Poller, comm_alive, watch_comm_close
 
 
@@ -234,7 +235,7 @@ class JobListWidget(widgets.VBox):
         who = replica_name(role, index) + (f" · rank {rank}" if rank is not None else "")
         self.logs.value = (
             f"<b>{html.escape(name)} · {html.escape(who)}</b> (last 200 lines)"
-            f"<pre class='paddle-logs' style='max-height:300px;overflow:auto'>{html.escape(text) or '(no output yet)'}</pre>"
+            f"<pre class='paddle-logs' style='max-height:300px;overflow:auto'>{log_html(text) or '(no output yet)'}</pre>"
         )
         return text
 

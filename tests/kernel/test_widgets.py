@@ -249,3 +249,27 @@ def test_job_list_finds_jobs_and_deletes_the_ended_ones_after_one_question(clien
     assert not {"sweep-a", "sweep-b"} & {job.name for job in client.list_jobs()}
     table.close()
     client.delete("other-c")
+
+
+def test_job_list_marks_the_traceback_of_a_failed_job_in_its_log(client: Client) -> None:
+    """The panel opens a failed job's log on its marked traceback; job_list()'s log marks it too
+    (issue 37, item 11)."""
+    from paddle_nbext import api
+    from paddle_nbext.widgets._log_html import log_html
+    from paddle_nbext.widgets.job_list import JobListWidget
+
+    script = "python -c \"print('before', flush=True); raise ValueError('bad batch')\""
+    api.submit(script, job_name="list-tb", mode="collective", trainers=1, client=client).wait(timeout=120)
+    table = JobListWidget(client, interval=0.3)
+    wait_until(lambda: "list-tb" in table.rows, what="the failed job listed")
+    table.show_logs("list-tb")
+    marked = table.logs.value.split("<mark class='paddle-traceback'", 1)
+    assert len(marked) == 2 and "before" in marked[0], table.logs.value
+    assert marked[1].split("</mark>")[0].endswith("ValueError: bad batch")
+    assert "Traceback (most recent call last):" in marked[1].split("</mark>")[0]
+    # A glog line between the traceback and its exception line stays inside the mark.
+    glogged = "Traceback (most recent call last):\n  File \"x.py\", line 1\nI1205 10:00:00.000000  12 a.cc:3] noise\nKeyError: 'k'\nafter\n"
+    assert log_html(glogged).endswith("KeyError: &#x27;k&#x27;</mark>\nafter\n")
+    assert log_html("no error here") == "no error here"
+    table.close()
+    client.delete("list-tb")
