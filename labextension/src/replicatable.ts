@@ -87,6 +87,7 @@ export class ReplicaTable {
           h('td', { className: 'pn-reason' }, replicaReason(replica, job.phase)),
           h('td', {}, String(replica.restarts)),
           h('td', { className: 'pn-ran' }, this._options.ranFor(replica)),
+          h('td', { className: 'pn-usage' }),
           h('td', {}, this._logsButton(name, { role: replica.role, index: replica.index }))
         )
       );
@@ -115,6 +116,7 @@ export class ReplicaTable {
         failed ? h('span', { className: `pn-badge ${phaseClass('Failed')}` }, __('Failed')) : ''
       ),
       h('td', { className: 'pn-reason' }, failed ? failedRankReason(job, replica.index) : ''),
+      h('td', {}),
       h('td', {}),
       h('td', {}),
       h('td', {}, this._logsButton(name, ref))

@@ -532,9 +532,6 @@ class Master:
             if limit is not None and not replica.kill_reason and not replica.stopping:
                 if limits.stopped_by_kernel(limit, code, self.log_tail(replica)):
                     replica.kill_reason = limits.reason(limit, replica.plan, replica.memory_text)
-                    peak = self.usage.replicas[replica.key].peak_memory
-                    if peak:
-                        replica.kill_reason += f" (peak sampled {health.gib(peak)})"
             limits.release(limit)
             if replica.kill_reason:
                 replica.phase, replica.reason = ReplicaPhase.FAILED, replica.kill_reason
@@ -890,15 +887,15 @@ class Master:
             return None
         self._next_health = time.monotonic() + HEALTH_CHECK_EVERY
         trainers = self.running_trainers()
-        latest = paddle_nbext_job.latest(self.plan.checkpoint_dir)
-        if latest is not None and latest.step != self._checkpoint_step:
-            self._checkpoint_step = latest.step
-            self.timeline.add("checkpoint", f"Checkpoint at step {latest.step} saved.")
-        if not self._first_step_said:
+        if not self._first_step_said:  # before the checkpoints: a step comes before its checkpoint
             step = self.stall_watch.first_step(trainers, self.attempt_started_wall)
             if step is not None:
                 self._first_step_said = True
                 self.timeline.add("first_step", f"First progress reported: step {step}.")
+        latest = paddle_nbext_job.latest(self.plan.checkpoint_dir)
+        if latest is not None and latest.step != self._checkpoint_step:
+            self._checkpoint_step = latest.step
+            self.timeline.add("checkpoint", f"Checkpoint at step {latest.step} saved.")
         now = time.time()
         stall = self.stall_watch.check(trainers, self.attempt_started_wall, now)
         if stall is None:
