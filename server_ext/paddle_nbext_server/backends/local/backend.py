@@ -152,6 +152,7 @@ class LocalBackend(Backend):
         super().__init__(**kwargs)
         self._jobs = JobStore(Path(os.path.expanduser(self.jobs_dir)))
         self._memory = JobWatcher(self._jobs)
+        self._health = health_reads.HealthReader()
         self._watcher: asyncio.Task[None] | None = None
         self._paddle = PaddleEnvironment(self.python)
         self._paddle_refresher: asyncio.Task[None] | None = None
@@ -477,11 +478,19 @@ class LocalBackend(Backend):
         return await asyncio.to_thread(local_metrics.metrics_files, self._jobs, name, owner)
 
     # ------------------------------------------------------------------ training health
+    def _read_usage(self, name: str, owner: str) -> dict[str, Any]:
+        status = self._memory.get(name, owner)  # the owner's job, else JobNotFound; from memory
+        return self._health.usage(self._jobs.job_dir(name, owner), status)
+
+    def _read_timeline(self, name: str, owner: str, since: int) -> dict[str, Any]:
+        self._memory.get(name, owner)
+        return self._health.timeline(self._jobs.job_dir(name, owner), name, since)
+
     async def usage(self, name: str, owner: str) -> dict[str, Any]:
-        return await asyncio.to_thread(health_reads.read_usage, self._jobs, name, owner)
+        return await asyncio.to_thread(self._read_usage, name, owner)
 
     async def timeline(self, name: str, owner: str, since: int = 0) -> dict[str, Any]:
-        return await asyncio.to_thread(health_reads.read_timeline, self._jobs, name, owner, since)
+        return await asyncio.to_thread(self._read_timeline, name, owner, since)
 
     # ------------------------------------------------------------------ cancel and delete
     def _cancel_step(self, name: str, owner: str, deadline: float) -> bool:
@@ -510,6 +519,7 @@ class LocalBackend(Backend):
     def _remove(self, name: str, owner: str) -> None:
         job_dir = self._jobs.remove(name, owner)
         self._memory.forget(job_dir.name)
+        self._health.forget(job_dir)
         self.metrics.forget(name)
 
     async def delete(self, name: str, owner: str) -> None:
