@@ -33,18 +33,19 @@ from . import metrics as replica_metrics
 from .api_names import JOBS_DIR, JOBSET_API, KUEUE_API, PODGROUP_API
 from .cache import describe_failure
 from .home_setup import remove_tree
-from .log_reading import LogReading
+from .resource_usage import ResourceUsage
 from .settings import JOBSET_MODE
 from .status import link_record
 
 
-class KubernetesBackend(LogReading):
+class KubernetesBackend(ResourceUsage):
     """Runs each job as a record ConfigMap, a headless Service, a master Job and Indexed Jobs.
 
     The backend is built in layers, each a class of its own module over the one below:
     `backend_config` (settings) -> `api_calls` (connection, writes) -> `home_setup` (home
     volume, identity, snapshot) -> `reconcile` (status cache, ends, history) -> `admission`
-    (checks before a submit writes) -> `log_reading` -> this class (the operations of `Backend`).
+    (checks before a submit writes) -> `log_reading` -> `resource_usage` (metrics.k8s.io) -> this
+    class (the operations of `Backend`).
     """
 
     name = "kubernetes"
