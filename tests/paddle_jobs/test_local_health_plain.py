@@ -6,6 +6,8 @@ called stalled.  Every wait is for a state."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +92,21 @@ def test_a_job_that_never_reports_is_never_called_stalled(home: Path) -> None:
     assert "warning" not in [entry["kind"] for entry in entries]
     (replica,) = usage["replicas"]
     assert replica["phase"] == "Running" and replica["memory"] > 0 and replica["memory_limit"] == 1 << 30
+
+
+def test_when_the_master_was_killed_the_server_writes_the_end_into_the_timeline(home: Path) -> None:
+    async def scenario() -> list[dict[str, Any]]:
+        go = home / "go"
+        backend = backend_for(home)
+        name = (await backend.submit(request(home, job_name="lost", **_silent(home, env={"GO_FILE": str(go)}))))["name"]
+        await wait_until(backend, name, lambda s: s.phase == "Running")
+        master = int((home / ".paddle-jobs" / name / "master.pid").read_text())
+        os.kill(master, signal.SIGKILL)  # the timeline's writer dies without a word
+        status = await backend.cancel(name, OWNER)
+        assert status.phase == "Cancelled", status.to_dict()
+        entries: list[dict[str, Any]] = (await backend.timeline(name, OWNER))["entries"]
+        return entries
+
+    entries = asyncio.run(scenario())
+    assert entries[-1]["kind"] == "ended" and entries[-1]["text"].startswith("Cancelled: ")
+    assert [entry["seq"] for entry in entries] == list(range(1, len(entries) + 1))
