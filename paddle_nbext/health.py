@@ -88,6 +88,20 @@ class Usage:
                     sparkline([float(value) for value in history if isinstance(value, (int, float))], 20),
                 )
             )
+            for rank in replica.get("ranks") or []:
+                rows.append(
+                    (
+                        f"  rank {rank.get('rank')}",
+                        "",
+                        cores(rank.get("cpu")),
+                        "",
+                        gib(rank.get("memory")),
+                        "",
+                        "",
+                        gib(rank.get("peak_memory")),
+                        "",
+                    )
+                )
         widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
         sampled = _clock(self.body.get("sampled"))

@@ -398,6 +398,16 @@ export interface IUsageSample {
   memory: number | null;
 }
 
+export interface IRankUsage {
+  rank: number;
+  /** Cores the rank's own processes use. */
+  cpu: number | null;
+  /** Resident bytes of the rank's own processes. */
+  memory: number | null;
+  peak_cpu: number;
+  peak_memory: number;
+}
+
 export interface IReplicaUsage {
   role: string;
   index: number;
@@ -419,6 +429,8 @@ export interface IReplicaUsage {
   memory_limit: number | null;
   /** Recent samples, oldest first (absent in `usage` events). */
   history?: IUsageSample[];
+  /** A trainer of several ranks (local backend): each rank's own figures; absent for one process. */
+  ranks?: IRankUsage[];
 }
 
 export interface IUsage {

@@ -63,6 +63,20 @@ export function usageSummary(replica: IReplicaUsage): string {
   return `${cpu} · ${memory}`;
 }
 
+/** `rank 0: 0.98 cores · 300 MiB; rank 1: ...`: each rank's own figures, for a trainer of several. */
+export function ranksSummary(replica: IReplicaUsage): string {
+  return (replica.ranks ?? [])
+    .map(rank =>
+      __(
+        'rank %1: %2 cores · %3',
+        rank.rank,
+        coresText(rank.cpu),
+        gib(rank.memory ?? rank.peak_memory)
+      )
+    )
+    .join('; ');
+}
+
 /** The words the panel shows instead of figures. */
 export function unavailableText(usage: Pick<IUsage, 'reason'>): string {
   return __('Resource use is not available: %1.', usage.reason ?? __('the server did not say why'));

@@ -15,6 +15,7 @@ import {
   WARN_FRACTION,
   gib,
   memoryFraction,
+  ranksSummary,
   sparklinePoints,
   unavailableText,
   usageKey,
@@ -160,7 +161,14 @@ export class UsageView extends Widget {
       replica.peak_memory
         ? h('span', { className: 'pn-usage-peak' }, __('peak %1', gib(replica.peak_memory)))
         : null,
-      sparkline(memory, replica.memory_limit)
+      sparkline(memory, replica.memory_limit),
+      replica.ranks?.length
+        ? h(
+            'span',
+            { className: 'pn-usage-ranks', 'data-testid': 'paddle-usage-ranks' },
+            ranksSummary(replica)
+          )
+        : null
     );
   }
 

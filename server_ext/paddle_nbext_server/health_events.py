@@ -41,7 +41,11 @@ _LIVE_KEYS = (
 
 def live_usage(answer: dict[str, Any]) -> dict[str, Any]:
     """A usage answer without each replica's history: what a `usage` event carries."""
-    replicas = [{key: replica.get(key) for key in _LIVE_KEYS} for replica in answer.get("replicas", []) if isinstance(replica, dict)]
+    replicas = [
+        {key: replica.get(key) for key in _LIVE_KEYS} | ({"ranks": replica["ranks"]} if "ranks" in replica else {})
+        for replica in answer.get("replicas", [])
+        if isinstance(replica, dict)
+    ]
     return {**answer, "replicas": replicas}
 
 

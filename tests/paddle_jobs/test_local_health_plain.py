@@ -110,3 +110,44 @@ def test_when_the_master_was_killed_the_server_writes_the_end_into_the_timeline(
     entries = asyncio.run(scenario())
     assert entries[-1]["kind"] == "ended" and entries[-1]["text"].startswith("Cancelled: ")
     assert [entry["seq"] for entry in entries] == list(range(1, len(entries) + 1))
+
+
+#: Each rank holds (rank + 1) × 40 MiB until GO_FILE exists, having said so.
+RANK_HOLDER = """\
+import os, time
+held = b"x" * ((int(os.environ["PADDLE_LOCAL_RANK"]) + 1) * 40 << 20)
+print("holding", flush=True)
+while not os.path.exists(os.environ["GO_FILE"]):
+    time.sleep(0.05)
+"""
+
+
+def test_a_trainer_of_several_ranks_shows_each_rank_own_use(home: Path) -> None:
+    async def scenario() -> dict[str, Any]:
+        go = home / "go"
+        (home / "code" / "ranks.py").write_text(RANK_HOLDER)
+        backend = backend_for(home, usage_interval=0.5)
+        fields: dict[str, Any] = {
+            "entry_point": "python ranks.py",
+            "mode": "collective",
+            "procs_per_trainer": 2,
+            "env": {"GO_FILE": str(go)},
+        }
+        name = (await backend.submit(request(home, **fields)))["name"]
+        try:
+            while True:  # until both ranks hold their memory in a sample
+                (replica,) = (await backend.usage(name, OWNER)).get("replicas") or [{}]
+                ranks = replica.get("ranks") or []
+                if len(ranks) == 2 and ranks[1]["memory"] and ranks[1]["memory"] > 80 << 20:
+                    return dict(replica)
+                assert not (await backend.get_job(name, OWNER)).terminal
+                await asyncio.sleep(0.1)
+        finally:
+            go.write_text("")
+            await wait_terminal(backend, name)
+
+    replica = asyncio.run(scenario())
+    first, second = replica["ranks"]
+    assert (first["rank"], second["rank"]) == (0, 1)
+    assert 40 << 20 < first["memory"] < second["memory"]  # each rank's own, not the trainer's
+    assert first["memory"] + second["memory"] < replica["memory"]  # the trainer adds its launcher

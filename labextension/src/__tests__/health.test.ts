@@ -9,6 +9,7 @@ import {
   UsageHistory,
   gib,
   memoryFraction,
+  ranksSummary,
   sparklinePoints,
   unavailableText,
   usageSummary
@@ -77,6 +78,18 @@ describe('resource use in words', () => {
     expect(memoryFraction(replica)).toBeNull();
     const ended = { ...usage(null).replicas[0], cpu: null };
     expect(usageSummary(ended)).toBe('peak 1.9 GiB');
+  });
+
+  it('says each rank of a trainer of several', () => {
+    const replica = {
+      ...usage(GiB).replicas[0],
+      ranks: [
+        { rank: 0, cpu: 0.5, memory: 300 * 2 ** 20, peak_cpu: 0.6, peak_memory: 310 * 2 ** 20 },
+        { rank: 1, cpu: null, memory: null, peak_cpu: 0.7, peak_memory: 320 * 2 ** 20 }
+      ]
+    };
+    expect(ranksSummary(replica)).toBe('rank 0: 0.50 cores · 300 MiB; rank 1: - cores · 320 MiB');
+    expect(ranksSummary(usage(GiB).replicas[0])).toBe('');
   });
 
   it('says why there are no figures', () => {

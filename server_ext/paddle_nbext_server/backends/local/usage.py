@@ -35,8 +35,55 @@ from .records import ReplicaPlan
 
 FILE = "usage.json"
 VERSION = 1
+#: What names a rank's process: the launcher gives each rank of a trainer its local rank.
+RANK_VAR = b"PADDLE_LOCAL_RANK="
 #: Samples kept per replica for its sparkline (two minutes at the default interval).
 HISTORY = 60
+
+
+@dataclass
+class TreeReading:
+    """CPU over the last interval and memory of one rank's process tree."""
+
+    cpu: float | None = None
+    memory: int | None = None
+    peak_cpu: float = 0.0
+    peak_memory: int = 0
+    ticks: dict[int, int] = field(default_factory=dict)  # pid -> CPU ticks at the last sample
+    sampled_at: float | None = None
+
+    def read(self, table: ProcessTable, pids: set[int], moment: float) -> None:
+        ticks = {pid: table.use[pid][0] for pid in pids if pid in table.use}
+        memory = sum(table.use[pid][1] for pid in ticks) * PAGE_SIZE
+        cpu = None
+        if self.sampled_at is not None and moment > self.sampled_at:
+            used = sum(now_ticks - self.ticks.get(pid, 0) for pid, now_ticks in ticks.items())
+            cpu = max(0.0, used / CLOCK_TICKS / (moment - self.sampled_at))
+        self.ticks, self.sampled_at = ticks, moment
+        self.cpu, self.memory = cpu, memory
+        self.peak_memory = max(self.peak_memory, memory)
+        if cpu is not None:
+            self.peak_cpu = max(self.peak_cpu, cpu)
+
+    def stop(self) -> None:
+        self.cpu, self.memory, self.ticks, self.sampled_at = None, None, {}, None
+
+
+def rank_of(pid: int) -> int | None:
+    """The local rank a process was started as (its `PADDLE_LOCAL_RANK`), None when it has none
+    or cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read()
+    except OSError:
+        return None
+    for item in environ.split(b"\0"):
+        if item.startswith(RANK_VAR):
+            try:
+                return int(item[len(RANK_VAR) :])
+            except ValueError:
+                return None
+    return None
 
 
 @dataclass
@@ -52,6 +99,8 @@ class ReplicaUsage:
     history: deque[tuple[float, float | None, int | None]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     _ticks: dict[int, int] = field(default_factory=dict)  # pid -> CPU ticks at the last sample
     _sampled_at: float | None = None  # monotonic time of the last sample
+    #: A trainer of several ranks: each rank's own tree (the launcher's child started as that rank).
+    ranks: dict[int, TreeReading] = field(default_factory=dict)
 
     def observe_memory(self, used: int) -> None:
         """A memory reading between samples (the memory check's): counts towards the peak."""
@@ -76,6 +125,17 @@ class ReplicaUsage:
             "history": [
                 {"t": round(t, 3), "cpu": cpu if cpu is None else round(cpu, 3), "memory": memory} for t, cpu, memory in self.history
             ],
+            **({"ranks": [self._rank_dict(rank) for rank in sorted(self.ranks)]} if plan.ranks > 1 else {}),
+        }
+
+    def _rank_dict(self, rank: int) -> dict[str, Any]:
+        reading = self.ranks[rank]
+        return {
+            "rank": rank,
+            "cpu": None if reading.cpu is None else round(reading.cpu, 3),
+            "memory": reading.memory,
+            "peak_cpu": round(reading.peak_cpu, 3),
+            "peak_memory": reading.peak_memory,
         }
 
 
@@ -84,6 +144,7 @@ class UsageSampler:
 
     def __init__(self, replicas: list[ReplicaPlan]) -> None:
         self.replicas = {plan.key: ReplicaUsage(plan) for plan in replicas}
+        self._rank_of: dict[int, int | None] = {}  # pid -> its local rank (read once per process)
 
     def sample(self, table: ProcessTable, leaders: dict[str, int | None], now: float | None = None) -> None:
         """Read every replica from `table`; `leaders` maps each key to its launcher's pid, or None
@@ -97,6 +158,8 @@ class UsageSampler:
                     usage.history.append((wall, None, None))
                 usage.cpu, usage.memory, usage.processes = None, None, 0
                 usage._ticks, usage._sampled_at = {}, None
+                for reading in usage.ranks.values():
+                    reading.stop()
                 continue
             pids = table.replica_processes(leader)
             ticks = {pid: table.use[pid][0] for pid in pids if pid in table.use}
@@ -111,6 +174,24 @@ class UsageSampler:
             if cpu is not None:
                 usage.peak_cpu = max(usage.peak_cpu, cpu)
             usage.history.append((wall, cpu, memory))
+            if usage.plan.ranks > 1:
+                self._sample_ranks(usage, table, leader, moment)
+        self._rank_of = {pid: rank for pid, rank in self._rank_of.items() if pid in table.alive}
+
+    def _sample_ranks(self, usage: ReplicaUsage, table: ProcessTable, leader: int, moment: float) -> None:
+        """Each rank's own figures: the launcher's child started as that rank, and what it starts."""
+        seen = set()
+        for child in table.children.get(leader, []):
+            if child not in self._rank_of:
+                self._rank_of[child] = rank_of(child)
+            rank = self._rank_of[child]
+            if rank is None:
+                continue
+            seen.add(rank)
+            usage.ranks.setdefault(rank, TreeReading()).read(table, {child} | table.descendants(child), moment)
+        for rank, reading in usage.ranks.items():
+            if rank not in seen:
+                reading.stop()
 
     def document(self, phases: dict[str, str], interval: float) -> dict[str, Any]:
         """What `usage.json` holds (and `GET /jobs/{name}/usage` answers, with the job's name)."""
