@@ -122,8 +122,16 @@ export class TimelineView extends Widget {
   }
 
   private readonly _onEvent = (_: unknown, event: ITimelineEvent): void => {
-    if (event.name === this._options.name) {
-      this.add(event.entries);
+    if (event.name !== this._options.name) {
+      return;
+    }
+    const known = this._entries.length ? this._entries[this._entries.length - 1].seq : 0;
+    const first = Math.min(...event.entries.map(entry => entry.seq));
+    this.add(event.entries);
+    if (first > known + 1) {
+      // Entries written between this view's first GET and the stream's first look at the job
+      // are in no event: fetch the list again (merged by seq, so nothing shows twice).
+      void this.refresh();
     }
   };
 

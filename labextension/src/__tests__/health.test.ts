@@ -208,6 +208,42 @@ describe('TimelineView', () => {
     view.dispose();
   });
 
+  it('fetches the list again when an event skips entries it never saw', async () => {
+    const model = new FakeModel();
+    const served: ITimelineEntry[] = [];
+    let calls = 0;
+    const view = new TimelineView({
+      api: {
+        timeline: () => {
+          calls++;
+          return Promise.resolve({
+            name: 'job-a',
+            available: true,
+            reason: null,
+            entries: [...served],
+            last: served.length
+          });
+        }
+      },
+      model,
+      name: 'job-a'
+    });
+    await settle(); // the first GET came before the job's master wrote anything
+    served.push(
+      entry(1, 'submitted', 'Submitted.'),
+      entry(2, 'admitted', 'Admitted.'),
+      entry(3, 'started', 'Started.')
+    );
+    model.timeline.emit({ name: 'job-a', entries: [entry(3, 'started', 'Started.')] });
+    await settle();
+    expect(calls).toBe(2);
+    expect(view.entries.map(e => e.seq)).toEqual([1, 2, 3]);
+    model.timeline.emit({ name: 'job-a', entries: [entry(4, 'ended', 'Succeeded.')] });
+    await settle();
+    expect(calls).toBe(2); // no gap: no new GET
+    view.dispose();
+  });
+
   it('says why a backend has no timeline', async () => {
     const view = new TimelineView({
       api: {
