@@ -424,6 +424,11 @@ class Master:
             return f"resumed from step {self.resume.step}" + (f" of job {origin}" if isinstance(origin, str) and origin else "")
         return "no checkpoint yet, so it starts from the beginning"
 
+    def resumes_words(self) -> str:
+        """The timeline's words for an attempt that starts from a checkpoint: `Every replica
+        resumes from step 20` (`of job NAME` for a checkpoint of the job a Resume started from)."""
+        return f"Every replica {self.resumed_words().replace('resumed from', 'resumes from', 1)}."
+
     def start(self, replica: Replica) -> None:
         current = self.log_path(replica)
         if replica.restarts and current.exists():
@@ -669,7 +674,7 @@ class Master:
         restarts = max(replica.restarts for replica in self.replicas)
         self.resume_note = f"restart {restarts} of {self.plan.max_restarts}; {self.resumed_words()}"
         if self.resume is not None:
-            self.timeline.add("resumed", f"Every replica resumes from step {self.resume.step} ({self.resumed_words()}).")
+            self.timeline.add("resumed", self.resumes_words())
 
     def kill_everything(self) -> None:
         """Last resort on any exit path: no process of this job survives the master."""
@@ -751,7 +756,7 @@ class Master:
         self.begin_attempt()
         if self.resume is not None:  # a job resumed from an ended one's checkpoint
             self.resume_note = self.resumed_words()
-            self.timeline.add("resumed", f"Every replica resumes from step {self.resume.step} ({self.resume_note}).")
+            self.timeline.add("resumed", self.resumes_words())
         for replica in self.replicas:
             self.start(replica)
         self.message = "Training is running."
