@@ -105,8 +105,10 @@ class Usage:
         widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
         sampled = _clock(self.body.get("sampled"))
+        interval = self.body.get("interval")
         if sampled:
-            lines.append(f"sampled at {sampled}, every {self.body.get('interval'):g} s; CPU in cores (1.00 = one core busy)")
+            every = f", every {interval:g} s" if isinstance(interval, (int, float)) else ""
+            lines.append(f"sampled at {sampled}{every}; CPU in cores (1.00 = one core busy)")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

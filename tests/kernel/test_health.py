@@ -110,3 +110,29 @@ def test_usage_text_without_figures_says_why() -> None:
     assert usage.text() == "Resource use is not available: the job has not started yet, so nothing runs to measure."
     assert health.bar(900, 1000) == "[######### ] 90%" and health.bar(900, None) == ""
     assert health.Timeline({"entries": []}).text() == "Nothing has happened to the job yet."
+
+
+def test_usage_text_of_a_kubernetes_answer_without_an_interval() -> None:
+    """metrics-server's samples come at its own pace: the answer has no interval."""
+    body = {
+        "name": "x",
+        "available": True,
+        "reason": None,
+        "sampled": "2026-12-05T14:02:11Z",
+        "interval": None,
+        "replicas": [
+            {
+                "role": "trainer",
+                "index": 0,
+                "phase": "Running",
+                "cpu": 0.5,
+                "memory": 1 << 30,
+                "peak_memory": 1 << 30,
+                "cpu_request": 1.0,
+                "memory_limit": 2 << 30,
+            }
+        ],
+    }
+    lines = health.Usage(body).text().splitlines()
+    assert lines[1].startswith("trainer 0") and "1 GiB" in lines[1] and "[#####     ] 50%" in lines[1]
+    assert lines[-1].startswith("sampled at ") and "every" not in lines[-1]
