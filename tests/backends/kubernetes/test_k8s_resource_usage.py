@@ -144,3 +144,8 @@ def test_the_backend_reads_the_job_pods_by_label_and_answers_404_words_without_m
     backend._usage_read.clear()  # as REFRESH seconds later
     answer = asyncio.run(backend.usage("train", "alice"))
     assert answer["available"] is False and "metrics-server is not installed" in answer["reason"]
+    # Another job of a cluster without metrics-server: said without asking the API again.
+    backend._key = lambda status: "other-2bd806"  # type: ignore[method-assign]
+    backend._pods_by_job["other-2bd806"] = {"p": pod("trainer", 0)}
+    again = asyncio.run(backend.usage("train", "alice"))
+    assert again["reason"] == answer["reason"] and len(asked) == 2

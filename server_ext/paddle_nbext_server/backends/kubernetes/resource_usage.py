@@ -38,7 +38,11 @@ HISTORY = 60
 #: Seconds a job's pod metrics are reused before the API is asked again (metrics-server scrapes
 #: every 15 s by default, so asking more often only repeats its last sample).
 REFRESH = 10.0
+#: Seconds the answer "no metrics-server" holds for every job before the API is asked again (an
+#: admin may install it meanwhile): a cluster without it costs one call a minute, not one per job.
+MISSING_RECHECK = 60.0
 ROLE_FILE = "deploy/rbac/notebook-role.yaml"
+NOT_SERVED = "this cluster does not serve the metrics.k8s.io API"
 
 
 def quantity(text: Any) -> Fraction | None:
@@ -61,7 +65,7 @@ def reason_of(error: ApiException) -> str:
     body = str(error.body or error.reason or "")
     if status == 404 or (status == 503 and "could not find the requested resource" in body):
         return (
-            "this cluster does not serve the metrics.k8s.io API (metrics-server is not installed), "
+            f"{NOT_SERVED} (metrics-server is not installed), "
             "so resource use is not available; an admin installs metrics-server to turn it on"
         )
     if status == 403:
@@ -187,6 +191,7 @@ class ResourceUsage(LogReading):
         super().__init__(**kwargs)
         self._usage_memory: dict[str, dict[tuple[str, int], ReplicaMemory]] = {}
         self._usage_read: dict[str, tuple[float, list[dict[str, Any]] | str]] = {}  # key -> (when, items or reason)
+        self._metrics_missing: tuple[float, str] | None = None  # (when, why) the API said it has no metrics.k8s.io
 
     async def usage(self, name: str, owner: str) -> dict[str, Any]:
         status = await self.get_job(name, owner)
@@ -210,13 +215,20 @@ class ResourceUsage(LogReading):
 
     async def _read_pod_metrics(self, key: str) -> list[dict[str, Any]] | str:
         """The job's PodMetrics items, or why they cannot be read (in words)."""
+        missing = self._metrics_missing
+        if missing is not None and time.monotonic() - missing[0] < MISSING_RECHECK:
+            return missing[1]
         connection = await self._conn()
         try:
             body = await self._call(
                 "read the job's pod metrics", list_pod_metrics, connection.api, connection.namespace, f"{JOB_LABEL}={key}"
             )
         except ApiException as error:
-            return reason_of(error)
+            reason = reason_of(error)
+            if reason.startswith(NOT_SERVED):
+                self._metrics_missing = (time.monotonic(), reason)
+            return reason
+        self._metrics_missing = None
         items = body.get("items") if isinstance(body, dict) else None
         return items if isinstance(items, list) else []
 
