@@ -34,6 +34,11 @@ import time
 from collections import deque
 from collections.abc import Mapping
 
+if __package__:  # the installed package (the server reads checkpoints through this module)
+    from . import paddle_nbext_fence as fence
+else:  # a job's pylib/, where the fence module is shipped beside this one
+    import paddle_nbext_fence as fence  # type: ignore[import-not-found,no-redef]
+
 __all__ = [
     "Checkpoint",
     "CheckpointError",
@@ -177,6 +182,11 @@ class Reporter:
         return self._fd
 
     def _write(self, lines: list[bytes]) -> None:
+        newer = fence.newer_attempt()
+        if newer is not None:  # the job restarted whole without this attempt: its curves are the new one's
+            self.dropped += len(lines)
+            self.say_once("fenced", f"the job restarted whole as attempt {newer}; this replica's points are dropped")
+            return
         try:
             fd = self._open()
             room, fitting = self.budget - self.written, 0
@@ -295,6 +305,7 @@ def flush() -> None:
 # Layout of the job's checkpoint directory (`PADDLE_NBEXT_CHECKPOINT_DIR`, in the user's home,
 # the same for every replica and every attempt of the job):
 #   step-<12 digits>/                   a complete checkpoint: its files and CHECKPOINT.json
+#   .attempts/<attempt>                 when each whole-job attempt began (paddle_nbext_fence)
 #   .partial-<12 digits>-<attempt>/     one being written; every saving rank leaves
 #                                       `.rank-<r>.done` in it when its files are written, and
 #                                       the rank that completes the count renames the directory
@@ -406,7 +417,14 @@ def checkpoints(directory: str | os.PathLike[str] | None = None) -> list[Checkpo
         except OSError:
             continue  # not one we published
         result.append(Checkpoint(step, path, when))
+    known = fence.fences(os.path.join(found, fence.FENCE_SUBDIR))
+    if len(known) > 1:  # a whole restart happened: what a superseded attempt saved late is not one
+        result = [each for each in result if not _stale(manifest(each.path), known)]
     return sorted(result, key=lambda each: each.step)
+
+
+def _stale(record: Mapping[str, object], known: Mapping[str, float]) -> bool:
+    return fence.stale(record.get("attempt"), record.get("time"), known)
 
 
 def latest(directory: str | os.PathLike[str] | None = None) -> Checkpoint | None:
@@ -500,8 +518,7 @@ def _keep(keep: int | None) -> int:
 
 
 def _attempt(env: Mapping[str, str] | None = None) -> str:
-    raw = (os.environ if env is None else env).get(ATTEMPT_VAR, "").strip()
-    return "".join(c for c in raw if c.isascii() and (c.isalnum() or c in "._")).strip(".")[:32] or "0"
+    return fence.attempt_name(env)
 
 
 class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as directory:`
@@ -574,6 +591,13 @@ class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as di
         done = [name for name in names if name.startswith(".rank-") and name.endswith(".done")]
         if len(done) < self.ranks:
             return None
+        newer = fence.newer_attempt()
+        if newer is not None:  # the job restarted whole without this attempt: publish nothing
+            _remove_tree(self.partial)
+            raise CheckpointError(
+                f"checkpoint of step {self.step} discarded: this job restarted whole as attempt {newer} "
+                f"while attempt {self.attempt} still ran (its node was lost or cut off)"
+            )
         record = {"step": self.step, "time": time.time(), "ranks": self.ranks, "attempt": self.attempt}
         staging = os.path.join(self.partial, f".{MANIFEST}.{self.rank}")
         with open(staging, "w") as handle:

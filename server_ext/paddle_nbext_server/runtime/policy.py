@@ -94,7 +94,7 @@ CONSEQUENTIAL_SIGNALS = frozenset({6, 15})
 SETTLE_SECONDS = 15.0
 
 
-def _epoch(stamp: str | None) -> float | None:
+def epoch(stamp: str | None) -> float | None:
     """Seconds since the epoch of an ISO 8601 UTC time (``2026-12-01T21:30:00Z``), None if unreadable."""
     if not stamp:
         return None
@@ -115,7 +115,7 @@ def _settling(failed: list[Observed], trainers: list[Observed], now: float | Non
         return False
     if not any(t.phase == ReplicaPhase.RUNNING for t in trainers):
         return False
-    ends = [e for e in (_epoch(t.finished) for t in failed) if e is not None]
+    ends = [e for e in (epoch(t.finished) for t in failed) if e is not None]
     return bool(ends) and now - min(ends) < SETTLE_SECONDS
 
 

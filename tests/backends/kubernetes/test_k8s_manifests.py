@@ -383,7 +383,8 @@ def test_replica_spread_spreads_each_roles_replicas_of_one_attempt_over_the_node
     """`replica_spread`: the scheduler's own soft spreading by default (nothing added); 'spread'
     and 'prefer-spread' put at most one more replica of a role in any node (or the admin's
     topology domain) than in another, counting only this job's pods of that role and attempt;
-    the master is never spread."""
+    a node that died (tainted unreachable) is no domain (nodeTaintsPolicy Honor), so a restart
+    after a node loss places its replicas on the survivors; the master is never spread."""
     _, objects = plan(SETTINGS)
     for role in ("pserver", "trainer"):
         assert "topologySpreadConstraints" not in by_name(objects)[("Job", f"{OBJ}-{role}")]["spec"]["template"]["spec"]
@@ -400,6 +401,7 @@ def test_replica_spread_spreads_each_roles_replicas_of_one_attempt_over_the_node
                     "whenUnsatisfiable": when,
                     "labelSelector": {"matchLabels": {"paddle-nbext/job": OBJ, "paddle-nbext/role": role}},
                     "matchLabelKeys": ["paddle-nbext/attempt"],
+                    "nodeTaintsPolicy": "Honor",
                 }
             ]
             labels = template["metadata"]["labels"]

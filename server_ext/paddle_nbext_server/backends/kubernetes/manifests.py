@@ -471,6 +471,10 @@ def _spread(settings: ManifestSettings, labels: dict[str, str]) -> list[dict[str
             "whenUnsatisfiable": "DoNotSchedule" if settings.replica_spread == "spread" else "ScheduleAnyway",
             "labelSelector": {"matchLabels": selector},
             "matchLabelKeys": [ATTEMPT_LABEL],
+            # A node that died (tainted unreachable / not-ready) is no domain to balance against:
+            # with the default (Ignore) a restart after a node loss could never place its replicas
+            # on the survivors under "spread".
+            "nodeTaintsPolicy": "Honor",
         }
     ]
 
