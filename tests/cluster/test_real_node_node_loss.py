@@ -1,10 +1,13 @@
 """A real node dying under a job (issue 35): a collective job of two trainers spread over two real
 nodes saves checkpoints into its CephFS home; one node loses power (kubelet, containerd and every
-process of its pods killed at once, nothing told to the API).  Kubernetes marks the node
+process of its pods killed at once, nothing told to the API), or is cut off the network with its
+processes left running (a partition).  Kubernetes marks the node
 unreachable; after ``node_lost_seconds`` its pods are evicted, the job restarts whole on the
 surviving node without waiting for the dead node's pods (they stay Terminating until it returns),
 resumes from its latest checkpoint and finishes; its message says in words what happened.  When the
-node boots again its old pods are finished and the job still shows its one outcome.
+node boots again (or its link comes back) its old pods are finished and the job still shows its
+one outcome.  A partitioned node's old pods run on beside the new attempt: what they write after
+the restart began is no checkpoint of the job and no point of its curves (the attempt fence).
 
 Needs at least two real nodes (the suite's default; ``PADDLE_NBEXT_TEST_REAL_NODES``) and the real
 Ceph of the CephFS tests.
@@ -68,13 +71,15 @@ def real_node(book: Notebook, name: str) -> RealNode:
     return next(node for node in book.cluster.node.nodes if node.name == name)
 
 
-def lost_trainer(book: Notebook, name: str) -> tuple[int, RealNode]:
-    """A trainer on a node other than the first (the one the test powers off) and that node."""
+def lost_trainer(book: Notebook, name: str, index: int | None = None) -> tuple[int, RealNode]:
+    """A trainer on a node other than the first (the one the test powers off), or trainer `index`,
+    and its node."""
     first = book.cluster.node.nodes[0].name
     for pod in trainer_pods(book, name):
-        if node_of(book, pod) != first:
-            return int(name_of(pod).split("-")[-2]), real_node(book, node_of(book, pod))
-    raise AssertionError(f"no trainer of {name} off {first}: {[(name_of(p), node_of(book, p)) for p in trainer_pods(book, name)]}")
+        own = int(name_of(pod).split("-")[-2])
+        if (index is None and node_of(book, pod) != first) or own == index:
+            return own, real_node(book, node_of(book, pod))
+    raise AssertionError(f"no trainer of {name} to lose: {[(name_of(p), node_of(book, p)) for p in trainer_pods(book, name)]}")
 
 
 def snapshot(book: Notebook, name: str) -> str:
@@ -141,6 +146,64 @@ def test_a_node_losing_power_restarts_the_job_whole_on_the_survivor_from_its_che
     notebook.delete(name)
 
 
-def lost_trainer_after_start(book: Notebook, name: str) -> tuple[int, RealNode]:
+def lost_trainer_after_start(book: Notebook, name: str, index: int | None = None) -> tuple[int, RealNode]:
     book.wait(name, lambda s: len(s["replicas"]) == 2 and all(r["phase"] == "Running" for r in s["replicas"]), "both trainers Running")
-    return lost_trainer(book, name)
+    return lost_trainer(book, name, index)
+
+
+def wait_gone_from(book: Notebook, name: str, node: RealNode) -> None:
+    deadline = time.monotonic() + NODE_BACK_WAIT
+    while any(node_of(book, p) == node.name for p in book.job_pods(name)) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not any(node_of(book, p) == node.name for p in book.job_pods(name)), snapshot(book, name)
+
+
+def test_a_partitioned_nodes_old_pods_write_nothing_the_new_attempt_reads(notebook: Notebook) -> None:
+    """Trainer 0 (the rank that saves) is cut off with its node; the job restarts whole on the
+    other node and resumes; the link comes back while the new attempt trains: the old pods stop,
+    their late writes are no checkpoint and no curve point, and the job ends with one curve."""
+    name = "node-cut"
+    entry = f"python collective_train.py --steps {STEPS} --step-delay 0.1 --checkpoint-every 20 --print-every 10"
+    notebook.submit(name, mode="collective", trainers=2, entry_point=entry, keep_checkpoints=3)
+    index, node = lost_trainer_after_start(notebook, name, index=0)
+    cut = False
+    try:
+        notebook.wait(name, lambda s: (latest_step(notebook, name) or 0) >= 40, "the checkpoint of step 40")
+        node.partition(cut=True)
+        cut = True
+        lost = rf"node {re.escape(node.name)} stopped responding; trainer 0 lost"
+        seen: list[str] = []
+
+        def restarted(status: dict[str, Any]) -> bool:
+            seen.append(f"{status.get('phase')}: {status.get('message')} | {snapshot(notebook, name)}")
+            return re.search(rf"restart 1: {lost}", status.get("message", "")) is not None
+
+        try:
+            notebook.wait(name, restarted, "the restart", timeout=300)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\nseen:\n" + "\n".join(dict.fromkeys(seen))) from None
+        first = notebook.wait_log(name, r"trainer 0 resumed from step \d+", index=0, timeout=300)
+        resumed = re.search(r"trainer 0 resumed from step (\d+)", first)
+        assert resumed is not None, first[-2000:]
+        step = int(resumed.group(1))
+        # The old pods, still running, come back while the new attempt trains.
+        node.partition(cut=False)
+        cut = False
+        ended = notebook.ended(name)
+        assert ended["phase"] == "Succeeded", describe(ended)
+        assert re.search(rf"\(restart 1 \({lost}\); resumed from step {step}\)", ended["message"]), describe(ended)
+        wait_gone_from(notebook, name, node)
+    finally:
+        if cut:
+            node.partition(cut=False)
+    # One curve: every step once, in order, and the resumed attempt's steps follow the resume point.
+    metrics = notebook.server.api("GET", f"jobs/{name}/metrics").json()
+    for replica in metrics["replicas"]:
+        steps = replica["series"]["loss"]["step"]
+        assert steps == sorted(set(steps)) and steps[-(STEPS - step) :] == list(range(step + 1, STEPS + 1)), (replica["index"], steps)
+    # Every checkpoint listed is the new attempt's, or was saved before the restart began.
+    listed = notebook.server.api("GET", f"jobs/{name}/checkpoints").json()
+    assert listed["latest"] is not None and int(listed["latest"]["step"]) == STEPS - STEPS % 20, listed
+    after = notebook.server.api("GET", f"jobs/{name}").json()
+    assert after["phase"] == "Succeeded", describe(after)
+    notebook.delete(name)

@@ -261,6 +261,15 @@ def disrupted(pod: dict[str, Any]) -> bool:
     return disruption_of(pod) is not None
 
 
+def may_still_start(pod: dict[str, Any]) -> bool:
+    """Whether the pod is bound to a node whose kubelet has not started its container yet (it may
+    still do so, deleted or not, until the kubelet sees the deletion), on a node that answers."""
+    status = pod.get("status") or {}
+    if not (pod.get("spec") or {}).get("nodeName") or status.get("phase") not in (None, POD_PENDING):
+        return False
+    return node_lost_by(pod) is None
+
+
 def node_lost_by(pod: dict[str, Any]) -> str | None:
     """The pod's node when Kubernetes has given up on it: the taint manager deletes the pods of a
     node that stopped responding (its `unreachable`/`not-ready` NoExecute taints, after the pods'

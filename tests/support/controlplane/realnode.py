@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -171,6 +172,20 @@ class RealNode:
             process.stop()  # already dead: reaps it
         self.processes.clear()
         self._withdraw_api_endpoint()
+
+    def partition(self, cut: bool) -> None:
+        """Cut the node off the network with every process left running (or mend it): its only
+        link goes down, and the harness's API relay of the node (a unix socket from the node's
+        namespace to the API server, which no link carries) is frozen with SIGSTOP, so the
+        kubelet and the node's pods reach the API no more than the other nodes or the home, and
+        their open connections hang as over a cut wire."""
+        relays = [self.processes[name] for name in ("apiserver-bridge-node", "apiserver-bridge-host") if name in self.processes]
+        if cut:
+            node_network.set_link(self.identity, up=False)
+        for relay in relays:
+            relay.signal(signal.SIGSTOP if cut else signal.SIGCONT)
+        if not cut:
+            node_network.set_link(self.identity, up=True)
 
     def power_on(self) -> None:
         """Boot the node again after `power_off` (or a partition): what the dead node left (mounts,
