@@ -115,3 +115,21 @@ def test_a_replica_of_a_superseded_attempt_stops_itself(tmp_path: Path) -> None:
     assert process.wait(timeout=120) == 143
     (log,) = logs_of(tmp_path).values()
     assert "the job restarted whole as attempt 1 without this replica (attempt 0" in log and log.endswith("stopped\n"), log
+
+
+def test_an_older_processs_late_writes_never_land_in_the_newer_ones_metrics_file(tmp_path: Path) -> None:
+    """A cut-off node's file system client may write back an old attempt's points long after the
+    new attempt began (CephFS does when the client's session comes back): they go to the file the
+    old process opened, which the new process has replaced with a copy of its own."""
+    metrics = tmp_path / "trainer-0.metrics.jsonl"
+    metrics.write_text('{"t":1.0,"step":1,"total":null,"m":{"loss":1.0},"start":true}\n')
+    old = os.open(metrics, os.O_WRONLY | os.O_APPEND)  # the old process's open file
+    try:
+        code = "from paddle_nbext_job import report, flush\nreport(2, loss=0.5); flush()\n"
+        env = {**os.environ, job.FILE_VAR: str(metrics), "PYTHONPATH": str(Path(job.__file__).parent)}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        os.write(old, b'{"t":1.5,"step":7,"total":null,"m":{"loss":9.0}}\n')  # written back late
+    finally:
+        os.close(old)
+    assert [json.loads(line)["step"] for line in metrics.read_text().splitlines()] == [1, 2]

@@ -404,3 +404,26 @@ def test_a_restart_does_not_wait_for_the_pods_of_a_lost_node_but_waits_for_any_o
     assert made["metadata"]["labels"]["paddle-nbext/attempt"] == "1"
     assert made["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": BEGAN_VAR, "value": "1796500000.500"}]
     assert api.restarts[-1]["stopping"] is False and api.restarts[-1]["began"] == 1796500000.5
+
+
+def test_a_replica_whose_image_keeps_failing_to_pull_fails_the_job_after_the_admins_bound() -> None:
+    """`image_pull_seconds` (written into the record at submit): within it the job waits, saying
+    why; past it the job fails naming the image and stops what runs."""
+    record = _record({"job_name": "train", "mode": "collective", "pservers": 0, "trainers": 2}, **{"image-pull-seconds": "300"})
+    running = pod("train-2bd806-trainer-0-aaaaa", "Running", index=0)
+    pulling = pod("train-2bd806-trainer-1-bbbbb", "Pending", index=1)
+    reason = 'Back-off pulling image "example.org/paddle:9"'
+    pulling["status"]["containerStatuses"] = [{"name": "main", "state": {"waiting": {"reason": "ImagePullBackOff", "message": reason}}}]
+    scheduled = {"type": "PodScheduled", "status": "True"}
+
+    scheduled["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
+    pulling["status"]["conditions"] = [scheduled]
+    _, waiting = decide_job(record, [running, pulling])
+    assert waiting.phase == "Running" and waiting.message.startswith("trainer 1: ImagePullBackOff"), waiting
+
+    scheduled["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 301))
+    _, failed = decide_job(record, [running, pulling])
+    assert failed.phase == "Failed" and failed.message == (
+        f"trainer 1 cannot start: its image could not be pulled for 300 s: ImagePullBackOff: {reason}"
+    ), failed
+    assert sorted(failed.stop) == [("trainer", 0), ("trainer", 1)]

@@ -25,6 +25,7 @@ Standard library only, and nothing else of paddle-nbext: it is imported by user 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -152,8 +153,17 @@ class Reporter:
             parts.append(f"{text}:{value!r}")
         return f'{{"t":{when:.3f},"step":{step},"total":{"null" if total is None else total}{self._rank_text},"m":{{{",".join(parts)}}}}}\n'
 
-    def flush(self) -> None:
-        """Write what is buffered; never raises."""
+    def flush(self, durable: bool = False) -> None:
+        """Write what is buffered (`durable`: and make it reach the disk, a network file
+        system's servers included); never raises."""
+        self._flush()
+        if durable and self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            except OSError as error:
+                self.say_once("sync", f"cannot sync {self.path} ({error.strerror or error}); training goes on")
+
+    def _flush(self) -> None:
         with self._lock:
             pending = self.pending
             points = [pending.popleft() for _ in range(len(pending))]  # atomic pops: a racing add is kept
@@ -175,6 +185,7 @@ class Reporter:
             directory = os.path.dirname(self.path)
             if directory:
                 os.makedirs(directory, exist_ok=True)
+            _take_over(self.path)
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
             self._fd = os.open(self.path, flags, 0o644)
             _adopt_directory_owner(self.path, self._fd)
@@ -255,6 +266,26 @@ def _adopt_directory_owner(path: str, fd: int) -> None:
         pass
 
 
+def _take_over(path: str) -> None:
+    """Give this process a file of its own under `path`: a copy of what is there, renamed over
+    it.  An earlier process of the replica (a whole-job restart's previous attempt, still running
+    on a node cut off from the others) may still hold unwritten points of the old file in its
+    file system client's cache; written later, they land in the old file, never over this one's
+    points (CephFS writes back a client's cache when its session comes back)."""
+    try:
+        if os.stat(path).st_size == 0:
+            return
+    except OSError:
+        return
+    staging = f"{path}.{os.getpid()}.{threading.get_ident()}.copy"
+    try:
+        shutil.copyfile(path, staging)
+        os.replace(staging, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(staging)
+
+
 def reporter_from(env: Mapping[str, str]) -> Reporter | None:
     """The reporter a replica with this environment uses; None outside a job."""
     path = env.get(FILE_VAR, "").strip()
@@ -280,10 +311,11 @@ def report(step: int, total: int | None = None, **metrics: float) -> None:
         pass
 
 
-def flush() -> None:
-    """Write what `report` buffered now (it is written within a second anyway)."""
+def flush(durable: bool = False) -> None:
+    """Write what `report` buffered now (it is written within a second anyway); `durable`: and
+    make it reach the disk (a checkpoint does: the curve it resumes on must survive the node)."""
     if _reporter is not None:
-        _reporter.flush()
+        _reporter.flush(durable)
 
 
 # ==================================================================================== checkpoints
@@ -567,8 +599,9 @@ class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as di
 
     def __enter__(self) -> str:
         # What this process reported up to the checkpoint is on disk before the checkpoint can
-        # be: a crash after it loses no point the resumed curve goes on from.
-        flush()
+        # be: a crash after it, or the loss of its node, loses no point the resumed curve goes
+        # on from (on a network file system, unsynced writes live in the node's client cache).
+        flush(durable=True)
         os.makedirs(self.partial, exist_ok=True)
         return self.partial
 

@@ -53,13 +53,15 @@ class ReplicaView:
     disruption: str | None = None
     #: The node its pod was on, once that node stopped responding (the pod is lost with it).
     lost_node: str | None = None
+    #: While Pending on a node: since when (ISO 8601), to bound how long its image may fail to pull.
+    waiting_since: str | None = None
 
     def observed(self, log_tail: str = "") -> policy.Observed:
         return policy.Observed(self.role, self.index, self.phase, self.exit_code, self.restarts, self.reason, log_tail, self.finished)
 
     def public(self) -> dict[str, Any]:
         data = asdict(self)
-        for internal in ("pod", "disruptions", "disruption", "lost_node"):
+        for internal in ("pod", "disruptions", "disruption", "lost_node", "waiting_since"):
             data.pop(internal)
         data["restarts"] = self.restarts + self.disruptions
         return data
@@ -164,6 +166,10 @@ def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
                 view.reason = _with_message(condition.get("reason") or "Unschedulable", message)
         if view.reason is None and waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
             view.reason = _with_message(waiting["reason"], waiting.get("message"))
+        scheduled: dict[str, Any] = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled" and c.get("status") == "True"), {}
+        )
+        view.waiting_since = scheduled.get("lastTransitionTime") or (pod.get("metadata") or {}).get("creationTimestamp")
     elif phase == POD_RUNNING:
         view.phase = ReplicaPhase.RUNNING
         if waiting.get("reason"):  # e.g. CrashLoopBackOff between restarts
@@ -483,6 +489,32 @@ def _disruption_words(view: ReplicaView) -> str:
     return f"{view.role} {view.index} {view.disruption}"
 
 
+#: Why a container waits while its image cannot be pulled (the kubelet retries, with back-off).
+PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
+
+
+def _pull_decision(views: list[ReplicaView], record: dict[str, Any], now: float) -> policy.Decision | None:
+    """The end of a job whose replica's image has failed to pull for longer than the admin's
+    bound (`contract.IMAGE_PULL_KEY` in the record): the rest of the gang would otherwise run,
+    waiting for it, for ever."""
+    raw = (record.get("data") or {}).get(contract.IMAGE_PULL_KEY)
+    if raw is None or not str(raw).isdigit():
+        return None
+    bound = int(raw)
+    for view in views:
+        since = policy.epoch(view.waiting_since)
+        if (
+            view.phase == ReplicaPhase.PENDING
+            and (view.reason or "").startswith(PULL_FAILURES)
+            and since is not None
+            and now - since > bound
+        ):
+            message = f"{view.role} {view.index} cannot start: its image could not be pulled for {bound} s: {view.reason}"
+            stop = [(v.role, v.index) for v in views if v.phase in (ReplicaPhase.RUNNING, ReplicaPhase.PENDING)]
+            return policy.Decision(contract.Phase.FAILED, message, stop=stop)
+    return None
+
+
 def _unanswered_decision(views: list[ReplicaView], decision: policy.Decision, unreachable: frozenset[str]) -> policy.Decision | None:
     """Hold a failure back while a replica it may have come from cannot be asked: when the failed
     trainers only died because a peer went (aborted or stopped) and a replica still "running"
@@ -578,7 +610,12 @@ def decide_job(
         return views, policy.Decision(contract.Phase.PENDING, restarts.message)
     if decision.phase == contract.Phase.SUCCEEDED:
         return views, decision  # every trainer finished: an eviction now only ends a pserver early
-    return views, _disruption_decision(views, notes, restarts) or _unanswered_decision(views, decision, unreachable) or decision
+    return views, (
+        _disruption_decision(views, notes, restarts)
+        or _pull_decision(views, record, time.time())
+        or _unanswered_decision(views, decision, unreachable)
+        or decision
+    )
 
 
 def final_status(views: list[ReplicaView], decision: policy.Decision) -> dict[str, Any]:

@@ -431,3 +431,11 @@ def test_pods_on_a_node_that_stopped_responding_are_evicted_after_node_lost_seco
     ]
     _, objects = plan(ManifestSettings(**{**SETTINGS.__dict__, "node_lost_seconds": None}))
     assert by_name(objects)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]["tolerations"] == list(SETTINGS.tolerations)
+
+
+def test_the_record_tells_the_master_how_long_an_image_may_fail_to_pull() -> None:
+    settings = ManifestSettings(**{**SETTINGS.__dict__, "image_pull_seconds": 120})
+    _, objects = plan(settings)
+    assert objects[0]["kind"] == "ConfigMap" and objects[0]["data"]["image-pull-seconds"] == "120"
+    _, unbounded = plan(ManifestSettings(**{**SETTINGS.__dict__, "image_pull_seconds": None}))
+    assert "image-pull-seconds" not in unbounded[0]["data"]
