@@ -88,12 +88,27 @@ def snapshot(book: Notebook, name: str) -> str:
     for pod in book.job_pods(name):
         status = present(pod.status, "status")
         deleting = " Terminating" if meta(pod).deletion_timestamp else ""
-        rows.append(f"{name_of(pod)} {status.phase}{deleting} on {node_of(book, pod)}")
+        attempt = (meta(pod).labels or {}).get("paddle-nbext/attempt", "-")
+        rows.append(f"{name_of(pod)} attempt {attempt} {status.phase}{deleting} on {node_of(book, pod)}")
     for node in client.CoreV1Api(book.admin).list_node().items:
         taints = [t.key for t in (present(node.spec, "spec").taints or []) if t.effect == "NoExecute"]
         ready = next((c.status for c in (present(node.status, "status").conditions or []) if c.type == "Ready"), "?")
         rows.append(f"node {name_of(node)} Ready={ready} {taints}")
     return "; ".join(rows)
+
+
+def masters(book: Notebook, name: str) -> str:
+    """The job master pods' last log lines (for failure messages)."""
+    core = client.CoreV1Api(book.admin)
+    found = []
+    for pod in book.job_pods(name):
+        if "-master-" in name_of(pod):
+            try:
+                text = core.read_namespaced_pod_log(name_of(pod), book.namespace, tail_lines=20, _request_timeout=10)
+            except Exception as error:  # noqa: BLE001 - a diagnostic only
+                text = f"({error})"
+            found.append(f"{name_of(pod)} on {node_of(book, pod)}: {text}")
+    return "\n".join(found)
 
 
 def test_a_node_losing_power_restarts_the_job_whole_on_the_survivor_from_its_checkpoint(notebook: Notebook) -> None:
@@ -182,7 +197,10 @@ def test_a_partitioned_nodes_old_pods_write_nothing_the_new_attempt_reads(notebo
             notebook.wait(name, restarted, "the restart", timeout=300)
         except AssertionError as error:
             raise AssertionError(f"{error}\nseen:\n" + "\n".join(dict.fromkeys(seen))) from None
-        first = notebook.wait_log(name, r"trainer 0 resumed from step \d+", index=0, timeout=300)
+        try:
+            first = notebook.wait_log(name, r"trainer 0 resumed from step \d+", index=0, timeout=300)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{snapshot(notebook, name)}\n{masters(notebook, name)}") from None
         resumed = re.search(r"trainer 0 resumed from step (\d+)", first)
         assert resumed is not None, first[-2000:]
         step = int(resumed.group(1))
@@ -209,4 +227,36 @@ def test_a_partitioned_nodes_old_pods_write_nothing_the_new_attempt_reads(notebo
     assert listed["latest"] is not None and int(listed["latest"]["step"]) == STEPS - STEPS % 20, listed
     after = notebook.server.api("GET", f"jobs/{name}").json()
     assert after["phase"] == "Succeeded", describe(after)
+    notebook.delete(name)
+
+
+def test_a_gang_that_no_longer_fits_waits_with_the_schedulers_words_and_starts_when_the_node_returns(notebook: Notebook) -> None:
+    """Each trainer asks for more than half a node's CPUs: after the node loss the restart's
+    second trainer cannot be placed on the survivor, so the job waits Pending saying why in the
+    scheduler's words; it resumes and finishes once the node is back."""
+    name = "node-fit"
+    entry = f"python collective_train.py --steps {STEPS // 2} --step-delay 0.1 --checkpoint-every 20 --print-every 10"
+    notebook.submit(name, mode="collective", trainers=2, entry_point=entry, trainer_cpu="1100m")
+    index, node = lost_trainer_after_start(notebook, name)
+    powered_off = False
+    try:
+        notebook.wait(name, lambda s: (latest_step(notebook, name) or 0) >= 20, "the checkpoint of step 20")
+        node.power_off()
+        powered_off = True
+        notebook.wait(name, lambda s: f"node {node.name} stopped responding" in s.get("message", ""), "the restart", timeout=240)
+        waiting = notebook.wait(
+            name,
+            lambda s: re.search(r"trainer \d: Unschedulable: .*Insufficient cpu", s.get("message", "")) is not None,
+            "the scheduler's words",
+            timeout=240,
+        )
+        assert waiting["phase"] in ("Pending", "Running"), describe(waiting)
+        node.power_on()
+        powered_off = False
+        notebook.wait_log(name, r"trainer 0 resumed from step \d+", index=0, timeout=300)
+        ended = notebook.ended(name)
+        assert ended["phase"] == "Succeeded", describe(ended)
+    finally:
+        if powered_off:
+            node.power_on()
     notebook.delete(name)
