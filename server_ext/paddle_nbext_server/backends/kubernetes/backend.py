@@ -37,6 +37,11 @@ from .resource_usage import ResourceUsage
 from .settings import JOBSET_MODE
 from .status import link_record
 
+#: Seconds a delete waits for the job's pods that are bound to a node but not started yet (see
+#: `delete`), and how often it looks.
+DELETE_POD_WAIT = 30.0
+DELETE_POD_POLL = 0.2
+
 
 class KubernetesBackend(ResourceUsage):
     """Runs each job as a record ConfigMap, a headless Service, a master Job and Indexed Jobs.
@@ -256,6 +261,16 @@ class KubernetesBackend(ResourceUsage):
                 if error.status != 404:
                     raise BackendUnavailable(f"cannot delete job '{name}': deleting {part} failed: {describe_failure(error)}") from None
 
+    async def _pods_gone(self, key: str, timeout: float = DELETE_POD_WAIT) -> bool:
+        """Wait (without blocking the server) until the watch cache holds no pod of the job
+        `key` that may still start its container, or `timeout` passed; whether none is left."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(replicas.may_still_start(pod) for pod in self._pods_by_job.get(key, {}).values()):
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(DELETE_POD_POLL)
+        return True
+
     async def metrics_files(self, name: str, owner: str) -> list[MetricsFile]:
         """The files on the home volume the job's launchers name for `report()` (metrics.py)."""
         return replica_metrics.metrics_files(self.home_path, await self.get_job(name, owner))
@@ -274,6 +289,10 @@ class KubernetesBackend(ResourceUsage):
         except ApiException as error:
             raise BackendUnavailable(f"cannot delete job '{name}': {describe_failure(error)}") from None
         job_dir = Path(self.home_path) / JOBS_DIR / name
+        # A pod already bound to a node may still start after its Job is gone, and the container
+        # runtime makes a missing working directory (the job's package/) as root: the folder is
+        # removed once the job's pods are (or after DELETE_POD_WAIT, for pods of a lost node).
+        await self._pods_gone(key)
         if job_dir.is_dir():
             left = await asyncio.to_thread(remove_tree, job_dir)
             if left:
