@@ -409,7 +409,7 @@ def test_a_restart_does_not_wait_for_the_pods_of_a_lost_node_but_waits_for_any_o
 def test_a_replica_whose_image_keeps_failing_to_pull_fails_the_job_after_the_admins_bound() -> None:
     """`image_pull_seconds` (written into the record at submit): within it the job waits, saying
     why; past it the job fails naming the image and stops what runs."""
-    record = _record({"job_name": "train", "mode": "collective", "pservers": 0, "trainers": 2}, **{"image-pull-seconds": "300"})
+    record = _record({"job_name": "train", "mode": "collective", "pservers": 0, "trainers": 2}, None, **{"image-pull-seconds": "300"})
     running = pod("train-2bd806-trainer-0-aaaaa", "Running", index=0)
     pulling = pod("train-2bd806-trainer-1-bbbbb", "Pending", index=1)
     reason = 'Back-off pulling image "example.org/paddle:9"'

@@ -181,11 +181,15 @@ class RealNode:
         their open connections hang as over a cut wire."""
         relays = [self.processes[name] for name in ("apiserver-bridge-node", "apiserver-bridge-host") if name in self.processes]
         if cut:
+            # The relay is also one of the `kubernetes` Service's endpoints: out with it, as the
+            # API's own endpoints (control-plane machines) stay reachable from the other nodes.
+            self._withdraw_api_endpoint()
             node_network.set_link(self.identity, up=False)
         for relay in relays:
             relay.signal(signal.SIGSTOP if cut else signal.SIGCONT)
         if not cut:
             node_network.set_link(self.identity, up=True)
+            self._publish_api_endpoint()
 
     def power_on(self) -> None:
         """Boot the node again after `power_off` (or a partition): what the dead node left (mounts,
