@@ -18,7 +18,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-ORDER = ("kernel", "k8s", "server", "hardening", "local", "ranks", "panel", "metrics", "checkpoint")
+ORDER = ("kernel", "k8s", "server", "hardening", "local", "ranks", "panel", "metrics", "checkpoint", "health")
 
 
 def main() -> int:

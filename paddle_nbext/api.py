@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal, overload
 
 from . import display
 from .client import Client, PaddleNbextError
+from .health import Timeline, Usage
 from .metrics import SPARKLINE_POINTS, MetricsTable, metrics_html, table_from
 from .model.contract import Phase, Role, is_terminal
 from .model.spec import JobSpec
@@ -170,6 +171,17 @@ class Job:
     def metrics_raw(self, points: int | None = None, since: str | None = None) -> dict[str, Any]:
         """The server's answer as is: per replica series, progress, and a `cursor` for `since`."""
         return self.client.metrics(self.name, points=points, since=since)
+
+    def usage(self) -> Usage:
+        """CPU cores and memory each replica uses now (its whole process tree on the local
+        backend) beside its request and limit, its peak, and recent samples; renders as a table
+        (`.to_dict()` is the server's answer).  When there are no figures, `.reason` says why."""
+        return Usage(self.client.usage(self.name))
+
+    def timeline(self) -> Timeline:
+        """What happened to the job so far, oldest first, with times: submitted, waiting and
+        why, started, first step, checkpoints, warnings, restarts and causes, the end."""
+        return Timeline(self.client.timeline(self.name))
 
     def cancel(self) -> Job:
         """Stop the job; its record and logs stay (use `delete()` to remove them)."""

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__, display, envs
+from . import __version__, display, envs, health
 from . import metrics as job_metrics
 from .client import Client, PaddleNbextError, dumps
 from .model.contract import ENVIRONMENT_LOG, Phase, Role, is_terminal
@@ -125,6 +126,23 @@ def build_parser() -> Parser:
     )
     metrics.add_argument("name", metavar="NAME")
     metrics.add_argument("--points", type=int, default=200, help="points per replica and metric to fetch [200]")
+    top = commands.add_parser(
+        "top",
+        help="print the CPU and memory each replica of a job uses",
+        description=(
+            "Print the CPU cores and memory each replica of a job uses now (its whole process tree), beside its "
+            "request and limit, with its peak and a sparkline of recent memory."
+        ),
+    )
+    top.add_argument("name", metavar="NAME")
+    top.add_argument("--watch", "-w", action="store_true", help="print again every few seconds until the job ends")
+    timeline_cmd = commands.add_parser(
+        "timeline",
+        help="print what happened to a job, in order",
+        description="Print the job's timeline: what happened to it, oldest first, with times.",
+    )
+    timeline_cmd.add_argument("name", metavar="NAME")
+    timeline_cmd.add_argument("--follow", "-f", action="store_true", help="print new entries as they come, until the job ends")
     environments = commands.add_parser(
         "envs",
         help="list or remove your jobs' Python environments",
@@ -237,6 +255,10 @@ def _run(args: argparse.Namespace) -> int:
         phase = None if args.output == "json" else str(client.get_job(args.name).phase)
         _emit(args, body, job_metrics.metrics_text(body, phase))
         return EXIT_OK
+    if args.command == "top":
+        return _top(args, client)
+    if args.command == "timeline":
+        return _timeline(args, client)
     if args.command == "cancel":
         before = client.get_job(args.name)
         status = before if is_terminal(before.phase) else client.cancel(args.name)
@@ -266,6 +288,39 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "envs":
         return _envs(args, client)
     raise UsageError(f"unknown command {args.command!r}")
+
+
+#: Seconds between two looks of `top --watch` and `timeline --follow`.
+WATCH_EVERY = 2.0
+
+
+def _top(args: argparse.Namespace, client: Client) -> int:
+    """`paddle-nbext top NAME [--watch]`."""
+    while True:
+        body = client.usage(args.name)
+        _emit(args, body, health.Usage(body).text())
+        if not args.watch or is_terminal(client.get_job(args.name).phase):
+            return EXIT_OK
+        time.sleep(WATCH_EVERY)
+        if args.output != "json":
+            print()
+
+
+def _timeline(args: argparse.Namespace, client: Client) -> int:
+    """`paddle-nbext timeline NAME [--follow]`: the entries, then (following) each new one."""
+    body = client.timeline(args.name)
+    _emit(args, body, health.Timeline(body).text())
+    since = int(body.get("last") or 0)
+    while args.follow:
+        ended = is_terminal(client.get_job(args.name).phase)
+        body = client.timeline(args.name, since=since)
+        if body.get("entries"):
+            _emit(args, body, health.Timeline(body).text())
+            since = int(body.get("last") or since)
+        if ended:
+            break
+        time.sleep(WATCH_EVERY)
+    return EXIT_OK
 
 
 def _check_envs(args: argparse.Namespace) -> None:

@@ -335,6 +335,17 @@ class Client:
         params = {key: str(value) for key, value in (("points", points), ("since", since)) if value is not None}
         return self._object("GET", f"/jobs/{_quote(name)}/metrics", params=params)
 
+    def usage(self, name: str) -> dict[str, Any]:
+        """CPU and memory in use per replica beside request and limit, peaks and recent samples
+        (`GET /jobs/{name}/usage`); `available` false with the `reason` when there are none."""
+        return self._object("GET", f"/jobs/{_quote(name)}/usage")
+
+    def timeline(self, name: str, *, since: int = 0) -> dict[str, Any]:
+        """What happened to the job, oldest first (`GET /jobs/{name}/timeline`): `entries`
+        (`seq`, `t`, `kind`, `text`), only those after `since`, and `last`, the next `since`."""
+        params = {"since": str(since)} if since else {}
+        return self._object("GET", f"/jobs/{_quote(name)}/timeline", params=params)
+
     def follow_logs(self, name: str, *, role: str = Role.TRAINER, index: int = 0, tail: int | None = None) -> Iterator[str]:
         """Yield log text as it is written, until the replica ends (the server closes the stream)."""
         params = _log_params(role, index, tail, False, follow=True)

@@ -16,7 +16,9 @@ import {
   IJobStatus,
   IKeptCheckpoints,
   IResumed,
-  IServerConfig
+  IServerConfig,
+  ITimeline,
+  IUsage
 } from './types';
 
 export const API_PATH = 'paddle/api/v1';
@@ -167,6 +169,18 @@ export class PaddleApi {
     return this.json('GET', `jobs/${encodeURIComponent(name)}/metrics`, undefined, {
       points,
       since
+    });
+  }
+
+  /** CPU and memory per replica beside request and limit, peaks and recent samples. */
+  usage(name: string): Promise<IUsage> {
+    return this.json('GET', `jobs/${encodeURIComponent(name)}/usage`);
+  }
+
+  /** What happened to the job, oldest first: the entries after `since` (a `seq`). */
+  timeline(name: string, since = 0): Promise<ITimeline> {
+    return this.json('GET', `jobs/${encodeURIComponent(name)}/timeline`, undefined, {
+      since: since || null
     });
   }
 

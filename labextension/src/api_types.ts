@@ -58,6 +58,10 @@ export interface ISubmitBody {
   keep_checkpoints?: number | null;
   /** wall-clock limit, e.g. 600, 30m, 2h */
   timeout?: number | string | null;
+  /** a running job whose trainer neither report()s nor logs for this long is marked stalled (only once a trainer has reported), e.g. 600, 10m */
+  stall_timeout?: number | string | null;
+  /** what follows a stall: warn, restart (the whole job, from its latest checkpoint; counts as a restart) or fail */
+  on_stall?: 'warn' | 'restart' | 'fail' | null;
   /** queue that admits the job on a shared cluster (Kubernetes backend: a Kueue LocalQueue, or a Volcano Queue with Volcano); empty: the server default */
   queue?: string | null;
   /** Python source written as paddle_entry.py into the package snapshot: valid Unicode without NUL, at most 1 MiB of UTF-8. */
@@ -69,7 +73,7 @@ export interface IJobSchema {
   $schema: string;
   type: 'object';
   additionalProperties?: boolean;
-  required: Array<'job_name' | 'entry_point' | 'trainer_package' | 'requirements' | 'image' | 'mode' | 'pservers' | 'trainers' | 'pserver_cpu' | 'pserver_mem' | 'trainer_cpu' | 'trainer_mem' | 'trainer_gpu' | 'procs_per_trainer' | 'env' | 'snapshot' | 'max_restarts' | 'keep_checkpoints' | 'timeout' | 'queue'>;
+  required: Array<'job_name' | 'entry_point' | 'trainer_package' | 'requirements' | 'image' | 'mode' | 'pservers' | 'trainers' | 'pserver_cpu' | 'pserver_mem' | 'trainer_cpu' | 'trainer_mem' | 'trainer_gpu' | 'procs_per_trainer' | 'env' | 'snapshot' | 'max_restarts' | 'keep_checkpoints' | 'timeout' | 'stall_timeout' | 'on_stall' | 'queue'>;
   properties: {
     job_name: IJobSchemaField;
     entry_point: IJobSchemaField;
@@ -90,6 +94,8 @@ export interface IJobSchema {
     max_restarts: IJobSchemaField;
     keep_checkpoints: IJobSchemaField;
     timeout: IJobSchemaField;
+    stall_timeout: IJobSchemaField;
+    on_stall: IJobSchemaField;
     queue: IJobSchemaField;
   };
   'x-groups': Array<'Code' | 'Replicas' | 'Resources' | 'Run'>;
@@ -381,6 +387,83 @@ export interface IPruneResult {
   } | null;
   /** Bytes freed in all (or that would be). */
   freed: number;
+}
+
+export interface IUsageSample {
+  /** Seconds since the epoch. */
+  t: number;
+  /** Cores in use over the interval before (1 = one core busy); null while it did not run. */
+  cpu: number | null;
+  /** Resident bytes; null while it did not run. */
+  memory: number | null;
+}
+
+export interface IRankUsage {
+  rank: number;
+  /** Cores the rank's own processes use. */
+  cpu: number | null;
+  /** Resident bytes of the rank's own processes. */
+  memory: number | null;
+  peak_cpu: number;
+  peak_memory: number;
+}
+
+export interface IReplicaUsage {
+  role: string;
+  index: number;
+  phase: string;
+  /** Cores in use (1 = one core busy); null before its second sample and once it stopped. */
+  cpu: number | null;
+  /** Resident bytes of its process tree; null once it stopped. */
+  memory: number | null;
+  /** Processes in its tree at the last sample. */
+  processes: number;
+  peak_cpu: number;
+  /** The most resident memory seen, in bytes. */
+  peak_memory: number;
+  cpu_request: number | null;
+  /** null: not capped (local replicas get their cores as thread counts). */
+  cpu_limit: number | null;
+  memory_request: number | null;
+  /** null: no limit, so no memory warning. */
+  memory_limit: number | null;
+  /** Recent samples, oldest first (absent in `usage` events). */
+  history?: IUsageSample[];
+  /** A trainer of several ranks (local backend): each rank's own figures; absent for one process. */
+  ranks?: IRankUsage[];
+}
+
+export interface IUsage {
+  name: string;
+  available: boolean;
+  /** Why there are no figures, in words; null when available. */
+  reason: string | null;
+  sampled: string | null;
+  /** Seconds between samples. */
+  interval: number | null;
+  replicas: IReplicaUsage[];
+}
+
+export interface ITimelineEntry {
+  /** Counts entries from 1, never reused. */
+  seq: number;
+  t: string;
+  kind: 'submitted' | 'waiting' | 'admitted' | 'started' | 'environment' | 'first_step' | 'checkpoint' | 'warning' | 'recovered' | 'restart' | 'resumed' | 'replica_ended' | 'ended' | 'omitted';
+  /** What happened, in words. */
+  text: string;
+  /** The replica it is about, if one. */
+  role?: string;
+  index?: number;
+}
+
+export interface ITimeline {
+  name: string;
+  available: boolean;
+  /** Why the backend has no timeline, in words. */
+  reason: string | null;
+  entries: ITimelineEntry[];
+  /** The `seq` to pass as `since` next time. */
+  last: number;
 }
 
 // Inline success responses of operations, named after their operationId.

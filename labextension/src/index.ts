@@ -27,7 +27,9 @@ import { PreviewTab } from './previewtab';
 import { IReplicaRef } from './logpanel';
 import { rankKey } from './ranks';
 import { LogTabWidget } from './logtab';
+import { HealthView } from './healthview';
 import { MetricsView } from './metricsview';
+import { WARNING_KINDS } from './timelineview';
 import { JobsModel } from './model';
 import { PaddlePanel, paddleIcon } from './panel';
 import { prefillFor } from './prefill';
@@ -148,6 +150,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const metrics = new MetricsView({ api, model, name });
       widget.content.setMetricsWidget(metrics);
       widget.disposed.connect(() => metrics.dispose());
+      const health = new HealthView({
+        api,
+        model,
+        name,
+        replicaRows: () =>
+          widget.content.node.querySelector('[data-testid="paddle-replicas"] tbody')
+      });
+      widget.content.setHealthWidget(health);
+      widget.content.onReplicasRendered = () => health.usage.decorateRows();
+      widget.disposed.connect(() => health.dispose());
       widget.title.icon = paddleIcon;
       void tracker.add(widget);
       if (!keep) {
@@ -228,6 +240,25 @@ const plugin: JupyterFrontEndPlugin<void> = {
           Notification.success(full, options);
         } else {
           Notification.error(full, options);
+        }
+      }
+    });
+
+    // Training health: a memory warning, a stall or a restart of one of the user's jobs.
+    model.timeline.connect((_, event) => {
+      for (const entry of event.entries) {
+        if (WARNING_KINDS.has(entry.kind)) {
+          Notification.warning(__('Paddle job %1: %2', event.name, entry.text), {
+            autoClose: 15000,
+            actions: [
+              {
+                label: __('Show'),
+                callback: () => {
+                  void app.commands.execute(CommandIDs.openJob, { job: event.name });
+                }
+              }
+            ]
+          });
         }
       }
     });

@@ -80,6 +80,11 @@ export class JobView extends Widget {
   private readonly _spec: HTMLPreElement;
   /** Where issue 14's training metrics go (`setMetricsWidget`). */
   readonly metricsSlot: HTMLElement;
+  /** Where issue 36's timeline and resource use go, under the header (`setHealthWidget`). */
+  readonly healthSlot: HTMLElement;
+  private _health: Widget | null = null;
+  /** Called after the replica table re-rendered its rows (resource use fills their Use cells). */
+  onReplicasRendered: (() => void) | null = null;
 
   constructor(private readonly _options: IJobViewOptions) {
     super();
@@ -174,6 +179,7 @@ export class JobView extends Widget {
           h('th', { scope: 'col' }, __('Reason')),
           h('th', { scope: 'col' }, __('Restarts')),
           h('th', { scope: 'col' }, __('Ran')),
+          h('th', { scope: 'col' }, __('Use')),
           h('th', { scope: 'col' }, h('span', { className: 'pn-sr-only' }, __('Log')))
         )
       ),
@@ -195,6 +201,12 @@ export class JobView extends Widget {
       'aria-label': __('Training metrics'),
       hidden: true
     });
+    this.healthSlot = h('section', {
+      className: 'pn-health',
+      'data-testid': 'paddle-health',
+      'aria-label': __('Training health'),
+      hidden: true
+    });
     this.node.appendChild(
       h(
         'div',
@@ -205,6 +217,7 @@ export class JobView extends Widget {
         this._times,
         this._resumedFrom,
         this._checkpoints.line,
+        this.healthSlot,
         h('div', { className: 'pn-actions' }, this._cancel, remove, copy, this._resume),
         this.metricsSlot,
         h('h3', {}, __('Replicas')),
@@ -246,8 +259,21 @@ export class JobView extends Widget {
     this._attachMetrics();
   }
 
+  /** Put a widget (issue 36's timeline and resource use) under the header; `null` empties it. */
+  setHealthWidget(widget: Widget | null): void {
+    if (this._health?.isAttached) {
+      Widget.detach(this._health);
+    }
+    this._health = widget;
+    this.healthSlot.hidden = widget === null;
+    this._attachMetrics();
+  }
+
   /** Lumino attaches only into a host in the document: before that, wait for onAfterAttach. */
   private _attachMetrics(): void {
+    if (this._health && !this._health.isAttached && this.isAttached) {
+      Widget.attach(this._health, this.healthSlot);
+    }
     if (this._metrics && !this._metrics.isAttached && this.isAttached) {
       Widget.attach(this._metrics, this.metricsSlot);
     }
@@ -399,6 +425,7 @@ export class JobView extends Widget {
 
   private _renderReplicas(job: IJobStatus): void {
     this._replicaTable.render(job);
+    this.onReplicasRendered?.();
   }
 
   /** Load the replica the job opens on; a failed one's traceback is marked and scrolled to. */

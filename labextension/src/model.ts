@@ -19,7 +19,13 @@ import {
   initialState,
   reduce
 } from './state';
-import { IJobStatus, IServerConfig } from './types';
+import { IJobStatus, IServerConfig, ITimelineEntry, IUsage } from './types';
+
+/** A `timeline` event: new entries of one job's timeline. */
+export interface ITimelineEvent {
+  name: string;
+  entries: ITimelineEntry[];
+}
 
 export function problemFrom(error: unknown): IProblem {
   if (error instanceof ApiError) {
@@ -46,6 +52,8 @@ export class JobsModel implements IDisposable {
   private _changed = new Signal<this, IJobsState>(this);
   private _finished = new Signal<this, ITransition[]>(this);
   private _metrics = new Signal<this, IMetricsSummary>(this);
+  private _usage = new Signal<this, IUsage>(this);
+  private _timeline = new Signal<this, ITimelineEvent>(this);
   private _disposed = false;
   private _started = false;
   private _abort: AbortController | null = null;
@@ -72,6 +80,16 @@ export class JobsModel implements IDisposable {
   /** A running job's replicas reported new points (the server sends at most two a second per job). */
   get metrics(): ISignal<this, IMetricsSummary> {
     return this._metrics;
+  }
+
+  /** A running job's newest resource-use sample (no history), once per sample. */
+  get usage(): ISignal<this, IUsage> {
+    return this._usage;
+  }
+
+  /** New entries of a job's timeline (warnings among them). */
+  get timeline(): ISignal<this, ITimelineEvent> {
+    return this._timeline;
   }
 
   get config(): IServerConfig | null {
@@ -226,6 +244,12 @@ export class JobsModel implements IDisposable {
         break;
       case 'metrics':
         this._metrics.emit(payload as IMetricsSummary);
+        break;
+      case 'usage':
+        this._usage.emit(payload as IUsage);
+        break;
+      case 'timeline':
+        this._timeline.emit(payload as ITimelineEvent);
         break;
     }
   }

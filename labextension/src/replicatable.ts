@@ -89,6 +89,7 @@ export class ReplicaTable {
           ),
           h('td', {}, String(replica.restarts)),
           h('td', { className: 'pn-ran' }, this._options.ranFor(replica)),
+          h('td', { className: 'pn-usage' }),
           h('td', {}, this._logsButton(name, { role: replica.role, index: replica.index }))
         )
       );
@@ -136,6 +137,7 @@ export class ReplicaTable {
       h('td', { className: 'pn-reason' }, reason),
       h('td', {}, String(replica.restarts)),
       h('td', {}, this._options.ranFor(replica)),
+      h('td', { className: 'pn-usage' }),
       h('td', {}, this._logsButton(name, ref))
     );
   }

@@ -116,3 +116,12 @@ export type IDryRun = Omit<api.IDryRun, 'job'> & { job: IJobStatus };
 
 /** The REST error body `{"error", "message", "field"}` (422: `errors` per field too). */
 export type IErrorBody = api.IError;
+
+/** A job's resource use per replica (`GET /jobs/{name}/usage`, and `usage` events without history). */
+export type IUsage = api.IUsage;
+export type IReplicaUsage = api.IReplicaUsage;
+export type IUsageSample = api.IUsageSample;
+
+/** A job's timeline (`GET /jobs/{name}/timeline`) and one of its entries. */
+export type ITimeline = api.ITimeline;
+export type ITimelineEntry = api.ITimelineEntry;

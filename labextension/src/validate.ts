@@ -381,7 +381,11 @@ function parseSwitch(name: string, field: IFieldSchema, ctx: IContext): unknown 
 const DURATION_RE = /^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$/;
 
 /** Seconds from `600`, `90s`, `30m`, `2h`, `1h30m`, `1d`; null when blank (`rules.parse_duration`). */
-export function parseDuration(raw: unknown, field = 'timeout'): number | null {
+export function parseDuration(
+  raw: unknown,
+  field = 'timeout',
+  fallback: number | null = null
+): number | null {
   if (blank(raw) || raw === '') {
     return null;
   }
@@ -405,13 +409,16 @@ export function parseDuration(raw: unknown, field = 'timeout'): number | null {
     );
   }
   if (seconds <= 0) {
-    throw new FieldError(field, 'must be positive (or leave it out for no limit)');
+    const instead = fallback === null ? 'no limit' : `the default, ${fallback}s`;
+    throw new FieldError(field, `must be positive (or leave it out for ${instead})`);
   }
   return seconds;
 }
 
 function parseDurationField(name: string, field: IFieldSchema, ctx: IContext): unknown {
-  const seconds = parseDuration(ctx.body[name], name);
+  const raw = ctx.body[name];
+  const fallback = typeof field.default === 'number' ? field.default : null;
+  const seconds = parseDuration(blank(raw) || raw === '' ? fallback : raw, name, fallback);
   const most = field['x-maximum-seconds'];
   if (seconds !== null && most !== undefined && seconds > most) {
     throw new FieldError(name, `${seconds}s is longer than this server allows (${most}s)`);

@@ -1,2 +1,3 @@
 import './base.css';
 import './metrics.css';
+import './health.css';

@@ -109,6 +109,9 @@ RESTART_ANNOTATION = "paddle-nbext/restart"
 REPLICA_JOBS_KEY = "replica-jobs.json"
 #: The record ConfigMap's key holding the job's spec (`JobSpec.to_dict()` as JSON).
 SPEC_KEY = "spec.json"
+#: The record ConfigMap's key holding how many seconds a replica's image may fail to pull before
+#: the job fails (the admin's `image_pull_seconds`, written at submit so the master reads it too).
+IMAGE_PULL_KEY = "image-pull-seconds"
 
 #: The launcher's exit code when the job's environment (its requirements file) cannot be built:
 #: the job fails at once, never restarted, since every attempt would meet the same installer.

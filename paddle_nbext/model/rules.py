@@ -185,7 +185,7 @@ def check_entry_script(raw: Any) -> str | None:
     return raw
 
 
-def parse_duration(raw: Any, field_name: str = "timeout") -> int | None:
+def parse_duration(raw: Any, field_name: str = "timeout", default: int | None = None) -> int | None:
     """Seconds from `600`, `"600"`, `"90s"`, `"30m"`, `"2h"`, `"1h30m"`, `"1d"`; None stays None."""
     if raw is None or raw == "":
         return None
@@ -206,7 +206,8 @@ def parse_duration(raw: Any, field_name: str = "timeout") -> int | None:
     else:
         raise SpecError(field_name, f"'{clip(str(raw))}' is not a duration: use seconds (600) or units like '90s', '30m', '2h', '1h30m'")
     if seconds <= 0:
-        raise SpecError(field_name, "must be positive (or leave it out for no limit)")
+        fallback = "no limit" if default is None else f"the default, {default}s"
+        raise SpecError(field_name, f"must be positive (or leave it out for {fallback})")
     if seconds > DURATION_MAX_SECONDS:
         raise SpecError(field_name, f"{seconds}s is longer than any job runs (at most {DURATION_MAX_SECONDS}s)")
     return seconds
@@ -395,7 +396,8 @@ def _switch(row: JobField, data: Mapping[str, Any], limits: Limits) -> bool:
 
 
 def _duration(row: JobField, data: Mapping[str, Any], limits: Limits) -> int | None:
-    value = parse_duration(data.get(row.name), row.name)
+    raw = data.get(row.name)
+    value = parse_duration(row.default if raw is None or raw == "" else raw, row.name, row.default)
     most = limits.bound(row.info.limit)
     if value is not None and most is not None and value > most:
         raise SpecError(row.name, f"{value}s is longer than this server allows ({most}s)")

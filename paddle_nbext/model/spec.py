@@ -64,6 +64,11 @@ MODES: tuple[str, ...] = tuple(mode.value for mode in Mode)
 _NAME_ALPHABET = string.ascii_lowercase + string.digits
 _PS_ONLY = (Mode.PS,)
 _MODE_CHOICES = {Mode.PS.value: "parameter servers + trainers", Mode.COLLECTIVE.value: ""}
+_ON_STALL_CHOICES = {
+    "warn": "say so in the job's message and a notification",
+    "restart": "restart the whole job from its latest checkpoint",
+    "fail": "end the job as Failed",
+}
 
 
 def generate_name(prefix: str = "paddle") -> str:
@@ -359,6 +364,38 @@ class JobSpec:
                 help="wall-clock limit, e.g. 600, 30m, 2h",
                 placeholder="none (e.g. 30m, 2h)",
                 limit="max_timeout",
+            )
+        ),
+    )
+    stall_timeout: int | None = field(
+        default=600,
+        metadata=spec_field(
+            FieldInfo(
+                kind="duration",
+                label="Stall after",
+                group="Run",
+                flag="--stall-timeout",
+                metavar="DURATION",
+                help=(
+                    "a running job whose trainer neither report()s nor logs for this long is marked stalled "
+                    "(only once a trainer has reported), e.g. 600, 10m"
+                ),
+                placeholder="10m",
+                backends=("local",),
+            )
+        ),
+    )
+    on_stall: str = field(
+        default="warn",
+        metadata=spec_field(
+            FieldInfo(
+                kind="choice",
+                label="Stall action",
+                group="Run",
+                flag="--on-stall",
+                help="what follows a stall: warn, restart (the whole job, from its latest checkpoint; counts as a restart) or fail",
+                choices=_ON_STALL_CHOICES,
+                backends=("local",),
             )
         ),
     )

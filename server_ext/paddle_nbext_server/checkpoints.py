@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .runtime import paddle_nbext_job
+from .runtime import paddle_nbext_fence, paddle_nbext_job
 
 #: In a resumed job's checkpoint directory: which job and checkpoint it resumed from.  Retention
 #: never removes it (it removes only checkpoint directories), so the link outlives the checkpoint.
@@ -50,7 +50,8 @@ def describe(directory: Path) -> dict[str, Any]:
         "directory": str(directory),
         "checkpoints": items,
         "latest": items[-1] if items else None,
-        "size": paddle_nbext_job.tree_size(directory),
+        # Bytes the checkpoints take (the attempt markers, a few bytes of bookkeeping, are not one).
+        "size": paddle_nbext_job.tree_size(directory) - paddle_nbext_job.tree_size(directory / paddle_nbext_fence.FENCE_SUBDIR),
         "resumed_from": resumed_from(directory),
     }
 
@@ -93,7 +94,9 @@ def keep_aside(directory: Path, job: str, home: Path) -> Path | None:
     try:
         os.rename(directory, kept)
     except OSError:  # another filesystem than the home's (a jobs dir elsewhere)
-        shutil.copytree(directory, kept, copy_function=_link_or_copy)
+        shutil.copytree(directory, kept, copy_function=_link_or_copy, ignore=shutil.ignore_patterns(paddle_nbext_fence.FENCE_SUBDIR))
+    # The job's attempt markers (`paddle_nbext_fence`) meant something to its replicas only.
+    shutil.rmtree(kept / paddle_nbext_fence.FENCE_SUBDIR, ignore_errors=True)
     return kept
 
 

@@ -16,11 +16,15 @@ from typing import Any
 UPDATED, DELETED, RESYNC = "updated", "deleted", "resync"
 #: New points of a running job (`job` holds `MetricsCache.summary`), at most a few per second.
 METRICS = "metrics"
+#: A running job's latest resource use (`health_events`), at most once per sample.
+USAGE = "usage"
+#: New entries of a job's timeline (`health_events`).
+TIMELINE = "timeline"
 
 
 @dataclass(frozen=True)
 class JobEvent:
-    kind: str  # "updated" | "deleted" | "resync" | "metrics"
+    kind: str  # "updated" | "deleted" | "resync" | "metrics" | "usage" | "timeline"
     owner: str
     name: str
     job: dict[str, Any] | None = None

@@ -19,7 +19,19 @@ from pathlib import Path
 import paddle_nbext
 import paddle_nbext.model.contract
 
-from .runtime import cluster_master, environments, gang, launcher, paddle_nbext_job, policy, preflight, ranks, replicas, supervise
+from .runtime import (
+    cluster_master,
+    environments,
+    gang,
+    launcher,
+    paddle_nbext_fence,
+    paddle_nbext_job,
+    policy,
+    preflight,
+    ranks,
+    replicas,
+    supervise,
+)
 
 #: The bundle's directory of modules for training code (on the replica's PYTHONPATH).
 PYLIB = "pylib"
@@ -35,7 +47,9 @@ _MODULES = {
     "cluster_master.py": cluster_master,
     "replicas.py": replicas,
     "contract.py": paddle_nbext.model.contract,
+    "paddle_nbext_fence.py": paddle_nbext_fence,
     f"{PYLIB}/paddle_nbext_job.py": paddle_nbext_job,
+    f"{PYLIB}/paddle_nbext_fence.py": paddle_nbext_fence,
 }
 NAMES: tuple[str, ...] = tuple(_MODULES)
 

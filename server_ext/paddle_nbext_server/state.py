@@ -17,6 +17,7 @@ from traitlets import TraitError
 from .backends.base import Backend, BackendUnavailable
 from .config import PaddleNbext
 from .events import EventHub
+from .health_events import HealthTicker
 from .metrics_events import MetricsTicker
 
 STATE_KEY = "paddle_nbext_state"  # web-app settings key of the ExtensionState
@@ -43,6 +44,7 @@ class ExtensionState:
         self._start_failed_at: float | None = None
         self._lock: asyncio.Lock | None = None
         self._metrics: asyncio.Task[None] | None = None  # metric events (metrics_events.py)
+        self._health: asyncio.Task[None] | None = None  # usage and timeline events (health_events.py)
         if error is None:
             self._construct()
 
@@ -122,6 +124,7 @@ class ExtensionState:
                 return
             self._started, self.error, self._start_failed_at = True, None, None
             self._metrics = asyncio.create_task(MetricsTicker(self.hub, self.backend).run(), name="paddle-nbext-metric-events")
+            self._health = asyncio.create_task(HealthTicker(self.hub, self.backend).run(), name="paddle-nbext-health-events")
 
     async def ready_backend(self) -> Backend:
         await self.try_start()
@@ -150,6 +153,9 @@ class ExtensionState:
         if self._metrics is not None:
             self._metrics.cancel()
             self._metrics = None
+        if self._health is not None:
+            self._health.cancel()
+            self._health = None
         if self.backend is not None and self._started:
             self._started = False
             try:

@@ -569,3 +569,23 @@ def test_a_gpu_trainer_pod_runs_one_rank_per_device_each_on_its_own_gpu(notebook
         core.patch_node_status(
             node, [{"op": "remove", "path": f"/status/{field}/nvidia.com~1gpu"} for field in ("capacity", "allocatable")]
         )
+
+
+def test_a_job_deleted_while_its_pods_start_leaves_no_folder_and_its_name_is_free(notebook: Notebook) -> None:
+    """Deleted the moment its pods are bound to the node, before their containers start: the
+    container runtime would make the missing working directory (the job's package/) as root, a
+    folder the user cannot remove that blocks the name.  The delete waits for those pods."""
+    name = "early-delete"
+    notebook.submit(name, mode="collective", trainers=2, entry_point="python collective_train.py --steps 20")
+    deadline = time.monotonic() + JOB_WAIT
+    while time.monotonic() < deadline and not any(present(p.spec, "spec").node_name for p in notebook.job_pods(name)):
+        time.sleep(0.05)
+    notebook.delete(name)
+    while time.monotonic() < deadline and notebook.job_pods(name):
+        time.sleep(0.2)
+    assert not notebook.job_pods(name), notebook.pods(name)
+    folder = notebook.home / ".paddle-jobs" / name
+    assert not folder.exists(), sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+    notebook.submit(name, mode="collective", trainers=2, entry_point="python collective_train.py --steps 20")
+    assert notebook.ended(name)["phase"] == "Succeeded"
+    notebook.delete(name)

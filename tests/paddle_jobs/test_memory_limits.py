@@ -38,7 +38,7 @@ def test_without_a_kernel_limit_the_sampler_stops_it_and_says_so(home: Path) -> 
     assert status.phase == "Failed"
     reason = status.replicas[0].reason
     assert reason is not None and reason.startswith("MemoryLimitExceeded: used ")
-    assert reason.endswith(" of 100Mi (resident memory, sampled)")
+    assert " of 100Mi (resident memory, sampled; peak " in reason and reason.endswith(" MiB)")
     assert leftover_processes(home, "hog0") == []
 
 

@@ -4,6 +4,7 @@ and the in-cluster master both read pods through `cluster_master`, so this decid
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from paddle_nbext.model.contract import RECORD_UID_LABEL
@@ -172,6 +173,7 @@ class _FakeApi:
         self.stopped: list[tuple[str, bool]] = []
         self.deleted: list[str] = []
         self.created: list[dict[str, Any]] = []
+        self.silent: set[str] = set()  # pods whose kubelet does not answer (`answers`)
 
     def get_record(self, name: str) -> dict[str, Any]:
         return self.record
@@ -184,6 +186,9 @@ class _FakeApi:
 
     def log_tail(self, pod: str, lines: int = 200) -> str:
         return "Terminated"
+
+    def answers(self, pod: str) -> bool | None:
+        return pod not in self.silent
 
     def record_final(self, name: str, status: dict[str, Any], resource_version: str | None = None) -> None:
         self.recorded.append(status)
@@ -254,8 +259,10 @@ def test_the_master_restarts_the_whole_job_in_steps_never_two_attempts_at_once()
 
     api = _FakeApi(record, [failed, server], [])
     assert reconcile_once(api, job) is Pass.SOON  # type: ignore[arg-type]
+    began = api.restarts[0]["began"]
+    assert isinstance(began, float) and abs(began - time.time()) < 600
     assert api.recorded == [] and api.restarts == [
-        {"attempt": 1, "failures": 1, "disruptions": 0, "stopping": True, "message": api.restarts[0]["message"]}
+        {"attempt": 1, "failures": 1, "disruptions": 0, "stopping": True, "message": api.restarts[0]["message"], "began": began}
     ]
     assert api.restarts[0]["message"].startswith("restart 1 of 1: trainer 0 failed with Exit code 3 (Terminated)")
 
@@ -296,3 +303,127 @@ def test_in_jobset_mode_the_pods_restart_attempt_counts_and_ends_the_job_at_max_
     views, decision = decide_job(_record({**PS, "trainers": 1, "max_restarts": 1}), [failed])
     assert views[0].restarts == 1
     assert decision.phase == "Failed" and decision.message.startswith("trainer 0 failed with Exit code 3 after 1 restart")
+
+
+def _lost(name: str, index: int, node: str = "pnb-real-node-2") -> dict[str, Any]:
+    """A pod of a node that stopped responding, as Kubernetes leaves it: Running for ever (no
+    kubelet reports its end), marked not Ready by the node lifecycle controller, and deleted by
+    the taint manager after its `node_lost_seconds`."""
+    lost = pod(name, "Running", index=index)
+    lost["spec"] = {"nodeName": node}
+    lost["metadata"]["deletionTimestamp"] = "2026-11-29T17:01:00Z"
+    lost["status"]["conditions"] = [
+        {"type": "Ready", "status": "False"},
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "DeletionByTaintManager",
+            "message": "Taint manager: deleting due to NoExecute taint",
+        },
+    ]
+    return lost
+
+
+def test_a_pod_lost_with_its_node_restarts_the_job_whole_and_says_so_in_words() -> None:
+    record = _record({"job_name": "train", "mode": "collective", "pservers": 0, "trainers": 2, "max_restarts": 0})
+    aborted = pod("train-2bd806-trainer-0-aaaaa", "Failed", index=0, exit_code=134)
+    views, decision = decide_job(record, [aborted, _lost("train-2bd806-trainer-1-bbbbb", 1)])
+    assert decision.restart and decision.disruption, decision
+    assert decision.message.startswith("restart 1: node pnb-real-node-2 stopped responding; trainer 1 lost; all replicas restarting"), (
+        decision
+    )
+
+
+def test_a_noexecute_taint_on_a_node_that_still_answers_is_an_eviction_not_a_lost_node() -> None:
+    record = _record({"job_name": "train", "mode": "collective", "pservers": 0, "trainers": 1, "max_restarts": 0})
+    tainted = _lost("train-2bd806-trainer-0-aaaaa", 0)
+    tainted["status"]["conditions"][0]["status"] = "True"  # its kubelet still reports it Ready
+    _, decision = decide_job(record, [tainted])
+    assert decision.message.startswith("restart 1: trainer 0 was evicted by a NoExecute taint on its node"), decision
+
+
+def test_the_master_holds_a_failure_back_while_a_running_peers_node_does_not_answer() -> None:
+    """Trainer 0 aborted because its peer's node died; trainer 1 still reads Running (nothing
+    reports its end) but its kubelet does not answer: the job waits for Kubernetes to declare the
+    node lost (then restarts whole) instead of ending Failed.  A peer that answers lets it end."""
+    from paddle_nbext_server.runtime.cluster_master import JobObjects, Pass, reconcile_once
+
+    record = _record({"job_name": "train", "mode": "collective", "pservers": 0, "trainers": 2, "max_restarts": 0})
+    aborted = pod("train-2bd806-trainer-0-aaaaa", "Failed", index=0, exit_code=134)
+    running = pod("train-2bd806-trainer-1-bbbbb", "Running", index=1)
+    api = _FakeApi(record, [aborted, running], [])
+    api.silent = {"train-2bd806-trainer-1-bbbbb"}
+    assert reconcile_once(api, JobObjects("train-2bd806", {})) is Pass.WAIT  # type: ignore[arg-type]
+    assert api.recorded == [] and api.stopped == []
+    _, held = decide_job(record, [aborted, running], unreachable=frozenset(api.silent))
+    assert held.phase == "Running" and held.message.startswith("trainer 1 does not answer (its node stopped responding)"), held
+
+    answering = _FakeApi(record, [aborted, running], [])
+    assert reconcile_once(answering, JobObjects("train-2bd806", {})) is Pass.OVER  # type: ignore[arg-type]
+    assert [status["phase"] for status in answering.recorded] == ["Failed"]
+
+
+def _submitted() -> list[dict[str, Any]]:
+    return [
+        {
+            "metadata": {
+                "name": "train-2bd806-trainer",
+                "labels": {"paddle-nbext/role": "trainer"},
+                "ownerReferences": [{"uid": UID_PLACEHOLDER}],
+            },
+            "spec": {
+                "template": {
+                    "metadata": {"labels": {"paddle-nbext/role": "trainer"}},
+                    "spec": {"containers": [{"name": "main", "env": []}]},
+                }
+            },
+        }
+    ]
+
+
+def test_a_restart_does_not_wait_for_the_pods_of_a_lost_node_but_waits_for_any_other() -> None:
+    """The dead node's pod stays Terminating until the node returns: the new attempt is made
+    without it (told when the restart began, for the attempt fence in the home).  A pod that is
+    still stopping on a node that answers is waited for: never two attempts at once."""
+    from paddle_nbext_server.runtime.cluster_master import BEGAN_VAR, JobObjects, Pass, reconcile_once
+
+    spec = {"job_name": "train", "mode": "collective", "pservers": 0, "trainers": 2, "max_restarts": 0}
+    restarting = {"attempt": 1, "failures": 0, "disruptions": 1, "stopping": True, "message": "restart 1: ...", "began": 1796500000.5}
+    stopping = _record(spec, restarting, **{"replica-jobs.json": json.dumps(_submitted())})
+    job = JobObjects("train-2bd806", {})
+
+    stopping_pod = pod("train-2bd806-trainer-0-aaaaa", "Running", index=0)
+    stopping_pod["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 30))
+    waiting = _FakeApi(stopping, [stopping_pod, _lost("train-2bd806-trainer-1-bbbbb", 1)], [])
+    assert reconcile_once(waiting, job) is Pass.SOON  # type: ignore[arg-type]
+    assert waiting.created == []
+
+    api = _FakeApi(stopping, [_lost("train-2bd806-trainer-1-bbbbb", 1)], [])
+    assert reconcile_once(api, job) is Pass.SOON  # type: ignore[arg-type]
+    (made,) = api.created
+    assert made["metadata"]["labels"]["paddle-nbext/attempt"] == "1"
+    assert made["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": BEGAN_VAR, "value": "1796500000.500"}]
+    assert api.restarts[-1]["stopping"] is False and api.restarts[-1]["began"] == 1796500000.5
+
+
+def test_a_replica_whose_image_keeps_failing_to_pull_fails_the_job_after_the_admins_bound() -> None:
+    """`image_pull_seconds` (written into the record at submit): within it the job waits, saying
+    why; past it the job fails naming the image and stops what runs."""
+    record = _record({"job_name": "train", "mode": "collective", "pservers": 0, "trainers": 2}, None, **{"image-pull-seconds": "300"})
+    running = pod("train-2bd806-trainer-0-aaaaa", "Running", index=0)
+    pulling = pod("train-2bd806-trainer-1-bbbbb", "Pending", index=1)
+    reason = 'Back-off pulling image "example.org/paddle:9"'
+    pulling["status"]["containerStatuses"] = [{"name": "main", "state": {"waiting": {"reason": "ImagePullBackOff", "message": reason}}}]
+    scheduled = {"type": "PodScheduled", "status": "True"}
+
+    scheduled["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
+    pulling["status"]["conditions"] = [scheduled]
+    _, waiting = decide_job(record, [running, pulling])
+    assert waiting.phase == "Running" and waiting.message.startswith("trainer 1: ImagePullBackOff"), waiting
+
+    scheduled["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 301))
+    _, failed = decide_job(record, [running, pulling])
+    assert failed.phase == "Failed" and failed.message == (
+        f"trainer 1 cannot start: its image could not be pulled for 300 s: ImagePullBackOff: {reason}"
+    ), failed
+    assert sorted(failed.stop) == [("trainer", 0), ("trainer", 1)]

@@ -223,3 +223,26 @@ def test_a_rank_line_of_another_trainer_is_only_quoted_and_a_restart_names_the_r
     assert decide(replicas, max_restarts=1).message == (
         "restart 1 of 1: trainer 1 rank 1 failed with exit code 1 (ValueError: bad batch at step 10); all replicas restarting"
     )
+
+
+def test_a_replica_that_cannot_start_while_the_others_run_is_named_not_training() -> None:
+    """A gang trains only whole: with trainer 1 unschedulable (no capacity, a quota) the running
+    replicas wait for it, and the job says which replica and why instead of "Training is running"."""
+    unschedulable = Observed("trainer", 1, PENDING, reason="Unschedulable: 0/2 nodes are available: 2 Insufficient cpu.")
+    decision = decide([Observed("trainer", 0, RUNNING), unschedulable], max_restarts=0)
+    assert (decision.phase, decision.message) == (
+        RUNNING,
+        "trainer 1: Unschedulable: 0/2 nodes are available: 2 Insufficient cpu; the other replicas wait for it.",
+    )
+    assert decide([Observed("trainer", 0, RUNNING), Observed("trainer", 1, PENDING)], max_restarts=0).message == "Training is running."
+
+
+def test_a_replica_whose_image_the_node_may_never_pull_fails_the_job_naming_the_image() -> None:
+    never = Observed(
+        "trainer", 1, PENDING, reason='ErrImageNeverPull: Container image "example.org/paddle:9" is not present with pull policy of Never'
+    )
+    decision = decide([Observed("trainer", 0, RUNNING), never], max_restarts=0)
+    assert decision.phase == FAILED and decision.message == (
+        'trainer 1 cannot start: ErrImageNeverPull: Container image "example.org/paddle:9" is not present with pull policy of Never'
+    )
+    assert sorted(decision.stop) == [("trainer", 0), ("trainer", 1)]  # nothing is left running

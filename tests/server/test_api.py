@@ -24,6 +24,8 @@ ROUTES = [
     ("GET", "jobs/some-job/checkpoints"),
     ("GET", "jobs/some-job/logs"),
     ("GET", "jobs/some-job/metrics"),
+    ("GET", "jobs/some-job/usage"),
+    ("GET", "jobs/some-job/timeline"),
     ("GET", "events"),
     ("GET", "config"),
     ("GET", "version"),

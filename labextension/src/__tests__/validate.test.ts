@@ -212,7 +212,9 @@ describe('request body', () => {
       env: { A: '1' },
       snapshot: true,
       max_restarts: 0,
-      keep_checkpoints: 3
+      keep_checkpoints: 3,
+      stall_timeout: '600',
+      on_stall: 'warn'
     });
   });
 

@@ -202,6 +202,32 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
             )
         return logs_dir / environments.LOG_FILE
 
+    async def usage(self, name: str, owner: str) -> dict[str, Any]:
+        """CPU and memory in use per replica beside request and limit, with peaks and recent
+        history (`GET /jobs/{name}/usage`); `available: false` with the `reason` in words when
+        this backend cannot say.  `JobNotFound` for anyone else's job, like every call."""
+        await self.get_job(name, owner)
+        return {
+            "name": name,
+            "available": False,
+            "reason": f"the {self.name or 'configured'} backend does not measure resource use",
+            "sampled": None,
+            "interval": None,
+            "replicas": [],
+        }
+
+    async def timeline(self, name: str, owner: str, since: int = 0) -> dict[str, Any]:
+        """What happened to the job, oldest first, the entries after `since`
+        (`GET /jobs/{name}/timeline`; `paddle_nbext_server.timeline`)."""
+        await self.get_job(name, owner)
+        return {
+            "name": name,
+            "available": False,
+            "reason": f"the {self.name or 'configured'} backend keeps no timeline",
+            "entries": [],
+            "last": since,
+        }
+
     @abc.abstractmethod
     async def cancel(self, name: str, owner: str) -> JobStatus:
         """Stop every replica, keep the record and logs; phase becomes Cancelled.  Cancelling a

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .environments import EnvironmentHandler, EnvironmentsHandler, PruneHandler
+from .health import TimelineHandler, UsageHandler
 from .jobs import CancelHandler, CheckpointsHandler, JobHandler, JobsHandler, ResumeHandler
 from .meta import ConfigHandler, NotFoundHandler, OpenAPIHandler, VersionHandler
 from .metrics import MetricsHandler
@@ -23,6 +24,8 @@ def routes() -> list[tuple[str, Any]]:
         (rf"{API_BASE}/jobs/{_NAME}/checkpoints/?", CheckpointsHandler),
         (rf"{API_BASE}/jobs/{_NAME}/logs/?", LogsHandler),
         (rf"{API_BASE}/jobs/{_NAME}/metrics/?", MetricsHandler),
+        (rf"{API_BASE}/jobs/{_NAME}/usage/?", UsageHandler),
+        (rf"{API_BASE}/jobs/{_NAME}/timeline/?", TimelineHandler),
         (rf"{API_BASE}/jobs/{_NAME}/?", JobHandler),
         (rf"{API_BASE}/environments/?", EnvironmentsHandler),
         (rf"{API_BASE}/environments/prune/?", PruneHandler),

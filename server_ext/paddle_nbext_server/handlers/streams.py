@@ -23,7 +23,7 @@ from paddle_nbext.model.contract import ENVIRONMENT_LOG, ROLES, Role, is_termina
 
 from .. import job_requirements
 from ..backends.base import Backend, BackendError
-from ..events import DELETED, METRICS, RESYNC, UPDATED, JobEvent
+from ..events import DELETED, METRICS, RESYNC, TIMELINE, UPDATED, USAGE, JobEvent
 from .base import PaddleAPIHandler, RequestError
 from .jobs import newest_first
 
@@ -138,7 +138,8 @@ def _sse(event: str, data: Any) -> str:
 
 
 class EventsHandler(StreamingHandler):
-    """First `snapshot` (the caller's jobs), then `job` / `deleted` / `resync` / `metrics` as they happen,
+    """First `snapshot` (the caller's jobs), then `job` / `deleted` / `resync` / `metrics` / `usage` /
+    `timeline` as they happen,
     with `: ping` comments in between so proxies keep the connection open."""
 
     CONTENT_TYPE = "text/event-stream; charset=utf-8"
@@ -171,8 +172,8 @@ class EventsHandler(StreamingHandler):
                         await self.send(_sse("job", event.job))
                     elif event.kind == DELETED:
                         await self.send(_sse("deleted", {"name": event.name}))
-                    elif event.kind == METRICS:
-                        await self.send(_sse("metrics", event.job))
+                    elif event.kind in (METRICS, USAGE, TIMELINE):
+                        await self.send(_sse(event.kind, event.job))
             except _Stop:
                 pass
             finally:

@@ -24,6 +24,7 @@ token, CA and namespace).  For tests and unusual setups: `PADDLE_NBEXT_KUBE_API`
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import os
@@ -52,6 +53,8 @@ else:  # run as a plain script from the runtime bundle's files
     import replicas  # type: ignore[import-not-found,no-redef]
 
 ReplicaPhase, Role = contract.ReplicaPhase, contract.Role
+#: When the restart that made an attempt began (`paddle_nbext_fence.BEGAN_VAR`).
+BEGAN_VAR = "PADDLE_NBEXT_ATTEMPT_BEGAN"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # How a runner stops a role: the Job's deadline, counted from its start, is set to have passed.
 # The Job controller then stops the pods and marks the Job Failed (DeadlineExceeded), so every
@@ -67,6 +70,9 @@ STOP_PATCH = {"spec": {"activeDeadlineSeconds": 1}}
 #: stack, a framed summary) can follow the Python traceback for well over a hundred lines.
 FAILURE_TAIL_LINES = 1000
 
+
+#: Seconds a kubelet has to serve one line of a pod's log before its node counts as not answering.
+ANSWER_SECONDS = 10.0
 
 #: Seconds between passes while a whole restart is under way: each step waits on the last one's
 #: effect (pods gone, Jobs gone), and the job's replicas wait on the restart.
@@ -200,10 +206,10 @@ class Api:
         return list(listed.get("items") or [])
 
     def delete_job(self, name: str) -> None:
-        """Delete a Job and its pods; Foreground: the Job stays (being deleted) until its pods
-        are gone, so "no Job" means "no pod of it either"."""
+        """Delete a Job and its pods (Background: the Job goes at once, the garbage collector
+        deletes its pods; `restart_step` waits for the pods themselves)."""
         try:
-            self.request("DELETE", self.ns(f"jobs/{name}", "apis/batch/v1"), {"propagationPolicy": "Foreground"})
+            self.request("DELETE", self.ns(f"jobs/{name}", "apis/batch/v1"), {"propagationPolicy": "Background"})
         except ApiError as error:
             if error.status != 404:
                 raise
@@ -221,6 +227,23 @@ class Api:
         if resource_version:
             meta["resourceVersion"] = resource_version
         self.request("PATCH", self.ns(f"configmaps/{job}"), {"metadata": meta}, "application/merge-patch+json")
+
+    def answers(self, pod: str) -> bool | None:
+        """Whether the pod's kubelet serves its log (True), cannot be reached through the API
+        (False: the API server's request to the node failed or timed out), or we cannot tell."""
+        path = self.ns(f"pods/{pod}/log?container={replicas.CONTAINER}&tailLines=1")
+        req = urllib.request.Request(self.base + path, headers=self._headers())
+        try:
+            with urllib.request.urlopen(req, timeout=ANSWER_SECONDS, context=self.context) as response:
+                response.read()
+            return True
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode(errors="replace")
+            return False if replicas.kubelet_unreachable(error.code, detail) else None
+        except TimeoutError:
+            return False
+        except OSError as error:
+            return False if isinstance(getattr(error, "reason", None), TimeoutError) else None
 
     def log_tail(self, pod: str, lines: int = FAILURE_TAIL_LINES) -> str:
         try:
@@ -296,9 +319,10 @@ def role_notes(job: JobObjects, record: dict[str, Any], jobs: list[dict[str, Any
     return notes
 
 
-def next_attempt_jobs(record: dict[str, Any], attempt: int) -> list[dict[str, Any]]:
+def next_attempt_jobs(record: dict[str, Any], attempt: int, began: float | None = None) -> list[dict[str, Any]]:
     """The replica Jobs as submitted (`contract.REPLICA_JOBS_KEY`), for `attempt`: owned by the
-    record, their pods labelled with its uid and the attempt."""
+    record, their pods labelled with its uid and the attempt, and told when the restart that
+    makes them began (`began`, for the attempt fence in the home)."""
     uid = str((record.get("metadata") or {}).get("uid") or "")
     manifests: list[dict[str, Any]] = json.loads((record.get("data") or {}).get(contract.REPLICA_JOBS_KEY) or "[]")
     for manifest in manifests:
@@ -309,29 +333,44 @@ def next_attempt_jobs(record: dict[str, Any], attempt: int) -> list[dict[str, An
         labels[contract.ATTEMPT_LABEL] = str(attempt)
         if uid:
             labels[contract.RECORD_UID_LABEL] = uid
+        if began is not None:
+            for container in (manifest["spec"]["template"].get("spec") or {}).get("containers") or []:
+                env = [e for e in container.get("env") or [] if e.get("name") != BEGAN_VAR]
+                container["env"] = [*env, {"name": BEGAN_VAR, "value": f"{began:.3f}"}]
     return manifests
 
 
-def restart_step(api: Api, job: JobObjects, record: dict[str, Any], restarts: replicas.Restarts) -> None:
+def restart_step(api: Api, job: JobObjects, record: dict[str, Any], restarts: replicas.Restarts, pods: list[dict[str, Any]]) -> None:
     """Carry a whole restart one step on.  Idempotent, so any pass of any master incarnation
-    may run it: delete every replica Job of the previous attempt with its pods; once none is
-    left (never two generations of pods at once: a new pserver must not meet an old trainer),
-    make them again for the new attempt and record that it runs."""
-    manifests = next_attempt_jobs(record, restarts.attempt)
+    may run it: delete every replica Job of the previous attempt (its pods with it); once none
+    is left and none of their pods either (never two generations of pods at once: a new
+    pserver must not meet an old trainer), make them again for the new attempt and record that
+    it runs.
+
+    Except the pods of a node that died (`replicas.left_behind`): they stay Terminating until
+    their node returns, maybe for ever, and waiting for them would stop the job with them.  They
+    run nothing (a node without power), or run cut off from the other nodes (a partition) until
+    their kubelet, back, stops them first thing; meanwhile the attempt fence in the home
+    (`paddle_nbext_fence`, the begin time passed to the new attempt) keeps what they still
+    write out of the new attempt's checkpoints and curves."""
+    manifests = next_attempt_jobs(record, restarts.attempt, restarts.began)
     if not manifests:
         raise ValueError(f"job record {job.record} holds no {contract.REPLICA_JOBS_KEY} to restart the job from")
     names = {m["metadata"]["name"] for m in manifests}
     left = [
         obj for obj in api.jobs(job) if (obj.get("metadata") or {}).get("name") in names and replicas.attempt_of(obj) != restarts.attempt
     ]
-    if left:
-        for obj in left:
-            if not (obj.get("metadata") or {}).get("deletionTimestamp"):
-                api.delete_job(str(obj["metadata"]["name"]))
+    for obj in left:
+        if not (obj.get("metadata") or {}).get("deletionTimestamp"):
+            api.delete_job(str(obj["metadata"]["name"]))
+    now = time.time()
+    old = [p for p in pods if replicas.pod_identity(p) is not None and replicas.attempt_of(p) != restarts.attempt]
+    waiting = [p for p in old if not replicas.left_behind(p, now)]
+    if left or waiting:
         return
     for manifest in manifests:
         api.create_job(manifest)
-    started = replicas.Restarts(restarts.attempt, restarts.failures, restarts.disruptions, False, restarts.message)
+    started = dataclasses.replace(restarts, stopping=False)
     api.record_restarts(job.record, started, (record.get("metadata") or {}).get("resourceVersion"))
     print(f"cluster_master: {restarts.message}: attempt {restarts.attempt} started", flush=True)
 
@@ -342,7 +381,8 @@ def reconcile_once(api: Api, job: JobObjects) -> Pass:
     if record is None:
         return Pass.OVER  # deleted: the garbage collector takes this pod's Job too
     annotations = (record.get("metadata") or {}).get("annotations") or {}
-    pods = replicas.current_pods(record, api.job_pods(job.record))
+    every_pod = api.job_pods(job.record)
+    pods = replicas.current_pods(record, every_pod)
     if contract.STATUS_ANNOTATION in annotations:
         final = json.loads(annotations[contract.STATUS_ANNOTATION])
         stopped_roles = {r["role"] for r in final.get("replicas", []) if r.get("phase") == ReplicaPhase.STOPPED}
@@ -352,7 +392,7 @@ def reconcile_once(api: Api, job: JobObjects) -> Pass:
     jobs = api.jobs(job)
     restarts = replicas.Restarts.of(record)
     if restarts.stopping and not annotations.get(contract.CANCELLED_ANNOTATION) == "true":
-        restart_step(api, job, record, restarts)
+        restart_step(api, job, record, restarts, every_pod)
         return Pass.SOON
     views, decision = replicas.decide_job(record, pods, role_notes=role_notes(job, record, jobs))
     # JobSet restarts its own children; a record from before 0.2 has no Jobs to make again.
@@ -371,8 +411,11 @@ def reconcile_once(api: Api, job: JobObjects) -> Pass:
             # The restart is in the record (a master run again carries it on); begin it now.
             recorded = api.get_record(job.record)
             if recorded is not None and replicas.Restarts.of(recorded).stopping:
-                restart_step(api, job, recorded, replicas.Restarts.of(recorded))
+                restart_step(api, job, recorded, replicas.Restarts.of(recorded), api.job_pods(job.record))
             return Pass.SOON
+    unreachable = frozenset(pod for pod in replicas.pods_to_ask(views, decision) if api.answers(pod) is False)
+    if unreachable:  # a peer's node stopped answering: Kubernetes will declare it lost (a restart)
+        views, decision = replicas.decide_job(record, pods, role_notes=role_notes(job, record, jobs), unreachable=unreachable)
     if not decision.terminal:
         return Pass.WAIT
     if decision.phase == contract.Phase.FAILED and any((obj.get("spec") or {}).get("suspend") for obj in jobs):

@@ -49,8 +49,9 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
         from paddle_nbext.model import contract
 
 if __package__:
-    from . import preflight, ranks, supervise
+    from . import paddle_nbext_fence, preflight, ranks, supervise
 else:  # a plain script: the bundle's preflight.py, ranks.py and supervise.py beside this file
+    import paddle_nbext_fence  # type: ignore[import-not-found,no-redef]
     import preflight  # type: ignore[import-not-found,no-redef]
     import ranks  # type: ignore[import-not-found,no-redef]
     import supervise  # type: ignore[import-not-found,no-redef]
@@ -742,6 +743,23 @@ def main() -> int:
             log.close()  # what the file still lags behind, for at most DRAIN_SECONDS
 
 
+def fence_attempt(base: Mapping[str, str], log: ReplicaLog | None) -> None:
+    """Mark this attempt as begun in the job's directory, and stop this replica (as a stop from
+    Kubernetes would) once a newer attempt of the job has begun: a replica left running on a node
+    the cluster gave up on must not train on beside the job's new attempt."""
+    paddle_nbext_fence.raise_fence(base)
+
+    def superseded(newer: str) -> None:
+        _say(
+            f"paddle-nbext launcher: the job restarted whole as attempt {newer} without this replica "
+            f"(attempt {paddle_nbext_fence.attempt_name(base)}, whose node was lost or cut off); stopping it",
+            log,
+        )
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    paddle_nbext_fence.watch(superseded, base)
+
+
 def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
     """Wait for what the replica needs, then run the entry point; its exit code."""
     try:
@@ -752,6 +770,7 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
     except LaunchError as error:
         _say(f"paddle-nbext launcher: {error}", log)
         return 2
+    fence_attempt(base, log)
     problem = None if base.get("PADDLE_NBEXT_PREFLIGHT", "1") == "0" else preflight.problem(base["PADDLE_NBEXT_MODE"])
     if problem is not None:
         _say(f"paddle-nbext launcher: {problem}", log)

@@ -25,6 +25,7 @@ Standard library only, and nothing else of paddle-nbext: it is imported by user 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -33,6 +34,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+
+if __package__:  # the installed package (the server reads checkpoints through this module)
+    from . import paddle_nbext_fence as fence
+else:  # a job's pylib/, where the fence module is shipped beside this one
+    import paddle_nbext_fence as fence  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
     "Checkpoint",
@@ -147,8 +153,17 @@ class Reporter:
             parts.append(f"{text}:{value!r}")
         return f'{{"t":{when:.3f},"step":{step},"total":{"null" if total is None else total}{self._rank_text},"m":{{{",".join(parts)}}}}}\n'
 
-    def flush(self) -> None:
-        """Write what is buffered; never raises."""
+    def flush(self, durable: bool = False) -> None:
+        """Write what is buffered (`durable`: and make it reach the disk, a network file
+        system's servers included); never raises."""
+        self._flush()
+        if durable and self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            except OSError as error:
+                self.say_once("sync", f"cannot sync {self.path} ({error.strerror or error}); training goes on")
+
+    def _flush(self) -> None:
         with self._lock:
             pending = self.pending
             points = [pending.popleft() for _ in range(len(pending))]  # atomic pops: a racing add is kept
@@ -170,6 +185,7 @@ class Reporter:
             directory = os.path.dirname(self.path)
             if directory:
                 os.makedirs(directory, exist_ok=True)
+            _take_over(self.path)
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
             self._fd = os.open(self.path, flags, 0o644)
             _adopt_directory_owner(self.path, self._fd)
@@ -177,6 +193,11 @@ class Reporter:
         return self._fd
 
     def _write(self, lines: list[bytes]) -> None:
+        newer = fence.newer_attempt()
+        if newer is not None:  # the job restarted whole without this attempt: its curves are the new one's
+            self.dropped += len(lines)
+            self.say_once("fenced", f"the job restarted whole as attempt {newer}; this replica's points are dropped")
+            return
         try:
             fd = self._open()
             room, fitting = self.budget - self.written, 0
@@ -245,6 +266,26 @@ def _adopt_directory_owner(path: str, fd: int) -> None:
         pass
 
 
+def _take_over(path: str) -> None:
+    """Give this process a file of its own under `path`: a copy of what is there, renamed over
+    it.  An earlier process of the replica (a whole-job restart's previous attempt, still running
+    on a node cut off from the others) may still hold unwritten points of the old file in its
+    file system client's cache; written later, they land in the old file, never over this one's
+    points (CephFS writes back a client's cache when its session comes back)."""
+    try:
+        if os.stat(path).st_size == 0:
+            return
+    except OSError:
+        return
+    staging = f"{path}.{os.getpid()}.{threading.get_ident()}.copy"
+    try:
+        shutil.copyfile(path, staging)
+        os.replace(staging, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(staging)
+
+
 def reporter_from(env: Mapping[str, str]) -> Reporter | None:
     """The reporter a replica with this environment uses; None outside a job."""
     path = env.get(FILE_VAR, "").strip()
@@ -270,10 +311,11 @@ def report(step: int, total: int | None = None, **metrics: float) -> None:
         pass
 
 
-def flush() -> None:
-    """Write what `report` buffered now (it is written within a second anyway)."""
+def flush(durable: bool = False) -> None:
+    """Write what `report` buffered now (it is written within a second anyway); `durable`: and
+    make it reach the disk (a checkpoint does: the curve it resumes on must survive the node)."""
     if _reporter is not None:
-        _reporter.flush()
+        _reporter.flush(durable)
 
 
 # ==================================================================================== checkpoints
@@ -295,6 +337,7 @@ def flush() -> None:
 # Layout of the job's checkpoint directory (`PADDLE_NBEXT_CHECKPOINT_DIR`, in the user's home,
 # the same for every replica and every attempt of the job):
 #   step-<12 digits>/                   a complete checkpoint: its files and CHECKPOINT.json
+#   .attempts/<attempt>                 when each whole-job attempt began (paddle_nbext_fence)
 #   .partial-<12 digits>-<attempt>/     one being written; every saving rank leaves
 #                                       `.rank-<r>.done` in it when its files are written, and
 #                                       the rank that completes the count renames the directory
@@ -406,7 +449,14 @@ def checkpoints(directory: str | os.PathLike[str] | None = None) -> list[Checkpo
         except OSError:
             continue  # not one we published
         result.append(Checkpoint(step, path, when))
+    known = fence.fences(os.path.join(found, fence.FENCE_SUBDIR))
+    if len(known) > 1:  # a whole restart happened: what a superseded attempt saved late is not one
+        result = [each for each in result if not _stale(manifest(each.path), known)]
     return sorted(result, key=lambda each: each.step)
+
+
+def _stale(record: Mapping[str, object], known: Mapping[str, float]) -> bool:
+    return fence.stale(record.get("attempt"), record.get("time"), known)
 
 
 def latest(directory: str | os.PathLike[str] | None = None) -> Checkpoint | None:
@@ -500,8 +550,7 @@ def _keep(keep: int | None) -> int:
 
 
 def _attempt(env: Mapping[str, str] | None = None) -> str:
-    raw = (os.environ if env is None else env).get(ATTEMPT_VAR, "").strip()
-    return "".join(c for c in raw if c.isascii() and (c.isalnum() or c in "._")).strip(".")[:32] or "0"
+    return fence.attempt_name(env)
 
 
 class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as directory:`
@@ -550,8 +599,9 @@ class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as di
 
     def __enter__(self) -> str:
         # What this process reported up to the checkpoint is on disk before the checkpoint can
-        # be: a crash after it loses no point the resumed curve goes on from.
-        flush()
+        # be: a crash after it, or the loss of its node, loses no point the resumed curve goes
+        # on from (on a network file system, unsynced writes live in the node's client cache).
+        flush(durable=True)
         os.makedirs(self.partial, exist_ok=True)
         return self.partial
 
@@ -574,6 +624,13 @@ class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as di
         done = [name for name in names if name.startswith(".rank-") and name.endswith(".done")]
         if len(done) < self.ranks:
             return None
+        newer = fence.newer_attempt()
+        if newer is not None:  # the job restarted whole without this attempt: publish nothing
+            _remove_tree(self.partial)
+            raise CheckpointError(
+                f"checkpoint of step {self.step} discarded: this job restarted whole as attempt {newer} "
+                f"while attempt {self.attempt} still ran (its node was lost or cut off)"
+            )
         record = {"step": self.step, "time": time.time(), "ranks": self.ranks, "attempt": self.attempt}
         staging = os.path.join(self.partial, f".{MANIFEST}.{self.rank}")
         with open(staging, "w") as handle:

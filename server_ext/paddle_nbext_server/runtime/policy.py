@@ -94,7 +94,7 @@ CONSEQUENTIAL_SIGNALS = frozenset({6, 15})
 SETTLE_SECONDS = 15.0
 
 
-def _epoch(stamp: str | None) -> float | None:
+def epoch(stamp: str | None) -> float | None:
     """Seconds since the epoch of an ISO 8601 UTC time (``2026-12-01T21:30:00Z``), None if unreadable."""
     if not stamp:
         return None
@@ -115,7 +115,7 @@ def _settling(failed: list[Observed], trainers: list[Observed], now: float | Non
         return False
     if not any(t.phase == ReplicaPhase.RUNNING for t in trainers):
         return False
-    ends = [e for e in (_epoch(t.finished) for t in failed) if e is not None]
+    ends = [e for e in (epoch(t.finished) for t in failed) if e is not None]
     return bool(ends) and now - min(ends) < SETTLE_SECONDS
 
 
@@ -416,14 +416,27 @@ def decide(
             f"{first.reason or describe_exit(first.exit_code)}" + (f" ({tail})" if tail else "") + "; all replicas restarting"
         )
         return Decision(Phase.RUNNING if any_running else Phase.PENDING, message, restart=restart)
+    waiting = [r for r in replicas if r.phase == ReplicaPhase.PENDING and r.reason]
+    unstartable = next((r for r in waiting if (r.reason or "").startswith(NEVER_STARTS)), None)
+    if unstartable is not None:
+        # The kubelet will not try again (an image it may not pull and does not have, a name that
+        # is no image reference): waiting would keep the rest of the gang running for ever.
+        return Decision(Phase.FAILED, f"{unstartable.role} {unstartable.index} cannot start: {unstartable.reason}", stop=running)
     if any_running:
         done = sum(1 for t in trainers if t.phase == ReplicaPhase.SUCCEEDED)
+        if waiting and not done:
+            # A gang trains only whole: the replicas that run wait for this one (the job's
+            # message must not read "Training is running" while nothing can train).
+            return Decision(Phase.RUNNING, f"{_waiting_message(waiting[0]).rstrip('.')}; the other replicas wait for it.")
         message = f"{done}/{len(trainers)} trainers finished." if done else "Training is running."
         return Decision(Phase.RUNNING, message)
-    waiting = [r for r in replicas if r.phase == ReplicaPhase.PENDING and r.reason]
     message = _waiting_message(waiting[0]) if waiting else "Waiting for replicas to start."
     return Decision(Phase.PENDING, message)
 
+
+#: Why a replica's container is waiting when the kubelet never retries: the image is not on the
+#: node and its pull policy forbids pulling it, or the image name is not a reference at all.
+NEVER_STARTS = ("ErrImageNeverPull", "InvalidImageName")
 
 #: The reason prefix of a pod whose volumes the kubelet could not mount (its FailedMount event).
 FAILED_MOUNT = "FailedMount: "

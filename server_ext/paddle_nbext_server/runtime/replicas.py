@@ -51,13 +51,17 @@ class ReplicaView:
     disruptions: int = 0
     #: Set when its pod was evicted, drained or preempted: "was evicted (a node drain or an eviction)".
     disruption: str | None = None
+    #: The node its pod was on, once that node stopped responding (the pod is lost with it).
+    lost_node: str | None = None
+    #: While Pending on a node: since when (ISO 8601), to bound how long its image may fail to pull.
+    waiting_since: str | None = None
 
     def observed(self, log_tail: str = "") -> policy.Observed:
         return policy.Observed(self.role, self.index, self.phase, self.exit_code, self.restarts, self.reason, log_tail, self.finished)
 
     def public(self) -> dict[str, Any]:
         data = asdict(self)
-        for internal in ("pod", "disruptions", "disruption"):
+        for internal in ("pod", "disruptions", "disruption", "lost_node", "waiting_since"):
             data.pop(internal)
         data["restarts"] = self.restarts + self.disruptions
         return data
@@ -162,6 +166,10 @@ def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
                 view.reason = _with_message(condition.get("reason") or "Unschedulable", message)
         if view.reason is None and waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
             view.reason = _with_message(waiting["reason"], waiting.get("message"))
+        scheduled: dict[str, Any] = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled" and c.get("status") == "True"), {}
+        )
+        view.waiting_since = scheduled.get("lastTransitionTime") or (pod.get("metadata") or {}).get("creationTimestamp")
     elif phase == POD_RUNNING:
         view.phase = ReplicaPhase.RUNNING
         if waiting.get("reason"):  # e.g. CrashLoopBackOff between restarts
@@ -259,6 +267,34 @@ def disrupted(pod: dict[str, Any]) -> bool:
     return disruption_of(pod) is not None
 
 
+def may_still_start(pod: dict[str, Any]) -> bool:
+    """Whether the pod is bound to a node whose kubelet has not started its container yet (it may
+    still do so, deleted or not, until the kubelet sees the deletion), on a node that answers."""
+    status = pod.get("status") or {}
+    if not (pod.get("spec") or {}).get("nodeName") or status.get("phase") not in (None, POD_PENDING):
+        return False
+    return node_lost_by(pod) is None
+
+
+def node_lost_by(pod: dict[str, Any]) -> str | None:
+    """The pod's node when Kubernetes has given up on it: the taint manager deletes the pods of a
+    node that stopped responding (its `unreachable`/`not-ready` NoExecute taints, after the pods'
+    tolerationSeconds) once the node lifecycle controller has marked them not Ready.  None for a
+    NoExecute taint an admin put on a node that still answers (its pods stay Ready until stopped),
+    and for every other pod."""
+    status = pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node:
+        return None
+    if status.get("reason") == "NodeLost":
+        return str(node)
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    target, ready = conditions.get("DisruptionTarget") or {}, conditions.get("Ready") or {}
+    if target.get("status") == "True" and target.get("reason") == "DeletionByTaintManager" and ready.get("status") != "True":
+        return str(node)
+    return None
+
+
 def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -> list[ReplicaView]:
     """Every desired replica, from its newest pod (with `backoffLimit: 0` a Job makes one pod per
     index; two exist only for a moment, or when a pod was deleted by hand).  A replica without
@@ -278,6 +314,7 @@ def observe_replicas(pods: list[dict[str, Any]], pservers: int, trainers: int) -
             newest = newest_pod(candidates)
             view = pod_view(newest, role, index)
             view.disruption = disruption_of(newest)
+            view.lost_node = node_lost_by(newest)
             # In `jobset` mode JobSet restarts the whole job itself; its pods say which attempt.
             view.restarts += _int_label(newest, JOBSET_RESTART_LABEL)
             views.append(view)
@@ -376,6 +413,7 @@ class Restarts:
     disruptions: int = 0  # restarts after an eviction, drain or preemption
     stopping: bool = False  # the previous attempt's Jobs are being deleted; this one's not made yet
     message: str = ""  # why: "restart 1 of 3: trainer 1 failed with ...; all replicas restarting"
+    began: float | None = None  # when this restart was decided (epoch seconds; None: never restarted)
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> Restarts:
@@ -388,6 +426,7 @@ class Restarts:
                 int(data.get("disruptions", 0)),
                 bool(data.get("stopping", False)),
                 str(data.get("message", "")),
+                float(data["began"]) if data.get("began") is not None else None,
             )
         except (ValueError, TypeError, AttributeError):
             return cls()
@@ -403,14 +442,108 @@ class Restarts:
             self.disruptions + (1 if disruption else 0),
             True,
             decision.message,
+            time.time(),
         )
+
+
+def pods_to_ask(views: list[ReplicaView], decision: policy.Decision) -> list[str]:
+    """Before a failure is recorded: the pods of running replicas whose kubelet must answer for
+    the failure to stand (`_unanswered_decision`); [] when the failure does not hang on them."""
+    if decision.phase != contract.Phase.FAILED:
+        return []
+    failed = [v for v in views if v.role == Role.TRAINER and v.phase == ReplicaPhase.FAILED]
+    if not failed or any(policy.signal_of(v.exit_code) not in policy.CONSEQUENTIAL_SIGNALS for v in failed):
+        return []
+    return [v.pod for v in views if v.pod and v.phase == ReplicaPhase.RUNNING]
+
+
+#: Seconds past a pod's deletion deadline (its deletionTimestamp: the request plus its grace
+#: period) after which its node is taken to be gone: a kubelet that answers has killed the
+#: containers at the deadline and removed the pod right after.
+OVERDUE_SECONDS = 30.0
+
+
+#: How the API server says it could not reach a pod's kubelet (for pods/log, exec, ...): its
+#: proxy's dial or read failed.  Status 500/502/503/504 with one of these in the message.
+_KUBELET_UNREACHABLE = re.compile(r"dial tcp|connection refused|no route to host|i/o timeout|timed out|timeout|EOF|connection reset")
+
+
+def kubelet_unreachable(status: int, message: str) -> bool:
+    """Whether an API error of a pods/log request means the pod's node did not answer."""
+    return status in (500, 502, 503, 504) and _KUBELET_UNREACHABLE.search(message) is not None
+
+
+def left_behind(pod: dict[str, Any], now: float) -> bool:
+    """Whether a pod being deleted will not go away while its node is down, and so must not be
+    waited for: its node was declared lost (`node_lost_by`), or it is long past its deletion
+    deadline.  (Its node, if it comes back, finishes it: the kubelet sees it deleted.)"""
+    if node_lost_by(pod) is not None:
+        return True
+    deadline = policy.epoch((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return deadline is not None and now - deadline > OVERDUE_SECONDS
+
+
+def _disruption_words(view: ReplicaView) -> str:
+    if view.lost_node:
+        return f"node {view.lost_node} stopped responding; {view.role} {view.index} lost"
+    return f"{view.role} {view.index} {view.disruption}"
+
+
+#: Why a container waits while its image cannot be pulled (the kubelet retries, with back-off).
+PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
+
+
+def _pull_decision(views: list[ReplicaView], record: dict[str, Any], now: float) -> policy.Decision | None:
+    """The end of a job whose replica's image has failed to pull for longer than the admin's
+    bound (`contract.IMAGE_PULL_KEY` in the record): the rest of the gang would otherwise run,
+    waiting for it, for ever."""
+    raw = (record.get("data") or {}).get(contract.IMAGE_PULL_KEY)
+    if raw is None or not str(raw).isdigit():
+        return None
+    bound = int(raw)
+    for view in views:
+        since = policy.epoch(view.waiting_since)
+        if (
+            view.phase == ReplicaPhase.PENDING
+            and (view.reason or "").startswith(PULL_FAILURES)
+            and since is not None
+            and now - since > bound
+        ):
+            message = f"{view.role} {view.index} cannot start: its image could not be pulled for {bound} s: {view.reason}"
+            stop = [(v.role, v.index) for v in views if v.phase in (ReplicaPhase.RUNNING, ReplicaPhase.PENDING)]
+            return policy.Decision(contract.Phase.FAILED, message, stop=stop)
+    return None
+
+
+def _unanswered_decision(views: list[ReplicaView], decision: policy.Decision, unreachable: frozenset[str]) -> policy.Decision | None:
+    """Hold a failure back while a replica it may have come from cannot be asked: when the failed
+    trainers only died because a peer went (aborted or stopped) and a replica still "running"
+    sits on a node that does not answer (`unreachable`: pods whose log the API could not fetch
+    from their kubelet), the peer's node has most likely died.  Kubernetes declares that only
+    after its node-monitor grace period and the pods' `node_lost_seconds`; then the job restarts
+    whole (an eviction, which uses up no max_restarts) instead of ending Failed."""
+    if decision.phase != contract.Phase.FAILED or not unreachable:
+        return None
+    failed = [v for v in views if v.role == Role.TRAINER and v.phase == ReplicaPhase.FAILED]
+    if not failed or any(policy.signal_of(v.exit_code) not in policy.CONSEQUENTIAL_SIGNALS for v in failed):
+        return None
+    silent = next((v for v in views if v.pod in unreachable and v.phase in (ReplicaPhase.RUNNING, ReplicaPhase.PENDING)), None)
+    if silent is None:
+        return None
+    first = min(failed, key=lambda v: v.index)
+    message = (
+        f"{silent.role} {silent.index} does not answer (its node stopped responding) and trainer {first.index} "
+        f"ended with {first.reason or policy.describe_exit(first.exit_code)}; waiting for Kubernetes to declare "
+        "the node lost, then all replicas restart"
+    )
+    return policy.Decision(contract.Phase.RUNNING, message)
 
 
 def _disruption_decision(views: list[ReplicaView], notes: dict[str, RoleNote], restarts: Restarts) -> policy.Decision | None:
     """A whole restart (or, past `MAX_DISRUPTION_RESTARTS`, the end) when a replica of this
     attempt is evicted, drained or preempted: every other failure of the attempt (a collective
     rank aborting because its peer went) follows from it."""
-    what = next((f"{v.role} {v.index} {v.disruption}" for v in views if v.disruption), None)
+    what = next((_disruption_words(v) for v in views if v.disruption), None)
     what = what or next((note.disruption for note in notes.values() if note.disruption), None)
     if what is None:
         return None
@@ -433,6 +566,7 @@ def decide_job(
     role_notes: dict[str, RoleNote] | None = None,
     pod_notes: dict[str, str] | None = None,
     explaining_pod: str | None = None,
+    unreachable: frozenset[str] = frozenset(),
 ) -> tuple[list[ReplicaView], policy.Decision]:
     """Replica views and the policy's decision for a running (not yet recorded) job.
 
@@ -442,7 +576,8 @@ def decide_job(
     `role_notes` explain replicas without a pod from their Job: the Job controller could not
     create the pod (a FailedCreate event: quota, LimitRange, PodSecurity...), the Job is
     suspended, or it failed (then the replica fails too, even if its pods are gone).
-    `pod_notes` (pod name -> reason) explain pending pods, e.g. the kubelet's FailedMount."""
+    `pod_notes` (pod name -> reason) explain pending pods, e.g. the kubelet's FailedMount.
+    `unreachable` names running pods whose kubelet did not answer (`_unanswered_decision`)."""
     spec = spec_of(record)
     restarts = Restarts.of(record)
     # While a restart stops the previous attempt, its Jobs' words (Failed) are not this one's.
@@ -475,7 +610,12 @@ def decide_job(
         return views, policy.Decision(contract.Phase.PENDING, restarts.message)
     if decision.phase == contract.Phase.SUCCEEDED:
         return views, decision  # every trainer finished: an eviction now only ends a pserver early
-    return views, _disruption_decision(views, notes, restarts) or decision
+    return views, (
+        _disruption_decision(views, notes, restarts)
+        or _pull_decision(views, record, time.time())
+        or _unanswered_decision(views, decision, unreachable)
+        or decision
+    )
 
 
 def final_status(views: list[ReplicaView], decision: policy.Decision) -> dict[str, Any]:

@@ -383,7 +383,8 @@ def test_replica_spread_spreads_each_roles_replicas_of_one_attempt_over_the_node
     """`replica_spread`: the scheduler's own soft spreading by default (nothing added); 'spread'
     and 'prefer-spread' put at most one more replica of a role in any node (or the admin's
     topology domain) than in another, counting only this job's pods of that role and attempt;
-    the master is never spread."""
+    a node that died (tainted unreachable) is no domain (nodeTaintsPolicy Honor), so a restart
+    after a node loss places its replicas on the survivors; the master is never spread."""
     _, objects = plan(SETTINGS)
     for role in ("pserver", "trainer"):
         assert "topologySpreadConstraints" not in by_name(objects)[("Job", f"{OBJ}-{role}")]["spec"]["template"]["spec"]
@@ -400,6 +401,7 @@ def test_replica_spread_spreads_each_roles_replicas_of_one_attempt_over_the_node
                     "whenUnsatisfiable": when,
                     "labelSelector": {"matchLabels": {"paddle-nbext/job": OBJ, "paddle-nbext/role": role}},
                     "matchLabelKeys": ["paddle-nbext/attempt"],
+                    "nodeTaintsPolicy": "Honor",
                 }
             ]
             labels = template["metadata"]["labels"]
@@ -429,3 +431,11 @@ def test_pods_on_a_node_that_stopped_responding_are_evicted_after_node_lost_seco
     ]
     _, objects = plan(ManifestSettings(**{**SETTINGS.__dict__, "node_lost_seconds": None}))
     assert by_name(objects)[("Job", f"{OBJ}-trainer")]["spec"]["template"]["spec"]["tolerations"] == list(SETTINGS.tolerations)
+
+
+def test_the_record_tells_the_master_how_long_an_image_may_fail_to_pull() -> None:
+    settings = ManifestSettings(**{**SETTINGS.__dict__, "image_pull_seconds": 120})
+    _, objects = plan(settings)
+    assert objects[0]["kind"] == "ConfigMap" and objects[0]["data"]["image-pull-seconds"] == "120"
+    _, unbounded = plan(ManifestSettings(**{**SETTINGS.__dict__, "image_pull_seconds": None}))
+    assert "image-pull-seconds" not in unbounded[0]["data"]

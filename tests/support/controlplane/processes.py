@@ -89,6 +89,12 @@ class Process:
     def pid(self) -> int | None:
         return self.popen.pid if self.popen else None
 
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the process's group (the command and anything it runs)."""
+        if self.popen is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, sig)
+
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:

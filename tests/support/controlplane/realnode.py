@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -92,6 +93,8 @@ class RealNode:
         self.processes: dict[str, Process] = {}
         self.startup_seconds: float | None = None
         self.images: list[images.Image] = []
+        self.extra_images: list[images.Image] = []  # imported after the start: imported again at a power-on
+        self.ceph_config: list[dict[str, Any]] = []  # ceph-csi's ConfigMaps, written again at a power-on
 
     @property
     def root(self) -> Path:
@@ -133,6 +136,10 @@ class RealNode:
             self._start_proxy(kubeconfigs["proxy"])
             self._start_coredns(kubeconfigs["coredns"])
             self._start_csi_plugin()
+            for image in self.extra_images:
+                self.import_image(image, keep=False)
+            if self.ceph_config:
+                csi_plugin.write_config(self.csi_paths, self.ceph_config)
         except BaseException:
             self.stop()
             raise
@@ -153,6 +160,43 @@ class RealNode:
         left = node_cleanup.leftovers(self.root, self.identity)
         if left:
             raise ControlPlaneError("the real node left behind: " + "; ".join(left))
+
+    def power_off(self) -> None:
+        """Lose power: every process of the node dies at once (kubelet, containerd and its shims,
+        every container of every pod, kube-proxy, CoreDNS, the CSI plugin), nothing is deleted or
+        told to the API; the Node and its pods stay as they were until the control plane notices.
+        Only the harness's own API relay is taken out of the ``kubernetes`` Service (on a real
+        cluster the API's endpoints are control-plane machines, which do not die with a worker)."""
+        node_cleanup.kill_node_processes(self.root, self.identity)
+        for process in self.processes.values():
+            process.stop()  # already dead: reaps it
+        self.processes.clear()
+        self._withdraw_api_endpoint()
+
+    def partition(self, cut: bool) -> None:
+        """Cut the node off the network with every process left running (or mend it): its only
+        link goes down, and the harness's API relay of the node (a unix socket from the node's
+        namespace to the API server, which no link carries) is frozen with SIGSTOP, so the
+        kubelet and the node's pods reach the API no more than the other nodes or the home, and
+        their open connections hang as over a cut wire."""
+        relays = [self.processes[name] for name in ("apiserver-bridge-node", "apiserver-bridge-host") if name in self.processes]
+        if cut:
+            # The relay is also one of the `kubernetes` Service's endpoints: out with it, as the
+            # API's own endpoints (control-plane machines) stay reachable from the other nodes.
+            self._withdraw_api_endpoint()
+            node_network.set_link(self.identity, up=False)
+        for relay in relays:
+            relay.signal(signal.SIGSTOP if cut else signal.SIGCONT)
+        if not cut:
+            node_network.set_link(self.identity, up=True)
+            self._publish_api_endpoint()
+
+    def power_on(self) -> None:
+        """Boot the node again after `power_off` (or a partition): what the dead node left (mounts,
+        cgroups, containers' state) is swept as a reboot clears it, then every component starts
+        afresh under the same name; its kubelet finds the pods still bound to it and finishes them."""
+        self.stop()
+        self.start()
 
     def __enter__(self) -> RealNode:  # noqa: PYI034 - Python 3.10 has no typing.Self
         return self.start()
@@ -253,11 +297,13 @@ class RealNode:
 
     def _import_images(self) -> None:
         for image in self.images:
-            self.import_image(image)
+            self.import_image(image, keep=False)
 
-    def import_image(self, image: images.Image) -> None:
+    def import_image(self, image: images.Image, keep: bool = True) -> None:
         """Give the node's containerd ``image`` (one built here; also one built after the node
-        started, such as the JupyterHub tests' notebook image)."""
+        started, such as the JupyterHub tests' notebook image, kept for a power-on)."""
+        if keep and image not in self.images and image not in self.extra_images:
+            self.extra_images.append(image)
         done = self._ctr("images", "import", str(image.archive))
         if done.returncode != 0:
             raise ControlPlaneError(
@@ -373,6 +419,7 @@ class RealNode:
 
     def configure_ceph_csi(self, config_maps: list[dict[str, Any]]) -> None:
         """Give the node plugin ceph-csi's ConfigMaps, as the kubelet mounts them into its pod."""
+        self.ceph_config = config_maps
         csi_plugin.write_config(self.csi_paths, config_maps)
 
     # --- tear-down ------------------------------------------------------------------------------------

@@ -95,6 +95,7 @@ class Admission(Reconciler):
             node_selector=node_selector,
             tolerations=tuple(self.tolerations),
             node_lost_seconds=self.node_lost_seconds,
+            image_pull_seconds=self.image_pull_seconds,
             image_pull_secrets=tuple(self.image_pull_secrets),
             service_account_name=self.service_account_name,
             master_service_account_name=self.master_service_account_name,

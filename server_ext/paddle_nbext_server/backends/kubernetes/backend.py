@@ -33,18 +33,24 @@ from . import metrics as replica_metrics
 from .api_names import JOBS_DIR, JOBSET_API, KUEUE_API, PODGROUP_API
 from .cache import describe_failure
 from .home_setup import remove_tree
-from .log_reading import LogReading
+from .resource_usage import ResourceUsage
 from .settings import JOBSET_MODE
 from .status import link_record
 
+#: Seconds a delete waits for the job's pods that are bound to a node but not started yet (see
+#: `delete`), and how often it looks.
+DELETE_POD_WAIT = 30.0
+DELETE_POD_POLL = 0.2
 
-class KubernetesBackend(LogReading):
+
+class KubernetesBackend(ResourceUsage):
     """Runs each job as a record ConfigMap, a headless Service, a master Job and Indexed Jobs.
 
     The backend is built in layers, each a class of its own module over the one below:
     `backend_config` (settings) -> `api_calls` (connection, writes) -> `home_setup` (home
     volume, identity, snapshot) -> `reconcile` (status cache, ends, history) -> `admission`
-    (checks before a submit writes) -> `log_reading` -> this class (the operations of `Backend`).
+    (checks before a submit writes) -> `log_reading` -> `resource_usage` (metrics.k8s.io) -> this
+    class (the operations of `Backend`).
     """
 
     name = "kubernetes"
@@ -255,6 +261,16 @@ class KubernetesBackend(LogReading):
                 if error.status != 404:
                     raise BackendUnavailable(f"cannot delete job '{name}': deleting {part} failed: {describe_failure(error)}") from None
 
+    async def _pods_gone(self, key: str, timeout: float = DELETE_POD_WAIT) -> bool:
+        """Wait (without blocking the server) until the watch cache holds no pod of the job
+        `key` that may still start its container, or `timeout` passed; whether none is left."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(replicas.may_still_start(pod) for pod in self._pods_by_job.get(key, {}).values()):
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(DELETE_POD_POLL)
+        return True
+
     async def metrics_files(self, name: str, owner: str) -> list[MetricsFile]:
         """The files on the home volume the job's launchers name for `report()` (metrics.py)."""
         return replica_metrics.metrics_files(self.home_path, await self.get_job(name, owner))
@@ -273,6 +289,10 @@ class KubernetesBackend(LogReading):
         except ApiException as error:
             raise BackendUnavailable(f"cannot delete job '{name}': {describe_failure(error)}") from None
         job_dir = Path(self.home_path) / JOBS_DIR / name
+        # A pod already bound to a node may still start after its Job is gone, and the container
+        # runtime makes a missing working directory (the job's package/) as root: the folder is
+        # removed once the job's pods are (or after DELETE_POD_WAIT, for pods of a lost node).
+        await self._pods_gone(key)
         if job_dir.is_dir():
             left = await asyncio.to_thread(remove_tree, job_dir)
             if left:

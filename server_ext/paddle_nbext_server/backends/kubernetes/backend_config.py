@@ -61,6 +61,13 @@ class KubernetesBackendConfig(Backend):
         "NoExecute taints) before Kubernetes evicts them and the job restarts whole; Kubernetes' own default is 300. "
         "None: leave Kubernetes' default.",
     ).tag(config=True)
+    image_pull_seconds = Int(
+        300,
+        allow_none=True,
+        help="Seconds a replica's image may keep failing to pull (ErrImagePull, ImagePullBackOff) before the job fails "
+        "naming the image and stops what runs; an image the node may never pull (ErrImageNeverPull) fails it at once. "
+        "None: wait for ever.",
+    ).tag(config=True)
     image_pull_secrets = List(Unicode(), help="Names of imagePullSecrets for job pods.").tag(config=True)
     service_account_name = Unicode("", help="serviceAccountName for pserver/trainer pods (none: no API token mounted).").tag(config=True)
     master_service_account_name = Unicode(

@@ -31,6 +31,7 @@ from typing import Any
 
 from paddle_nbext.model.contract import (
     ATTEMPT_LABEL,
+    IMAGE_PULL_KEY,
     JOB_LABEL,
     MANAGED_BY_LABEL,
     MANAGER,
@@ -471,6 +472,10 @@ def _spread(settings: ManifestSettings, labels: dict[str, str]) -> list[dict[str
             "whenUnsatisfiable": "DoNotSchedule" if settings.replica_spread == "spread" else "ScheduleAnyway",
             "labelSelector": {"matchLabels": selector},
             "matchLabelKeys": [ATTEMPT_LABEL],
+            # A node that died (tainted unreachable / not-ready) is no domain to balance against:
+            # with the default (Ignore) a restart after a node loss could never place its replicas
+            # on the survivors under "spread".
+            "nodeTaintsPolicy": "Honor",
         }
     ]
 
@@ -559,6 +564,8 @@ def build_plan(
         jobs.append(replica_job(spec, owner, Role.PSERVER.value, settings, home, workdir, bundle))
     jobs.append(replica_job(spec, owner, Role.TRAINER.value, settings, home, workdir, bundle))
     objects = [record(spec, owner, settings)]
+    if settings.image_pull_seconds is not None:
+        objects[0]["data"][IMAGE_PULL_KEY] = str(settings.image_pull_seconds)
     if settings.workload_mode != JOBSET_MODE:
         # What the master makes again on a whole restart (JobSet restarts its own children).
         replicas = [j for j in jobs if j["metadata"]["labels"][ROLE_LABEL] in ROLES]

@@ -36,7 +36,7 @@ from ...events import UPDATED, JobEvent
 from ...runtime import cluster_master, environments, policy, replicas
 from ..base import BackendForbidden, BackendUnavailable
 from . import logs as replica_logs
-from . import manifests, queue_positions, queue_status, resume_note, volcano, volcano_status
+from . import manifests, node_answers, queue_positions, queue_status, resume_note, volcano, volcano_status
 from .api_names import JOB_OF_JOB, JOB_OF_POD, SELECTOR
 from .cache import WORKLOADS, WatchCache, describe_failure
 from .connection import Connection
@@ -68,6 +68,8 @@ class Reconciler(HomeSetup):
         self._dirty: set[str] = set()
         self._flush_scheduled = False
         self._finishing: set[str] = set()
+        # Running pods whose node did not answer while a failure hung on them (`node_answers`).
+        self._unanswered: dict[str, frozenset[str]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._positions = queue_positions.QueuePositions(interval=self.queue_position_interval, log=self.log)
@@ -390,6 +392,7 @@ class Reconciler(HomeSetup):
                 self._published.pop(job, None)
                 self._resume_notes.pop(job, None)
                 self._environment_notes.pop(job, None)
+                self._unanswered.pop(job, None)
                 if status is not None:
                     if self._keys.get((status.owner, status.name)) == job:
                         del self._keys[(status.owner, status.name)]
@@ -403,6 +406,7 @@ class Reconciler(HomeSetup):
                 self._role_notes(job, record),
                 self._pod_notes(job),
                 queue_note=queue_status.summary(self._queue_words(job)) or self._gang_note(job),
+                unreachable=self._unanswered.get(job, frozenset()),
             )
             status = self._with_resume_note(job, record, status)
             status = self._with_environment_note(job, status)
@@ -502,6 +506,12 @@ class Reconciler(HomeSetup):
         try:
             if queue_status.stopped_by_kueue(self._queue_words(job)):
                 return  # Kueue evicted it since: its pods end by Kueue's stop, the job waits (`_deciding_pods`)
+            silent = await node_answers.unanswered(self._open_pod_log, replicas.pods_to_ask(views, decision))
+            if silent:  # a peer's node stopped answering: hold the failure until Kubernetes declares it lost
+                self._unanswered[job] = silent
+                self._mark(job)
+                asyncio.get_running_loop().call_later(node_answers.RECHECK_SECONDS, self._ask_again, job)
+                return
             candidates = replicas.explaining_candidates(views, decision)
             if candidates:
                 failed, tail = replicas.pick_explanation([(pod, await self._log_tail(pod)) for pod in candidates])
@@ -522,6 +532,31 @@ class Reconciler(HomeSetup):
             self.log.warning("paddle-nbext: could not finish job %s yet: %s", job, error)
         finally:
             self._finishing.discard(job)
+
+    def _ask_again(self, job: str) -> None:
+        """Ask the silent nodes of a held failure again: one that answers now lets it end."""
+        task = asyncio.create_task(self._reask(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reask(self, job: str) -> None:
+        asked = self._unanswered.get(job)
+        if not asked:
+            return
+        try:
+            still = await node_answers.unanswered(self._open_pod_log, sorted(asked))
+        except Exception as error:  # never the status's problem: ask again later
+            self.log.debug("paddle-nbext: could not ask the nodes of %s: %s", job, error)
+            still = asked
+        if job not in self._unanswered:
+            return  # deleted meanwhile
+        if still:
+            self._unanswered[job] = still
+            asyncio.get_running_loop().call_later(node_answers.RECHECK_SECONDS, self._ask_again, job)
+        else:
+            del self._unanswered[job]
+        if still != asked:
+            self._mark(job)
 
     async def _open_pod_log(self, doing: str, pod: str, tail: int | None, **options: Any) -> Any:
         """One `pods/log` request of the main container (the raw response: read or streamed)."""

@@ -41,6 +41,7 @@ class ManifestSettings:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, Any], ...] = ()
     node_lost_seconds: int | None = None  # tolerationSeconds of the node-lost taints (None: Kubernetes' 300)
+    image_pull_seconds: int | None = None  # a failing image pull fails the job after this long (None: never)
     image_pull_secrets: tuple[str, ...] = ()
     service_account_name: str = ""
     master_service_account_name: str = "paddle-nbext-master"

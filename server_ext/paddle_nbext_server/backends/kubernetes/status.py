@@ -61,6 +61,7 @@ def job_status(
     role_notes: dict[str, replicas.RoleNote] | None = None,
     pod_notes: dict[str, str] | None = None,
     queue_note: str | None = None,
+    unreachable: frozenset[str] = frozenset(),
 ) -> tuple[JobStatus, policy.Decision | None, list[replicas.ReplicaView]]:
     """The status users see; the decision is None once the job's end is recorded.
     The notes (see `replicas.decide_job`) say what the Jobs and Events add to the pods;
@@ -88,7 +89,7 @@ def job_status(
             replicas=[ReplicaStatus.from_dict(r) for r in final.get("replicas", [])],
         )
         return status, None, []
-    views, decision = replicas.decide_job(record, pods, role_notes=role_notes, pod_notes=pod_notes)
+    views, decision = replicas.decide_job(record, pods, role_notes=role_notes, pod_notes=pod_notes, unreachable=unreachable)
     started = [v.started for v in views if v.started]
     status = JobStatus(
         **base,

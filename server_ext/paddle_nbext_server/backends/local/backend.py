@@ -51,7 +51,7 @@ from ...metrics import MetricsFile
 from ...package import resolve_package, snapshot_package
 from ...runtime import paddle_nbext_job
 from ..base import Backend, BackendUnavailable, InvalidRequest, SubmitRequest
-from . import bytecode
+from . import bytecode, health_reads
 from . import metrics as local_metrics
 from .logs import Follow, log_path, read_log
 from .paddle_env import PaddleEnvironment
@@ -124,6 +124,18 @@ class LocalBackend(Backend):
         ),
     ).tag(config=True)
 
+    usage_interval = Float(
+        2.0,
+        help=(
+            "Seconds between samples of each running replica's CPU and memory (its whole process tree), which "
+            "GET /jobs/{name}/usage, the panel and `paddle-nbext top` show; 0 turns resource use off."
+        ),
+    ).tag(config=True)
+    memory_warn_after = Float(
+        5.0,
+        help="Seconds a replica's memory must stay above 90 % of its limit before the job warns about it.",
+    ).tag(config=True)
+
     @default("python")
     def _default_python(self) -> str:
         return sys.executable
@@ -140,6 +152,7 @@ class LocalBackend(Backend):
         super().__init__(**kwargs)
         self._jobs = JobStore(Path(os.path.expanduser(self.jobs_dir)))
         self._memory = JobWatcher(self._jobs)
+        self._health = health_reads.HealthReader()
         self._watcher: asyncio.Task[None] | None = None
         self._paddle = PaddleEnvironment(self.python)
         self._paddle_refresher: asyncio.Task[None] | None = None
@@ -164,6 +177,8 @@ class LocalBackend(Backend):
             poll_interval=self.poll_interval,
             memory_headroom=self.memory_headroom,
             cgroup_root=self.cgroup_root,
+            usage_interval=max(self.usage_interval, 0.0),
+            memory_warn_after=max(self.memory_warn_after, 0.0),
         )
 
     def describe(self) -> dict[str, Any]:
@@ -462,6 +477,21 @@ class LocalBackend(Backend):
     async def metrics_files(self, name: str, owner: str) -> list[MetricsFile]:
         return await asyncio.to_thread(local_metrics.metrics_files, self._jobs, name, owner)
 
+    # ------------------------------------------------------------------ training health
+    def _read_usage(self, name: str, owner: str) -> dict[str, Any]:
+        status = self._memory.get(name, owner)  # the owner's job, else JobNotFound; from memory
+        return self._health.usage(self._jobs.job_dir(name, owner), status)
+
+    def _read_timeline(self, name: str, owner: str, since: int) -> dict[str, Any]:
+        self._memory.get(name, owner)
+        return self._health.timeline(self._jobs.job_dir(name, owner), name, since)
+
+    async def usage(self, name: str, owner: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self._read_usage, name, owner)
+
+    async def timeline(self, name: str, owner: str, since: int = 0) -> dict[str, Any]:
+        return await asyncio.to_thread(self._read_timeline, name, owner, since)
+
     # ------------------------------------------------------------------ cancel and delete
     def _cancel_step(self, name: str, owner: str, deadline: float) -> bool:
         """True once the job has ended: by its master, or recorded here when the master is gone
@@ -489,6 +519,7 @@ class LocalBackend(Backend):
     def _remove(self, name: str, owner: str) -> None:
         job_dir = self._jobs.remove(name, owner)
         self._memory.forget(job_dir.name)
+        self._health.forget(job_dir)
         self.metrics.forget(name)
 
     async def delete(self, name: str, owner: str) -> None:

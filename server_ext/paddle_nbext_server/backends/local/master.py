@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from paddle_nbext.model.contract import (
     TERMINAL_PHASES,
@@ -56,8 +56,9 @@ from paddle_nbext.model.contract import (
 )
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
 
+from ... import timeline
 from ...runtime import paddle_nbext_job, policy, supervise
-from . import forked, limits, pending_end
+from . import forked, health, limits, pending_end, usage
 from .ports import free_ports, port_free
 from .processes import ProcessTable, pid_alive, resident_bytes, signal_replica
 from .records import (
@@ -76,6 +77,8 @@ from .records import (
 #: Inherited variables a job never needs: server credentials and the server's own launcher inputs.
 SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "PADDLE_NBEXT_TOKEN")
 MEMORY_CHECK_EVERY = 0.5
+#: Seconds between looks for a stall, a new checkpoint and the first step (a few `stat`s each).
+HEALTH_CHECK_EVERY = 1.0
 #: Longest wait between looks at the replicas being stopped (`wait_for_exit` returns earlier
 #: when one ends; without pidfds, the pace of those looks).
 STOP_POLL = 0.05
@@ -201,6 +204,20 @@ class Master:
         self._base_env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("PADDLE_NBEXT_")}
         self._bundle_launcher: Callable[[], int] | None = None
         self._bundle_loaded = False
+        # Training health (issue 36): the timeline, resource use, memory warnings and stalls.
+        self.timeline = timeline.TimelineWriter(self.job_dir)
+        self.usage = usage.UsageSampler(self.plan.replicas)
+        self.memory_watch = health.MemoryWatch(self.plan.memory_warn_after)
+        self.stall_watch = health.StallWatch(self.logs, float(self.plan.stall_timeout or 0))
+        self.stall: health.Stall | None = None  # the stall said, while it lasts
+        self.stall_words = ""  # its words as said when it was found (the message stays the same)
+        self.attempt_started_wall = time.time()
+        self._next_usage = 0.0
+        self._next_health = 0.0
+        self._checkpoint_step: int | None = None
+        self._first_step_said = False
+        self._waiting_said = ""
+        self._environment_state = ""
 
     # ---- status
     def status(self) -> StatusRecord:
@@ -313,6 +330,9 @@ class Master:
                 if short:
                     held_by = _held_by(others)
                     self.message = f"Waiting for resources: the job needs {' and '.join(short)}{held_by}."
+                    if self.message != self._waiting_said:
+                        self._waiting_said = self.message
+                        self.timeline.add("waiting", self.message)
                     self.write_status()
                     return False
                 taken: list[int] = []
@@ -323,6 +343,7 @@ class Master:
                 self._recheck_ports(self._others_ports(admitted))
                 self.phase = Phase.RUNNING
                 self.message = "Starting replicas."
+                self.timeline.add("admitted", f"Admitted: {self.admitted_words()}.")
                 self.started = now_iso()
                 self.started_at = time.monotonic()
                 self.write_status()
@@ -382,6 +403,10 @@ class Master:
         attempt runs yet, so none can have saved), named to every replica alike."""
         self.attempt += 1
         self.resume = paddle_nbext_job.latest(self.plan.checkpoint_dir)
+        self.attempt_started_wall = time.time()
+        self._first_step_said = False
+        self.stall = None
+        self._checkpoint_step = self.resume.step if self.resume is not None else None
 
     def resume_env(self) -> dict[str, str]:
         """`paddle_nbext_job.resume_from()`'s inputs: empty values mean "from scratch"."""
@@ -398,6 +423,11 @@ class Master:
             origin = paddle_nbext_job.manifest(self.resume.path).get("resumed_from")
             return f"resumed from step {self.resume.step}" + (f" of job {origin}" if isinstance(origin, str) and origin else "")
         return "no checkpoint yet, so it starts from the beginning"
+
+    def resumes_words(self) -> str:
+        """The timeline's words for an attempt that starts from a checkpoint: `Every replica
+        resumes from step 20` (`of job NAME` for a checkpoint of the job a Resume started from)."""
+        return f"Every replica {self.resumed_words().replace('resumed from', 'resumes from', 1)}."
 
     def start(self, replica: Replica) -> None:
         current = self.log_path(replica)
@@ -442,6 +472,13 @@ class Master:
                 )
         replica.kernel_limit = kernel_limit
         self.all_pids.append(replica.process.pid)
+        self.memory_watch.forget(replica.key)
+        self.timeline.add(
+            "started",
+            f"{replica.role} {replica.index} started on this machine (pid {replica.process.pid}).",
+            role=replica.role,
+            index=replica.index,
+        )
         replica.phase = ReplicaPhase.RUNNING
         replica.reason = None
         replica.exit_code = None
@@ -509,6 +546,9 @@ class Master:
                 replica.phase, replica.reason = ReplicaPhase.SUCCEEDED, None
             else:
                 replica.phase, replica.reason = ReplicaPhase.FAILED, policy.describe_exit(code).capitalize()
+            self.memory_watch.forget(replica.key)
+            if not replica.stopping:  # a replica the master stopped is said by the job's end
+                self.timeline.add("replica_ended", self.ended_words(replica), role=replica.role, index=replica.index)
             changed = True
         return changed
 
@@ -523,11 +563,24 @@ class Master:
             and replica.plan.memory
             and not replica.kill_reason
         ]
+        now = time.monotonic()
         for replica, process in watched:
-            used = resident_bytes(table.replica_processes(process.pid))
+            pids = table.replica_processes(process.pid)
+            used = table.resident(pids)
+            if used is None:
+                used = resident_bytes(pids)
+            self.usage.replicas[replica.key].observe_memory(used)
             if used > replica.plan.memory:
-                replica.kill_reason = f"MemoryLimitExceeded: used {format_bytes(used)} of {replica.memory_text} (resident memory, sampled)"
+                peak = self.usage.replicas[replica.key].peak_memory
+                replica.kill_reason = f"MemoryLimitExceeded: used {format_bytes(used)} of {replica.memory_text} (resident memory, sampled; peak {health.gib(peak)})"
                 self.signal_replica(replica, signal.SIGKILL)
+                continue
+            who = f"{replica.role} {replica.index}"
+            warning, cleared = self.memory_watch.observe(replica.key, who, used, replica.plan.memory, now)
+            if warning:
+                self.timeline.add("warning", f"Memory: {warning}; it is stopped if it goes over.", role=replica.role, index=replica.index)
+            if cleared:
+                self.timeline.add("recovered", f"Memory: {cleared}.", role=replica.role, index=replica.index)
 
     def log_tail(self, replica: Replica) -> str:
         try:
@@ -620,6 +673,8 @@ class Master:
             self.start(replica)
         restarts = max(replica.restarts for replica in self.replicas)
         self.resume_note = f"restart {restarts} of {self.plan.max_restarts}; {self.resumed_words()}"
+        if self.resume is not None:
+            self.timeline.add("resumed", self.resumes_words())
 
     def kill_everything(self) -> None:
         """Last resort on any exit path: no process of this job survives the master."""
@@ -648,6 +703,10 @@ class Master:
         self.phase = phase
         self.message = message
         self.finished = now_iso()
+        self.timeline.add("ended", f"{phase}: {message}")
+        if self.plan.usage_interval > 0:
+            self.usage.sample(ProcessTable(), {})  # nothing runs any more: figures blank, peaks kept
+            self.write_usage()
         if self.write_status():
             supervise.mark("master.recorded")
             return
@@ -679,6 +738,10 @@ class Master:
         return None
 
     def run(self) -> int:
+        if "submitted" not in self.timeline.kinds_seen:
+            origin = self.job.resumed_from
+            resumed = f" to resume job {origin.get('job')} from step {origin.get('step')}" if origin else ""
+            self.timeline.add("submitted", f"Submitted{resumed}.", t=self.job.created or None)
         self.write_status()
         while not self.cancelled and not self.try_admit():
             if self.record_gone():
@@ -693,6 +756,7 @@ class Master:
         self.begin_attempt()
         if self.resume is not None:  # a job resumed from an ended one's checkpoint
             self.resume_note = self.resumed_words()
+            self.timeline.add("resumed", self.resumes_words())
         for replica in self.replicas:
             self.start(replica)
         self.message = "Training is running."
@@ -707,9 +771,10 @@ class Master:
                 self.stop_all()
                 return 0
             if time.monotonic() >= next_memory_check:
-                table = ProcessTable.read()  # one pass over the process list for both
+                table = ProcessTable.read()  # one pass over the process list for all three
                 self.check_memory(table)
                 self.stop_adopted(table)
+                self.sample_usage(table)
                 next_memory_check = time.monotonic() + MEMORY_CHECK_EVERY
             clash = self.port_clash()
             if clash is not None:
@@ -730,12 +795,17 @@ class Master:
                 return 0
             message = decision.message
             if decision.restart:
+                self.timeline.add("restart", f"{message[0].upper()}{message[1:]}")
                 self.restart_all()
                 message = f"{message}; {self.resumed_words()}"
             elif self.resume_note and decision.phase == Phase.RUNNING and message.endswith((" running.", " finished.")):
                 message = f"{message[:-1]} ({self.resume_note})."
             if not decision.restart:
                 message = self.environment_message() or message
+                outcome = self.check_health(decision.phase)
+                if outcome == "ended":
+                    return 0
+                message = self.message if outcome == "restarted" else self.with_warnings(message)
             self.phase, self.message = decision.phase, message
             self.write_status()
             wait_for_exit(self.running_processes(), self.plan.poll_interval)
@@ -756,7 +826,110 @@ class Master:
         if stamp != self._environment_seen[0]:
             status = environments.read_json(str(path))
             self._environment_seen = (stamp, environments.phase_message(status) if status else None)
+            self.say_environment(status or {})
         return self._environment_seen[1]
+
+    def say_environment(self, status: dict[str, Any]) -> None:
+        """The environment's steps in the timeline: building, then ready (or reused) or failed."""
+        state = status.get("state")
+        if not isinstance(state, str) or state == self._environment_state:
+            return
+        self._environment_state = state
+        if state == "building":
+            from ...runtime import environments
+
+            self.timeline.add("environment", f"{environments.phase_message(status) or 'Preparing environment'}.")
+        elif state == "ready":
+            packages = status.get("packages")
+            what = f" ({packages} package{'s' if packages != 1 else ''})" if isinstance(packages, int) else ""
+            self.timeline.add("environment", f"Environment {'reused' if status.get('reused') else 'ready'}{what}.")
+        elif state == "failed":
+            self.timeline.add("environment", f"The environment could not be built: {status.get('reason') or 'see the environment log'}.")
+
+    # ---- training health (issue 36)
+    def admitted_words(self) -> str:
+        request = self.plan.request
+        gpus = f", {request.gpus} GPU" if request.gpus else ""
+        return f"{format_cores(request.cpu)} CPU, {format_bytes(request.memory)} memory{gpus} on this machine"
+
+    def ended_words(self, replica: Replica) -> str:
+        who = f"{replica.role} {replica.index}"
+        if replica.phase == ReplicaPhase.SUCCEEDED:
+            return f"{who} finished."
+        peak = self.usage.replicas[replica.key].peak_memory
+        peak_words = f"; peak memory {health.gib(peak)}" if peak else ""
+        return f"{who} failed: {replica.reason or policy.describe_exit(replica.exit_code or 0)}{peak_words}."
+
+    def sample_usage(self, table: ProcessTable) -> None:
+        """Every `usage_interval` seconds: read each replica's CPU and memory from `table` and
+        rewrite usage.json."""
+        if self.plan.usage_interval <= 0 or time.monotonic() < self._next_usage:
+            return
+        self._next_usage = time.monotonic() + self.plan.usage_interval
+        leaders = {r.key: (process.pid if r.phase == ReplicaPhase.RUNNING and (process := r.live_process) else None) for r in self.replicas}
+        self.usage.sample(table, leaders)
+        self.write_usage()
+
+    def write_usage(self) -> None:
+        usage.write(self.job_dir, self.usage.document({r.key: r.phase for r in self.replicas}, self.plan.usage_interval))
+
+    def with_warnings(self, message: str) -> str:
+        """The job's message with what is wrong right now: a stall first, then memory warnings."""
+        parts = [message]
+        if self.stall is not None:
+            parts.insert(0, f"Training is stalled: {self.stall_words}.")
+        parts.extend(f"Warning: {words}." for words in self.memory_watch.warned.values())
+        return " ".join(parts)
+
+    def running_trainers(self) -> list[int]:
+        return [r.index for r in self.replicas if r.role == "trainer" and r.phase == ReplicaPhase.RUNNING]
+
+    def check_health(self, phase: str) -> str | None:
+        """Once a second while the job runs: checkpoints and the first step into the timeline,
+        and the stall watch with the job's `on_stall`: "ended" or "restarted" when a stall did
+        that (the message is then set), else None."""
+        if phase != Phase.RUNNING or time.monotonic() < self._next_health:
+            return None
+        self._next_health = time.monotonic() + HEALTH_CHECK_EVERY
+        trainers = self.running_trainers()
+        if not self._first_step_said:  # before the checkpoints: a step comes before its checkpoint
+            step = self.stall_watch.first_step(trainers, self.attempt_started_wall)
+            if step is not None:
+                self._first_step_said = True
+                self.timeline.add("first_step", f"First progress reported: step {step}.")
+        latest = paddle_nbext_job.latest(self.plan.checkpoint_dir)
+        if latest is not None and latest.step != self._checkpoint_step:
+            self._checkpoint_step = latest.step
+            self.timeline.add("checkpoint", f"Checkpoint at step {latest.step} saved.")
+        now = time.time()
+        stall = self.stall_watch.check(trainers, self.attempt_started_wall, now)
+        if stall is None:
+            if self.stall is not None:
+                quiet = health.span(now - self.stall.quiet_since)
+                self.timeline.add("recovered", f"Progress again after {quiet} without any (trainer {self.stall.index}).")
+                self.stall = None
+            return None
+        if self.stall is not None and self.stall.quiet_since == stall.quiet_since:
+            return None  # the same stall, said already
+        self.stall = stall
+        self.stall_words = words = stall.words(now)
+        self.timeline.add("warning", f"Stalled: {words}.", role="trainer", index=stall.index)
+        if self.plan.on_stall == "fail":
+            self.finish(Phase.FAILED, f"The job stalled: {words}; on_stall is 'fail'.")
+            return "ended"
+        if self.plan.on_stall == "restart":
+            used = max((r.restarts for r in self.replicas), default=0)
+            if used >= self.plan.max_restarts:
+                self.finish(Phase.FAILED, f"The job stalled: {words}; no restarts left (max_restarts {self.plan.max_restarts}).")
+                return "ended"
+            cause = f"restart {used + 1} of {self.plan.max_restarts}: the job stalled ({words})"
+            self.timeline.add("restart", f"{cause[0].upper()}{cause[1:]}.")
+            self.restart_all()
+            self.stall = None
+            self.message = f"Training is running ({cause}; {self.resumed_words()})."
+            self.resume_note = f"{cause}; {self.resumed_words()}"
+            return "restarted"
+        return None
 
 
 def say(message: str) -> None:

@@ -35,6 +35,8 @@ class PlanSettings:
     poll_interval: float
     memory_headroom: int
     cgroup_root: str
+    usage_interval: float = 0.0
+    memory_warn_after: float = 5.0
 
 
 def largest_share(spec: JobSpec, resource: str) -> str:
@@ -132,6 +134,10 @@ def build_plan(spec: JobSpec, job_dir: Path, workdir: Path, launcher: Path, reso
         poll_interval=max(settings.poll_interval, MIN_MASTER_POLL),
         memory_headroom=settings.memory_headroom,
         cgroup_root=settings.cgroup_root,
+        stall_timeout=spec.stall_timeout,
+        on_stall=spec.on_stall,
+        usage_interval=settings.usage_interval,
+        memory_warn_after=settings.memory_warn_after,
     )
 
 

@@ -26,6 +26,11 @@ from ...runtime.supervise import proc_stat_fields
 from .records import JOB_DIR_VAR
 
 _PROC = Path("/proc")
+#: Indexes into a stat line's fields after the command name (proc(5) numbers minus 3).
+_UTIME_FIELD, _STIME_FIELD, _RSS_FIELD = 11, 12, 21
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: Clock ticks per second of the utime/stime fields.
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 # psutil is imported where it is used: the job master starts its replicas before it needs it,
@@ -79,6 +84,9 @@ class ProcessTable:
     groups: dict[int, list[int]] = field(default_factory=dict)  # group id -> pids
     children: dict[int, list[int]] = field(default_factory=dict)  # parent pid -> pids
     zombies: dict[int, list[int]] = field(default_factory=dict)  # parent pid -> exited, unreaped children
+    #: pid -> (CPU clock ticks used so far, user + system; resident pages), from the same stat
+    #: lines: what resource use (`usage`) and the memory check read, without a second pass.
+    use: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def read(cls) -> ProcessTable:
@@ -101,7 +109,16 @@ class ProcessTable:
             table.alive.add(pid)
             table.groups.setdefault(group, []).append(pid)
             table.children.setdefault(parent, []).append(pid)
+            if len(fields) > _RSS_FIELD:
+                table.use[pid] = (int(fields[_UTIME_FIELD]) + int(fields[_STIME_FIELD]), int(fields[_RSS_FIELD]))
         return table
+
+    def resident(self, pids: Iterable[int]) -> int | None:
+        """Resident bytes of `pids` from this reading; None when it has no such figures (read
+        through psutil), so callers ask psutil instead."""
+        if not self.use:
+            return None
+        return sum(self.use.get(pid, (0, 0))[1] for pid in pids) * PAGE_SIZE
 
     @classmethod
     def _read_psutil(cls) -> ProcessTable:

@@ -384,6 +384,11 @@ class Plan:
     memory_headroom: int = 0  # bytes of address space beyond a replica's memory (RLIMIT_AS); 0: none
     cgroup_root: str = ""  # a delegated cgroup v2 dir for per-replica memory.max; "": none
     keep_checkpoints: int = paddle_nbext_job.DEFAULT_KEEP  # the spec's; publishes keep this many
+    # Training health (`health`, `usage`); a plan of a release without them watches nothing.
+    stall_timeout: int | None = None  # the spec's: seconds without progress that make a stall
+    on_stall: str = "warn"  # the spec's: warn, restart or fail
+    usage_interval: float = 0.0  # seconds between resource-use samples (usage.json); 0: none
+    memory_warn_after: float = 5.0  # seconds above 90 % of the limit before the warning
     version: int = VERSION
 
     @property
@@ -464,6 +469,10 @@ class Plan:
                 "memory_headroom": _integer,
                 "cgroup_root": _text,
                 "keep_checkpoints": _integer,
+                "stall_timeout": _optional_integer,
+                "on_stall": _word(("warn", "restart", "fail"), "on_stall"),
+                "usage_interval": _number,
+                "memory_warn_after": _number,
             },
         )
 

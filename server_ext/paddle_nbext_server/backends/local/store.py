@@ -32,6 +32,7 @@ from pathlib import Path
 from paddle_nbext.model.contract import Phase, ReplicaPhase, now_iso
 from paddle_nbext.model.status import JobStatus
 
+from ... import timeline
 from ..base import InvalidState, JobExists, JobNotFound
 from . import pending_end
 from .processes import kill_processes, marked_processes, pid_alive, runs_job_master, signal_replica
@@ -367,6 +368,8 @@ class JobStore:
         except OSError as error:
             unsaved = f"{message} This end could not be recorded in {job_dir / StatusRecord.KIND}: {error.strerror or error}."
             return dataclasses.replace(lost, status=dataclasses.replace(status, message=unsaved))
+        # The master, the timeline's only writer, is gone: the end is the server's to say.
+        timeline.TimelineWriter(job_dir).add("ended", f"{phase}: {message}")
         return lost
 
     # ------------------------------------------------------------------ removal
