@@ -37,12 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bench_real_node import account_token, new_namespace  # noqa: E402
+from bench_real_node import account_token, new_namespace, notebook_kubeconfig  # noqa: E402
 from cluster.k8s_objects import present  # noqa: E402
 from kubernetes import client  # noqa: E402
 from kubernetes import config as kube_config  # noqa: E402
@@ -116,20 +114,7 @@ class Bench:
         namespace = new_namespace(self.core, f"pnb-bench-{kind}-")
         apply_shipped_rbac(self.admin, namespace)
         token = account_token(self.core, namespace, NOTEBOOK_ACCOUNT)
-        cluster_entry = yaml.safe_load(self.plane.admin_kubeconfig.read_text())["clusters"][0]["cluster"]
-        kubeconfig = self.workdir / f"{kind}.kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "nb",
-                    "clusters": [{"name": "c", "cluster": cluster_entry}],
-                    "users": [{"name": "u", "user": {"token": token}}],
-                    "contexts": [{"name": "nb", "context": {"cluster": "c", "user": "u", "namespace": namespace}}],
-                }
-            )
-        )
+        kubeconfig = notebook_kubeconfig(self.plane.admin_kubeconfig, token, namespace, self.workdir / f"{kind}.kubeconfig")
         home = None
         if kind == "cephfs":
             started = time.monotonic()

@@ -37,12 +37,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bench_real_node import account_token, new_namespace  # noqa: E402
+from bench_real_node import account_token, new_namespace, notebook_kubeconfig  # noqa: E402
 from browser.lab_server import CHROMIUM, CHROMIUM_ARGS, PANEL_TAB  # noqa: E402
 from kubernetes import client  # noqa: E402
 from kubernetes import config as kube_config  # noqa: E402
@@ -198,21 +196,7 @@ class Bench:
                     raise RuntimeError(f"the Role of {account} never came into force")
                 time.sleep(0.1)
         token = account_token(self.core, self.namespace, account)
-        cluster = yaml.safe_load(self.plane.admin_kubeconfig.read_text())["clusters"][0]["cluster"]
-        path = self.workdir / f"{account}.kubeconfig"
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "c",
-                    "clusters": [{"name": "c", "cluster": cluster}],
-                    "users": [{"name": "u", "user": {"token": token}}],
-                    "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": self.namespace}}],
-                }
-            )
-        )
-        return path
+        return notebook_kubeconfig(self.plane.admin_kubeconfig, token, self.namespace, self.workdir / f"{account}.kubeconfig")
 
     def close(self) -> None:
         for step in (self.server.stop, self.hub.stop, lambda: self.site.release_volumes(self.admin), self.site.stop, self.plane.stop):

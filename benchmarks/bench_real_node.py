@@ -99,6 +99,25 @@ def account_token(core: client.CoreV1Api, namespace: str, account: str) -> str:
     return status.token
 
 
+def notebook_kubeconfig(admin_kubeconfig: Path, token: str, namespace: str, path: Path) -> Path:
+    """A kubeconfig at `path` for the notebook's ServiceAccount `token` in `namespace`, on the
+    cluster of `admin_kubeconfig` (what a notebook pod's in-cluster config amounts to)."""
+    cluster_entry = yaml.safe_load(admin_kubeconfig.read_text())["clusters"][0]["cluster"]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "nb",
+                "clusters": [{"name": "c", "cluster": cluster_entry}],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "nb", "context": {"cluster": "c", "user": "u", "namespace": namespace}}],
+            }
+        )
+    )
+    return path
+
+
 def labels(obj: client.V1Pod) -> dict[str, str]:
     """The pod's labels (none: an empty dict)."""
     assert obj.metadata is not None  # every object the API server lists has its metadata
@@ -118,21 +137,7 @@ class Bench:
         self.namespace = new_namespace(self.core, "pnb-bench-")
         apply_shipped_rbac(self.admin, self.namespace)
         token = account_token(self.core, self.namespace, NOTEBOOK_ACCOUNT)
-        kubeconfig = workdir / "notebook.kubeconfig"
-        admin_doc = yaml.safe_load(self.plane.admin_kubeconfig.read_text())
-        cluster_entry = admin_doc["clusters"][0]["cluster"]
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "nb",
-                    "clusters": [{"name": "c", "cluster": cluster_entry}],
-                    "users": [{"name": "u", "user": {"token": token}}],
-                    "contexts": [{"name": "nb", "context": {"cluster": "c", "user": "u", "namespace": self.namespace}}],
-                }
-            )
-        )
+        kubeconfig = notebook_kubeconfig(self.plane.admin_kubeconfig, token, self.namespace, workdir / "notebook.kubeconfig")
         setup = prepare_notebook(self.site, self.admin, self.namespace, kubeconfig, USER)
         self.home = setup.home
         self.server = NotebookServer(setup.home, setup.settings, user=USER, uid=self.site.uid, gid=self.site.gid, log_dir=workdir).start()
