@@ -13,6 +13,9 @@ import { PREPARING_PHASE, shownReplicaPhase } from './preparing';
 import { failedRankReason, replicaGroups } from './ranks';
 import { IJobStatus, IReplica } from './types';
 
+/** What a Use cell shows without figures (a job that ended, a rank, resource use off). */
+export const NO_USAGE = '—';
+
 export interface IReplicaTableOptions {
   /** The reader asked for a replica's (or a rank's) log. */
   showLogs: (ref: IReplicaRef) => void;
@@ -89,7 +92,7 @@ export class ReplicaTable {
           ),
           h('td', {}, String(replica.restarts)),
           h('td', { className: 'pn-ran' }, this._options.ranFor(replica)),
-          h('td', { className: 'pn-usage' }),
+          h('td', { className: 'pn-usage' }, NO_USAGE),
           h('td', {}, this._logsButton(name, { role: replica.role, index: replica.index }))
         )
       );
@@ -137,7 +140,11 @@ export class ReplicaTable {
       h('td', { className: 'pn-reason' }, reason),
       h('td', {}, String(replica.restarts)),
       h('td', {}, this._options.ranFor(replica)),
-      h('td', { className: 'pn-usage' }),
+      h(
+        'td',
+        { className: 'pn-usage', title: __('Resource use is measured per trainer: see its row') },
+        NO_USAGE
+      ),
       h('td', {}, this._logsButton(name, ref))
     );
   }

@@ -10,6 +10,7 @@ import { Widget } from '@lumino/widgets';
 import { PaddleApi } from './api';
 import { clear, h } from './dom';
 import { __ } from './i18n';
+import { NO_USAGE } from './replicatable';
 import {
   UsageHistory,
   WARN_FRACTION,
@@ -114,6 +115,7 @@ export class UsageView extends Widget {
       }
       clear(cell);
       if (!replica || !this._usage?.available) {
+        cell.textContent = NO_USAGE;
         continue;
       }
       cell.appendChild(h('span', { className: 'pn-usage-text' }, usageSummary(replica)));

@@ -289,6 +289,10 @@ def test_failed_job_opens_on_its_traceback(page: Page, lab: LabServer) -> None:
     # with the runner's failure line, tests/vectors/paddle_noise.json); the trainer's own output stays.
     expect(view.locator('[data-testid="paddle-log-noise"]')).to_be_checked()
     expect(view.locator('[data-testid="paddle-log-status"]')).to_contain_text("Paddle noise lines hidden")
+    # Below the header, the timeline and the chart: scrolled to, as a user does (blocks out of
+    # view are skipped by the renderer and have no rendered text).
+    log.scroll_into_view_if_needed()
+    page.wait_for_function("(el) => el.innerText.includes('step 0 loss')", arg=log.element_handle())
     shown = log.inner_text()
     assert "step 0 loss" in shown and "trainer 1 of 2 training" in shown, shown
     for chatter in ("going to quit", "fl-ps > ", "is_heter_ps_mode", "adam_d2sum", "communicator config", "UserWarning", "warnings.warn"):

@@ -98,6 +98,9 @@ def test_its_exit_code_and_a_killing_signal_read_as_popen_reads_them(tmp_path: P
 
 
 def test_a_launcher_is_forked_only_where_a_started_python_would_be_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Threads are the next test's; a thread an earlier test of the session left finishing (or a
+    # library's native one) must not decide this one.
+    monkeypatch.setattr(forked, "_single_threaded", lambda: True)
     env = dict(os.environ)
     assert forked.can_fork(sys.executable, env, None)
     assert not forked.can_fork("/usr/bin/python3-other", env, None)
