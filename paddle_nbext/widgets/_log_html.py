@@ -1,12 +1,16 @@
 """A replica's log as `job_list()` shows it: escaped, with the traceback that failed the replica
 marked, as the panel marks it (`labextension/src/logtext.ts: lastTraceback`), so a failed job's
 log is read from its error rather than searched for it.  The mark is a tint of the theme's own
-background under the theme's text colour, readable in JupyterLab's light and dark themes."""
+background under the theme's text colour, readable in JupyterLab's light and dark themes.
+Paddle's own noise (its glog lines, setup chatter, shutdown lines) is hidden by the same rules
+the panel's "Hide Paddle noise" and the runner's failure line use (`model.paddle_noise`)."""
 
 from __future__ import annotations
 
 import html
 import re
+
+from ..model.paddle_noise import noise_mask
 
 _HEADER = "Traceback (most recent call last):"
 #: glog lines of Paddle's C++ side, which may come between a traceback and its exception line.
@@ -47,3 +51,12 @@ def log_html(text: str) -> str:
         + f"<mark class='paddle-traceback' style='{_MARK_STYLE}'>{html.escape(text[start:end])}</mark>"
         + html.escape(text[end:])
     )
+
+
+def without_noise(text: str) -> tuple[str, int]:
+    """The log without Paddle's noise lines, and how many were hidden (the traceback's own
+    lines are never noise: a glog line inside it goes, its frames and exception line stay)."""
+    lines = text.splitlines(keepends=True)
+    mask = noise_mask([line.rstrip("\n") for line in lines])
+    kept = [line for line, noise in zip(lines, mask, strict=True) if not noise]
+    return "".join(kept), len(lines) - len(kept)

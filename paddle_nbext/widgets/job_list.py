@@ -24,7 +24,7 @@ from ..ranklog import failed_rank, rank_lines
 from ..words import replica_name, replica_to_open, shown_phase
 from ._delete_question import BulkDeleteQuestion, DeleteQuestion
 from ._list_filter import FilterBar
-from ._log_html import log_html
+from ._log_html import log_html, without_noise
 from ._poll import Poller, comm_alive, watch_comm_close
 
 
@@ -95,13 +95,20 @@ class JobListWidget(widgets.VBox):
         self.header = widgets.HTML(value="<b>Paddle jobs</b>")
         self.table = widgets.VBox()
         self.logs = widgets.HTML(value="")
+        #: The panel's "Hide Paddle noise", on by default; shown with a log.
+        self.hide_noise = widgets.Checkbox(value=True, description="Hide Paddle noise", indent=False, layout=widgets.Layout(display="none"))
+        self.hide_noise.observe(lambda _change: self._render_log(), names="value")
+        self._log: tuple[str, str, str] | None = None  # (job, replica words, text) of the log shown
         self.error = widgets.HTML(value="")
         #: What the last delete did ("Deleted x, freeing 1.2Gi.").
         self.notice = widgets.HTML(value="")
         #: Search, phase filter and "delete ended…" (`_list_filter`); the bulk question under it.
         self.filter = FilterBar(self._refilter, self.ask_delete_ended)
         self.bulk_question = widgets.VBox()
-        super().__init__(children=(self.header, self.filter, self.bulk_question, self.error, self.notice, self.table, self.logs), **kwargs)
+        super().__init__(
+            children=(self.header, self.filter, self.bulk_question, self.error, self.notice, self.table, self.hide_noise, self.logs),
+            **kwargs,
+        )
         self.add_class("paddle-job-list")
         self.refresh()
         self.poller = Poller(interval, self._tick, lambda: comm_alive(self), name="paddle-job-list")
@@ -233,11 +240,21 @@ class JobListWidget(widgets.VBox):
         if rank is not None:
             text = "".join(rank_lines(text, rank).splitlines(keepends=True)[-200:])
         who = replica_name(role, index) + (f" · rank {rank}" if rank is not None else "")
-        self.logs.value = (
-            f"<b>{html.escape(name)} · {html.escape(who)}</b> (last 200 lines)"
-            f"<pre class='paddle-logs' style='max-height:300px;overflow:auto'>{log_html(text) or '(no output yet)'}</pre>"
-        )
+        self._log = (name, who, text)
+        self._render_log()
         return text
+
+    def _render_log(self) -> None:
+        if self._log is None:
+            return
+        name, who, text = self._log
+        shown, hidden = without_noise(text) if self.hide_noise.value else (text, 0)
+        self.hide_noise.layout.display = ""
+        said = f", {hidden} Paddle noise line{'s' if hidden != 1 else ''} hidden" if hidden else ""
+        self.logs.value = (
+            f"<b>{html.escape(name)} · {html.escape(who)}</b> (last 200 lines{said})"
+            f"<pre class='paddle-logs' style='max-height:300px;overflow:auto'>{log_html(shown) or '(no output yet)'}</pre>"
+        )
 
     def cancel(self, name: str) -> None:
         try:

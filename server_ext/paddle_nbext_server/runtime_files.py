@@ -18,6 +18,7 @@ from pathlib import Path
 
 import paddle_nbext
 import paddle_nbext.model.contract
+import paddle_nbext.model.paddle_noise
 
 from .runtime import (
     cluster_master,
@@ -47,6 +48,7 @@ _MODULES = {
     "cluster_master.py": cluster_master,
     "replicas.py": replicas,
     "contract.py": paddle_nbext.model.contract,
+    "paddle_noise.py": paddle_nbext.model.paddle_noise,
     "paddle_nbext_fence.py": paddle_nbext_fence,
     f"{PYLIB}/paddle_nbext_job.py": paddle_nbext_job,
     f"{PYLIB}/paddle_nbext_fence.py": paddle_nbext_fence,

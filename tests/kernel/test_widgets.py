@@ -278,3 +278,28 @@ def test_job_list_marks_the_traceback_of_a_failed_job_in_its_log(client: Client)
     assert log_html("no error here") == "no error here"
     table.close()
     client.delete("list-tb")
+
+
+def test_job_lists_log_hides_paddles_noise_by_default_and_shows_it_on_demand(client: Client) -> None:
+    """As the panel's log does (issue 37, item 11): Paddle's glog and setup lines are hidden and
+    counted; unticking "Hide Paddle noise" shows the log as written."""
+    from paddle_nbext import api
+    from paddle_nbext.widgets.job_list import JobListWidget
+
+    noisy = "I1205 10:00:00.000000  12 server.cpp:1167] Server is going to quit"
+    script = f"python -c \"print('step 1 loss 0.5'); print('{noisy}'); print('fl-ps > set up'); print('done')\""
+    api.submit(script, job_name="list-noise", mode="collective", trainers=1, client=client).wait(timeout=120)
+    table = JobListWidget(client, interval=0.3)
+    try:
+        wait_until(lambda: "list-noise" in table.rows, what="the job listed")
+        table.show_logs("list-noise")
+        assert table.hide_noise.value is True and table.hide_noise.layout.display == ""
+        assert "2 Paddle noise lines hidden" in table.logs.value, table.logs.value
+        assert "step 1 loss 0.5" in table.logs.value and "done" in table.logs.value
+        assert "going to quit" not in table.logs.value and "fl-ps" not in table.logs.value
+        table.hide_noise.value = False
+        assert "going to quit" in table.logs.value and "fl-ps &gt; set up" in table.logs.value
+        assert "noise lines hidden" not in table.logs.value
+    finally:
+        table.close()
+        client.delete("list-noise")

@@ -90,3 +90,12 @@ def test_the_generator_reports_a_stale_file_with_its_command(
     assert noise_gen.COMMAND in capsys.readouterr().err
     assert noise_gen.main([]) == 0 and noise_gen.main(["--check"]) == 0
     assert "fl-ps > " in stale.read_text()
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[log["name"] for log in LOGS])
+def test_job_lists_log_view_hides_the_same_lines(log: dict[str, Any]) -> None:
+    """`job_list()`'s log (the notebook side) reads the same rules from `model.paddle_noise`."""
+    from paddle_nbext.widgets._log_html import without_noise
+
+    shown, hidden = without_noise("".join(f"{line}\n" for line in log["log"]))
+    assert shown.splitlines() == log["shown"] and hidden == len(log["log"]) - len(log["shown"])
