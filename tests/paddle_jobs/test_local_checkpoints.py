@@ -84,5 +84,7 @@ def test_a_killed_collective_job_restarts_whole_and_resumes_from_its_checkpoint(
             assert steps == list(range(1, STEPS + 1)), steps
         assert steps == sorted(set(steps)) and steps[-(STEPS - step) :] == list(range(step + 1, STEPS + 1)), (replica["index"], steps)
         assert [mark["step"] for mark in replica["restarts"]] == [step + 1], replica["restarts"]
-    # Retention kept the last 2 complete checkpoints and no partial one.
-    assert sorted(p.name for p in checkpoints.iterdir()) == ["step-000000000070", "step-000000000080"]
+    # Retention kept the last 2 complete checkpoints and no partial one (beside the attempts'
+    # markers, `.attempts/`: one per whole start).
+    assert sorted(p.name for p in checkpoints.iterdir()) == [".attempts", "step-000000000070", "step-000000000080"]
+    assert sorted(p.name for p in (checkpoints / ".attempts").iterdir()) == ["0", "1"]

@@ -44,9 +44,11 @@ def save(step: int) -> job.Checkpoint:
 def test_an_older_attempt_publishes_nothing_once_a_newer_one_began(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     checkpoints = tmp_path / "job" / "checkpoints"
     use(monkeypatch, attempt_env(checkpoints, "0"))
-    assert fence.raise_fence() and save(20).step == 20
-    # The job restarts whole without this replica (its node was cut off): attempt 1 begins.
-    assert fence.raise_fence(attempt_env(checkpoints, "1", began=time.time()))
+    assert fence.raise_fence() and (saved := save(20)).step == 20
+    # The job restarts whole without this replica (its node was cut off): attempt 1 begins, after
+    # the save (the restart's own clock reading; this machine's wall clock may step back).
+    began = json.loads(Path(saved.path, job.MANIFEST).read_text())["time"] + 0.5
+    assert fence.raise_fence(attempt_env(checkpoints, "1", began=began))
     assert fence.newer_attempt() == "1"
     with pytest.raises(job.CheckpointError, match=r"discarded: this job restarted whole as attempt 1 while attempt 0 still ran"):
         save(40)
@@ -64,9 +66,9 @@ def test_what_an_older_attempt_published_after_the_restart_began_is_no_checkpoin
     before = save(20)
     time.sleep(0.05)  # apart by more than the marker's millisecond resolution
     late = save(40)  # attempt 0 goes on, cut off: saved after the restart began (below)
-    began = (before.time + late.time) / 2
-    before_manifest = json.loads(Path(before.path, job.MANIFEST).read_text())
-    assert before_manifest["time"] < began < json.loads(Path(late.path, job.MANIFEST).read_text())["time"]
+    saved = [json.loads(Path(each.path, job.MANIFEST).read_text())["time"] for each in (before, late)]
+    began = sum(saved) / 2  # the restart began between the two saves
+    assert saved[0] < began < saved[1], saved
 
     use(monkeypatch, attempt_env(checkpoints, "1", began=began))
     fence.raise_fence()
@@ -133,3 +135,16 @@ def test_an_older_processs_late_writes_never_land_in_the_newer_ones_metrics_file
     finally:
         os.close(old)
     assert [json.loads(line)["step"] for line in metrics.read_text().splitlines()] == [1, 2]
+
+
+def test_a_point_after_an_earlier_processs_half_written_line_is_kept(tmp_path: Path) -> None:
+    """A cut-off client's write-back may stop inside a line: the new process's first point
+    starts on a line of its own."""
+    metrics = tmp_path / "trainer-0.metrics.jsonl"
+    metrics.write_text('{"t":1.0,"step":1,"total":null,"m":{"loss":1.0},"start":true}\n{"t":1.1,"ste')
+    code = "from paddle_nbext_job import report, flush\nreport(2, loss=0.5); flush()\n"
+    env = {**os.environ, job.FILE_VAR: str(metrics), "PYTHONPATH": str(Path(job.__file__).parent)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = metrics.read_text().splitlines()
+    assert lines[1] == '{"t":1.1,"ste' and json.loads(lines[2])["step"] == 2, lines

@@ -88,7 +88,7 @@ def raise_fence(env: Mapping[str, str] | None = None) -> bool:
     except OSError:
         return False
     try:
-        os.write(fd, f"{when:.3f}\n".encode())
+        os.write(fd, f"{when!r}\n".encode())  # full precision: a save a moment before is before
     finally:
         os.close(fd)
     return True

@@ -280,6 +280,11 @@ def _take_over(path: str) -> None:
     staging = f"{path}.{os.getpid()}.{threading.get_ident()}.copy"
     try:
         shutil.copyfile(path, staging)
+        with open(staging, "rb+") as copy:
+            # What the earlier process's client wrote back last may end inside a line: end it,
+            # or this process's first point would be glued to it and lost.
+            if copy.seek(0, os.SEEK_END) and (copy.seek(-1, os.SEEK_END), copy.read(1))[1] != b"\n":
+                copy.write(b"\n")
         os.replace(staging, path)
     except OSError:
         with contextlib.suppress(OSError):
