@@ -9,18 +9,15 @@ and its peaks are announced too.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Any
 
-from paddle_nbext.model.contract import Phase, is_terminal
+from paddle_nbext.model.contract import Phase
 
 from .backends.base import Backend, BackendError
 from .events import TIMELINE, USAGE, EventHub, JobEvent
+from .job_ticker import JobTicker
 
 INTERVAL = 1.0
-
-log = logging.getLogger(__name__)
 
 #: The per-replica figures a `usage` event carries (no history).
 _LIVE_KEYS = (
@@ -49,37 +46,21 @@ def live_usage(answer: dict[str, Any]) -> dict[str, Any]:
     return {**answer, "replicas": replicas}
 
 
-class HealthTicker:
+class HealthTicker(JobTicker):
     """The loop that turns new samples and timeline entries into events; `run` until cancelled."""
 
+    active_phases = frozenset({Phase.RUNNING, Phase.PENDING})
+    doing = "looking at jobs' health"
+
     def __init__(self, hub: EventHub, backend: Backend, interval: float = INTERVAL) -> None:
-        self.hub = hub
-        self.backend = backend
-        self.interval = interval
+        super().__init__(hub, backend, interval)
         self._sampled: dict[tuple[str, str], Any] = {}  # (owner, job) -> `sampled` last announced
         self._seq: dict[tuple[str, str], int] = {}  # (owner, job) -> last timeline entry announced
-        self._running: set[tuple[str, str]] = set()
 
-    async def tick(self) -> None:
-        watched: set[tuple[str, str]] = set()
-        for owner in self.hub.owners():
-            for job in await self.backend.list_jobs(owner):
-                key = (owner, job.name)
-                running = job.phase in (Phase.RUNNING, Phase.PENDING)
-                ended_now = is_terminal(job.phase) and key in self._running
-                if running:
-                    self._running.add(key)
-                elif ended_now:
-                    self._running.discard(key)
-                if running or ended_now:
-                    watched.add(key)
-                    await self._announce(owner, job.name)
-        for memory in (self._sampled, self._seq):
-            for key in list(memory):
-                if key not in watched and key not in self._running:
-                    del memory[key]
+    def memories(self) -> list[dict[tuple[str, str], Any]]:
+        return [self._sampled, self._seq]
 
-    async def _announce(self, owner: str, name: str) -> None:
+    async def announce(self, owner: str, name: str) -> None:
         key = (owner, name)
         try:
             seen = self._seq.get(key)
@@ -97,15 +78,3 @@ class HealthTicker:
         if answer.get("available") and answer.get("sampled") != self._sampled.get(key):
             self._sampled[key] = answer.get("sampled")
             self.hub.publish(JobEvent(USAGE, owner, name, live_usage(answer)))
-
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            if not self.hub.owners():
-                continue
-            try:
-                await self.tick()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # one bad job or a backend hiccup must not end the events for all
-                log.exception("paddle-nbext: looking at jobs' health failed; trying again")
