@@ -43,7 +43,7 @@ HISTORY = 60
 
 @dataclass
 class TreeReading:
-    """CPU over the last interval and memory of one rank's process tree."""
+    """CPU over the last interval and memory of one process tree (a replica's, or one rank's of a trainer), with its peaks."""
 
     cpu: float | None = None
     memory: int | None = None
@@ -87,18 +87,14 @@ def rank_of(pid: int) -> int | None:
 
 
 @dataclass
-class ReplicaUsage:
-    """One replica's latest reading, its peaks and its recent history."""
+class ReplicaUsage(TreeReading):
+    """One replica's latest reading of its whole process tree (cores over the last interval, None
+    before two samples and after the end; bytes resident, None while not running), its peaks and
+    its recent history."""
 
-    plan: ReplicaPlan
-    cpu: float | None = None  # cores, over the last interval; None before two samples / after the end
-    memory: int | None = None  # bytes resident now; None while not running
+    plan: ReplicaPlan = field(kw_only=True)
     processes: int = 0
-    peak_cpu: float = 0.0
-    peak_memory: int = 0
     history: deque[tuple[float, float | None, int | None]] = field(default_factory=lambda: deque(maxlen=HISTORY))
-    _ticks: dict[int, int] = field(default_factory=dict)  # pid -> CPU ticks at the last sample
-    _sampled_at: float | None = None  # monotonic time of the last sample
     #: A trainer of several ranks: each rank's own tree (the launcher's child started as that rank).
     ranks: dict[int, TreeReading] = field(default_factory=dict)
 
@@ -143,7 +139,7 @@ class UsageSampler:
     """The master's readings of its replicas, by replica key (`ReplicaPlan.key`)."""
 
     def __init__(self, replicas: list[ReplicaPlan]) -> None:
-        self.replicas = {plan.key: ReplicaUsage(plan) for plan in replicas}
+        self.replicas = {plan.key: ReplicaUsage(plan=plan) for plan in replicas}
         self._rank_of: dict[int, int | None] = {}  # pid -> its local rank (read once per process)
 
     def sample(self, table: ProcessTable, leaders: dict[str, int | None], now: float | None = None) -> None:
@@ -156,24 +152,15 @@ class UsageSampler:
             if leader is None:
                 if usage.memory is not None:
                     usage.history.append((wall, None, None))
-                usage.cpu, usage.memory, usage.processes = None, None, 0
-                usage._ticks, usage._sampled_at = {}, None
+                usage.stop()
+                usage.processes = 0
                 for reading in usage.ranks.values():
                     reading.stop()
                 continue
             pids = table.replica_processes(leader)
-            ticks = {pid: table.use[pid][0] for pid in pids if pid in table.use}
-            memory = sum(table.use[pid][1] for pid in ticks) * PAGE_SIZE
-            cpu = None
-            if usage._sampled_at is not None and moment > usage._sampled_at:
-                used = sum(now_ticks - usage._ticks.get(pid, 0) for pid, now_ticks in ticks.items())
-                cpu = max(0.0, used / CLOCK_TICKS / (moment - usage._sampled_at))
-            usage._ticks, usage._sampled_at = ticks, moment
-            usage.cpu, usage.memory, usage.processes = cpu, memory, len(pids)
-            usage.peak_memory = max(usage.peak_memory, memory)
-            if cpu is not None:
-                usage.peak_cpu = max(usage.peak_cpu, cpu)
-            usage.history.append((wall, cpu, memory))
+            usage.read(table, pids, moment)
+            usage.processes = len(pids)
+            usage.history.append((wall, usage.cpu, usage.memory))
             if usage.plan.ranks > 1:
                 self._sample_ranks(usage, table, leader, moment)
         self._rank_of = {pid: rank for pid, rank in self._rank_of.items() if pid in table.alive}
