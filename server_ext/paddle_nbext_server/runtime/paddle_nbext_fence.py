@@ -123,7 +123,14 @@ def newer_attempt(env: Mapping[str, str] | None = None, known: Mapping[str, floa
     if not source.get(ATTEMPT_VAR, "").strip():
         return None
     mine = _key(attempt_name(source))
-    markers = fences(fence_dir(source)) if known is None else known
+    if known is not None:
+        markers: list[str] = list(known)
+    else:  # only the names matter here: one listing, no marker read (the reporter asks every flush)
+        directory = fence_dir(source)
+        try:
+            markers = [name for name in os.listdir(directory) if not name.startswith(".")] if directory else []
+        except OSError:
+            markers = []
     later = [name for name in markers if _key(name) > mine]
     return max(later, key=_key) if later else None
 
