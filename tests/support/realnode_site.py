@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from support.controlplane import ControlPlane, ControlPlaneError
 from support.controlplane.images import PADDLE_IMAGE, Image
+from support.controlplane.metrics_server import MetricsServer
 from support.controlplane.node_identity import MAX_NODES
 from support.controlplane.realnode import NODE_LABEL, NODE_NAME, RealNode, pod_placement
 from support.volumes import create_bound_claim
@@ -55,6 +56,7 @@ class RealNodeSite:
     gid: int = NOTEBOOK_GID
     _volumes: list[str] = field(default_factory=list)
     nodes: list[RealNode] = field(default_factory=list)  # every real node, the first one first
+    metrics: MetricsServer | None = None  # metrics-server scraping every node (None on another cluster)
 
     def __post_init__(self) -> None:
         if not self.nodes and self.node is not None:
@@ -71,9 +73,11 @@ class RealNodeSite:
                 )
             return cls(None, image, "IfNotPresent", Path(shared))
         nodes: list[RealNode] = []
+        metrics: MetricsServer | None = None
         try:
             for index in range(1, node_count() + 1):
                 nodes.append(RealNode(plane, index=index).start())
+            metrics = MetricsServer(plane, {node.name for node in nodes}).start()
         except BaseException:
             for started in reversed(nodes):
                 started.stop()
@@ -81,10 +85,12 @@ class RealNodeSite:
         # Homes live where uid 1000 can reach them (pytest's own temporary tree is root's alone).
         homes = Path(tempfile.mkdtemp(prefix="pnb-homes-", dir="/tmp"))
         homes.chmod(0o755)
-        return cls(nodes[0], PADDLE_IMAGE, "Never", homes, nodes=nodes)
+        return cls(nodes[0], PADDLE_IMAGE, "Never", homes, nodes=nodes, metrics=metrics)
 
     def stop(self) -> None:
         try:
+            if self.metrics is not None:
+                self.metrics.stop()
             failures = []
             for node in reversed(self.nodes):
                 try:

@@ -33,6 +33,7 @@ KUEUE_VERSION = "v0.17.1"
 VOLCANO_VERSION = "v1.14.0"  # volcano.sh/apis, whose types define Volcano v1.14's CRDs
 COREDNS_VERSION = "v1.15.0"
 PAUSE_VERSION = "3.10"  # our own pause program (gomod/pause), tagged like the upstream image it stands in for
+METRICS_SERVER_VERSION = "v0.8.0"
 CEPHCSI_VERSION = "v1.12-node"  # our CephFS CSI node plugin (gomod/cephcsi) on CSI spec 1.12, as Kubernetes pins it
 
 CACHE_ENV = "PADDLE_NBEXT_CONTROLPLANE_CACHE"
@@ -115,7 +116,7 @@ BINARIES = tuple(binary for component in COMPONENTS for _, binary in component.p
 
 # The real node (``realnode.py``): its kubelet and kube-proxy from the same pinned Kubernetes in a
 # module of their own (so the control plane's digest, and every warm cache of it, stays as it
-# was), cluster DNS, the pause program of the sandbox image and the CephFS CSI node plugin.  containerd, runc and the CNI
+# was), cluster DNS, the pause program of the sandbox image, the CephFS CSI node plugin and metrics-server.  containerd, runc and the CNI
 # plugins are Debian bookworm's packages (``realnode.NODE_PACKAGES``).
 NODE_COMPONENTS: tuple[Component, ...] = (
     Component(
@@ -129,6 +130,8 @@ NODE_COMPONENTS: tuple[Component, ...] = (
     # ceph-csi's CephFS node service stands in here (the Go module proxy refuses ceph-csi): see
     # gomod/cephcsi/main.go and csi_plugin.py.
     Component("cephcsi", CEPHCSI_VERSION, ((".", "cephcsi"),), "-s -w"),
+    # The resource metrics API behind `kubectl top` and the usage read (metrics_server.py).
+    Component("metrics-server", METRICS_SERVER_VERSION, (("sigs.k8s.io/metrics-server/cmd/metrics-server", "metrics-server"),), "-s -w"),
 )
 
 # The queueing controllers: built with the rest (so one `controlplane build` readies the whole
@@ -225,7 +228,7 @@ def find_binaries(components: tuple[Component, ...] = COMPONENTS) -> dict[str, P
 
 
 def find_node_binaries() -> dict[str, Path] | None:
-    """Paths of the real node's kubelet, kube-proxy, CoreDNS and pause if built, else None."""
+    """Paths of the real nodes' binaries (kubelet, kube-proxy, CoreDNS, pause, the CSI plugin, metrics-server) if built, else None."""
     return find_binaries(NODE_COMPONENTS)
 
 
