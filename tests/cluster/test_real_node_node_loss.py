@@ -2,7 +2,8 @@
 nodes saves checkpoints into its CephFS home; one node loses power (kubelet, containerd and every
 process of its pods killed at once, nothing told to the API), or is cut off the network with its
 processes left running (a partition).  Kubernetes marks the node
-unreachable; after ``node_lost_seconds`` its pods are evicted, the job restarts whole on the
+unreachable; after ``node_lost_seconds`` its pods are evicted (the power loss takes the job's
+master with it: Kubernetes starts it again on the survivor), the job restarts whole on the
 surviving node without waiting for the dead node's pods (they stay Terminating until it returns),
 resumes from its latest checkpoint and finishes; its message says in words what happened.  When the
 node boots again (or its link comes back) its old pods are finished and the job still shows its
@@ -130,7 +131,12 @@ def test_a_node_losing_power_restarts_the_job_whole_on_the_survivor_from_its_che
     name = "node-loss"
     entry = f"python collective_train.py --steps {STEPS} --step-delay 0.1 --checkpoint-every 20 --print-every 10"
     notebook.submit(name, mode="collective", trainers=2, entry_point=entry, keep_checkpoints=2)
-    index, node = lost_trainer_after_start(notebook, name)
+    lost_trainer_after_start(notebook, name)
+    # The node that dies is the one the job's master runs on (with one of the trainers: they are
+    # spread over both): the restart is then the work of the master Kubernetes starts again on the
+    # survivor, which picks the job up from the API where the dead one left it.
+    old_master = running_master(notebook, name)
+    index, node = trainer_on(notebook, name, node_of(notebook, old_master))
     powered_off = False
     try:
         notebook.wait(name, lambda s: (latest_step(notebook, name) or 0) >= 40, "the checkpoint of step 40")
@@ -149,6 +155,8 @@ def test_a_node_losing_power_restarts_the_job_whole_on_the_survivor_from_its_che
         notebook.wait_log(name, rf"trainer 1 resumed from step {step}\b", index=1)
         stuck = [p for p in notebook.job_pods(name) if node_of(notebook, p) == node.name]
         assert stuck and all(meta(p).deletion_timestamp for p in stuck), snapshot(notebook, name)
+        new_master = running_master(notebook, name)
+        assert name_of(new_master) != name_of(old_master) and node_of(notebook, new_master) != node.name, snapshot(notebook, name)
         ended = notebook.ended(name)
         assert ended["phase"] == "Succeeded", describe(ended)
         assert re.search(rf"\(restart 1 \({lost}\); resumed from step {step}\)", ended["message"]), describe(ended)
@@ -165,6 +173,25 @@ def test_a_node_losing_power_restarts_the_job_whole_on_the_survivor_from_its_che
     after = notebook.server.api("GET", f"jobs/{name}").json()
     assert after["phase"] == "Succeeded", describe(after)
     notebook.delete(name)
+
+
+def running_master(book: Notebook, name: str) -> client.V1Pod:
+    """The job's master pod that runs now (not one left Terminating on a dead node)."""
+    found = [
+        p
+        for p in book.job_pods(name)
+        if "-master-" in name_of(p) and not meta(p).deletion_timestamp and present(p.status, "status").phase == "Running"
+    ]
+    assert len(found) == 1, snapshot(book, name)
+    return found[0]
+
+
+def trainer_on(book: Notebook, name: str, node_name: str) -> tuple[int, RealNode]:
+    """The trainer running on `node_name`, and that node."""
+    for pod in trainer_pods(book, name):
+        if node_of(book, pod) == node_name:
+            return int(name_of(pod).split("-")[-2]), real_node(book, node_name)
+    raise AssertionError(f"no trainer of {name} on {node_name}: {snapshot(book, name)}")
 
 
 def lost_trainer_after_start(book: Notebook, name: str, index: int | None = None) -> tuple[int, RealNode]:
