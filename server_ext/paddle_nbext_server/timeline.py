@@ -169,7 +169,7 @@ class TimelineWriter:
             text=f"{dropped} earlier entries were dropped to keep the timeline short",
         )
         kept = [*head, marker, *[entry for entry in tail if entry.seq > marker.seq]]
-        kept_seqs = {entry.seq for entry in kept}
+        kept_seqs = {entry.seq for entry in kept if entry is not marker}  # the marker takes a dropped one's seq
         self.dropping([entry for entry in entries if entry.seq not in kept_seqs])
         _write_lines(self.path, (json.dumps(entry.to_dict(), separators=(",", ":")) for entry in kept))
         self.lines = len(kept)
