@@ -146,3 +146,13 @@ def test_the_answer_is_by_time_and_since_still_gets_what_was_written_late(tmp_pa
 def test_no_file_and_a_problem_is_not_available_with_the_reason(tmp_path: Path) -> None:
     answer = TimelineFiles().answer(tmp_path / "nowhere" / "logs", "mnist", 0, "the job's folder is not in the home yet")
     assert (answer["available"], answer["reason"], answer["entries"]) == (False, "the job's folder is not in the home yet", [])
+
+
+def test_a_new_job_of_the_same_name_over_a_kept_folder_starts_its_own_timeline(tmp_path: Path) -> None:
+    logs, _ = folders(tmp_path)
+    KeyedTimeline(logs, "uid-old").add_new(derived(3))
+    again = KeyedTimeline(logs, "uid-new")
+    assert [entry.key for entry in again.add_new(derived(2))] == ["uid-new/e:0", "uid-new/e:1"]
+    assert [entry.seq for entry in timeline.read(logs)] == [1, 2]
+    assert len((logs / "timeline.uid-old.jsonl").read_text().splitlines()) == 3
+    assert KeyedTimeline(logs, "uid-new").add_new(derived(2)) == []

@@ -178,6 +178,7 @@ class Reconciler(HomeSetup):
         self._timelines.offer(
             job,
             status.name,
+            str((record.get("metadata") or {}).get("uid") or ""),
             replica_logs.log_dir(self.home_path, status.name),
             Path(manifests.checkpoint_dir(self.home_path, status.name)),
             derived,

@@ -37,6 +37,7 @@ HOME_INTERVAL = 2.0
 class _Job:
     name: str
     logs_dir: Path
+    scope: str  # the record's uid: keys are this job's, not an earlier one's of the same name
     reader: HomeReader
     lock: threading.Lock = field(default_factory=threading.Lock)
     writer: KeyedTimeline | None = None
@@ -68,6 +69,7 @@ class TimelineKeeper:
         self,
         job: str,
         name: str,
+        scope: str,
         logs_dir: Path,
         checkpoint_dir: Path,
         derived: list[Derived],
@@ -79,8 +81,8 @@ class TimelineKeeper:
     ) -> None:
         """The newest entries the objects of `job` say (on the loop); a pass writes the new ones."""
         state = self._jobs.get(job)
-        if state is None or state.logs_dir != logs_dir:
-            state = self._jobs[job] = _Job(name, logs_dir, HomeReader(logs_dir, checkpoint_dir))
+        if state is None or state.logs_dir != logs_dir or state.scope != scope:
+            state = self._jobs[job] = _Job(name, logs_dir, scope, HomeReader(logs_dir, checkpoint_dir))
         state.objects, state.replicas, state.metrics, state.attempt = derived, replicas, metrics, attempt
         state.home_due = state.home_due or home
         if not state.home_due and all(entry.key in state.written for entry in derived):
@@ -143,15 +145,16 @@ class TimelineKeeper:
                 if state.problem is not None:
                     state.home_due = True  # look again with the next offer
                     return
-                state.writer = KeyedTimeline(state.logs_dir)
+                state.writer = KeyedTimeline(state.logs_dir, state.scope)
             found = [*objects, *state.pending]
             if home:
                 read = state.reader.read(state.replicas, state.metrics)
                 found.extend(read)
                 state.warnings = tuple(state.reader.active_warnings(state.attempt))
             state.writer.add_new(found)
-            state.pending = [entry for entry in found if entry.key not in state.writer.keys and entry not in objects]
-            state.written = frozenset(state.writer.keys)
+            writer = state.writer
+            state.pending = [entry for entry in found if not writer.has(entry.key) and entry not in objects]
+            state.written = frozenset(entry.key for entry in found if writer.has(entry.key)) | state.written
 
 
 def with_warnings(status: JobStatus, warnings: tuple[ActiveWarning, ...]) -> JobStatus:

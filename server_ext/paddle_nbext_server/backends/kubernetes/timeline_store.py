@@ -9,6 +9,10 @@ apart), and the keys of entries that a bounding rewrite drops are kept in a smal
 dropped entries again, as new ones, at the end.  The sidecar is bounded too (`MAX_KEPT_KEYS`, the
 newest kept): a key older than that is about an object that is long gone.
 
+Keys are scoped by the job record's uid (`<uid>/<key>`): a job submitted again under the name of
+an ended one whose folder stayed (no snapshot, the record expired) starts a timeline of its own,
+the earlier one kept beside it as `timeline.<its uid>.jsonl`.
+
 Ordering: `seq` is the order entries were written, and stays the reader's cursor (`since`); an
 entry derived late (the server was down when it happened) has an older `t` than entries written
 before it.  The answer lists entries by `t` (then `seq`), and `last` is the highest `seq` in it,
@@ -34,11 +38,14 @@ MAX_KEPT_KEYS = 4000
 
 
 class KeyedTimeline(timeline.TimelineWriter):
-    """`timeline.TimelineWriter` that remembers the keys it wrote, durably."""
+    """`timeline.TimelineWriter` that remembers the keys it wrote, durably, for the job whose
+    record has the uid `scope`."""
 
-    def __init__(self, logs_dir: Path) -> None:
-        super().__init__(logs_dir)
+    def __init__(self, logs_dir: Path, scope: str = "") -> None:
+        self.prefix = f"{scope}/" if scope else ""
         self.keys_path = logs_dir / KEYS_FILE
+        _set_aside_another_jobs(logs_dir, self.prefix)
+        super().__init__(logs_dir)
         self.keys: set[str] = {entry.key for entry in timeline.read(logs_dir) if entry.key}
         self.keys.update(_kept_keys(self.keys_path))
 
@@ -46,16 +53,21 @@ class KeyedTimeline(timeline.TimelineWriter):
         """Write the entries whose key is new, oldest first (one per key); what was written."""
         fresh: dict[str, Derived] = {}
         for entry in sorted(entries, key=lambda each: (each.epoch, each.key)):
-            if entry.key not in self.keys and entry.key not in fresh:
-                fresh[entry.key] = entry
+            key = self.prefix + entry.key
+            if key not in self.keys and key not in fresh:
+                fresh[key] = entry
         written = []
-        for entry in fresh.values():
-            added = self.add(entry.kind, entry.text, role=entry.role, index=entry.index, t=entry.t, key=entry.key)
+        for key, entry in fresh.items():
+            added = self.add(entry.kind, entry.text, role=entry.role, index=entry.index, t=entry.t, key=key)
             if not self.written:
                 break  # the file cannot be written now (a full disk): the rest waits for the next pass
-            self.keys.add(entry.key)
+            self.keys.add(key)
             written.append(added)
         return written
+
+    def has(self, key: str) -> bool:
+        """Whether the entry of (unscoped) `key` is written."""
+        return self.prefix + key in self.keys
 
     def dropping(self, entries: list[timeline.Entry]) -> None:
         keys = [entry.key for entry in entries if entry.key]
@@ -68,6 +80,19 @@ class KeyedTimeline(timeline.TimelineWriter):
             else:
                 with open(self.keys_path, "a", encoding="utf-8") as handle:
                     handle.write("".join(f"{key}\n" for key in keys))
+
+
+def _set_aside_another_jobs(logs_dir: Path, prefix: str) -> None:
+    """Move the timeline of an earlier job of the same name (keys of another scope) aside."""
+    if not prefix:
+        return
+    keys = [entry.key for entry in timeline.read(logs_dir) if entry.key]
+    if not keys or any(key.startswith(prefix) for key in keys):
+        return
+    other = keys[0].split("/", 1)[0] if "/" in keys[0] else "earlier"
+    with contextlib.suppress(OSError):
+        os.replace(logs_dir / timeline.FILE, logs_dir / f"timeline.{other}.jsonl")
+        (logs_dir / KEYS_FILE).unlink(missing_ok=True)
 
 
 def _kept_keys(path: Path) -> list[str]:
