@@ -96,7 +96,7 @@ def test_health_files_merge_and_the_last_line_of_this_attempt_is_the_standing_wa
 def derived(n: int, *, prefix: str = "e", t0: float = T0) -> list[Derived]:
     from paddle_nbext_server.backends.kubernetes.timeline_objects import stamp_epoch
 
-    return [Derived(f"{prefix}:{i}", stamp_epoch(t0 + i), "checkpoint", f"Checkpoint at step {i} saved.") for i in range(n)]
+    return [Derived(f"{prefix}:{i}", stamp_epoch(t0 + i) or "", "checkpoint", f"Checkpoint at step {i} saved.") for i in range(n)]
 
 
 def test_no_entry_is_written_twice_across_a_server_restart(tmp_path: Path) -> None:
@@ -156,3 +156,21 @@ def test_a_new_job_of_the_same_name_over_a_kept_folder_starts_its_own_timeline(t
     assert [entry.seq for entry in timeline.read(logs)] == [1, 2]
     assert len((logs / "timeline.uid-old.jsonl").read_text().splitlines()) == 3
     assert KeyedTimeline(logs, "uid-new").add_new(derived(2)) == []
+
+
+def test_damaged_files_lose_their_entries_only(tmp_path: Path) -> None:
+    logs, checkpoints = folders(tmp_path)
+    (logs / "environment.json").write_text(json.dumps({"state": "ready", "time": 1e300}))
+    (logs / "trainer-0.metrics.jsonl").write_text('{"t":1e300,"step":1}\n{"t":"x","step":2}\n[]\n')
+    (logs / "trainer-0.health.jsonl").write_text(
+        '{"t": "yesterday", "kind": "warning", "text": "x"}\n'
+        '{"t": "2026-12-05T14:00:00Z", "kind": "panic", "text": "x"}\n'
+        '{"t": "2026-12-05T14:00:00Z", "kind": "warning", "text": 5}\n'
+        "\x00\xff\n" + health_line("warning", "Memory: trainer 0 uses 1.9 GiB of its 2 GiB limit", t="2026-12-05T14:01:00Z", index=0)
+    )
+    checkpoints.mkdir()
+    (checkpoints / "step-oops").mkdir()
+    reader = HomeReader(logs, checkpoints)
+    found = reader.read([("trainer", 0)], [MetricsFile("trainer", 0, logs / "trainer-0.metrics.jsonl")])
+    assert [(entry.kind, entry.text) for entry in found] == [("warning", "Memory: trainer 0 uses 1.9 GiB of its 2 GiB limit.")]
+    assert [w.text for w in reader.active_warnings(0)] == ["Memory: trainer 0 uses 1.9 GiB of its 2 GiB limit"]

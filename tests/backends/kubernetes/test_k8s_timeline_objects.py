@@ -3,6 +3,7 @@ the objects' own times, and one key where two sources say the same thing."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from support.k8s_timeline_objects import CREATED, KEY, RECORD_UID, event, pod, record, workload
@@ -271,3 +272,13 @@ def test_pods_of_an_earlier_job_of_the_same_name_are_not_this_ones() -> None:
     other["metadata"]["labels"]["paddle-nbext/record-uid"] = "another-record"
     assert RECORD_UID != "another-record"
     assert not [entry for entry in derive(record(), [other]) if entry.key.endswith("pod-00013")]
+
+
+def test_damaged_objects_lose_their_entries_only() -> None:
+    broken = record(restart={"attempt": "two", "began": "soon"}, final={"phase": "Failed", "finished": "never"})
+    broken["metadata"]["annotations"]["paddle-nbext/restart"] = json.dumps({"attempt": 1, "began": 1e300, "message": "x"})
+    odd = pod("trainer", 0, uid="pod-00014", scheduled="not a time", started="later")
+    odd["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": None, "finishedAt": "2026-12-05T14:00:30Z"}}
+    found = by_key(derive(broken, [odd], [{"reason": "FailedMount", "involvedObject": {"kind": "Pod"}, "firstTimestamp": "bad"}]))
+    assert sorted(found) == ["ended", "ended:pod-00014", "submitted"]
+    assert found["ended"].t == "2026-12-05T14:00:00.000Z"  # no readable end time: the record's creation

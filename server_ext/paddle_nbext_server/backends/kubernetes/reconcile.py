@@ -148,7 +148,10 @@ class Reconciler(HomeSetup):
             for job, status in list(self._statuses.items()):
                 record = records.get(job)
                 if record is not None and not status.terminal:
-                    self._offer_timeline(job, record, status, home=True)
+                    try:
+                        self._offer_timeline(job, record, status, home=True)
+                    except Exception as error:  # as in `_flush`: the next look tries again
+                        self.log.warning("paddle-nbext: could not derive the timeline of %s: %s", job, error)
 
     def _offer_timeline(self, job: str, record: dict[str, Any], status: JobStatus, *, home: bool) -> None:
         """Hand what the job's objects say to its timeline (written in a thread, when new)."""
@@ -483,7 +486,10 @@ class Reconciler(HomeSetup):
             ended = status.terminal and job not in self._timeline_ended
             if ended:
                 self._timeline_ended.add(job)
-            self._offer_timeline(job, record, status, home=ended or job not in self._statuses)
+            try:
+                self._offer_timeline(job, record, status, home=ended or job not in self._statuses)
+            except Exception as error:  # never the status's problem: a damaged object loses its entries only
+                self.log.warning("paddle-nbext: could not derive the timeline of %s: %s", job, error)
             status = timeline_keeper.with_warnings(status, self._timelines.warnings(job))
             self._statuses[job] = status
             if status.terminal:

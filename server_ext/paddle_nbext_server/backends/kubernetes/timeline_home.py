@@ -128,7 +128,8 @@ class HomeReader:
             text = f"The environment could not be built: {status.get('reason') or 'see the environment log'}."
         else:
             return []
-        return [Derived(f"environment:{state}:{int(moment * 1000)}", stamp_epoch(float(moment)), "environment", text)]
+        when = stamp_epoch(float(moment))
+        return [Derived(f"environment:{state}:{int(moment * 1000)}", when, "environment", text)] if when else []
 
     def _checkpoint_entries(self) -> list[Derived]:
         # A checkpoint is published by renaming its directory into this one, and retention
@@ -139,14 +140,11 @@ class HomeReader:
         self._checkpoints = seen
         found = []
         for each in paddle_nbext_job.checkpoints(self.checkpoint_dir):
-            found.append(
-                Derived(
-                    f"checkpoint:{each.step}:{int(each.time * 1000)}",
-                    stamp_epoch(each.time),
-                    "checkpoint",
-                    f"Checkpoint at step {each.step} saved.",
+            when = stamp_epoch(each.time)
+            if when is not None:
+                found.append(
+                    Derived(f"checkpoint:{each.step}:{int(each.time * 1000)}", when, "checkpoint", f"Checkpoint at step {each.step} saved.")
                 )
-            )
         return found
 
     def _first_step_entry(self, files: list[MetricsFile]) -> Derived | None:
@@ -158,11 +156,12 @@ class HomeReader:
                 continue
             self._metrics[each.path] = seen
             point = _first_point(each.path)
-            if point is not None and (first is None or point[0] < first[0]):
+            if point is not None and stamp_epoch(point[0]) is not None and (first is None or point[0] < first[0]):
                 first = point
-        if first is None:
+        when = stamp_epoch(first[0]) if first is not None else None
+        if first is None or when is None:
             return None
-        return Derived("first_step", stamp_epoch(first[0]), "first_step", f"First progress reported: step {first[1]}.")
+        return Derived("first_step", when, "first_step", f"First progress reported: step {first[1]}.")
 
     def _health_entries(self, role: str, index: int) -> list[Derived]:
         path = self.logs_dir / f"{role}-{index}{HEALTH_SUFFIX}"

@@ -51,8 +51,12 @@ def stamp(text: Any) -> str | None:
     return format_time(moment) if moment is not None else None
 
 
-def stamp_epoch(seconds: float) -> str:
-    return format_time(datetime.fromtimestamp(seconds, timezone.utc))
+def stamp_epoch(seconds: float) -> str | None:
+    """Epoch seconds in the timeline's format; None for a number no clock shows (a damaged file)."""
+    try:
+        return format_time(datetime.fromtimestamp(seconds, timezone.utc))
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def sentence(text: str) -> str:
@@ -84,17 +88,11 @@ def record_entries(record: dict[str, Any]) -> list[Derived]:
             resumed = f" to resume job {origin['job']}{step}"
         found.append(Derived("submitted", created, "submitted", f"Submitted{resumed}."))
     restarts = replicas.Restarts.of(record)
-    if restarts.attempt > 0 and restarts.began is not None:
+    began = stamp_epoch(restarts.began) if restarts.began is not None else None
+    if restarts.attempt > 0 and began is not None:
         # The record keeps the latest restart's cause only: earlier ones were written as they
         # happened (while a server ran), each under its own attempt's key.
-        found.append(
-            Derived(
-                f"restart:{restarts.attempt}",
-                stamp_epoch(restarts.began),
-                "restart",
-                sentence(restarts.message or f"restart {restarts.attempt}"),
-            )
-        )
+        found.append(Derived(f"restart:{restarts.attempt}", began, "restart", sentence(restarts.message or f"restart {restarts.attempt}")))
     final = final_of(record)
     if final is not None:
         when = stamp(final.get("finished")) or stamp(meta.get("creationTimestamp"))
