@@ -153,7 +153,8 @@ class TimelineKeeper:
                 state.warnings = tuple(state.reader.active_warnings(state.attempt))
             state.writer.add_new(found)
             writer = state.writer
-            state.pending = [entry for entry in found if not writer.has(entry.key) and entry not in objects]
+            derived_now = {entry.key for entry in objects}  # offered again with every pass anyway
+            state.pending = [entry for entry in found if not writer.has(entry.key) and entry.key not in derived_now]
             state.written = frozenset(entry.key for entry in found if writer.has(entry.key)) | state.written
 
 
