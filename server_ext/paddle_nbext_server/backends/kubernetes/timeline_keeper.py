@@ -31,6 +31,8 @@ from .timeline_store import KeyedTimeline, TimelineFiles, ensure_dir
 
 #: Seconds between looks at a running job's folder in the home (stat signatures: cheap).
 HOME_INTERVAL = 2.0
+#: Jobs forgotten (record gone) whose last pass a delete may still have to wait for.
+KEEP_GONE = 100
 
 
 @dataclass
@@ -62,6 +64,7 @@ class TimelineKeeper:
         self._on_change = on_change
         self._log = log
         self._jobs: dict[str, _Job] = {}
+        self._gone: dict[str, _Job] = {}  # forgotten, newest last: `close` still waits for their pass
         self._files = TimelineFiles()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -105,14 +108,17 @@ class TimelineKeeper:
         if state is not None:
             state.closed = True
             self._files.forget(state.logs_dir)
+            self._gone[job] = state
+            while len(self._gone) > KEEP_GONE:
+                del self._gone[next(iter(self._gone))]
 
     def close(self, job: str) -> None:
         """Blocking (a thread): wait for the job's running pass, then let none write again (a
         delete removes the job's folder next)."""
-        state = self._jobs.get(job)
-        if state is not None:
-            with state.lock:
-                state.closed = True
+        for state in (self._jobs.get(job), self._gone.get(job)):
+            if state is not None:
+                with state.lock:
+                    state.closed = True
 
     def answer(self, job: str, logs_dir: Path, name: str, since: int) -> dict[str, Any]:
         """Blocking (a thread): `GET /jobs/{name}/timeline` of the job."""
