@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -234,5 +235,27 @@ def test_without_the_jobs_folder_the_answer_says_why_and_nothing_is_created(tmp_
         assert answer["available"] is False
         assert "not in the home yet" in answer["reason"]
         assert not (tmp_path / ".paddle-jobs").exists()
+
+    asyncio.run(scenario())
+
+
+def test_a_deleted_jobs_timeline_is_never_written_again(tmp_path: Path) -> None:
+    """Delete removes the job's folder after `close`: a pass of the job that comes later (an
+    offer made before the record went, a pass in flight) writes nothing, not even `logs/`."""
+    (tmp_path / LOGS).parent.mkdir(parents=True)
+
+    async def scenario() -> None:
+        backend = backend_over(tmp_path, FakeCache(objects()))
+        keeper = backend._timelines
+        await until(lambda: written(tmp_path), "the first entries")
+        state = keeper._jobs[KEY]
+        await until(lambda: not state.running, "the pass to end")
+        backend._cache.stores["configmaps"].clear()  # type: ignore[union-attr]
+        backend._flush_now(KEY)  # the record is gone: forgotten
+        await asyncio.to_thread(keeper.close, KEY)
+        shutil.rmtree(tmp_path / ".paddle-jobs" / JOB)
+        (tmp_path / ".paddle-jobs" / JOB).mkdir()  # even with the folder back (a resubmit's snapshot)
+        keeper._pass(state, list(state.objects), True)
+        assert not (tmp_path / LOGS).exists()
 
     asyncio.run(scenario())
