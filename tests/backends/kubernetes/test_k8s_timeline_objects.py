@@ -282,3 +282,21 @@ def test_damaged_objects_lose_their_entries_only() -> None:
     found = by_key(derive(broken, [odd], [{"reason": "FailedMount", "involvedObject": {"kind": "Pod"}, "firstTimestamp": "bad"}]))
     assert sorted(found) == ["ended", "ended:pod-00014", "submitted"]
     assert found["ended"].t == "2026-12-05T14:00:00.000Z"  # no readable end time: the record's creation
+
+
+def test_pods_that_cannot_be_created_are_said_once_per_job() -> None:
+    def failed_create(first: str, uid: str = "job-uid-1") -> dict[str, Any]:
+        return {
+            "metadata": {"name": f"{KEY}-trainer.{first}", "uid": f"ev-{first}"},
+            "involvedObject": {"kind": "Job", "name": f"{KEY}-trainer", "uid": uid},
+            "reason": "FailedCreate",
+            "message": 'Error creating: pods "x" is forbidden: exceeded quota: team, requested: limits.cpu=4, used: limits.cpu=8, limited: limits.cpu=8',
+            "firstTimestamp": first,
+        }
+
+    found = derive(record(), [], job_events=[failed_create("2026-12-05T14:00:02Z"), failed_create("2026-12-05T14:00:30Z")])
+    created = [entry for entry in found if entry.key == "failedcreate:job-uid-1"]
+    assert {entry.kind for entry in created} == {"warning"}
+    assert created[0].text.startswith('The trainers\' pods cannot be created: Error creating: pods "x" is forbidden: exceeded quota')
+    earlier = derive(record(), [], job_events=[failed_create("2026-12-05T13:00:00Z", "old")])  # before this record: an earlier job's
+    assert not [entry for entry in earlier if entry.key.startswith("failedcreate:")]

@@ -163,6 +163,11 @@ class Reconciler(HomeSetup):
             for event in cache.stores["pod_events"].values()
             if (named := JOB_OF_POD.match(str((event.get("involvedObject") or {}).get("name") or ""))) and named.group(1) == job
         ]
+        job_events = [
+            event
+            for event in cache.stores["events"].values()
+            if (named := JOB_OF_JOB.match(str((event.get("involvedObject") or {}).get("name") or ""))) and named.group(1) == job
+        ]
         workloads: list[tuple[str, dict[str, Any]]] = []
         if self._queued:
             every = list(cache.stores["workloads"].values())
@@ -171,7 +176,7 @@ class Reconciler(HomeSetup):
         known = self._resume_notes.get(job)
         resumed = (known[0], known[1].rsplit("; ", 1)[-1]) if known and known[1] else None
         derived = timeline_objects.derive(
-            record, list(self._pods_by_job.get(job, {}).values()), events, workloads, self._pod_group(job), resumed
+            record, list(self._pods_by_job.get(job, {}).values()), events, workloads, self._pod_group(job), resumed, job_events
         )
         spec = status.spec
         counts = [

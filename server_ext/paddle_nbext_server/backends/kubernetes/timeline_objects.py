@@ -240,6 +240,34 @@ def event_entries(events: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any
     return found
 
 
+_ROLE_OF_JOB = re.compile(r"-(master|pserver|trainer)(?:-0)?$")
+
+
+def failed_create_entries(events: Iterable[dict[str, Any]], since: str | None) -> list[Derived]:
+    """The Job controller's FailedCreate events (a quota, a LimitRange, Pod Security, a missing
+    ServiceAccount keep a role's pods from being created), once per Job: nothing else says it."""
+    begin = parse_time(since) if since else None
+    found: list[Derived] = []
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        when = stamp(event.get("firstTimestamp") or event.get("eventTime") or event.get("lastTimestamp"))
+        named = _ROLE_OF_JOB.search(str(involved.get("name") or ""))
+        moment = parse_time(when)
+        if (
+            event.get("reason") != "FailedCreate"
+            or not when
+            or named is None
+            or (begin is not None and moment is not None and moment < begin)
+        ):
+            continue
+        role = named.group(1)
+        who = "the job master's pod" if role == "master" else f"the {role}s' pods"
+        message = str(event.get("message") or "").strip().rstrip(".")
+        text = sentence(f"{who} cannot be created" + (f": {message}" if message else ""))
+        found.append(Derived(f"failedcreate:{involved.get('uid') or involved.get('name')}", when, "warning", text))
+    return found
+
+
 def job_pods(record: dict[str, Any], pods: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The pods of this record's job, every attempt's (not those of an earlier job of the same name)."""
     uid = (record.get("metadata") or {}).get("uid")
@@ -343,13 +371,16 @@ def derive(
     workloads: Iterable[tuple[str, dict[str, Any]]] = (),
     pod_group: dict[str, Any] | None = None,
     resumed: tuple[str, str] | None = None,
+    job_events: Iterable[dict[str, Any]] = (),
 ) -> list[Derived]:
     """Every entry the objects of one job say, in no particular order (the writer orders them)."""
     mine = job_pods(record, pods)
+    created = (record.get("metadata") or {}).get("creationTimestamp")
     found = record_entries(record)
     for pod in mine:
         found.extend(pod_entries(pod))
-    found.extend(event_entries(events, mine, (record.get("metadata") or {}).get("creationTimestamp")))
+    found.extend(event_entries(events, mine, created))
+    found.extend(failed_create_entries(job_events, created))
     for label, workload in workloads:
         found.extend(workload_entries(label, workload))
     if pod_group is not None:
