@@ -459,10 +459,10 @@ export interface ITimelineEntry {
 export interface ITimeline {
   name: string;
   available: boolean;
-  /** Why the backend has no timeline, in words. */
+  /** Why there is no timeline (yet), in words: a backend that keeps none, or a Kubernetes job whose folder is not in the home yet. */
   reason: string | null;
   entries: ITimelineEntry[];
-  /** The `seq` to pass as `since` next time. */
+  /** The highest `seq` in this answer (else `since`): the `seq` to pass as `since` next time. */
   last: number;
 }
 

@@ -31,13 +31,28 @@ export function clockTime(iso: string): string {
   });
 }
 
-/** `entries` added to `known` by `seq`, each once, oldest first. */
+/** When an entry happened (ms), for ordering; entries without a readable time go first. */
+function timeOf(entry: ITimelineEntry): number {
+  const moment = new Date(entry.t).getTime();
+  return Number.isNaN(moment) ? 0 : moment;
+}
+
+/**
+ * `entries` added to `known` by `seq` (each once), ordered by time, then `seq`: an entry the
+ * Kubernetes server wrote late (it was down when that happened) has a higher `seq` but its own,
+ * older time, and goes where it happened.
+ */
 export function mergeEntries(known: ITimelineEntry[], entries: ITimelineEntry[]): ITimelineEntry[] {
   const bySeq = new Map(known.map(entry => [entry.seq, entry]));
   for (const entry of entries) {
     bySeq.set(entry.seq, entry);
   }
-  return [...bySeq.values()].sort((a, b) => a.seq - b.seq);
+  return [...bySeq.values()].sort((a, b) => timeOf(a) - timeOf(b) || a.seq - b.seq);
+}
+
+/** The highest `seq` in `entries` (0 for none): where the list stands for `since`. */
+export function lastSeq(entries: ITimelineEntry[]): number {
+  return entries.reduce((last, entry) => Math.max(last, entry.seq), 0);
 }
 
 export interface ITimelineViewOptions {
@@ -125,7 +140,7 @@ export class TimelineView extends Widget {
     if (event.name !== this._options.name) {
       return;
     }
-    const known = this._entries.length ? this._entries[this._entries.length - 1].seq : 0;
+    const known = lastSeq(this._entries);
     const first = Math.min(...event.entries.map(entry => entry.seq));
     this.add(event.entries);
     if (first > known + 1) {

@@ -8,7 +8,9 @@ Stored as `timeline.jsonl` in the job's dir, one JSON object per line:
 `seq` counts entries from 1 and never goes back, so a reader asks for what came after the last
 `seq` it saw (`GET /jobs/{name}/timeline?since=7`, the `timeline` event) and a rewrite that
 bounds the file never makes a reader see an entry twice.  `kind` is one of `KINDS`; `role` and
-`index` are there when the entry is about one replica.
+`index` are there when the entry is about one replica.  A writer that derives entries again from
+what it sees (the Kubernetes backend's server) gives each a stable `key`, kept on the line (never
+in an answer: `Entry.to_dict(public=True)`), so it can tell what it has written already.
 
 Why a file in the job dir rather than the server's memory: the local job's master, a detached
 process, sees almost everything first (admission, starts, exits, restarts, warnings) and must be
@@ -71,12 +73,17 @@ class Entry:
     text: str
     role: str | None = None
     index: int | None = None
+    #: What the entry is about, stable across derivations (the Kubernetes backend's dedup key).
+    key: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, public: bool = False) -> dict[str, Any]:
+        """The line's object; `public`: the answer's (without the writer's `key`)."""
         data: dict[str, Any] = {"seq": self.seq, "t": self.t, "kind": self.kind, "text": self.text}
         if self.role is not None:
             data["role"] = self.role
             data["index"] = self.index
+        if self.key is not None and not public:
+            data["key"] = self.key
         return data
 
     @classmethod
@@ -90,7 +97,8 @@ class Entry:
         role, index = data.get("role"), data.get("index")
         if not isinstance(role, str) or isinstance(index, bool) or not isinstance(index, int):
             role, index = None, None
-        return cls(seq=seq, t=t, kind=kind, text=text, role=role, index=index)  # type: ignore[arg-type]
+        key = data.get("key")
+        return cls(seq=seq, t=t, kind=kind, text=text, role=role, index=index, key=key if isinstance(key, str) else None)  # type: ignore[arg-type]
 
 
 def read(job_dir: Path | str, since: int = 0) -> list[Entry]:
@@ -124,11 +132,15 @@ class TimelineWriter:
         self.seq = existing[-1].seq if existing else 0
         self.lines = len(existing)
         self.kinds_seen = {entry.kind for entry in existing}
+        self.written = False  # whether the last `add` reached the file
 
-    def add(self, kind: str, text: str, *, role: str | None = None, index: int | None = None, t: str | None = None) -> Entry:
+    def add(
+        self, kind: str, text: str, *, role: str | None = None, index: int | None = None, t: str | None = None, key: str | None = None
+    ) -> Entry:
         self.seq += 1
-        entry = Entry(seq=self.seq, t=t or now_iso(), kind=kind, text=text[:MAX_TEXT], role=role, index=index)
+        entry = Entry(seq=self.seq, t=t or now_iso(), kind=kind, text=text[:MAX_TEXT], role=role, index=index, key=key)
         line = json.dumps(entry.to_dict(), separators=(",", ":")) + "\n"
+        self.written = False
         with contextlib.suppress(OSError):
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             try:
@@ -136,6 +148,7 @@ class TimelineWriter:
             finally:
                 os.close(fd)
             self.lines += 1
+            self.written = True
         self.kinds_seen.add(kind)
         if self.lines > MAX_ENTRIES:
             self._bound()
@@ -156,8 +169,14 @@ class TimelineWriter:
             text=f"{dropped} earlier entries were dropped to keep the timeline short",
         )
         kept = [*head, marker, *[entry for entry in tail if entry.seq > marker.seq]]
+        kept_seqs = {entry.seq for entry in kept if entry is not marker}  # the marker takes a dropped one's seq
+        self.dropping([entry for entry in entries if entry.seq not in kept_seqs])
         _write_lines(self.path, (json.dumps(entry.to_dict(), separators=(",", ":")) for entry in kept))
         self.lines = len(kept)
+
+    def dropping(self, entries: list[Entry]) -> None:
+        """Called with the entries a bounding rewrite is about to drop, before it writes (a
+        writer that must remember what it wrote keeps their keys elsewhere)."""
 
 
 def _write_lines(path: Path, lines: Iterable[str]) -> None:

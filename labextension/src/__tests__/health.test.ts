@@ -3,7 +3,7 @@ import { Signal } from '@lumino/signaling';
 import { describe, expect, it } from 'vitest';
 
 import { ITimelineEvent } from '../model';
-import { TimelineView, mergeEntries } from '../timelineview';
+import { TimelineView, lastSeq, mergeEntries } from '../timelineview';
 import { ITimeline, ITimelineEntry, IUsage } from '../types';
 import {
   UsageHistory,
@@ -272,5 +272,13 @@ describe('TimelineView', () => {
       [entry(1, 'submitted', 'a'), entry(2, 'started', 'b')]
     );
     expect(merged.map(e => e.seq)).toEqual([1, 2]);
+  });
+
+  it('orders by time: an entry written late goes where it happened', () => {
+    const late = { ...entry(3, 'waiting', 'queued'), t: '2026-12-05T14:00:00.000Z' };
+    const merged = mergeEntries([entry(1, 'submitted', 'a'), entry(2, 'started', 'b')], [late]);
+    expect(merged.map(e => e.seq)).toEqual([3, 1, 2]);
+    expect(lastSeq(merged)).toBe(3);
+    expect(lastSeq([])).toBe(0);
   });
 });

@@ -28,6 +28,7 @@ from ...metrics import MetricsFile
 from ...runtime import replicas
 from ..base import BackendUnavailable, InvalidRequest, InvalidState, JobNotFound, SubmitRequest
 from . import jobset as jobsets
+from . import logs as replica_logs
 from . import manifests, volcano
 from . import metrics as replica_metrics
 from .api_names import JOBS_DIR, JOBSET_API, KUEUE_API, PODGROUP_API
@@ -275,6 +276,13 @@ class KubernetesBackend(ResourceUsage):
         """The files on the home volume the job's launchers name for `report()` (metrics.py)."""
         return replica_metrics.metrics_files(self.home_path, await self.get_job(name, owner))
 
+    async def timeline(self, name: str, owner: str, since: int = 0) -> dict[str, Any]:
+        """What happened to the job, from the `timeline.jsonl` this server writes in its logs dir
+        in the home (timeline_keeper.py), by time; `JobNotFound` for anyone else's job."""
+        status = await self.get_job(name, owner)
+        logs_dir = replica_logs.log_dir(self.home_path, status.name)
+        return await asyncio.to_thread(self._timelines.answer, self._key(status), logs_dir, status.name, since)
+
     async def delete(self, name: str, owner: str) -> None:
         key = self._key(await self.get_job(name, owner))
         self.metrics.forget(name)
@@ -293,6 +301,7 @@ class KubernetesBackend(ResourceUsage):
         # runtime makes a missing working directory (the job's package/) as root: the folder is
         # removed once the job's pods are (or after DELETE_POD_WAIT, for pods of a lost node).
         await self._pods_gone(key)
+        await asyncio.to_thread(self._timelines.close, key)  # no timeline write brings the folder back
         if job_dir.is_dir():
             left = await asyncio.to_thread(remove_tree, job_dir)
             if left:

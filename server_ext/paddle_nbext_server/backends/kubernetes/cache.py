@@ -35,7 +35,9 @@ KINDS = ("configmaps", "jobs", "pods", "events", "pod_events", "workloads", "pod
 # trace of a pod that could not be created, so status reads them; a Role without `events` rights
 # (deployed before they were needed) only loses those reasons.
 EVENTS_SELECTOR = "involvedObject.kind=Job,reason=FailedCreate"
-POD_EVENTS_SELECTOR = "involvedObject.kind=Pod,reason=FailedMount"  # the kubelet's: a home that cannot be mounted
+# The pods' warnings: the kubelet's FailedMount (a home that cannot be mounted: status reads it)
+# and Evicted, the scheduler's FailedScheduling, ... (the timeline says them in words).
+POD_EVENTS_SELECTOR = "involvedObject.kind=Pod,type=Warning"
 # Kueue's Workloads carry none of our labels either (Kueue makes them): all of the namespace's
 # are watched, and only when a queue is configured; without Kueue (404) or without the right to
 # read them (403) status just lacks the queue's words.

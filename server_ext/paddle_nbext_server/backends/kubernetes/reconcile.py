@@ -36,7 +36,18 @@ from ...events import UPDATED, JobEvent
 from ...runtime import cluster_master, environments, policy, replicas
 from ..base import BackendForbidden, BackendUnavailable
 from . import logs as replica_logs
-from . import manifests, node_answers, queue_positions, queue_status, resume_note, volcano, volcano_status
+from . import (
+    manifests,
+    node_answers,
+    queue_positions,
+    queue_status,
+    resume_note,
+    timeline_keeper,
+    timeline_objects,
+    volcano,
+    volcano_status,
+)
+from . import metrics as replica_metrics
 from .api_names import JOB_OF_JOB, JOB_OF_POD, SELECTOR
 from .cache import WORKLOADS, WatchCache, describe_failure
 from .connection import Connection
@@ -82,6 +93,10 @@ class Reconciler(HomeSetup):
         # file they write in the home: job -> (the step has ended, "Preparing environment: ..." or "").
         self._environment_notes: dict[str, tuple[bool, str]] = {}
         self._environment_reading: set[str] = set()
+        # Each job's timeline, written into its logs dir in the home (timeline_keeper.py), and
+        # the jobs whose end has had its last look at the home.
+        self._timelines = timeline_keeper.TimelineKeeper(self._mark, self.log)
+        self._timeline_ended: set[str] = set()
 
     async def _ensure_cache(self) -> WatchCache:
         if self._cache is None:
@@ -97,6 +112,9 @@ class Reconciler(HomeSetup):
             )
             self._cache.start()
             self._ticker = asyncio.create_task(self._tick())
+            timelines = asyncio.create_task(self._timeline_tick())
+            self._tasks.add(timelines)
+            timelines.add_done_callback(self._tasks.discard)
             self._start_queue_positions(connection)
         return self._cache
 
@@ -120,6 +138,63 @@ class Reconciler(HomeSetup):
                 await self._expire_finished()
             except (ApiException, BackendUnavailable) as error:
                 self.log.warning("paddle-nbext: could not remove finished jobs past the history limit yet: %s", error)
+
+    async def _timeline_tick(self) -> None:
+        """Running jobs' folders in the home change without any object changing (a checkpoint
+        saved, a launcher's health warning): look at them now and then (stat signatures)."""
+        while True:
+            await asyncio.sleep(timeline_keeper.HOME_INTERVAL)
+            records = self._cache.stores["configmaps"] if self._cache else {}
+            for job, status in list(self._statuses.items()):
+                record = records.get(job)
+                if record is not None and not status.terminal:
+                    try:
+                        self._offer_timeline(job, record, status, home=True)
+                    except Exception as error:  # as in `_flush`: the next look tries again
+                        self.log.warning("paddle-nbext: could not derive the timeline of %s: %s", job, error)
+
+    def _offer_timeline(self, job: str, record: dict[str, Any], status: JobStatus, *, home: bool) -> None:
+        """Hand what the job's objects say to its timeline (written in a thread, when new)."""
+        cache = self._cache
+        if cache is None:
+            return
+        events = [
+            event
+            for event in cache.stores["pod_events"].values()
+            if (named := JOB_OF_POD.match(str((event.get("involvedObject") or {}).get("name") or ""))) and named.group(1) == job
+        ]
+        job_events = [
+            event
+            for event in cache.stores["events"].values()
+            if (named := JOB_OF_JOB.match(str((event.get("involvedObject") or {}).get("name") or ""))) and named.group(1) == job
+        ]
+        workloads: list[tuple[str, dict[str, Any]]] = []
+        if self._queued:
+            every = list(cache.stores["workloads"].values())
+            for label, kind, name in self._workload_owners(job):
+                workloads.extend((label, found) for found in queue_status.owned_workloads(every, kind, name))
+        known = self._resume_notes.get(job)
+        resumed = (known[0], known[1].rsplit("; ", 1)[-1]) if known and known[1] else None
+        derived = timeline_objects.derive(
+            record, list(self._pods_by_job.get(job, {}).values()), events, workloads, self._pod_group(job), resumed, job_events
+        )
+        spec = status.spec
+        counts = [
+            ("pserver", int(spec.get("pservers") or 0) if spec.get("mode") == "ps" else 0),
+            ("trainer", int(spec.get("trainers") or 0)),
+        ]
+        self._timelines.offer(
+            job,
+            status.name,
+            str((record.get("metadata") or {}).get("uid") or ""),
+            replica_logs.log_dir(self.home_path, status.name),
+            Path(manifests.checkpoint_dir(self.home_path, status.name)),
+            derived,
+            replicas=[(role, index) for role, count in counts for index in range(count)],
+            metrics=[each for each in replica_metrics.metrics_files(self.home_path, status) if each.role == "trainer"],
+            attempt=replicas.Restarts.of(record).attempt,
+            home=home,
+        )
 
     def _expired(self, now: float) -> list[str]:
         """Records of finished jobs past the history limit (`keep_finished` per user, newest
@@ -367,7 +442,7 @@ class Reconciler(HomeSetup):
         latest: dict[str, tuple[str, str]] = {}
         for event in self._cache.stores["pod_events"].values():
             name = pods.get((event.get("involvedObject") or {}).get("uid"))
-            if name:
+            if name and event.get("reason") == "FailedMount":
                 stamp = event.get("lastTimestamp") or event.get("eventTime") or ""
                 if name not in latest or stamp >= latest[name][0]:
                     latest[name] = (stamp, str(event.get("message") or "").strip())
@@ -393,6 +468,8 @@ class Reconciler(HomeSetup):
                 self._resume_notes.pop(job, None)
                 self._environment_notes.pop(job, None)
                 self._unanswered.pop(job, None)
+                self._timelines.forget(job)
+                self._timeline_ended.discard(job)
                 if status is not None:
                     if self._keys.get((status.owner, status.name)) == job:
                         del self._keys[(status.owner, status.name)]
@@ -410,6 +487,15 @@ class Reconciler(HomeSetup):
             )
             status = self._with_resume_note(job, record, status)
             status = self._with_environment_note(job, status)
+            # The end gets one last look at the home (its last checkpoint, the environment's end).
+            ended = status.terminal and job not in self._timeline_ended
+            if ended:
+                self._timeline_ended.add(job)
+            try:
+                self._offer_timeline(job, record, status, home=ended or job not in self._statuses)
+            except Exception as error:  # never the status's problem: a damaged object loses its entries only
+                self.log.warning("paddle-nbext: could not derive the timeline of %s: %s", job, error)
+            status = timeline_keeper.with_warnings(status, self._timelines.warnings(job))
             self._statuses[job] = status
             if status.terminal:
                 self._release_gang(job)

@@ -100,7 +100,7 @@ class HealthReader:
             "name": name,
             "available": True,
             "reason": None,
-            "entries": [entry.to_dict() for entry in entries],
+            "entries": [entry.to_dict(public=True) for entry in entries],
             "last": entries[-1].seq if entries else since,
         }
 
