@@ -24,6 +24,10 @@ from pathlib import Path
 from .errors import ControlPlaneError
 
 GOMOD = Path(__file__).resolve().parent / "gomod"
+# The one Go toolchain every build uses (GOTOOLCHAIN on each go command: any Go 1.21+ switches to
+# it, fetched once into the module cache; `bash scripts/setup.sh` brings a Go and fetches it).
+GO_TOOLCHAIN_FILE = Path(__file__).resolve().parents[3] / "scripts" / "go-toolchain.txt"
+GO_TOOLCHAIN = GO_TOOLCHAIN_FILE.read_text().strip()
 
 KUBERNETES_VERSION = "v1.37.2"
 ETCD_VERSION = "v3.6.16"
@@ -195,16 +199,29 @@ def cache_dir() -> Path:
 
 @functools.cache
 def _go() -> str:
-    """The Go command: on PATH, or where Go's own installer and Debian put it."""
-    go = shutil.which("go") or next((g for g in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if os.access(g, os.X_OK)), None)
+    """The Go command that starts the pinned toolchain: on PATH, or where Go's own installer and
+    Debian put it (Debian's newest /usr/lib/go-1.N first; scripts/setup_go.sh looks in the same places)."""
+    debian = sorted(Path("/usr/lib").glob("go-1.*/bin/go"), key=lambda g: int(g.parts[-3].split(".")[1]), reverse=True)
+    places = ("/usr/local/go/bin/go", *map(str, debian), "/usr/lib/go/bin/go")
+    go = shutil.which("go") or next((g for g in places if os.access(g, os.X_OK)), None)
     if go is None:
-        raise ControlPlaneError("building the control plane needs Go (the `go` command is not on PATH); install Go 1.26 or newer")
+        raise ControlPlaneError(
+            f"building the control plane needs Go (no `go` on PATH): `bash scripts/setup.sh` brings Debian's and {GO_TOOLCHAIN} (as root)"
+        )
     return go
+
+
+def _go_env() -> dict[str, str]:
+    """The environment of every go command: ours, with the pinned toolchain."""
+    return {**os.environ, "GOTOOLCHAIN": GO_TOOLCHAIN}
 
 
 @functools.cache
 def _go_version() -> str:
-    return subprocess.run([_go(), "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout.strip()
+    done = subprocess.run([_go(), "env", "GOVERSION"], env=_go_env(), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ControlPlaneError(f"{_go()} cannot start Go {GO_TOOLCHAIN} (GOTOOLCHAIN): {done.stderr.strip()}")
+    return done.stdout.strip()
 
 
 def binary_dir(component: Component) -> Path:
@@ -345,7 +362,7 @@ def _build(component: Component, *, log: bool) -> None:
             f"({', '.join(b for _, b in component.packages)}); log: {log_path}",
             file=sys.stderr,
         )
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
+    env = {**_go_env(), "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
     modfile = _patched_modfile(component, staging, env)
     with log_path.open("w") as out:
         # Listing every package in one `go build -o DIR` shares the compile of their common code.
