@@ -9,7 +9,8 @@
 #   bash scripts/controlplane.sh up       start one and leave it running (prints its kubeconfig)
 #   bash scripts/controlplane.sh down     stop it: no process left, ports free
 #   bash scripts/controlplane.sh status
-# Needs Go 1.26+ on PATH (build) and the .venv from scripts/setup.sh.
+# Needs a Go on PATH or in /usr/local/go or /usr/lib/go-1.N (build: it runs the toolchain pinned in
+# scripts/go-toolchain.txt as GOTOOLCHAIN) and the .venv, both from scripts/setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHONPATH="$(pwd)/tests${PYTHONPATH:+:$PYTHONPATH}" exec .venv/bin/python -m support.controlplane "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo: set everything up (scripts/setup.sh), start a Jupyter server with the extension on
+# The demo: set up what it uses (scripts/setup.sh --demo), start a Jupyter server with the extension on
 # 127.0.0.1, and run a real 2-pserver + 2-trainer parameter-server job on the local backend
 # through the REST API (the `paddle-nbext` CLI), following trainer 0's log until it succeeds.
 # The job record stays in ~/.paddle-jobs so you can look at it afterwards in JupyterLab.
@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-bash scripts/setup.sh
+bash scripts/setup.sh --demo
 
 # Trainer packages must live in your home directory: copy the example there.
 DEMO_DIR="$HOME/paddle-nbext-demo"

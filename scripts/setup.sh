@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# Sets up everything paddle-nbext needs on a fresh Debian machine with Python 3.10+ and Node 20:
-# Chromium (browser tests) and a virtualenv in .venv with the package (editable) and its test and
-# paddle extras.  The package build itself builds the JupyterLab panel (setup.py:
+# Sets up paddle-nbext on a fresh Debian machine with Python 3.10+ and Node 20 (README: "The two
+# commands"); what it cannot bring it names in one sentence, with how to get it.
+#   bash scripts/setup.sh          everything the test suite needs (scripts/test.sh): Chromium
+#                                  (browser tests), the real nodes' and Ceph's Debian packages (as
+#                                  root), Go with the pinned toolchain (scripts/setup_go.sh: the
+#                                  control plane build), the panel's dev tools, JupyterHub's proxy,
+#                                  and .venv with the package (editable) and its test and paddle extras
+#   bash scripts/setup.sh --demo   only what scripts/demo.sh uses: .venv with the package and its
+#                                  paddle extra, and JupyterLab to explore the demo in
+# Both need Python's venv module (Debian: python3-venv, which root gets installed) and Node.js 20+
+# with npm.  The package build itself builds the JupyterLab panel (setup.py:
 # build_labextension runs npm ci + npm run build:prod in labextension/ when the assets are
 # missing or stale) and the editable install enables the panel and the server extension, exactly
-# as `pip install .` does; the panel is then linked to the build folder for the dev loop.
+# as `pip install .` does; for the tests the panel is then linked to the build folder for the dev loop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -14,12 +22,43 @@ export PATH="$ROOT/.venv/bin:$PATH"
 # shellcheck source=scripts/apt_get.sh
 source scripts/apt_get.sh
 
-if ! command -v chromium >/dev/null 2>&1; then
+demo=""
+case "${1:-}" in
+  --demo) demo=1 ;;
+  "") ;;
+  *) echo "usage: bash scripts/setup.sh [--demo]" >&2; exit 2 ;;
+esac
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+# Python 3.10+ whose venv module can make .venv (Debian splits ensurepip off into python3-venv).
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  if ! command -v "$PYTHON" >/dev/null 2>&1 || ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    say "Python 3.10 or newer is missing ($PYTHON): install Debian's python3 (apt-get install python3 python3-venv) or set PYTHON to one."
+    exit 1
+  fi
+  if ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
+    if [ "$(id -u)" = 0 ] && [[ "$(readlink -f "$(command -v "$PYTHON")")" == /usr/bin/* ]]; then
+      apt_get update -qq
+      apt_get install -y -qq python3-venv >/dev/null
+    fi
+    if ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
+      say "$PYTHON cannot make the virtualenv .venv (its venv module has no ensurepip): install Debian's python3-venv (apt-get install python3-venv, as root) or set PYTHON to a Python 3.10+ that has it."
+      exit 1
+    fi
+  fi
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  say "npm is missing (the package build builds the JupyterLab panel with it): install Node.js 20 or newer with npm."
+  exit 1
+fi
+
+if [ -z "$demo" ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     apt_get update -qq
     apt_get install -y -qq chromium >/dev/null
   else
-    echo "setup: chromium is missing (browser tests need it): sudo apt-get install chromium" >&2
+    say "chromium is missing (browser tests need it): sudo apt-get install chromium"
   fi
 fi
 
@@ -31,7 +70,7 @@ missing_node_tool=""
 for tool in $NODE_TOOLS; do
   command -v "$tool" >/dev/null 2>&1 || missing_node_tool="$tool"
 done
-if [ -n "$missing_node_tool" ]; then
+if [ -z "$demo" ] && [ -n "$missing_node_tool" ]; then
   if [ "$(id -u)" = 0 ]; then
     apt_get update -qq
     # shellcheck disable=SC2086
@@ -51,7 +90,7 @@ for tool in $CEPH_TOOLS; do
   command -v "$tool" >/dev/null 2>&1 || missing_ceph_tool="$tool"
 done
 /usr/bin/python3 -c "import cephfs" >/dev/null 2>&1 || missing_ceph_tool="python3-cephfs"
-if [ -n "$missing_ceph_tool" ]; then
+if [ -z "$demo" ] && [ -n "$missing_ceph_tool" ]; then
   if [ "$(id -u)" = 0 ]; then
     apt_get update -qq
     # shellcheck disable=SC2086
@@ -61,11 +100,22 @@ if [ -n "$missing_ceph_tool" ]; then
   fi
 fi
 
-PYTHON=${PYTHON:-python3}
+# Go with the toolchain the project pins, for the control plane build of the cluster suite (it
+# says in one sentence what is missing; the other tests run without it).
+if [ -z "$demo" ]; then
+  bash scripts/setup_go.sh || true
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
+if [ -n "$demo" ]; then
+  # The demo's server, CLI and Paddle, and JupyterLab to explore the job in (demo.sh's last words).
+  .venv/bin/python -m pip install -q -e ".[paddle]" jupyterlab
+  echo "setup: done (.venv ready for the demo)"
+  exit 0
+fi
 # The panel's dev tools (eslint, prettier, vitest: scripts/check.sh) need node_modules even when
 # the build below finds the assets up to date; the build skips its own `npm ci` after this one.
 INSTALLED=labextension/node_modules/.package-lock.json

@@ -1,11 +1,22 @@
-"""scripts/setup.sh waits for the Debian package lock instead of failing at once."""
+"""scripts/setup.sh: it waits for the Debian package lock instead of failing at once; on a fresh
+machine it brings what it needs or names what is missing in one sentence (Go and the pinned
+toolchain, Python's venv module); the demo's set-up installs only what the demo uses."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import stat
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+GO_PIN = (ROOT / "scripts" / "go-toolchain.txt").read_text().strip()
 
 
 def run_apt_get(tmp_path: Path, locked_times: int, wait: int = 30) -> subprocess.CompletedProcess[str]:
@@ -85,3 +96,131 @@ def test_the_repeat_run_stops_at_the_first_red_run_and_names_it(tmp_path: Path) 
         ["bash", str(ROOT / "scripts" / "test.sh"), "--repeat", "five"], env=env, capture_output=True, text=True, check=False
     )
     assert bad.returncode == 2 and "--repeat and --busy take whole numbers" in bad.stderr
+
+
+def fake_command(folder: Path, name: str, body: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("#!/bin/sh\n" + body)
+    (folder / name).chmod(0o755)
+
+
+def copy_of_scripts(tmp_path: Path) -> Path:
+    """A tree holding the set-up scripts alone: they `cd` to their checkout, so what they make
+    (.venv, node_modules) lands in the copy and never in this checkout."""
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "scripts", tree / "scripts")
+    return tree
+
+
+def test_the_demo_setup_installs_only_what_the_demo_uses(tmp_path: Path) -> None:
+    """No Debian package (Chromium, the real node's, Ceph's), no Go, no npm ci of the panel's dev
+    tools or the hub's proxy: only the package with its paddle extra, and JupyterLab."""
+    tree = copy_of_scripts(tmp_path)
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bin"
+    for name in ("apt-get", "npm", "go"):
+        fake_command(fake, name, f'echo "{name} $*" >> "{calls}"\n')
+    fake_command(tree / ".venv" / "bin", "python", f'echo "python $*" >> "{calls}"\n')
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run(["bash", str(tree / "scripts" / "setup.sh"), "--demo"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert calls.read_text().splitlines() == [
+        "python -m pip install -q --upgrade pip",
+        "python -m pip install -q -e .[paddle] jupyterlab",
+    ]
+    assert "ready for the demo" in done.stdout
+    assert "bash scripts/setup.sh --demo" in (ROOT / "scripts" / "demo.sh").read_text()
+
+
+def test_a_python_without_venv_is_named_in_one_sentence(tmp_path: Path) -> None:
+    """Debian's python3 without python3-venv has no ensurepip, so `python3 -m venv` cannot work:
+    the set-up stops at once with one sentence saying what to install (and installs nothing)."""
+    tree = copy_of_scripts(tmp_path)
+    shadow = tmp_path / "no_ensurepip" / "ensurepip"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('ensurepip is not available (Debian: python3-venv)')\n")
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bin"
+    for name in ("apt-get", "npm"):
+        fake_command(fake, name, f'echo "{name} $*" >> "{calls}"\n')
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path), "PYTHON": sys.executable, "PYTHONPATH": str(shadow.parent)}
+    done = subprocess.run(["bash", str(tree / "scripts" / "setup.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"setup: {sys.executable} cannot make the virtualenv .venv (its venv module has no ensurepip): install Debian's "
+        "python3-venv (apt-get install python3-venv, as root) or set PYTHON to a Python 3.10+ that has it."
+    ]
+    assert not (tree / ".venv").exists()
+    assert not calls.exists() or "apt-get install" not in calls.read_text()
+
+
+@pytest.fixture
+def empty_go_home(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """An environment with no `go` on PATH and every Go cache and setting empty: a fresh machine's
+    Go (the machine's own Go, /usr/local/go here, is kept out of the search by the tests)."""
+    home = tmp_path / "home"
+    commands = home / "bin"  # the system's commands, less any `go`
+    commands.mkdir(parents=True)
+    for folder in (Path(p) for p in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")):
+        for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if entry.name not in ("go", "gofmt") and not (commands / entry.name).is_symlink():
+                (commands / entry.name).symlink_to(entry)
+    env = {
+        "PATH": str(commands),
+        "HOME": str(home),
+        "GOPATH": str(home / "gopath"),
+        "GOMODCACHE": str(home / "gomodcache"),
+        "GOCACHE": str(home / "gocache"),
+        "GOENV": str(home / "goenv"),
+    }
+    yield env
+    for folder, _, _ in os.walk(home):  # Go makes the module cache read-only
+        os.chmod(folder, stat.S_IRWXU)
+    shutil.rmtree(home)
+
+
+@pytest.mark.slow
+def test_the_go_setup_brings_the_pinned_toolchain_from_nothing(tmp_path: Path, empty_go_home: dict[str, str]) -> None:
+    """scripts/setup_go.sh with no `go` on PATH and empty Go caches: as root it takes Debian's Go
+    (installing golang-1.N-go from backports when no Debian Go is there yet), which fetches the
+    pinned toolchain; that toolchain then builds a tiny module whose binary is of the pin."""
+    env = {**empty_go_home, "PADDLE_NBEXT_GO_SEARCH": "/usr/lib/go-1.*/bin/go"}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "setup_go.sh")], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = re.search(rf"^setup: Go ready: {re.escape(GO_PIN)} \(GOTOOLCHAIN={re.escape(GO_PIN)}, bootstrapped by (/usr/lib/go-1\.\d+/bin/go)\)$", done.stdout, re.M)
+    assert found, done.stdout + done.stderr
+    assert GO_PIN.startswith("go1.26.")
+    assert (Path(env["GOMODCACHE"]) / "golang.org" / f"toolchain@v0.0.1-{GO_PIN}.linux-amd64" / "bin" / "go").is_file()
+    module = tmp_path / "tiny"
+    module.mkdir()
+    (module / "go.mod").write_text("module tiny\n\ngo 1.26.0\n")
+    (module / "main.go").write_text('package main\n\nimport (\n\t"fmt"\n\t"runtime"\n)\n\nfunc main() { fmt.Println(runtime.Version()) }\n')
+    build_env = {**env, "GOTOOLCHAIN": GO_PIN, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
+    built = subprocess.run([found[1], "build", "-o", str(tmp_path / "tiny.bin"), "."], cwd=module, env=build_env, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    assert subprocess.run([str(tmp_path / "tiny.bin")], capture_output=True, text=True, check=True).stdout.strip() == GO_PIN
+
+
+def test_no_go_at_all_is_named_in_one_sentence(tmp_path: Path, empty_go_home: dict[str, str]) -> None:
+    """Not root and no Go anywhere it looks: one sentence says what is missing and how to get it."""
+    fake = tmp_path / "bin"
+    fake_command(fake, "id", "echo 1000\n")
+    env = {**empty_go_home, "PATH": f"{fake}:{empty_go_home['PATH']}", "PADDLE_NBEXT_GO_SEARCH": ""}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "setup_go.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"setup: Go is missing (the cluster tests build their control plane with {GO_PIN}, which any Go 1.21+ fetches): run "
+        "`bash scripts/setup.sh` as root to install Debian's golang-1.N-go from backports, or put a Go 1.21 or newer on PATH."
+    ]
+
+
+def test_every_go_build_uses_the_one_pinned_toolchain() -> None:
+    """The pin lives in scripts/go-toolchain.txt alone; the control plane build sets it as
+    GOTOOLCHAIN on every go command it runs, and no go.mod pins a toolchain of its own."""
+    source = (ROOT / "tests" / "support" / "controlplane" / "build.py").read_text()
+    assert '"GOTOOLCHAIN": GO_TOOLCHAIN' in source and "go-toolchain.txt" in source
+    assert "os.environ" not in source.split("def _go_env", 1)[1].split("def ", 2)[1], "a go command's environment without the pin"
+    for modfile in (ROOT / "tests" / "support" / "controlplane" / "gomod").glob("*/go.mod"):
+        assert not re.search(r"^toolchain ", modfile.read_text(), re.M), f"{modfile} pins a toolchain; the pin is scripts/go-toolchain.txt"
+    assert re.fullmatch(r"go1\.\d+\.\d+", GO_PIN)
+    assert f"`scripts/go-toolchain.txt` ({GO_PIN})" in (ROOT / "README.md").read_text(), "the README names another pinned Go"
