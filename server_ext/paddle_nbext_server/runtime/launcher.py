@@ -59,7 +59,7 @@ else:  # a plain script: the bundle's preflight.py, ranks.py and supervise.py be
 # where they are used, only by the replicas that need them: together they were half of every
 # launcher's start-up, which four replicas on two cores pay while their pservers start.
 if TYPE_CHECKING:
-    from . import environments
+    from . import environments, replica_health
 
 Mode, Role = contract.Mode, contract.Role
 
@@ -457,6 +457,9 @@ class ReplicaLog:
         self._unnoted = 0  # bytes skipped since the last note the writer took for the file
         self._skipped = 0  # bytes skipped in all, noted or not
         self._closing = False
+        #: When the entry point last wrote output (epoch seconds; 0: not yet): the stall watch's
+        #: sign of life (`output`), which the launcher's own words do not give.
+        self.last_output = 0.0
         self._ready = threading.Condition()
         self._writer = threading.Thread(target=self._drain, name="paddle-nbext-attempt-file", daemon=True)
         self._writer.start()
@@ -466,6 +469,12 @@ class ReplicaLog:
         """Bytes of output this file will never hold, in all (the pod's log has them)."""
         with self._ready:
             return self._skipped
+
+    def output(self, data: bytes) -> None:
+        """Queue the entry point's own output for the file (`write`), noting when it came."""
+        if data:
+            self.last_output = time.time()
+        self.write(data)
 
     def write(self, data: bytes) -> None:
         """Queue `data` for the file; returns at once whatever the volume does."""
@@ -623,7 +632,7 @@ def _pump(fd: int, log: ReplicaLog) -> None:
                 _write_all(1, data)
             except OSError:
                 stdout_ok = False  # the runtime's pipe is gone; the file still gets everything
-        log.write(data)
+        log.output(data)
 
 
 def _wait_reaping(pid: int) -> int:
@@ -743,6 +752,65 @@ def main() -> int:
             log.close()  # what the file still lags behind, for at most DRAIN_SECONDS
 
 
+def start_health_watch(base: Mapping[str, str], log: ReplicaLog) -> replica_health.ReplicaWatch | None:
+    """The replica's own health watch (`replica_health`: memory, and a trainer's stall), in a
+    thread, writing beside the attempt file; None when the inputs name no replica."""
+    if __package__:
+        from . import replica_health
+    else:  # a plain script: the bundle's replica_health.py beside this file
+        import replica_health  # type: ignore[import-not-found,no-redef]
+    role = base.get("PADDLE_NBEXT_ROLE", "").strip()
+    try:
+        index = replica_index(base)
+    except LaunchError:
+        return None
+    watch = replica_health.ReplicaWatch(
+        {**base, METRICS_DIR_VAR: metrics_dir(base) or ""},
+        os.path.dirname(log.path),
+        role,
+        index,
+        last_output=lambda: log.last_output,
+        on_stop=stop_entry_point,
+        say=lambda words: _say(words, log),
+    )
+    watch.start()
+    return watch
+
+
+def stop_entry_point(grace: float | None = None) -> None:
+    """Stop what the launcher runs as a stop from Kubernetes would (SIGTERM to the launcher, whose
+    handlers pass it on to the entry point or every rank), and SIGKILL whatever is left below the
+    launcher after `grace` seconds (a trainer stuck in native code may never end by SIGTERM)."""
+    if __package__:
+        from . import replica_health
+    else:
+        import replica_health  # type: ignore[no-redef]
+    wait = replica_health.STOP_GRACE_SECONDS if grace is None else grace
+    launcher = os.getpid()
+
+    def kill_the_rest() -> None:
+        for pid in supervise.descendants(launcher):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    timer = threading.Timer(wait, kill_the_rest)
+    timer.daemon = True
+    timer.start()
+    os.kill(launcher, signal.SIGTERM)
+
+
+def stalled_exit(words: str, base: Mapping[str, str], log: ReplicaLog) -> int:
+    """End a replica stopped for a stall: its words as the container's termination message and
+    the launcher's last line (`policy.stall_words` reads either), exit `contract.STALL_EXIT_CODE`."""
+    if __package__:
+        from . import replica_health
+    else:
+        import replica_health  # type: ignore[no-redef]
+    replica_health.write_termination_message(words, base)
+    _say(f"paddle-nbext launcher: {replica_health.STALLED} {words}", log)
+    return contract.STALL_EXIT_CODE
+
+
 def fence_attempt(base: Mapping[str, str], log: ReplicaLog | None) -> None:
     """Mark this attempt as begun in the job's directory, and stop this replica (as a stop from
     Kubernetes would) once a newer attempt of the job has begun: a replica left running on a node
@@ -825,19 +893,34 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
         else:  # a plain script: the bundle's gang.py beside this file
             import gang  # type: ignore[import-not-found,no-redef]
         label = f"trainer {replica_index(base)}"
-        return gang.run_ranks(
-            argv,
-            envs,
-            label=label,
-            say=lambda message: _say(message, log),
-            copy=log.write if log is not None else None,
-            supervised=log is None,
-        )
+        watch = start_health_watch(base, log) if log is not None else None
+        try:
+            code = gang.run_ranks(
+                argv,
+                envs,
+                label=label,
+                say=lambda message: _say(message, log),
+                copy=log.output if log is not None else None,
+                supervised=log is None,
+            )
+        finally:
+            if watch is not None:
+                watch.stop()
+        if log is not None and watch is not None and watch.stopped_for is not None:
+            return stalled_exit(watch.stopped_for, base, log)
+        return code
     _mark("launcher.entry")
-    if log is not None:
-        code = run_teed(argv, env, log)
-    else:
+    if log is None:
         code = supervise.run_supervised(argv, env)
+    else:
+        watch = start_health_watch(base, log)
+        try:
+            code = run_teed(argv, env, log)
+        finally:
+            if watch is not None:
+                watch.stop()
+        if watch is not None and watch.stopped_for is not None:
+            return stalled_exit(watch.stopped_for, base, log)
     _mark("launcher.exited")
     return code
 
