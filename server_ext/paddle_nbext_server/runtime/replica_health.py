@@ -279,6 +279,7 @@ class ReplicaWatch:
         self.interval = _seconds(env, INTERVAL_VAR, DEFAULT_INTERVAL) or DEFAULT_INTERVAL
         self.memory = health_rules.MemoryWatch(_seconds(env, MEMORY_WARN_AFTER_VAR, health_rules.DEFAULT_SUSTAIN))
         self.memory_on = True
+        self.memory_read = False
         on_stall = env.get(ON_STALL_VAR, "").strip()
         self.on_stall = on_stall if on_stall in (*STOPPING, "warn") else "warn"
         timeout = _seconds(env, STALL_TIMEOUT_VAR, 0.0) if role == contract.Role.TRAINER else 0.0
@@ -309,8 +310,11 @@ class ReplicaWatch:
             return
         reading = read_memory(self.cgroup)
         if reading is None:
-            self.memory_on = False  # no cgroup to read here: nothing to warn about, ever
+            # No cgroup to read here at all (not a container, another layout): never warned about.
+            # One that was read before and fails now (a file being rewritten) is read next time.
+            self.memory_on = self.memory_read
             return
+        self.memory_read = True
         warning, cleared = self.memory.observe(self.who, self.who, reading.working_set, reading.limit, now)
         if warning:
             self.add("warning", f"Memory: {warning}; the kernel stops it (OOMKilled) if it goes over.")
