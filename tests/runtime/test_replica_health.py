@@ -336,3 +336,20 @@ def test_local_replicas_run_no_watch_of_their_own(tmp_path: Path) -> None:
 def test_the_stall_words_are_the_local_masters() -> None:
     stall = health_rules.Stall(index=1, quiet_since=1000.0, step=1234)
     assert stall.words(1600.0).startswith("no progress for 10 min since step 1234; trainer 1 last wrote at ")
+
+
+def test_the_bundles_watch_runs_where_paddle_nbext_is_not_installed(tmp_path: Path) -> None:
+    """In a job image the launcher imports replica_health and health_rules from the bundle."""
+    from paddle_nbext_server.runtime_files import write_bundle
+
+    bundle = tmp_path / "runtime"
+    write_bundle(bundle)
+    cgroup(tmp_path, int(1.95 * GIB), LIMIT)
+    # The entry point ends once its replica's warning is in the home: the watch ran.
+    entry = f"while ! grep -q warning {health_file(tmp_path)}; do sleep 0.05; done"
+    env = pod_env(tmp_path, entry)
+    bare = [sys.executable, "-S", "-s"]  # no site-packages: paddle_nbext cannot be imported
+    result = subprocess.run([*bare, str(bundle / "launcher.py")], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    (entry_seen,) = entries(tmp_path)
+    assert entry_seen["text"].startswith("Memory: trainer 1 uses 1.9 GiB of its 2 GiB limit")
