@@ -16,7 +16,9 @@ own stdout (`kubectl logs` still works) and to one file per attempt in the job's
 home volume, `<home>/.paddle-jobs/<job>/logs/<role>-<index>.attempt-<n>.log`, forwards signals,
 and exits with the entry point's exit code (128 + N for signal N, as a shell reports it).  The
 file is a copy, never a condition: if it cannot be written the training goes on, and the launcher
-says so once on stderr.
+says so once on stderr.  There the launcher also watches its replica's health (`run_watched`,
+`replica_health.py`: its container's memory, its trainer's stall), since nothing outside the pod
+can without asking the API.
 
 Standard library only: this file is copied into job containers and run as a plain script, with
 the shared contract (`paddle_nbext.model.contract`: roles and modes) beside it.
@@ -58,8 +60,9 @@ else:  # a plain script: the bundle's preflight.py, ranks.py and supervise.py be
 # `environments` (a job with requirements) and `gang` (a trainer of several ranks) are imported
 # where they are used, only by the replicas that need them: together they were half of every
 # launcher's start-up, which four replicas on two cores pay while their pservers start.
+# `replica_health` likewise, by Kubernetes replicas only (`run_watched`).
 if TYPE_CHECKING:
-    from . import environments, replica_health
+    from . import environments
 
 Mode, Role = contract.Mode, contract.Role
 
@@ -752,40 +755,44 @@ def main() -> int:
             log.close()  # what the file still lags behind, for at most DRAIN_SECONDS
 
 
-def start_health_watch(base: Mapping[str, str], log: ReplicaLog) -> replica_health.ReplicaWatch | None:
-    """The replica's own health watch (`replica_health`: memory, and a trainer's stall), in a
-    thread, writing beside the attempt file; None when the inputs name no replica."""
+def run_watched(base: Mapping[str, str], log: ReplicaLog | None, run: Callable[[], int]) -> int:
+    """Run the entry point (`run`, its exit code) under the replica's own health watch
+    (`replica_health`: memory, and a trainer's stall) where it has a log dir in the home
+    (Kubernetes: `log` is its attempt file; elsewhere the runner watches).  A trainer the watch
+    stopped for a stall (`on_stall` restart or fail) ends with `contract.STALL_EXIT_CODE`, its
+    words the container's termination message and the launcher's last line (`policy.stall_words`
+    reads either)."""
+    if log is None:
+        return run()
     if __package__:
         from . import replica_health
     else:  # a plain script: the bundle's replica_health.py beside this file
         import replica_health  # type: ignore[import-not-found,no-redef]
-    role = base.get("PADDLE_NBEXT_ROLE", "").strip()
-    try:
-        index = replica_index(base)
-    except LaunchError:
-        return None
     watch = replica_health.ReplicaWatch(
         {**base, METRICS_DIR_VAR: metrics_dir(base) or ""},
         os.path.dirname(log.path),
-        role,
-        index,
+        base.get("PADDLE_NBEXT_ROLE", "").strip(),
+        replica_index(base),  # build_env read it already
         last_output=lambda: log.last_output,
-        on_stop=stop_entry_point,
+        on_stop=lambda: stop_entry_point(replica_health.STOP_GRACE_SECONDS),
         say=lambda words: _say(words, log),
     )
     watch.start()
-    return watch
+    try:
+        code = run()
+    finally:
+        watch.stop()
+    if watch.stopped_for is None:
+        return code
+    replica_health.write_termination_message(watch.stopped_for, base)
+    _say(f"paddle-nbext launcher: {replica_health.STALLED} {watch.stopped_for}", log)
+    return contract.STALL_EXIT_CODE
 
 
-def stop_entry_point(grace: float | None = None) -> None:
+def stop_entry_point(grace: float) -> None:
     """Stop what the launcher runs as a stop from Kubernetes would (SIGTERM to the launcher, whose
     handlers pass it on to the entry point or every rank), and SIGKILL whatever is left below the
     launcher after `grace` seconds (a trainer stuck in native code may never end by SIGTERM)."""
-    if __package__:
-        from . import replica_health
-    else:
-        import replica_health  # type: ignore[no-redef]
-    wait = replica_health.STOP_GRACE_SECONDS if grace is None else grace
     launcher = os.getpid()
 
     def kill_the_rest() -> None:
@@ -793,22 +800,10 @@ def stop_entry_point(grace: float | None = None) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
 
-    timer = threading.Timer(wait, kill_the_rest)
+    timer = threading.Timer(grace, kill_the_rest)
     timer.daemon = True
     timer.start()
     os.kill(launcher, signal.SIGTERM)
-
-
-def stalled_exit(words: str, base: Mapping[str, str], log: ReplicaLog) -> int:
-    """End a replica stopped for a stall: its words as the container's termination message and
-    the launcher's last line (`policy.stall_words` reads either), exit `contract.STALL_EXIT_CODE`."""
-    if __package__:
-        from . import replica_health
-    else:
-        import replica_health  # type: ignore[no-redef]
-    replica_health.write_termination_message(words, base)
-    _say(f"paddle-nbext launcher: {replica_health.STALLED} {words}", log)
-    return contract.STALL_EXIT_CODE
 
 
 def fence_attempt(base: Mapping[str, str], log: ReplicaLog | None) -> None:
@@ -893,34 +888,17 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
         else:  # a plain script: the bundle's gang.py beside this file
             import gang  # type: ignore[import-not-found,no-redef]
         label = f"trainer {replica_index(base)}"
-        watch = start_health_watch(base, log) if log is not None else None
-        try:
-            code = gang.run_ranks(
-                argv,
-                envs,
-                label=label,
-                say=lambda message: _say(message, log),
-                copy=log.output if log is not None else None,
-                supervised=log is None,
-            )
-        finally:
-            if watch is not None:
-                watch.stop()
-        if log is not None and watch is not None and watch.stopped_for is not None:
-            return stalled_exit(watch.stopped_for, base, log)
-        return code
+        copy = log.output if log is not None else None
+        return run_watched(
+            base,
+            log,
+            lambda: gang.run_ranks(argv, envs, label=label, say=lambda message: _say(message, log), copy=copy, supervised=log is None),
+        )
     _mark("launcher.entry")
-    if log is None:
-        code = supervise.run_supervised(argv, env)
+    if log is not None:
+        code = run_watched(base, log, lambda: run_teed(argv, env, log))
     else:
-        watch = start_health_watch(base, log)
-        try:
-            code = run_teed(argv, env, log)
-        finally:
-            if watch is not None:
-                watch.stop()
-        if watch is not None and watch.stopped_for is not None:
-            return stalled_exit(watch.stopped_for, base, log)
+        code = supervise.run_supervised(argv, env)
     _mark("launcher.exited")
     return code
 
