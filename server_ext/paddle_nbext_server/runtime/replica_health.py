@@ -96,6 +96,9 @@ STOP_GRACE_SECONDS = 10.0
 _V1_UNLIMITED = 1 << 60
 #: The `on_stall` values that stop the trainer.
 STOPPING = ("restart", "fail")
+#: How the launcher's words about a stall it stopped the trainer for go on after its prefix
+#: (`policy._STALLED` reads the line).
+STALLED = "the training stalled:"
 
 
 def health_name(role: str, index: int) -> str:
@@ -365,7 +368,3 @@ class ReplicaWatch:
 
     def stop(self) -> None:
         self._done.set()
-
-
-#: How the launcher's line about a stall it stopped the trainer for starts (policy.STALLED reads it).
-STALLED = "the training stalled:"
