@@ -1,8 +1,10 @@
-"""Benchmark: real Paddle jobs on the real node, through paddle-nbext against the bare floor.
+"""Benchmark: real Paddle jobs on the real nodes, through paddle-nbext against the bare floor.
 
-A control plane and the real node (tests/support/controlplane) are started; a notebook user is set
-up as the real-node tests set one up (shipped RBAC, token, ``claim-jovyan`` home, a real
-``jupyter server`` as uid 1000 with the ``kubernetes`` backend).  For each job -- a 2 pserver + 2
+A control plane and the real nodes (tests/support/controlplane; two unless
+``PADDLE_NBEXT_TEST_REAL_NODES`` says otherwise) are started; a notebook user is set up as the
+real-node tests set one up (shipped RBAC, token, ``claim-jovyan`` home, a real ``jupyter server``
+as uid 1000 with the ``kubernetes`` backend and ``replica_spread = "spread"``, so a job's replicas
+of each role go to different nodes).  For each job -- a 2 pserver + 2
 trainer GEO job (examples/ps_train.py) and a 2-trainer collective job (examples/collective_train.py)
 -- rounds alternate between:
 
@@ -18,8 +20,13 @@ trainer GEO job (examples/ps_train.py) and a 2-trainer collective job (examples/
 Each round records, from the moment of the submit: every replica pod Running, the first
 ``step N loss`` line in trainer 0's log (read from the kubelet through the API, the same way for
 both), and the end (paddle-nbext: the job Succeeded; floor: the trainers' Job Complete).  Goal:
-time to first step <= 1.15 x the floor's.  The node's own footprint (RSS of kubelet, containerd,
-shims, kube-proxy, CoreDNS) is read once the jobs have run.
+time to first step <= 1.15 x the floor's.
+
+A PS job's training speed across nodes against on one node: the same GEO job (2 pservers, 2
+trainers, more steps) through paddle-nbext, spread over the nodes and, with every node but the
+first cordoned, all on the first; steps per second are trainer 0's ``report()`` times in its
+metrics file, from step 50 to its last (Paddle's start-up left out).  Each node's own footprint
+(RSS of kubelet, containerd, shims, kube-proxy, CoreDNS) is read once the jobs have run.
 
 Writes benchmarks/results/real_node.json and real_node.md.
 
@@ -30,10 +37,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,8 +59,6 @@ from kubernetes import client  # noqa: E402
 from kubernetes import config as kube_config  # noqa: E402
 from report import median_range, min_median_max, verdict, write_report  # noqa: E402
 from support.controlplane import ControlPlane, node_cleanup  # noqa: E402
-from support.controlplane.images import PADDLE_IMAGE  # noqa: E402
-from support.controlplane.realnode import RealNode  # noqa: E402
 from support.notebook_server import NotebookServer  # noqa: E402
 from support.realnode_notebook import NOTEBOOK_ACCOUNT, apply_shipped_rbac, prepare_notebook  # noqa: E402
 from support.realnode_site import RealNodeSite  # noqa: E402
@@ -61,6 +68,8 @@ WAIT = 600.0
 GOAL = 1.15
 STEP = re.compile(r"step \d+ loss")
 RESOURCES = {"pserver_cpu": "250m", "trainer_cpu": "250m", "pserver_mem": "1Gi", "trainer_mem": "1536Mi"}
+SPEED_JOB = {"mode": "ps", "pservers": 2, "trainers": 2, "entry_point": "python ps_train.py --steps 600 --print-every 100"}
+SPEED_FROM_STEP = 50
 JOBS: dict[str, dict[str, Any]] = {
     "ps": {"mode": "ps", "pservers": 2, "trainers": 2, "entry_point": "python ps_train.py --steps 200 --print-every 20"},
     "collective": {"mode": "collective", "trainers": 2, "entry_point": "python collective_train.py --steps 60 --print-every 10"},
@@ -128,9 +137,7 @@ class Bench:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.plane = ControlPlane(workdir / "controlplane").start()
-        self.node = RealNode(self.plane).start()
-        self.site = RealNodeSite(self.node, PADDLE_IMAGE, "Never", Path(tempfile.mkdtemp(prefix="pnb-homes-", dir="/tmp")))
-        self.site.homes.chmod(0o755)
+        self.site = RealNodeSite.start(self.plane, workdir)
         self.admin = kube_config.new_client_from_config(config_file=str(self.plane.admin_kubeconfig))
         self.core = client.CoreV1Api(self.admin)
         self.batch = client.BatchV1Api(self.admin)
@@ -140,15 +147,15 @@ class Bench:
         kubeconfig = notebook_kubeconfig(self.plane.admin_kubeconfig, token, self.namespace, workdir / "notebook.kubeconfig")
         setup = prepare_notebook(self.site, self.admin, self.namespace, kubeconfig, USER)
         self.home = setup.home
-        self.server = NotebookServer(setup.home, setup.settings, user=USER, uid=self.site.uid, gid=self.site.gid, log_dir=workdir).start()
+        settings = {**setup.settings, "KubernetesBackend": {**setup.settings["KubernetesBackend"], "replica_spread": "spread"}}
+        self.server = NotebookServer(setup.home, settings, user=USER, uid=self.site.uid, gid=self.site.gid, log_dir=workdir).start()
         self.kubectl = str(self.plane.binaries["kubectl"])
 
     def close(self) -> None:
         self.server.stop()
         self.site.release_volumes(self.admin)
-        self.node.stop()
+        self.site.stop()
         self.plane.stop()
-        shutil.rmtree(self.site.homes, ignore_errors=True)
 
     # --- observation ---------------------------------------------------------------------------
     def pods(self, label: str) -> list[Any]:
@@ -199,6 +206,7 @@ class Bench:
             return bool(phase == "Succeeded")
 
         marks = self.observe(name, replicas, succeeded, started)
+        marks["trainer_nodes"] = self.trainer_nodes(name)
         self.server.api("DELETE", f"jobs/{name}")
         return marks
 
@@ -245,6 +253,7 @@ class Bench:
             [self.kubectl, "--kubeconfig", str(self.plane.admin_kubeconfig), "apply", "-f", str(path)], check=True, capture_output=True
         )
         marks = self.observe(label, replicas, complete, started)
+        marks["trainer_nodes"] = self.trainer_nodes(label)
         subprocess.run(
             [self.kubectl, "--kubeconfig", str(self.plane.admin_kubeconfig), "delete", "-f", str(path), "--wait=true"],
             check=True,
@@ -252,10 +261,47 @@ class Bench:
         )
         return marks
 
+    def trainer_nodes(self, label: str) -> float:
+        """On how many nodes the job's trainer pods ran."""
+        return float(len({p.spec.node_name for p in self.pods(label) if "-trainer-" in p.metadata.name}))
+
+    def cordon(self, others: bool) -> None:
+        """Every node but the first unschedulable (``kubectl cordon``), or schedulable again."""
+        for node in self.site.nodes[1:]:
+            self.core.patch_node(node.name, {"spec": {"unschedulable": others}})
+
+    def speed(self, name: str, spread: bool) -> dict[str, float]:
+        """Trainer 0's steps per second of the PS speed job, spread over the nodes or on the first."""
+        self.cordon(not spread)
+        try:
+            body = {"job_name": name, "trainer_package": "examples", **RESOURCES, **SPEED_JOB}
+            answer = self.server.api("POST", "jobs", body=body)
+            if answer.status_code != 201:
+                raise RuntimeError(f"submit {name}: {answer.status_code} {answer.text}")
+            deadline = time.monotonic() + WAIT
+            while (status := self.server.api("GET", f"jobs/{name}").json())["phase"] != "Succeeded":
+                if status["phase"] in ("Failed", "Cancelled") or time.monotonic() > deadline:
+                    raise RuntimeError(f"{name}: {status['phase']}: {status['message']}")
+                time.sleep(0.5)
+            nodes = float(len({p.spec.node_name for p in self.pods(name) if "master" not in p.metadata.name}))
+        finally:
+            self.cordon(False)
+        (metrics,) = self.home.glob(f".paddle-jobs/{name}*/logs/trainer-0.metrics.jsonl")
+        points = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        timed = [(int(p["step"]), float(p["t"])) for p in points if int(p["step"]) >= SPEED_FROM_STEP]
+        (first_step, first_t), (last_step, last_t) = timed[0], timed[-1]
+        self.server.api("DELETE", f"jobs/{name}")
+        return {"steps_per_second": round((last_step - first_step) / (last_t - first_t), 1), "nodes": nodes}
+
     def footprint(self) -> dict[str, float]:
-        """RSS in MB of the node's own processes (kubelet, containerd, shims, kube-proxy, CoreDNS)."""
+        """RSS in MB of each node's own processes (kubelet, containerd, shims, kube-proxy, CoreDNS),
+        the median over the nodes."""
+        per_node = [self._node_footprint(node.root) for node in self.site.nodes]
+        return {name: round(statistics.median(sizes.get(name, 0.0) for sizes in per_node), 1) for name in per_node[0]}
+
+    def _node_footprint(self, root: Path) -> dict[str, float]:
         sizes: dict[str, float] = {}
-        for pid in node_cleanup.node_processes(self.node.root):
+        for pid in node_cleanup.node_processes(root):
             try:
                 command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
                 status = Path(f"/proc/{pid}/status").read_text()
@@ -279,6 +325,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="pnb-bench-real-"))
     bench = Bench(workdir)
     runs: dict[str, dict[str, list[dict[str, float]]]] = {kind: {"paddle-nbext": [], "floor": []} for kind in JOBS}
+    speeds: dict[str, list[dict[str, float]]] = {"spread": [], "one node": []}
     try:
         for round_number in range(args.rounds):
             for kind in JOBS:
@@ -288,6 +335,10 @@ def main() -> int:
                     marks = bench.product(kind, name) if way == "paddle-nbext" else bench.floor(kind, name)
                     runs[kind][way].append(marks)
                     print(f"bench_real_node: {kind} {way} round {round_number}: {marks}", flush=True)
+            for placement in ("spread", "one node") if round_number % 2 == 0 else ("one node", "spread"):
+                measured = bench.speed(f"speed-{placement.replace(' ', '')}-{round_number}", placement == "spread")
+                speeds[placement].append(measured)
+                print(f"bench_real_node: ps speed {placement} round {round_number}: {measured}", flush=True)
         footprint = bench.footprint()
     finally:
         bench.close()
@@ -306,24 +357,45 @@ def main() -> int:
         "rounds": args.rounds,
         "goal": f"time to first step <= {GOAL} x floor",
         "jobs": figures,
+        "nodes": len(bench.site.nodes),
+        "ps_speed": {
+            placement: {
+                "steps_per_second": min_median_max([r["steps_per_second"] for r in rounds]),
+                "nodes": [r["nodes"] for r in rounds],
+            }
+            for placement, rounds in speeds.items()
+        },
         "node_rss_mb": footprint,
         "runs": runs,
+        "speed_runs": speeds,
     }
     lines = [
-        "# Real node: paddle-nbext against the bare floor",
+        "# Real nodes: paddle-nbext against the bare floor",
         "",
-        f"{result['when']}, {os.cpu_count()} CPUs, {args.rounds} interleaved rounds per job; seconds from submit (median, min-max).",
+        f"{result['when']}, {os.cpu_count()} CPUs, {len(bench.site.nodes)} real nodes, replicas of each role spread over them; "
+        f"{args.rounds} interleaved rounds per job; seconds from submit (median, min-max).",
         "",
-        "| job | way | every replica Running | first step | end |",
-        "| --- | --- | --- | --- | --- |",
+        "| job | way | every replica Running | first step | end | trainers on nodes |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for kind in JOBS:
         for way in ("paddle-nbext", "floor"):
             cells = [median_range(figures[kind][way][m]) for m in ("running", "first_step", "done")]
-            lines.append(f"| {kind} | {way} | " + " | ".join(cells) + " |")
+            spread_over = sorted({int(r["trainer_nodes"]) for r in runs[kind][way]})
+            lines.append(f"| {kind} | {way} | " + " | ".join(cells) + f" | {', '.join(map(str, spread_over))} |")
     lines += ["", "First step, paddle-nbext / floor (goal <= 1.15):", ""]
     lines += [f"- {kind}: {figures[kind]['first_step_ratio']} ({verdict(figures[kind]['goal_met'])})" for kind in JOBS]
-    lines += ["", "Node footprint (RSS, MB): " + ", ".join(f"{k} {v}" for k, v in footprint.items()), ""]
+    lines += [
+        "",
+        f"A PS job's speed (2 pservers + 2 trainers, GEO; trainer 0's steps per second from step {SPEED_FROM_STEP}; median, min-max):",
+        "",
+    ]
+    for placement, measured in result["ps_speed"].items():
+        used = sorted({int(n) for n in measured["nodes"]})
+        lines.append(
+            f"- {placement}: {median_range(measured['steps_per_second'])} steps/s (its pods on {', '.join(map(str, used))} node(s))"
+        )
+    lines += ["", "Node footprint (RSS, MB, median over the nodes): " + ", ".join(f"{k} {v}" for k, v in footprint.items()), ""]
     print(write_report("real_node", result, "\n".join(lines)))
     return 0
 

@@ -116,6 +116,10 @@ IMAGE_PULL_KEY = "image-pull-seconds"
 #: The launcher's exit code when the job's environment (its requirements file) cannot be built:
 #: the job fails at once, never restarted, since every attempt would meet the same installer.
 ENVIRONMENT_EXIT_CODE = 4
+#: The launcher's exit code when it stopped its trainer for a stall (`on_stall` restart or fail,
+#: runtime/replica_health.py); the stall's words are its container's termination message and its
+#: last line, and the lifecycle policy restarts or fails the whole job by `on_stall`.
+STALL_EXIT_CODE = 5
 #: The name the job's environment step goes by in the logs API (`?role=environment`): the
 #: installer's output, beside the replicas' logs.
 ENVIRONMENT_LOG = "environment"

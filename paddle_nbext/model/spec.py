@@ -381,7 +381,6 @@ class JobSpec:
                     "(only once a trainer has reported), e.g. 600, 10m"
                 ),
                 placeholder="10m",
-                backends=("local",),
             )
         ),
     )
@@ -395,7 +394,6 @@ class JobSpec:
                 flag="--on-stall",
                 help="what follows a stall: warn, restart (the whole job, from its latest checkpoint; counts as a restart) or fail",
                 choices=_ON_STALL_CHOICES,
-                backends=("local",),
             )
         ),
     )

@@ -6,6 +6,7 @@ shipped Role.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -86,3 +87,57 @@ def test_resource_use_of_real_replicas_is_read_from_metrics_server_beside_their_
     ended = usage(notebook, "held")
     assert ended["available"], ended
     assert all(r["peak_memory"] >= HELD_MIB * MIB for r in ended["replicas"] if r["role"] == "trainer"), ended
+
+
+#: A trainer that reports a few steps, then touches memory up to `fill` of its limit and goes quiet
+#: (no report, no output) until the test lets it go.
+QUIET = """
+import pathlib, sys, time
+from paddle_nbext_job import report
+
+home = pathlib.Path.home()
+fill_mib = int(sys.argv[1])
+for step in range(1, 4):
+    report(step, total=3, loss=1.0 / step)
+    print(f"step {step} loss {1.0 / step:.3f}", flush=True)
+held = bytearray(b"\\x01" * (fill_mib << 20))
+(home / "quiet").write_text("yes")
+while not (home / "release-quiet").exists():
+    time.sleep(0.2)
+print("released", len(held), flush=True)
+"""
+
+
+def timeline(notebook: Notebook, name: str) -> list[dict[str, Any]]:
+    answer = notebook.server.api("GET", f"jobs/{name}/timeline")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["available"], body
+    return list(body["entries"])
+
+
+def test_a_replica_near_its_memory_limit_is_warned_about_and_a_quiet_trainer_is_marked_stalled(notebook: Notebook) -> None:
+    notebook.write("examples/quiet.py", QUIET)
+    notebook.submit("quiet", mode="collective", trainers=1, trainer_mem="400Mi", stall_timeout=20, entry_point="python quiet.py 345")
+    warned = notebook.wait(
+        "quiet",
+        lambda s: "Training is stalled: no progress for" in s.get("message", "") and "of its 400 MiB limit" in s.get("message", ""),
+        "the stall and the memory warning in the job's message",
+    )
+    assert warned["phase"] == "Running", describe(warned)
+    assert re.search(r"since step 3; trainer 0 last wrote at \d\d:\d\d:\d\d", warned["message"]), describe(warned)
+    assert re.search(r"trainer 0 uses 3\d\d MiB of its 400 MiB limit", warned["message"]), describe(warned)
+    kinds = [entry["kind"] for entry in timeline(notebook, "quiet")]
+    assert kinds.count("warning") >= 2 and kinds.index("first_step") < kinds.index("warning"), kinds
+
+    notebook.write("release-quiet", "go")
+    final = notebook.ended("quiet")
+    assert final["phase"] == "Succeeded", describe(final)
+    entries = timeline(notebook, "quiet")
+    texts = " | ".join(f"{e['kind']}: {e['text']}" for e in entries)
+    ordered = [e["kind"] for e in entries]
+    for kind in ("submitted", "started", "first_step", "warning", "recovered", "ended"):
+        assert kind in ordered, texts
+    assert ordered.index("submitted") < ordered.index("started") < ordered.index("first_step") < ordered.index("ended"), texts
+    assert any(re.search(r"scheduled on pnb-real-node", e["text"]) for e in entries), texts
+    assert [e["t"] for e in entries] == sorted(e["t"] for e in entries), texts

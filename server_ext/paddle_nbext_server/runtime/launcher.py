@@ -16,7 +16,9 @@ own stdout (`kubectl logs` still works) and to one file per attempt in the job's
 home volume, `<home>/.paddle-jobs/<job>/logs/<role>-<index>.attempt-<n>.log`, forwards signals,
 and exits with the entry point's exit code (128 + N for signal N, as a shell reports it).  The
 file is a copy, never a condition: if it cannot be written the training goes on, and the launcher
-says so once on stderr.
+says so once on stderr.  There the launcher also watches its replica's health (`run_watched`,
+`replica_health.py`: its container's memory, its trainer's stall), since nothing outside the pod
+can without asking the API.
 
 Standard library only: this file is copied into job containers and run as a plain script, with
 the shared contract (`paddle_nbext.model.contract`: roles and modes) beside it.
@@ -58,6 +60,7 @@ else:  # a plain script: the bundle's preflight.py, ranks.py and supervise.py be
 # `environments` (a job with requirements) and `gang` (a trainer of several ranks) are imported
 # where they are used, only by the replicas that need them: together they were half of every
 # launcher's start-up, which four replicas on two cores pay while their pservers start.
+# `replica_health` likewise, by Kubernetes replicas only (`run_watched`).
 if TYPE_CHECKING:
     from . import environments
 
@@ -457,6 +460,9 @@ class ReplicaLog:
         self._unnoted = 0  # bytes skipped since the last note the writer took for the file
         self._skipped = 0  # bytes skipped in all, noted or not
         self._closing = False
+        #: When the entry point last wrote output (epoch seconds; 0: not yet): the stall watch's
+        #: sign of life (`output`), which the launcher's own words do not give.
+        self.last_output = 0.0
         self._ready = threading.Condition()
         self._writer = threading.Thread(target=self._drain, name="paddle-nbext-attempt-file", daemon=True)
         self._writer.start()
@@ -466,6 +472,12 @@ class ReplicaLog:
         """Bytes of output this file will never hold, in all (the pod's log has them)."""
         with self._ready:
             return self._skipped
+
+    def output(self, data: bytes) -> None:
+        """Queue the entry point's own output for the file (`write`), noting when it came."""
+        if data:
+            self.last_output = time.time()
+        self.write(data)
 
     def write(self, data: bytes) -> None:
         """Queue `data` for the file; returns at once whatever the volume does."""
@@ -623,7 +635,7 @@ def _pump(fd: int, log: ReplicaLog) -> None:
                 _write_all(1, data)
             except OSError:
                 stdout_ok = False  # the runtime's pipe is gone; the file still gets everything
-        log.write(data)
+        log.output(data)
 
 
 def _wait_reaping(pid: int) -> int:
@@ -743,6 +755,57 @@ def main() -> int:
             log.close()  # what the file still lags behind, for at most DRAIN_SECONDS
 
 
+def run_watched(base: Mapping[str, str], log: ReplicaLog | None, run: Callable[[], int]) -> int:
+    """Run the entry point (`run`, its exit code) under the replica's own health watch
+    (`replica_health`: memory, and a trainer's stall) where it has a log dir in the home
+    (Kubernetes: `log` is its attempt file; elsewhere the runner watches).  A trainer the watch
+    stopped for a stall (`on_stall` restart or fail) ends with `contract.STALL_EXIT_CODE`, its
+    words the container's termination message and the launcher's last line (`policy.stall_words`
+    reads either)."""
+    if log is None:
+        return run()
+    if __package__:
+        from . import replica_health
+    else:  # a plain script: the bundle's replica_health.py beside this file
+        import replica_health  # type: ignore[import-not-found,no-redef]
+    watch = replica_health.ReplicaWatch(
+        {**base, METRICS_DIR_VAR: metrics_dir(base) or ""},
+        os.path.dirname(log.path),
+        base.get("PADDLE_NBEXT_ROLE", "").strip(),
+        replica_index(base),  # build_env read it already
+        last_output=lambda: log.last_output,
+        on_stop=lambda: stop_entry_point(replica_health.STOP_GRACE_SECONDS),
+        say=lambda words: _say(words, log),
+    )
+    watch.start()
+    try:
+        code = run()
+    finally:
+        watch.stop()
+    if watch.stopped_for is None:
+        return code
+    replica_health.write_termination_message(watch.stopped_for, base)
+    _say(f"paddle-nbext launcher: {replica_health.STALLED} {watch.stopped_for}", log)
+    return contract.STALL_EXIT_CODE
+
+
+def stop_entry_point(grace: float) -> None:
+    """Stop what the launcher runs as a stop from Kubernetes would (SIGTERM to the launcher, whose
+    handlers pass it on to the entry point or every rank), and SIGKILL whatever is left below the
+    launcher after `grace` seconds (a trainer stuck in native code may never end by SIGTERM)."""
+    launcher = os.getpid()
+
+    def kill_the_rest() -> None:
+        for pid in supervise.descendants(launcher):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    timer = threading.Timer(grace, kill_the_rest)
+    timer.daemon = True
+    timer.start()
+    os.kill(launcher, signal.SIGTERM)
+
+
 def fence_attempt(base: Mapping[str, str], log: ReplicaLog | None) -> None:
     """Mark this attempt as begun in the job's directory, and stop this replica (as a stop from
     Kubernetes would) once a newer attempt of the job has begun: a replica left running on a node
@@ -825,17 +888,15 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
         else:  # a plain script: the bundle's gang.py beside this file
             import gang  # type: ignore[import-not-found,no-redef]
         label = f"trainer {replica_index(base)}"
-        return gang.run_ranks(
-            argv,
-            envs,
-            label=label,
-            say=lambda message: _say(message, log),
-            copy=log.write if log is not None else None,
-            supervised=log is None,
+        copy = log.output if log is not None else None
+        return run_watched(
+            base,
+            log,
+            lambda: gang.run_ranks(argv, envs, label=label, say=lambda message: _say(message, log), copy=copy, supervised=log is None),
         )
     _mark("launcher.entry")
     if log is not None:
-        code = run_teed(argv, env, log)
+        code = run_watched(base, log, lambda: run_teed(argv, env, log))
     else:
         code = supervise.run_supervised(argv, env)
     _mark("launcher.exited")

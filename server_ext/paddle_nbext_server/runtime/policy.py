@@ -7,6 +7,10 @@ Standard library only: this file is shipped into job containers, with the shared
 Rules, in order:
 1. cancelled                         -> Cancelled, stop everything
 2. past the timeout                  -> Failed (DeadlineExceeded), stop everything
+   (the job's environment could not be built -> Failed in the installer's words)
+   a trainer's launcher stopped it for a stall (on_stall restart/fail, Kubernetes) -> a whole
+   restart counted like a failure's while restarts are left and on_stall is restart, else Failed
+   in the stall's words (`stall_decision`)
 3. a trainer failed, no retries left -> Failed naming that replica, exit code and log tail
 4. a pserver ended before the trainers finished -> Failed (trainers would carry on silently)
 5. every trainer succeeded           -> Succeeded, stop the pservers (their SIGTERM end is normal)
@@ -32,6 +36,7 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
 
 Phase, ReplicaPhase, Role = contract.Phase, contract.ReplicaPhase, contract.Role
 ENVIRONMENT_EXIT_CODE = contract.ENVIRONMENT_EXIT_CODE
+STALL_EXIT_CODE = contract.STALL_EXIT_CODE
 
 
 @dataclass
@@ -255,6 +260,51 @@ def environment_failure(replica: Observed) -> str:
     return f"The job's environment could not be built ({replica.role} {replica.index} ended with exit code {ENVIRONMENT_EXIT_CODE}); see its log."
 
 
+#: A replica's reason when its container's termination message holds the stall's words
+#: (`replicas.pod_view`); the launcher's last line says the same (`_STALLED`).
+STALL_REASON = "Stalled: "
+#: How the launcher words the stall it stopped its trainer for (replica_health.STALLED).
+_STALLED = re.compile(r"^paddle-nbext launcher: the training stalled: (.*)$")
+
+
+def stall_words(replica: Observed) -> str | None:
+    """The stall's words ("no progress for 10 min since step 1234; trainer 1 last wrote at
+    14:02:05") when the replica's launcher stopped it for a stall: exit `STALL_EXIT_CODE` with its
+    termination message (the reason) or its last words in the log saying so; else None."""
+    if replica.phase != ReplicaPhase.FAILED or replica.exit_code != STALL_EXIT_CODE:
+        return None
+    reason = replica.reason or ""
+    if reason.startswith(STALL_REASON) and reason[len(STALL_REASON) :].strip():
+        return reason[len(STALL_REASON) :].strip()
+    for line in reversed(replica.log_tail.splitlines()):
+        found = _STALLED.match(line.strip())
+        if found:
+            return found[1].strip()
+    return None
+
+
+def stall_decision(replicas: list[Observed], *, max_restarts: int, on_stall: str, runner_restarts: bool = True) -> Decision | None:
+    """What follows a trainer stopped for a stall (the lowest index, when several were), as the
+    local master decides it (`master.Master.check_health`): `on_stall` restart with restarts left
+    restarts the whole job, counted like a failure's; else the job fails in the stall's words.
+    None when no trainer was stopped for a stall."""
+    trainers = sorted((r for r in replicas if r.role == Role.TRAINER), key=lambda r: r.index)
+    stalled = next(((t, words) for t in trainers if (words := stall_words(t)) is not None), None)
+    if stalled is None:
+        return None
+    trainer, words = stalled
+    running = [(r.role, r.index) for r in replicas if r.phase in (ReplicaPhase.RUNNING, ReplicaPhase.PENDING)]
+    if on_stall != "restart":
+        return Decision(Phase.FAILED, f"The job stalled: {words}; on_stall is '{on_stall}'.", stop=running)
+    used = max(t.restarts for t in trainers)
+    if used >= max_restarts:
+        return Decision(Phase.FAILED, f"The job stalled: {words}; no restarts left (max_restarts {max_restarts}).", stop=running)
+    message = f"restart {used + 1} of {max_restarts}: the job stalled ({words}); all replicas restarting"
+    any_running = any(r.phase == ReplicaPhase.RUNNING for r in replicas)
+    restart = [(trainer.role, trainer.index)] if runner_restarts else []
+    return Decision(Phase.RUNNING if any_running else Phase.PENDING, message, restart=restart)
+
+
 def decide(
     replicas: list[Observed],
     *,
@@ -263,6 +313,7 @@ def decide(
     timed_out_after: int | None = None,
     runner_restarts: bool = True,
     now: float | None = None,
+    on_stall: str = "warn",
 ) -> Decision:
     """Decide the job phase and actions from the replicas' states.
 
@@ -270,6 +321,7 @@ def decide(
     the job has ended.
     `now` (seconds since the epoch) lets a failure that looks like a consequence (SIGABRT,
     SIGTERM) wait up to `SETTLE_SECONDS` for the trainer that caused it to end too.
+    `on_stall` is the job's: what a trainer stopped for a stall by its launcher leads to.
     """
     running = [(r.role, r.index) for r in replicas if r.phase in (ReplicaPhase.RUNNING, ReplicaPhase.PENDING)]
     trainers = [r for r in replicas if r.role == Role.TRAINER]
@@ -284,6 +336,9 @@ def decide(
     )
     if unbuildable is not None:
         return Decision(Phase.FAILED, environment_failure(unbuildable), stop=running)
+    stalled = stall_decision(replicas, max_restarts=max_restarts, on_stall=on_stall, runner_restarts=runner_restarts)
+    if stalled is not None:
+        return stalled
     failed = [t for t in trainers if t.phase == ReplicaPhase.FAILED and t.restarts >= max_restarts]
     if _settling(failed, trainers, now):
         first = min(failed, key=blame_order)

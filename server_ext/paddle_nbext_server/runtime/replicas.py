@@ -185,6 +185,9 @@ def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
         view.finished = terminated.get("finishedAt")
         if terminated.get("reason") == "OOMKilled":
             view.reason = "OOMKilled"
+        elif view.exit_code == contract.STALL_EXIT_CODE and (terminated.get("message") or "").strip():
+            # The launcher stopped its trainer for a stall; its termination message is the words.
+            view.reason = f"{policy.STALL_REASON}{terminated['message'].strip()}"
         elif status.get("reason"):  # Evicted, DeadlineExceeded, NodeLost ...
             view.reason = _with_message(status["reason"], status.get("message"))
         elif view.exit_code is not None:
@@ -603,6 +606,7 @@ def decide_job(
         cancelled=cancelled,
         timed_out_after=timed_out(record, spec),
         now=time.time(),
+        on_stall=str(spec.get("on_stall") or "warn"),
     )
     if cancelled or timed_out(record, spec) is not None:
         return views, decision

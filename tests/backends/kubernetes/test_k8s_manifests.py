@@ -439,3 +439,21 @@ def test_the_record_tells_the_master_how_long_an_image_may_fail_to_pull() -> Non
     assert objects[0]["kind"] == "ConfigMap" and objects[0]["data"]["image-pull-seconds"] == "120"
     _, unbounded = plan(ManifestSettings(**{**SETTINGS.__dict__, "image_pull_seconds": None}))
     assert "image-pull-seconds" not in unbounded[0]["data"]
+
+
+def test_trainers_are_told_the_stall_timeout_and_on_stall_and_pservers_are_not() -> None:
+    """The trainer's launcher watches its own progress (runtime/replica_health.py): the job's
+    stall_timeout in seconds (0: never) and on_stall reach it; a dry run shows the same."""
+    _, objects = plan(stall_timeout="15m", on_stall="restart")
+    jobs = by_name(objects)
+    trainer = env_of(jobs[("Job", f"{OBJ}-trainer")])
+    assert (trainer["PADDLE_NBEXT_STALL_TIMEOUT"], trainer["PADDLE_NBEXT_ON_STALL"]) == ("900", "restart")
+    pserver = env_of(jobs[("Job", f"{OBJ}-pserver")])
+    assert "PADDLE_NBEXT_STALL_TIMEOUT" not in pserver and "PADDLE_NBEXT_ON_STALL" not in pserver
+    _, objects = plan()  # the defaults: 10 min, warn
+    trainer = env_of(by_name(objects)[("Job", f"{OBJ}-trainer")])
+    assert (trainer["PADDLE_NBEXT_STALL_TIMEOUT"], trainer["PADDLE_NBEXT_ON_STALL"]) == ("600", "warn")
+    # The record's replica Jobs (what every whole restart makes again) carry them too.
+    record = by_name(objects)[("ConfigMap", OBJ)]
+    again = {job["metadata"]["name"]: env_of(job) for job in json.loads(record["data"]["replica-jobs.json"])}
+    assert again[f"{OBJ}-trainer"]["PADDLE_NBEXT_STALL_TIMEOUT"] == "600"

@@ -93,6 +93,21 @@ def test_health_files_merge_and_the_last_line_of_this_attempt_is_the_standing_wa
     assert reader.active_warnings(1) == []
 
 
+def test_a_memory_warning_that_clears_leaves_a_standing_stall_standing(tmp_path: Path) -> None:
+    """One file, two watches: the memory watch's "recovered" is the file's last line, yet the
+    stall, the stall watch's last line, still holds."""
+    logs, checkpoints = folders(tmp_path)
+    (logs / "trainer-1.health.jsonl").write_text(
+        health_line("warning", "Memory: trainer 1 uses 1.8 GiB of its 2 GiB limit", t="2026-12-05T14:05:00Z")
+        + health_line("warning", "Stalled: no progress for 10 min since step 7", t="2026-12-05T14:15:00Z")
+        + health_line("recovered", "Memory: trainer 1 is back to 1 GiB of its 2 GiB limit", t="2026-12-05T14:16:00Z")
+    )
+    reader = HomeReader(logs, checkpoints)
+    reader.read([("trainer", 1)], [])
+    [standing] = reader.active_warnings(0)
+    assert standing.stall and standing.text == "Stalled: no progress for 10 min since step 7", standing
+
+
 def derived(n: int, *, prefix: str = "e", t0: float = T0) -> list[Derived]:
     from paddle_nbext_server.backends.kubernetes.timeline_objects import stamp_epoch
 

@@ -15,12 +15,13 @@ from paddle_nbext_server.backends.local import health
 from paddle_nbext_server.backends.local.processes import CLOCK_TICKS, PAGE_SIZE, ProcessTable
 from paddle_nbext_server.backends.local.records import ReplicaPlan
 from paddle_nbext_server.backends.local.usage import UsageSampler
+from paddle_nbext_server.runtime import health_rules
 
 LIMIT = 2 << 30
 
 
 def test_memory_warns_after_staying_above_ninety_percent_and_clears_below_eighty_five() -> None:
-    watch = health.MemoryWatch(sustain=5.0)
+    watch = health_rules.MemoryWatch(sustain=5.0)
     high = int(1.84 * (1 << 30))
     assert watch.observe("trainer-1", "trainer 1", high, LIMIT, now=100.0) == (None, None)  # above, not yet for long
     assert watch.observe("trainer-1", "trainer 1", high, LIMIT, now=104.0) == (None, None)
@@ -36,7 +37,7 @@ def test_memory_warns_after_staying_above_ninety_percent_and_clears_below_eighty
 
 
 def test_a_dip_below_the_line_restarts_the_sustain() -> None:
-    watch = health.MemoryWatch(sustain=5.0)
+    watch = health_rules.MemoryWatch(sustain=5.0)
     high, low = int(0.95 * LIMIT), int(0.5 * LIMIT)
     watch.observe("k", "trainer 0", high, LIMIT, now=0.0)
     watch.observe("k", "trainer 0", low, LIMIT, now=4.0)
@@ -45,7 +46,7 @@ def test_a_dip_below_the_line_restarts_the_sustain() -> None:
 
 
 def test_no_memory_warning_without_a_limit() -> None:
-    watch = health.MemoryWatch(sustain=0.0)
+    watch = health_rules.MemoryWatch(sustain=0.0)
     assert watch.observe("k", "trainer 0", 100 << 30, 0, now=0.0) == (None, None)
     assert watch.observe("k", "trainer 0", 100 << 30, 0, now=1000.0) == (None, None)
 

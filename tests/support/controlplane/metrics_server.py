@@ -72,7 +72,9 @@ class MetricsServer:
             self.process = None
 
     def _run(self) -> None:
-        cert, key = pki.issue_later(self.plane.pki, "metrics-server-serving", common=SERVICE, server=True, names=(f"{SERVICE}.{NAMESPACE}.svc",))
+        cert, key = pki.issue_later(
+            self.plane.pki, "metrics-server-serving", common=SERVICE, server=True, names=(f"{SERVICE}.{NAMESPACE}.svc",)
+        )
         # One identity for everything it asks: the API server (nodes, pods, the front proxy's CA
         # in kube-system's extension-apiserver-authentication), the delegated authentication and
         # authorisation of the requests the aggregator forwards, and the kubelets.

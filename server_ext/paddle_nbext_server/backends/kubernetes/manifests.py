@@ -50,7 +50,7 @@ from paddle_nbext.model.spec import JobSpec
 
 from ... import runtime_files
 from ...job_requirements import ENVS_DIR, INDEX_FILE
-from ...runtime import environments, paddle_nbext_job, replicas
+from ...runtime import environments, paddle_nbext_job, replica_health, replicas
 from . import volcano
 from .api_names import JOBS_DIR
 from .home_volume import HomeVolume
@@ -240,6 +240,11 @@ def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, w
         paddle_nbext_job.CHECKPOINT_DIR_VAR: checkpoint_dir(settings.home_path, spec.job_name),
         paddle_nbext_job.KEEP_VAR: str(spec.keep_checkpoints),
     }
+    if role == Role.TRAINER:
+        # The trainer's launcher watches its own progress (`replica_health`): quiet this long
+        # (0: never) after a report() in this attempt is a stall, and on_stall says what follows.
+        values[replica_health.STALL_TIMEOUT_VAR] = str(spec.stall_timeout or 0)
+        values[replica_health.ON_STALL_VAR] = spec.on_stall
     if spec.requirements:  # resolved at submit: the launcher builds or reuses the job's environment first
         values.update(
             {

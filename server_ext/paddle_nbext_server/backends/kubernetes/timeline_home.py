@@ -10,7 +10,8 @@ while it only grows (a launcher appends to it), and from the start when it was r
 
 Health files (`<logs>/<role>-<index>.health.jsonl`, written by the launcher in each pod) hold one
 JSON object a line, `{"t": iso, "kind": "warning"|"recovered", "text", "role", "index",
-"attempt": N}`; the last line of a replica's file says whether a warning stands now.
+"attempt": N}`, from two watches (memory, stall: `replica_health.watch_of`); a warning stands now
+when it is its watch's last line of the current attempt (`replica_health.active_warnings`).
 
 One `HomeReader` per job; not thread-safe by itself (the keeper runs one pass of a job at a time).
 """
@@ -20,15 +21,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...metrics import MetricsFile
-from ...runtime import environments, paddle_nbext_job
+from ...runtime import environments, paddle_nbext_job, replica_health
 from .timeline_objects import Derived, stamp, stamp_epoch
 
-HEALTH_SUFFIX = ".health.jsonl"
+HEALTH_SUFFIX = replica_health.HEALTH_SUFFIX
 HEALTH_KINDS = frozenset({"warning", "recovered"})
 #: The most of a health file read in one look (a file that grew by more is read on next time).
 HEALTH_READ_LIMIT = 1024 * 1024
@@ -55,8 +56,7 @@ class ActiveWarning:
 
     @property
     def stall(self) -> bool:
-        lowered = self.text.lower()
-        return lowered.startswith("stalled") or "no progress" in lowered
+        return replica_health.watch_of({"text": self.text}) == "stall"
 
 
 @dataclass
@@ -64,7 +64,7 @@ class _HealthFile:
     signature: Signature | None = None
     inode: int | None = None
     offset: int = 0
-    last: dict[str, Any] | None = None
+    last: dict[str, dict[str, Any]] = field(default_factory=dict)  # watch -> its last line
 
 
 class HomeReader:
@@ -95,13 +95,12 @@ class HomeReader:
 
     def active_warnings(self, attempt: int) -> list[ActiveWarning]:
         """The warnings that stand now for the replicas of `attempt` (the record's whole-job
-        attempt): each replica whose health file ends with a warning of that attempt."""
+        attempt): per replica and watch, its last line when that is a warning of that attempt
+        (a memory warning that cleared leaves a stall that still holds standing)."""
         standing = []
         for (role, index), health in sorted(self._health.items()):
-            last = health.last
-            if last is None or last.get("kind") != "warning" or _int(last.get("attempt")) != attempt:
-                continue
-            standing.append(ActiveWarning(role, index, attempt, str(last.get("text") or "").strip()))
+            for last in replica_health.active_warnings(list(health.last.values()), attempt):
+                standing.append(ActiveWarning(role, index, attempt, str(last.get("text") or "").strip()))
         return standing
 
     # ------------------------------------------------------------------ sources
@@ -173,7 +172,7 @@ class HomeReader:
         if seen == health.signature:
             return []
         if seen[0] != health.inode or seen[1] < health.offset:
-            health.offset, health.last, health.inode = 0, None, seen[0]  # new or replaced: from the start
+            health.offset, health.last, health.inode = 0, {}, seen[0]  # new or replaced: from the start
         try:
             with open(path, "rb") as handle:
                 handle.seek(health.offset)
@@ -189,7 +188,7 @@ class HomeReader:
             if entry is None:
                 continue
             data, derived = entry
-            health.last = data
+            health.last[replica_health.watch_of(data)] = data
             found.append(derived)
         return found
 

@@ -47,7 +47,17 @@ STARTUP_PREFIXES = ("PYTHON", "LC_")
 ADDRESS_SPACE_MARGIN = 1 << 30
 _POLL = 0.01
 #: The bundle modules the launcher imports by their plain names (runtime_files).
-BUNDLE_SIBLINGS = ("contract", "preflight", "ranks", "supervise", "environments", "gang", "policy")
+BUNDLE_SIBLINGS = (
+    "contract",
+    "preflight",
+    "ranks",
+    "supervise",
+    "environments",
+    "gang",
+    "policy",
+    "replica_health",
+    "health_rules",
+)
 
 
 class ForkedLauncher:

@@ -57,7 +57,7 @@ from paddle_nbext.model.contract import (
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
 
 from ... import timeline
-from ...runtime import paddle_nbext_job, policy, supervise
+from ...runtime import health_rules, paddle_nbext_job, policy, supervise
 from . import forked, health, limits, pending_end, usage
 from .ports import free_ports, port_free
 from .processes import ProcessTable, pid_alive, resident_bytes, signal_replica
@@ -207,9 +207,9 @@ class Master:
         # Training health (issue 36): the timeline, resource use, memory warnings and stalls.
         self.timeline = timeline.TimelineWriter(self.job_dir)
         self.usage = usage.UsageSampler(self.plan.replicas)
-        self.memory_watch = health.MemoryWatch(self.plan.memory_warn_after)
+        self.memory_watch = health_rules.MemoryWatch(self.plan.memory_warn_after)
         self.stall_watch = health.StallWatch(self.logs, float(self.plan.stall_timeout or 0))
-        self.stall: health.Stall | None = None  # the stall said, while it lasts
+        self.stall: health_rules.Stall | None = None  # the stall said, while it lasts
         self.stall_words = ""  # its words as said when it was found (the message stays the same)
         self.attempt_started_wall = time.time()
         self._next_usage = 0.0
@@ -572,7 +572,7 @@ class Master:
             self.usage.replicas[replica.key].observe_memory(used)
             if used > replica.plan.memory:
                 peak = self.usage.replicas[replica.key].peak_memory
-                replica.kill_reason = f"MemoryLimitExceeded: used {format_bytes(used)} of {replica.memory_text} (resident memory, sampled; peak {health.gib(peak)})"
+                replica.kill_reason = f"MemoryLimitExceeded: used {format_bytes(used)} of {replica.memory_text} (resident memory, sampled; peak {health_rules.gib(peak)})"
                 self.signal_replica(replica, signal.SIGKILL)
                 continue
             who = f"{replica.role} {replica.index}"
@@ -857,7 +857,7 @@ class Master:
         if replica.phase == ReplicaPhase.SUCCEEDED:
             return f"{who} finished."
         peak = self.usage.replicas[replica.key].peak_memory
-        peak_words = f"; peak memory {health.gib(peak)}" if peak else ""
+        peak_words = f"; peak memory {health_rules.gib(peak)}" if peak else ""
         return f"{who} failed: {replica.reason or policy.describe_exit(replica.exit_code or 0)}{peak_words}."
 
     def sample_usage(self, table: ProcessTable) -> None:
@@ -905,7 +905,7 @@ class Master:
         stall = self.stall_watch.check(trainers, self.attempt_started_wall, now)
         if stall is None:
             if self.stall is not None:
-                quiet = health.span(now - self.stall.quiet_since)
+                quiet = health_rules.span(now - self.stall.quiet_since)
                 self.timeline.add("recovered", f"Progress again after {quiet} without any (trainer {self.stall.index}).")
                 self.stall = None
             return None
