@@ -174,8 +174,8 @@ def empty_go_home(tmp_path: Path) -> Iterator[dict[str, str]]:
         "GOENV": str(home / "goenv"),
     }
     yield env
-    for folder, _, _ in os.walk(home):  # Go makes the module cache read-only
-        os.chmod(folder, stat.S_IRWXU)
+    for walked, _, _ in os.walk(home):  # Go makes the module cache read-only
+        os.chmod(walked, stat.S_IRWXU)
     shutil.rmtree(home)
 
 
@@ -187,7 +187,11 @@ def test_the_go_setup_brings_the_pinned_toolchain_from_nothing(tmp_path: Path, e
     env = {**empty_go_home, "PADDLE_NBEXT_GO_SEARCH": "/usr/lib/go-1.*/bin/go"}
     done = subprocess.run(["bash", str(ROOT / "scripts" / "setup_go.sh")], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    found = re.search(rf"^setup: Go ready: {re.escape(GO_PIN)} \(GOTOOLCHAIN={re.escape(GO_PIN)}, bootstrapped by (/usr/lib/go-1\.\d+/bin/go)\)$", done.stdout, re.M)
+    found = re.search(
+        rf"^setup: Go ready: {re.escape(GO_PIN)} \(GOTOOLCHAIN={re.escape(GO_PIN)}, bootstrapped by (/usr/lib/go-1\.\d+/bin/go)\)$",
+        done.stdout,
+        re.M,
+    )
     assert found, done.stdout + done.stderr
     assert GO_PIN.startswith("go1.26.")
     assert (Path(env["GOMODCACHE"]) / "golang.org" / f"toolchain@v0.0.1-{GO_PIN}.linux-amd64" / "bin" / "go").is_file()
@@ -196,7 +200,9 @@ def test_the_go_setup_brings_the_pinned_toolchain_from_nothing(tmp_path: Path, e
     (module / "go.mod").write_text("module tiny\n\ngo 1.26.0\n")
     (module / "main.go").write_text('package main\n\nimport (\n\t"fmt"\n\t"runtime"\n)\n\nfunc main() { fmt.Println(runtime.Version()) }\n')
     build_env = {**env, "GOTOOLCHAIN": GO_PIN, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
-    built = subprocess.run([found[1], "build", "-o", str(tmp_path / "tiny.bin"), "."], cwd=module, env=build_env, capture_output=True, text=True, timeout=600)
+    built = subprocess.run(
+        [found[1], "build", "-o", str(tmp_path / "tiny.bin"), "."], cwd=module, env=build_env, capture_output=True, text=True, timeout=600
+    )
     assert built.returncode == 0, built.stderr
     assert subprocess.run([str(tmp_path / "tiny.bin")], capture_output=True, text=True, check=True).stdout.strip() == GO_PIN
 
