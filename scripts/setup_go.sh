@@ -81,7 +81,11 @@ if ! bootstrap=$(find_bootstrap); then
     install_debian_go || true
   fi
   if ! bootstrap=$(find_bootstrap); then
-    say "Go is missing (the cluster tests build their control plane with $PIN, which any Go 1.21+ fetches): run \`bash scripts/setup.sh\` as root to install Debian's golang-1.N-go from backports, or put a Go 1.21 or newer on PATH."
+    if [ "$(id -u)" = 0 ]; then
+      say "Go is missing and Debian's golang-1.N-go (N >= 21) could not be installed (apt's words above): put a Go 1.21 or newer on PATH, then run \`bash scripts/setup.sh\` again."
+    else
+      say "Go is missing (the cluster tests build their control plane with $PIN, which any Go 1.21+ fetches): run \`bash scripts/setup.sh\` as root to install Debian's golang-1.N-go from backports, or put a Go 1.21 or newer on PATH."
+    fi
     exit 1
   fi
 fi
