@@ -43,16 +43,20 @@ find_bootstrap() {
   return 1
 }
 
-# Debian's newest golang-1.N-go with N >= 21 that apt can install now, or nothing.
+# Debian's newest golang-1.N-go with N >= 21 that apt can install now, or nothing.  (No pipe
+# ends early here: under pipefail a reader that stops first fails the writer with SIGPIPE.)
 debian_go_package() {
-  apt-cache pkgnames golang-1. 2>/dev/null | grep -E '^golang-1\.[0-9]+-go$' | sort -rV | while read -r package; do
-    minor=${package#golang-1.}
-    minor=${minor%-go}
-    if [ "$minor" -ge 21 ] && apt-cache policy "$package" | grep -q 'Candidate: [0-9]'; then
-      printf '%s\n' "$package"
-      break
+  local names package minor best="" best_minor=0
+  names=$(apt-cache pkgnames golang-1. 2>/dev/null || true)
+  for package in $names; do
+    [[ "$package" =~ ^golang-1\.([0-9]+)-go$ ]] || continue
+    minor=${BASH_REMATCH[1]}
+    if [ "$minor" -ge 21 ] && [ "$minor" -gt "$best_minor" ] && [[ "$(apt-cache policy "$package")" == *"Candidate: "[0-9]* ]]; then
+      best=$package
+      best_minor=$minor
     fi
   done
+  printf '%s\n' "$best"
 }
 
 install_debian_go() {
@@ -62,7 +66,7 @@ install_debian_go() {
   package=$(debian_go_package)
   if [ -z "$package" ] && [ -n "$codename" ]; then
     # The release's own Go is too old: add its backports suite, from the same mirror as the release.
-    uri=$(apt-cache policy | awk -v suite="$codename/main" '$3 == suite { print $2; exit }')
+    uri=$(apt-cache policy | awk -v suite="$codename/main" '$3 == suite && !uri { uri = $2 } END { print uri }')
     if [ -n "$uri" ]; then
       printf 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s-backports main\n' "$uri" "$codename" \
         >"/etc/apt/sources.list.d/$codename-backports.list"
