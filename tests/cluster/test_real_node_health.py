@@ -89,22 +89,46 @@ def test_resource_use_of_real_replicas_is_read_from_metrics_server_beside_their_
     assert all(r["peak_memory"] >= HELD_MIB * MIB for r in ended["replicas"] if r["role"] == "trainer"), ended
 
 
-#: A trainer that reports a few steps, then touches memory up to `fill` of its limit and goes quiet
-#: (no report, no output) until the test lets it go.
+#: A trainer that reports a few steps, then touches memory until its container's working set (as
+#: its cgroup counts it, v2 or v1) is 93 % of its limit, and goes quiet (no report, no output) until
+#: the test lets it go; it then frees the memory, writes a line and waits to be told to end.
 QUIET = """
-import pathlib, sys, time
+import pathlib, time
 from paddle_nbext_job import report
 
 home = pathlib.Path.home()
-fill_mib = int(sys.argv[1])
 for step in range(1, 4):
     report(step, total=3, loss=1.0 / step)
     print(f"step {step} loss {1.0 / step:.3f}", flush=True)
-held = bytearray(b"\\x01" * (fill_mib << 20))
-(home / "quiet").write_text("yes")
+
+
+def number(path, key=None):
+    text = pathlib.Path(path).read_text()
+    if key is None:
+        return int(text.split()[0]) if text.split()[0].isdigit() else 0
+    return next(int(v) for k, v in (line.split() for line in text.splitlines()) if k == key)
+
+
+def working_set_and_limit():
+    v2 = pathlib.Path("/sys/fs/cgroup/memory.current")
+    if v2.exists():
+        return number(v2) - number("/sys/fs/cgroup/memory.stat", "inactive_file"), number("/sys/fs/cgroup/memory.max")
+    v1 = "/sys/fs/cgroup/memory/"
+    return number(v1 + "memory.usage_in_bytes") - number(v1 + "memory.stat", "total_inactive_file"), number(v1 + "memory.limit_in_bytes")
+
+
+held = []
+used, limit = working_set_and_limit()
+while used < 0.93 * limit:
+    held.append(bytearray(b"\\x01" * (2 << 20)))
+    used, limit = working_set_and_limit()
+(home / "quiet").write_text(str(used))
 while not (home / "release-quiet").exists():
     time.sleep(0.2)
-print("released", len(held), flush=True)
+held.clear()
+print("released", flush=True)
+while not (home / "finish-quiet").exists():
+    time.sleep(0.2)
 """
 
 
@@ -118,7 +142,7 @@ def timeline(notebook: Notebook, name: str) -> list[dict[str, Any]]:
 
 def test_a_replica_near_its_memory_limit_is_warned_about_and_a_quiet_trainer_is_marked_stalled(notebook: Notebook) -> None:
     notebook.write("examples/quiet.py", QUIET)
-    notebook.submit("quiet", mode="collective", trainers=1, trainer_mem="400Mi", stall_timeout=20, entry_point="python quiet.py 345")
+    notebook.submit("quiet", mode="collective", trainers=1, trainer_mem="400Mi", stall_timeout=20, entry_point="python quiet.py")
     warned = notebook.wait(
         "quiet",
         lambda s: "Training is stalled: no progress for" in s.get("message", "") and "of its 400 MiB limit" in s.get("message", ""),
@@ -126,18 +150,26 @@ def test_a_replica_near_its_memory_limit_is_warned_about_and_a_quiet_trainer_is_
     )
     assert warned["phase"] == "Running", describe(warned)
     assert re.search(r"since step 3; trainer 0 last wrote at \d\d:\d\d:\d\d", warned["message"]), describe(warned)
-    assert re.search(r"trainer 0 uses 3\d\d MiB of its 400 MiB limit", warned["message"]), describe(warned)
+    assert re.search(r"trainer 0 uses 3\d\d(\.\d)? MiB of its 400 MiB limit", warned["message"]), describe(warned)
     kinds = [entry["kind"] for entry in timeline(notebook, "quiet")]
     assert kinds.count("warning") >= 2 and kinds.index("first_step") < kinds.index("warning"), kinds
 
     notebook.write("release-quiet", "go")
+    recovered = notebook.wait(
+        "quiet",
+        lambda s: sum(e["kind"] == "recovered" for e in timeline(notebook, "quiet")) >= 2,
+        "the memory and the progress back in the timeline",
+    )
+    assert recovered["phase"] == "Running" and "stalled" not in recovered["message"], describe(recovered)
+    assert "of its 400 MiB limit" not in recovered["message"], describe(recovered)
+    notebook.write("finish-quiet", "go")
     final = notebook.ended("quiet")
     assert final["phase"] == "Succeeded", describe(final)
     entries = timeline(notebook, "quiet")
-    texts = " | ".join(f"{e['kind']}: {e['text']}" for e in entries)
+    texts = " | ".join(f"{e['t']} {e['kind']}: {e['text']}" for e in entries)
     ordered = [e["kind"] for e in entries]
     for kind in ("submitted", "started", "first_step", "warning", "recovered", "ended"):
         assert kind in ordered, texts
     assert ordered.index("submitted") < ordered.index("started") < ordered.index("first_step") < ordered.index("ended"), texts
-    assert any(re.search(r"scheduled on pnb-real-node", e["text"]) for e in entries), texts
+    assert any(re.search(r"trainer 0 scheduled on node pnb-real-node", e["text"]) for e in entries), texts
     assert [e["t"] for e in entries] == sorted(e["t"] for e in entries), texts
