@@ -255,7 +255,16 @@ class Bench:
         marks = self.observe(label, replicas, complete, started)
         marks["trainer_nodes"] = self.trainer_nodes(label)
         subprocess.run(
-            [self.kubectl, "--kubeconfig", str(self.plane.admin_kubeconfig), "delete", "-f", str(path), "--wait=true"],
+            [
+                self.kubectl,
+                "--kubeconfig",
+                str(self.plane.admin_kubeconfig),
+                "delete",
+                "-f",
+                str(path),
+                "--wait=true",
+                "--ignore-not-found=true",
+            ],
             check=True,
             capture_output=True,
         )

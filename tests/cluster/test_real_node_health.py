@@ -173,3 +173,31 @@ def test_a_replica_near_its_memory_limit_is_warned_about_and_a_quiet_trainer_is_
     assert ordered.index("submitted") < ordered.index("started") < ordered.index("first_step") < ordered.index("ended"), texts
     assert any(re.search(r"trainer 0 scheduled on node pnb-real-node", e["text"]) for e in entries), texts
     assert [e["t"] for e in entries] == sorted(e["t"] for e in entries), texts
+
+
+#: A trainer that reports a few steps and then waits for ever without a word.
+SILENT = """
+import time
+from paddle_nbext_job import report
+
+for step in range(1, 4):
+    report(step, total=100, loss=1.0 / step)
+    print(f"step {step} loss {1.0 / step:.3f}", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_stalled_trainer_with_on_stall_fail_ends_the_job_failed_with_the_stall_in_words(notebook: Notebook) -> None:
+    notebook.write("examples/silent.py", SILENT)
+    notebook.submit("silent", mode="collective", trainers=1, stall_timeout=15, on_stall="fail", entry_point="python silent.py")
+    final = notebook.ended("silent")
+    assert final["phase"] == "Failed", describe(final)
+    assert re.match(
+        r"The job stalled: no progress for 1\d s since step 3; trainer 0 last wrote at \d\d:\d\d:\d\d\.?; on_stall is 'fail'\.",
+        final["message"],
+    ), describe(final)
+    (trainer,) = final["replicas"]
+    assert trainer["reason"].startswith("Stalled: no progress for"), describe(final)
+    kinds = [entry["kind"] for entry in timeline(notebook, "silent")]
+    assert kinds[-1] == "ended" and "warning" in kinds, kinds
