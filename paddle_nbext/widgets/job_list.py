@@ -50,6 +50,7 @@ class _Row(widgets.VBox):
         self.line = widgets.HBox(children=(*self.cells, self.logs_button, self.cancel_button, self.delete_button))
         self.question: DeleteQuestion | None = None
         super().__init__(children=(self.line,))
+        self.add_class("paddle-job-row")
         self.status = status
         self.update(status)
 
