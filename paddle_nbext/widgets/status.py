@@ -68,7 +68,8 @@ class JobStatusView(widgets.VBox):
 
     @property
     def phase(self) -> str:
-        return self.job.phase
+        """The phase the view shows (its card was drawn with it)."""
+        return self.phases[-1]
 
     def refresh(self) -> bool:
         """One request; returns False when there is nothing more to watch."""
@@ -85,10 +86,10 @@ class JobStatusView(widgets.VBox):
             return True
         self.error.value = ""
         self.html.value = display.status_html(status)
-        self.refresh_metrics(str(status.phase))
-        self.refresh_usage(ended=status.terminal)
         if status.phase != self.phases[-1]:
             self.phases.append(str(status.phase))
+        self.refresh_metrics(str(status.phase))
+        self.refresh_usage(ended=status.terminal)
         return not status.terminal
 
     def refresh_metrics(self, phase: str) -> None:
