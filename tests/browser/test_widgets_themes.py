@@ -140,6 +140,12 @@ def test_the_widgets_read_in_both_themes_and_disabled_buttons_look_disabled(
     expect(delete).to_be_enabled()
     assert delete.evaluate("el => getComputedStyle(el).backgroundColor") != neutral["background"]
 
+    # No button's label is cut ("delete ended…" read "delete ende…").
+    cut = table.locator(".jupyter-button").evaluate_all(
+        "els => els.filter(el => el.scrollWidth > el.clientWidth).map(el => el.textContent)"
+    )
+    assert cut == [], cut
+
     # The form's errors (its package is empty in the home) are in the theme's own red.
     expect(form.locator(".paddle-field-error").filter(has_text="give the folder of your training code")).to_be_visible()
 
