@@ -17,6 +17,8 @@ from .model.contract import format_cores, parse_time
 
 #: Characters of the bar of memory against its limit.
 BAR_WIDTH = 10
+#: Where a bar is marked, as the server warns (90 % of the limit; the panel's WARN_FRACTION).
+WARN_FRACTION = 0.9
 
 
 def gib(value: float | None) -> str:
@@ -46,6 +48,57 @@ def replica_name(replica: dict[str, Any]) -> str:
     return f"{replica.get('role')} {replica.get('index')}"
 
 
+#: What a view shows for a replica without figures (ended without a peak, not sampled yet): the panel's sign.
+NO_USAGE = "\u2014"
+
+
+def _number(value: Any) -> str:
+    """A request as the panel writes it (`1`, `0.5`): JavaScript's `String(number)`."""
+    number = float(value)
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def memory_fraction(replica: dict[str, Any]) -> float | None:
+    """How much of its memory limit the replica uses (0..1+); None without a limit or a reading,
+    so a replica without a limit never gets a bar (nothing to fill)."""
+    used, limit = replica.get("memory"), replica.get("memory_limit")
+    if not isinstance(used, (int, float)) or not isinstance(limit, (int, float)) or not limit:
+        return None
+    return float(used) / float(limit)
+
+
+def usage_summary(replica: dict[str, Any]) -> str:
+    """`0.98 of 1 cores · 1.8 GiB of 2 GiB`: the panel's words of one replica
+    (`labextension/src/usage.ts: usageSummary`), `… (no limit)` without a memory limit, and only
+    its peak once it stopped; '' when there is nothing to say."""
+    if replica.get("memory") is None:
+        peak = replica.get("peak_memory")
+        return f"peak {gib(peak)}" if peak else ""
+    request = replica.get("cpu_request")
+    cpu = (
+        f"{cores(replica.get('cpu'))} of {_number(request)} cores"
+        if isinstance(request, (int, float))
+        else f"{cores(replica.get('cpu'))} cores"
+    )
+    limit = replica.get("memory_limit")
+    memory = f"{gib(replica.get('memory'))} of {gib(limit)}" if limit else f"{gib(replica.get('memory'))} (no limit)"
+    return f"{cpu} · {memory}"
+
+
+def ranks_summary(replica: dict[str, Any]) -> str:
+    """`rank 0: 0.98 cores · 300 MiB; rank 1: ...`: each rank's own figures (`ranksSummary`)."""
+    return "; ".join(
+        f"rank {rank.get('rank')}: {cores(rank.get('cpu'))} cores · {gib(rank.get('memory') if rank.get('memory') is not None else rank.get('peak_memory'))}"
+        for rank in replica.get("ranks") or []
+        if isinstance(rank, dict)
+    )
+
+
+def unavailable_text(reason: str | None) -> str:
+    """The words shown instead of figures, the server's reason in them."""
+    return f"Resource use is not available: {reason or 'the server did not say why'}."
+
+
 class Usage:
     """`job.usage()`: CPU cores and memory per replica beside request and limit, peaks, history."""
 
@@ -71,7 +124,7 @@ class Usage:
     def text(self) -> str:
         """The `paddle-nbext top` table."""
         if not self.available:
-            return f"Resource use is not available: {self.reason or 'the server did not say why'}."
+            return unavailable_text(self.reason)
         rows = [("REPLICA", "PHASE", "CPU", "REQUEST", "MEMORY", "LIMIT", "", "PEAK", "RECENT MEMORY")]
         for replica in self.replicas:
             history = [point.get("memory") for point in replica.get("history") or [] if isinstance(point, dict)]
@@ -119,12 +172,16 @@ class Usage:
 
     def _repr_html_(self) -> str:
         if not self.available:
-            return f"<p class='paddle-usage'>Resource use is not available: {html.escape(self.reason or '')}.</p>"
+            return f"<p class='paddle-usage'>{html.escape(unavailable_text(self.reason))}</p>"
         head = "".join(f"<th>{cell}</th>" for cell in ("replica", "phase", "CPU (cores)", "memory", "limit", "peak"))
         rows = []
         for replica in self.replicas:
             used, limit = replica.get("memory"), replica.get("memory_limit")
-            meter = f" <meter min='0' max='{limit}' high='{0.9 * limit}' value='{used}'></meter>" if used is not None and limit else ""
+            meter = (
+                f" <meter min='0' max='{limit}' high='{WARN_FRACTION * limit}' value='{used}'></meter>"
+                if used is not None and limit
+                else ""
+            )
             cells = (
                 html.escape(replica_name(replica)),
                 html.escape(str(replica.get("phase") or "")),

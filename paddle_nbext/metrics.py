@@ -129,8 +129,8 @@ def progress_html(progress: dict[str, Any] | None, phase: str | None = None) -> 
             words.append(eta)
     return (
         "<div class='paddle-progress' style='margin:4px 0'>"
-        "<div style='display:inline-block;width:220px;height:10px;background:#e2e8f0;border-radius:5px;vertical-align:middle'>"
-        f"<div class='paddle-progress-bar' style='width:{fraction * 100:.1f}%;height:10px;background:#2b6cb0;border-radius:5px'></div>"
+        "<div style='display:inline-block;width:220px;height:10px;background:var(--jp-layout-color2, #e2e8f0);border-radius:5px;vertical-align:middle'>"
+        f"<div class='paddle-progress-bar' style='width:{fraction * 100:.1f}%;height:10px;background:var(--jp-brand-color1, #2b6cb0);border-radius:5px'></div>"
         f"</div> <span class='paddle-progress-text'>{html.escape(' · '.join(words))}</span></div>"
     )
 
@@ -165,7 +165,7 @@ def sparkline_svg(body: dict[str, Any], metric: str, width: int = 220, height: i
     last = ys[-1] if ys else 0.0
     return (
         f"<span class='paddle-sparkline'><svg width='{width}' height='{height}' viewBox='0 0 {width} {height}' "
-        f"style='vertical-align:middle;background:#f7fafc'>{''.join(paths)}</svg> "
+        f"style='vertical-align:middle;background:var(--jp-layout-color2, #f7fafc)'>{''.join(paths)}</svg> "
         f"<span class='paddle-sparkline-text'>{html.escape(metric)} {last:.4g} "
         f"(min {y0:.4g}, {len(lines)} replica{'s' if len(lines) != 1 else ''})</span></span>"
     )

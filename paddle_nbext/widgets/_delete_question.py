@@ -53,7 +53,6 @@ class DeleteQuestion(widgets.VBox):
         if (sizes or {}).get("checkpoints"):
             self.keep_checkpoints_button = widgets.Button(
                 description="Delete, keep checkpoints",
-                button_style="warning",
                 tooltip="move the checkpoints to ~/paddle-checkpoints/, then delete the job",
                 layout={"width": "auto"},
             )

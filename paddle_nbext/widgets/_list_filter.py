@@ -42,7 +42,7 @@ class FilterBar(widgets.HBox):
             icon="trash",
             button_style="danger",
             tooltip="delete the ended jobs shown (asks first)",
-            layout={"width": "130px"},
+            layout={"width": "auto"},  # its words whole (130 px cut them to "delete ende…")
         )
         self.search.observe(lambda _change: changed(), names="value")
         self.phase.observe(lambda _change: changed(), names="value")

@@ -31,11 +31,12 @@ from ..model.quota import QuotaCheck, Verdict
 from ..model.spec import JOB_FIELDS, JobSpec, Limits
 from ..model.status import SubmitPlan
 from ._code_checks import code_problems, default_entry, package_dir
+from ._theme import ERROR_COLOUR, MUTED_COLOUR, WARN_COLOUR, error_html, stylesheet, themed
 from .status import JobStatusView
 
 _STYLE = {"description_width": "150px"}
 #: The quota sentence's colour per verdict: waits is a warning, never an error.
-_VERDICT_COLOURS = {Verdict.WAITS: "#b7791f", Verdict.NEVER: "#c53030", Verdict.UNKNOWN: "#718096"}
+_VERDICT_COLOURS = {Verdict.WAITS: WARN_COLOUR, Verdict.NEVER: ERROR_COLOUR, Verdict.UNKNOWN: MUTED_COLOUR}
 _LAYOUT = {"width": "450px"}
 _SHOWN, _HIDDEN = "flex", "none"
 
@@ -73,11 +74,7 @@ class JobForm(widgets.VBox):
                 sections.append(self._row(row))
         self.header = widgets.HTML(
             value=f"<b>New Paddle job</b> · backend <code>{html.escape(str(backend.get('name', '?')))}</code>"
-            + (
-                ""
-                if backend.get("ok", True)
-                else f" <span style='color:#c53030'>{html.escape(str(backend.get('error') or 'unavailable'))}</span>"
-            )
+            + ("" if backend.get("ok", True) else " " + error_html(html.escape(str(backend.get("error") or "unavailable"))))
             + _paddle_note(backend.get("paddle"))
         )
         self.totals = widgets.HTML(value="")
@@ -93,8 +90,9 @@ class JobForm(widgets.VBox):
         self.check_button.on_click(lambda _button: self.check_resources())
         self.check_button.layout.display = _SHOWN if backend.get("quota_check") else _HIDDEN
         actions = widgets.HBox(children=(self.submit_button, self.check_button))
-        super().__init__(children=(self.header, *sections, self.totals, self.quota, self.form_error, actions), **kwargs)
+        super().__init__(children=(stylesheet(), self.header, *sections, self.totals, self.quota, self.form_error, actions), **kwargs)
         self.add_class("paddle-job-form")
+        themed(self)
         self._show_rows()
         self.validate()
 
@@ -216,7 +214,7 @@ class JobForm(widgets.VBox):
             self._messages[name] = message
         else:
             self._messages.pop(name, None)
-        self.errors[name].value = f"<span style='color:#c53030'>{html.escape(message)}</span>" if message else ""
+        self.errors[name].value = error_html(html.escape(message)) if message else ""
 
     # ---- quota before submit
     def check_resources(self) -> QuotaCheck | None:
@@ -229,10 +227,10 @@ class JobForm(widgets.VBox):
             if error.field in self.errors:
                 self._show(error.field, error.message)
             else:
-                self.form_error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+                self.form_error.value = error_html(html.escape(str(error)))
             return None
         except PaddleNbextError as error:
-            self.form_error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            self.form_error.value = error_html(html.escape(str(error)))
             return None
         self.quota_check = plan.quota
         if plan.quota is None:
@@ -266,11 +264,11 @@ class JobForm(widgets.VBox):
             if error.field in self.errors:
                 self._show(error.field, error.message)
             else:
-                self.form_error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+                self.form_error.value = error_html(html.escape(str(error)))
             self.submit_button.disabled = False
             return None
         except PaddleNbextError as error:
-            self.form_error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            self.form_error.value = error_html(html.escape(str(error)))
             self.submit_button.disabled = False
             return None
         self.job = job
@@ -289,5 +287,5 @@ def _paddle_note(paddle: object) -> str:
     if not isinstance(paddle, dict) or not paddle.get("summary"):
         return ""
     limited = paddle.get("error") or "ps" not in (paddle.get("modes") or ())
-    colour = "#c53030" if limited else "inherit"
+    colour = ERROR_COLOUR if limited else "inherit"
     return f"<br><span class='paddle-env' style='color:{colour}'>{html.escape(str(paddle['summary']))}</span>"

@@ -26,6 +26,7 @@ from ._delete_question import BulkDeleteQuestion, DeleteQuestion
 from ._list_filter import FilterBar
 from ._log_html import log_html, without_noise
 from ._poll import Poller, comm_alive, watch_comm_close
+from ._theme import error_html, stylesheet, themed
 
 
 class _Row(widgets.VBox):
@@ -40,7 +41,8 @@ class _Row(widgets.VBox):
             layout={"width": "80px"},
             tooltip=f"show the log of {self.name}: its failed replica if it failed, else trainer 0",
         )
-        self.cancel_button = widgets.Button(description="cancel", icon="stop", layout={"width": "80px"}, button_style="warning")
+        # No "warning" style: ipywidgets' white on orange reads at 2.7:1 in the light theme.
+        self.cancel_button = widgets.Button(description="cancel", icon="stop", layout={"width": "80px"}, tooltip=f"cancel {self.name}")
         self.delete_button = widgets.Button(description="delete", icon="trash", layout={"width": "80px"}, button_style="danger")
         self.logs_button.on_click(lambda _b: owner.show_logs(self.name))
         self.cancel_button.on_click(lambda _b: owner.cancel(self.name))
@@ -48,6 +50,7 @@ class _Row(widgets.VBox):
         self.line = widgets.HBox(children=(*self.cells, self.logs_button, self.cancel_button, self.delete_button))
         self.question: DeleteQuestion | None = None
         super().__init__(children=(self.line,))
+        self.add_class("paddle-job-row")
         self.status = status
         self.update(status)
 
@@ -106,10 +109,21 @@ class JobListWidget(widgets.VBox):
         self.filter = FilterBar(self._refilter, self.ask_delete_ended)
         self.bulk_question = widgets.VBox()
         super().__init__(
-            children=(self.header, self.filter, self.bulk_question, self.error, self.notice, self.table, self.hide_noise, self.logs),
+            children=(
+                stylesheet(),
+                self.header,
+                self.filter,
+                self.bulk_question,
+                self.error,
+                self.notice,
+                self.table,
+                self.hide_noise,
+                self.logs,
+            ),
             **kwargs,
         )
         self.add_class("paddle-job-list")
+        themed(self)
         self.refresh()
         self.poller = Poller(interval, self._tick, lambda: comm_alive(self), name="paddle-job-list")
         watch_comm_close(self, self.poller)
@@ -128,7 +142,7 @@ class JobListWidget(widgets.VBox):
         try:
             statuses = self.client.list_jobs()
         except PaddleNbextError as error:
-            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            self.error.value = error_html(html.escape(str(error)))
             return
         self.error.value = ""
         with self._rows_lock:
@@ -217,7 +231,7 @@ class JobListWidget(widgets.VBox):
         )
         self.notice.value = html.escape(text)
         if failed:
-            self.error.value = f"<span style='color:#c53030'>{html.escape('Could not delete: ' + '; '.join(failed))}</span>"
+            self.error.value = error_html(html.escape("Could not delete: " + "; ".join(failed)))
 
     # ---- buttons
     def show_logs(self, name: str, role: str | None = None, index: int | None = None) -> str:
@@ -235,7 +249,7 @@ class JobListWidget(widgets.VBox):
             # One rank's last lines are among more of its trainer's (every rank writes there).
             text = self.client.logs(name, role=role, index=index, tail=200 if rank is None else 5000)
         except PaddleNbextError as error:
-            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            self.error.value = error_html(html.escape(str(error)))
             return ""
         if rank is not None:
             text = "".join(rank_lines(text, rank).splitlines(keepends=True)[-200:])
@@ -260,7 +274,7 @@ class JobListWidget(widgets.VBox):
         try:
             status = self.client.cancel(name)
         except PaddleNbextError as error:
-            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            self.error.value = error_html(html.escape(str(error)))
             return
         with self._rows_lock:
             if name in self.rows:
@@ -293,7 +307,7 @@ class JobListWidget(widgets.VBox):
         try:
             kept = self.client.delete(name, keep_checkpoints=keep_checkpoints)
         except PaddleNbextError as error:
-            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            self.error.value = error_html(html.escape(str(error)))
             with self._rows_lock:
                 if name in self.rows:
                     self.rows[name].dismiss()

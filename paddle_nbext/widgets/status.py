@@ -1,6 +1,7 @@
-"""Live status view of one job: phase badge, message, replica table, and what its replicas
-`report()` (a progress bar and a sparkline of the loss, every trainer overlaid), refreshed until
-it ends."""
+"""Live status view of one job: phase badge, message, replica table, each replica's resource use
+(CPU and memory beside request and limit, a bar against the limit: `_usage_html`), and what its
+replicas `report()` (a progress bar and a sparkline of the loss, every trainer overlaid),
+refreshed until it ends."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ import ipywidgets as widgets
 from .. import display
 from .. import metrics as job_metrics
 from ..client import ApiError, PaddleNbextError
+from ..health import Usage
 from ..metrics import SPARKLINE_POINTS
 from ..model.contract import is_terminal
 from ..model.status import JobStatus
 from ._poll import Poller, comm_alive, watch_comm_close
+from ._theme import error_html, stylesheet, themed
+from ._usage_html import usage_html
 
 
 class WatchedJob(Protocol):
@@ -35,6 +39,8 @@ class WatchedJob(Protocol):
 
     def metrics_raw(self, points: int | None = None, since: str | None = None) -> dict[str, Any]: ...
 
+    def usage(self) -> Usage: ...
+
 
 class JobStatusView(widgets.VBox):
     """Shows `job` and refreshes it every `interval` seconds (one request each) until the job ends,
@@ -45,8 +51,12 @@ class JobStatusView(widgets.VBox):
         self.html = widgets.HTML(value=display.status_html(job.last))
         self.error = widgets.HTML(value="")
         self.metrics = widgets.HTML(value="")
-        super().__init__(children=(self.html, self.metrics, self.error), **kwargs)
+        #: Each replica's resource use (`job.usage()`), refreshed with the status.
+        self.usage = widgets.HTML(value="")
+        self.usage.add_class("paddle-usage-view")
+        super().__init__(children=(stylesheet(), self.html, self.usage, self.metrics, self.error), **kwargs)
         self.add_class("paddle-job-status")
+        themed(self)
         self.phases: list[str] = [job.phase]
         self.poller = Poller(interval, self.refresh, lambda: comm_alive(self), name=f"paddle-status-{job.name}")
         watch_comm_close(self, self.poller)
@@ -54,10 +64,12 @@ class JobStatusView(widgets.VBox):
             self.poller.start()
         else:
             self.refresh_metrics(str(job.phase))
+            self.refresh_usage(ended=True)
 
     @property
     def phase(self) -> str:
-        return self.job.phase
+        """The phase the view shows (its card was drawn with it)."""
+        return self.phases[-1]
 
     def refresh(self) -> bool:
         """One request; returns False when there is nothing more to watch."""
@@ -65,18 +77,19 @@ class JobStatusView(widgets.VBox):
             status = self.job.status()
         except ApiError as error:
             if error.status == 404:
-                self.error.value = f"<span style='color:#c53030'>{html.escape(error.message)}</span>"
+                self.error.value = error_html(html.escape(error.message))
                 return False
-            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            self.error.value = error_html(html.escape(str(error)))
             return True
         except PaddleNbextError as error:
-            self.error.value = f"<span style='color:#c53030'>{html.escape(str(error))}</span>"
+            self.error.value = error_html(html.escape(str(error)))
             return True
         self.error.value = ""
         self.html.value = display.status_html(status)
-        self.refresh_metrics(str(status.phase))
         if status.phase != self.phases[-1]:
             self.phases.append(str(status.phase))
+        self.refresh_metrics(str(status.phase))
+        self.refresh_usage(ended=status.terminal)
         return not status.terminal
 
     def refresh_metrics(self, phase: str) -> None:
@@ -87,6 +100,17 @@ class JobStatusView(widgets.VBox):
         except PaddleNbextError:
             return
         self.metrics.value = job_metrics.metrics_html(body, phase)
+
+    def refresh_usage(self, ended: bool) -> None:
+        """Each replica's figures from one usage request (only its peak once the job `ended`); a
+        failed request leaves them as they were, as for the metrics."""
+        try:
+            usage = self.job.usage()
+        except PaddleNbextError:
+            return
+        value = usage_html(usage.to_dict(), ended)
+        if self.usage.value != value:
+            self.usage.value = value
 
     def close(self) -> None:
         self.poller.stop()

@@ -12,54 +12,21 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from .health_job import submit_health_job
 from .lab_server import LabServer, open_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
 PANEL = "#paddle-nbext-panel"
 NAME = "browser-health"
-#: Grows the replica's tree (itself and its launcher) to 93 % of LIMIT_MIB, reports, holds until GO_FILE.
-GROWER = """\
-import os, time
-from paddle_nbext_job import flush, report
-limit = int(os.environ["LIMIT_MIB"]) << 20
-def resident(pid):
-    with open(f"/proc/{pid}/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-held = []
-while resident(os.getpid()) + resident(os.getppid()) < 0.93 * limit:
-    held.append(b"x" * (1 << 20))
-report(1, loss=1.0)
-flush()
-while not os.path.exists(os.environ["GO_FILE"]):
-    time.sleep(0.05)
-while True:
-    held.append(b"x" * (4 << 20))
-"""
 
 
 def test_the_job_view_shows_timeline_resource_use_and_the_memory_warning(page: Page, lab: LabServer, screenshots: Path) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    package = lab.home / "health_pkg"
-    package.mkdir(exist_ok=True)
-    (package / "grow.py").write_text(GROWER)
-    go = lab.home / "health.go"
     tab = open_lab(page, lab)
     tab.click()
-    response = lab.api(
-        "POST",
-        "jobs",
-        json={
-            "job_name": NAME,
-            "mode": "collective",
-            "entry_point": "python grow.py",
-            "trainer_package": "health_pkg",
-            "trainer_mem": "256Mi",
-            "env": {"LIMIT_MIB": "256", "GO_FILE": str(go)},
-        },
-    )
-    assert response.status_code == 201, response.text
+    job = submit_health_job(lab, NAME)
     page.locator(f'{PANEL} [data-testid="paddle-job-row"][data-job="{NAME}"]').click()
     view = page.locator(f'[data-testid="paddle-detail"][data-job="{NAME}"]')
     timeline = view.locator('[data-testid="paddle-timeline"]')
@@ -85,7 +52,7 @@ def test_the_job_view_shows_timeline_resource_use_and_the_memory_warning(page: P
     page.screenshot(path=str(screenshots / "job-health.png"))
 
     # Over the limit: Failed, and the timeline ends with the end.
-    go.write_text("")
+    job.release()
     expect(view.locator('[data-testid="paddle-detail-phase"]')).to_have_text("Failed", timeout=120_000)
     expect(entries.last).to_have_attribute("data-kind", "ended", timeout=30_000)
     expect(entries.last).to_contain_text("Failed: ")

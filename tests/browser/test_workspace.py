@@ -20,6 +20,7 @@ from playwright.sync_api import Page, expect
 from support.waiting import eventually
 
 from .lab_server import APP_START_TIMEOUT_MS, PANEL_TAB, REPO, LabServer, copy_ps_package, start_lab, stop_lab
+from .themes import low_contrast_text, set_theme
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -42,7 +43,6 @@ if os.environ["PADDLE_TRAINER_ID"] == "1":
     sys.exit("trainer 1: bad batch")
 print("trainer 0 done")
 """
-THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 
 
 def _wait_phase(lab: LabServer, name: str, phases: set[str], timeout: float = 240) -> dict[str, Any]:
@@ -118,11 +118,7 @@ def open_lab(page: Page, lab: LabServer, *, reset: bool = True, theme: str = "li
     page.goto(lab.page_url("lab") + ("&reset" if reset else ""), timeout=APP_START_TIMEOUT_MS)
     page.locator(PANEL_TAB).wait_for(timeout=APP_START_TIMEOUT_MS)
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands.hasCommand('paddle-nbext:open')")
-    page.evaluate("theme => window.jupyterapp.commands.execute('apputils:change-theme', { theme })", THEMES[theme])
-    page.wait_for_function(
-        "light => document.body.getAttribute('data-jp-theme-light') === light",
-        arg="true" if theme == "light" else "false",
-    )
+    set_theme(page, theme)
     if reset:
         page.locator(PANEL_TAB).click()
     expect(page.locator(PANEL)).to_be_visible()
@@ -400,46 +396,6 @@ def test_run_as_paddle_job_from_the_file_browser(page: Page, lab: LabServer) -> 
     panel = page.locator(PANEL)
     expect(panel.locator('[data-testid="paddle-form"]')).to_be_visible()
     expect(panel.locator('[data-testid="paddle-field-trainer_package"]')).to_have_value("ps_pkg")
-
-
-def low_contrast_text(page: Page, selector: str) -> list[str]:
-    """Text inside `selector` below WCAG AA (4.5:1) against the background it is painted on, from
-    computed styles: the first ancestor with an opaque-enough background, colours with alpha
-    blended over it (what axe does, and it also catches text axe skips as partly out of view)."""
-    return list(
-        page.evaluate(
-            """selector => {
-                // rgb()/rgba() (0-255), or color(srgb ...) (0-1), which is what color-mix() computes to.
-                const parse = c => { const m = c.match(/rgba?\\(([^)]+)\\)/) || c.match(/color\\(srgb ([^)]+)\\)/); if (!m) return null;
-                    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number); const k = c.startsWith('color(') ? 255 : 1;
-                    return [p[0] * k, p[1] * k, p[2] * k, p.length > 3 ? p[3] : 1]; };
-                const over = (top, under) => [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3])).concat(1);
-                const lum = c => { const [r, g, b] = c.slice(0, 3).map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
-                    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
-                const background = el => { const layers = [];
-                    for (let at = el; at; at = at.parentElement) { const bg = parse(getComputedStyle(at).backgroundColor);
-                        if (bg && bg[3] > 0) { layers.push(bg); if (bg[3] >= 1) break; } }
-                    let colour = [255, 255, 255, 1]; for (const layer of layers.reverse()) colour = over(layer, colour); return colour; };
-                const low = [];
-                const root = document.querySelector(selector);
-                const texts = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
-                for (let node = texts.nextNode(); node; node = texts.nextNode()) {
-                    const el = node.parentElement;
-                    if (!node.textContent.trim() || !el || el.closest('[hidden], svg, option') || !el.getClientRects().length) continue;
-                    const style = getComputedStyle(el);
-                    if (style.visibility === 'hidden' || el.closest('button:disabled, input:disabled, select:disabled')) continue;
-                    let opacity = 1; for (let at = el; at; at = at.parentElement) opacity *= Number(getComputedStyle(at).opacity);
-                    const bg = background(el);
-                    const fg = over([...parse(style.color).slice(0, 3), parse(style.color)[3] * opacity], bg);
-                    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
-                    const ratio = (a + 0.05) / (b + 0.05);
-                    if (ratio < 4.5) low.push(`${ratio.toFixed(2)}:1 "${node.textContent.trim().slice(0, 40)}" (${el.className || el.tagName}: ${style.color} on rgb(${bg.slice(0, 3).map(Math.round)}))`);
-                }
-                return [...new Set(low)];
-            }""",
-            selector,
-        )
-    )
 
 
 def scrolled_ancestors(page: Page, selector: str) -> list[str]:

@@ -4,6 +4,7 @@ order), against the live server and a running local job."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -136,3 +137,78 @@ def test_usage_text_of_a_kubernetes_answer_without_an_interval() -> None:
     lines = health.Usage(body).text().splitlines()
     assert lines[1].startswith("trainer 0") and "1 GiB" in lines[1] and "[#####     ] 50%" in lines[1]
     assert lines[-1].startswith("sampled at ") and "every" not in lines[-1]
+
+
+def test_the_status_view_shows_each_replicas_use_live_until_the_end(server: LiveServer, workdir: Path) -> None:
+    """`job.widget()` (what a running `Job` shows as in a notebook): while the job runs each replica's
+    CPU and memory beside request and limit, with a bar against the limit and its peak; once it ended
+    only the peak, no bar. Both states come by the view's own refresh."""
+    from paddle_nbext import api
+    from paddle_nbext.client import Client
+
+    (workdir / "holder.py").write_text(HOLDER)
+    go = workdir / "view-holder.go"
+    job = api.submit(
+        entry_point="python holder.py",
+        job_name="kernel-health-view",
+        mode="collective",
+        trainer_cpu="1",
+        trainer_mem="1Gi",
+        trainer_package=str(workdir),
+        env={"GO_FILE": str(go)},
+        client=Client(server.api, server.token),
+    )
+    view = job.widget(interval=0.2)
+    try:
+        line = re.compile(r"<span class='paddle-usage-text'>\d+\.\d\d of 1 cores · 1\d\d(\.\d)? MiB of 1 GiB</span>")
+        wait_until(lambda: line.search(view.usage.value), what=f"trainer 0's figures beside its limit, not {view.usage.value!r}")
+        usage = view.usage.value
+        assert "<li data-replica='trainer-0'><span class='paddle-usage-name'>trainer 0</span>" in usage
+        assert re.search(r"<span class='paddle-usage-bar' role='img' aria-label='1\d% of its memory limit'", usage), usage
+        assert "paddle-usage-peak'>peak 1" in usage
+        go.write_text("")
+        wait_until(lambda: not view.poller.running, what="the view to stop refreshing at the end")
+        ended = view.usage.value
+        assert re.search(r"<span class='paddle-usage-text'>peak 1\d\d(\.\d)? MiB</span>", ended), ended
+        assert "paddle-usage-bar" not in ended and " of 1 GiB" not in ended
+        assert view.phases[-1] == "Succeeded"
+    finally:
+        view.close()
+        go.write_text("")
+        job.delete()
+
+
+def test_usage_words_match_the_panels_and_say_nothing_of_a_limit_that_does_not_exist() -> None:
+    from paddle_nbext.widgets._usage_html import usage_html
+
+    limited = {"role": "trainer", "index": 0, "cpu": 0.984, "cpu_request": 1.0, "memory": 0.93 * (2 << 30), "memory_limit": 2 << 30}
+    free = {
+        "role": "pserver",
+        "index": 0,
+        "cpu": 0.5,
+        "cpu_request": 0.5,
+        "memory": 300 << 20,
+        "memory_limit": None,
+        "peak_memory": 310 << 20,
+    }
+    assert health.usage_summary(limited) == "0.98 of 1 cores · 1.9 GiB of 2 GiB"
+    assert health.usage_summary(free) == "0.50 of 0.5 cores · 300 MiB (no limit)"
+    assert health.usage_summary({**free, "memory": None}) == "peak 310 MiB"
+    assert health.usage_summary({"role": "trainer", "index": 1, "memory": None, "peak_memory": 0}) == ""
+    assert health.memory_fraction(free) is None
+    body = {"available": True, "replicas": [limited, free, {"role": "trainer", "index": 1, "memory": None, "peak_memory": 0}]}
+    shown = usage_html(body, ended=False)
+    trainer, pserver, silent = shown.split("<li ")[1:]
+    assert "class='paddle-usage-bar paddle-usage-high'" in trainer and "aria-label='93% of its memory limit'" in trainer
+    assert "(no limit)" in pserver and "paddle-usage-bar" not in pserver  # no bar: nothing to fill
+    assert "<span class='paddle-usage-text'>\u2014</span>" in silent  # the panel's sign for no figures
+    ranks = {
+        **limited,
+        "ranks": [{"rank": 0, "cpu": 0.5, "memory": 100 << 20}, {"rank": 1, "cpu": None, "memory": None, "peak_memory": 90 << 20}],
+    }
+    assert health.ranks_summary(ranks) == "rank 0: 0.50 cores · 100 MiB; rank 1: - cores · 90 MiB"
+    off = usage_html({"available": False, "reason": "resource use is off on this server (c.LocalBackend.usage_interval = 0)"}, ended=False)
+    assert off == (
+        "<p class='paddle-usage-unavailable'>Resource use is not available: "
+        "resource use is off on this server (c.LocalBackend.usage_interval = 0).</p>"
+    )

@@ -86,6 +86,7 @@ def fake_api() -> Iterator[str]:
 
 
 def test_the_form_checks_resources_warns_when_it_waits_and_refuses_what_never_fits(fake_api: str, tmp_path: Path) -> None:
+    from paddle_nbext.widgets._theme import ERROR_COLOUR, WARN_COLOUR
     from paddle_nbext.widgets.form import JobForm
 
     form = JobForm(Client(fake_api, "t"))
@@ -101,14 +102,14 @@ def test_the_form_checks_resources_warns_when_it_waits_and_refuses_what_never_fi
     waits = form.check_resources()
     assert waits is not None and waits.verdict == Verdict.WAITS
     assert "free now: 2 GPUs — it will wait (short of 2 GPUs in ResourceQuota gpus)" in form.quota.value
-    assert "#b7791f" in form.quota.value and disabled(form.submit_button) is False
+    assert f"color:{WARN_COLOUR}" in form.quota.value and disabled(form.submit_button) is False  # the theme's orange
 
     form.inputs["trainers"].value = 3  # an edit: the sentence was about other values
     assert form.quota.value == "" and form.quota_check is None
     never = form.check_resources()
     assert never is not None and never.verdict == Verdict.NEVER and never.field == "trainers"
     assert "it can never run: it needs 6 GPUs, but ResourceQuota gpus has at most 4 GPUs" in form.quota.value
-    assert "#c53030" in form.quota.value and disabled(form.submit_button) is True
+    assert f"color:{ERROR_COLOUR}" in form.quota.value and disabled(form.submit_button) is True  # the theme's red
 
     # Sent anyway (the button bypassed): the server's 422 lands under the field it names.
     assert form.submit() is None
