@@ -114,11 +114,12 @@ export class UsageView extends Widget {
         continue;
       }
       clear(cell);
-      if (!replica || !this._usage?.available) {
-        cell.textContent = NO_USAGE;
+      const summary = replica && this._usage?.available ? usageSummary(replica) : '';
+      if (!replica || !summary) {
+        cell.textContent = NO_USAGE; // no figures yet, nor a peak: the table says so, never blank
         continue;
       }
-      cell.appendChild(h('span', { className: 'pn-usage-text' }, usageSummary(replica)));
+      cell.appendChild(h('span', { className: 'pn-usage-text' }, summary));
       const fraction = memoryFraction(replica);
       if (fraction !== null) {
         cell.appendChild(usageBar(fraction));

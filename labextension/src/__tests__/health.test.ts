@@ -147,6 +147,22 @@ describe('UsageView', () => {
     view.dispose();
   });
 
+  it('shows a dash in the table for a replica with neither figures nor a peak yet', async () => {
+    const rows = document.createElement('tbody');
+    rows.innerHTML = '<tr data-replica="trainer-1"><td class="pn-usage"></td></tr>';
+    const fresh = usage(null);
+    fresh.replicas[0] = { ...fresh.replicas[0], cpu: null, peak_memory: 0, history: [] };
+    const view = new UsageView({
+      api: { usage: () => Promise.resolve(fresh) },
+      model: new FakeModel(),
+      name: 'job-a',
+      replicaRows: () => rows
+    });
+    await settle();
+    expect(rows.querySelector('.pn-usage')!.textContent).toBe('—');
+    view.dispose();
+  });
+
   it('says why resource use is not available', async () => {
     const view = new UsageView({
       api: {
