@@ -351,6 +351,10 @@ def test_a_replica_over_its_memory_limit_ends_oomkilled_by_its_cgroup(notebook: 
     final = notebook.ended("hog")
     assert final["phase"] == "Failed", describe(final)
     assert "OOMKilled" in final["message"], describe(final)
+    # the launcher survives the kill of the larger trainer code and says at which limit, last
+    assert "trainer 0 failed with OOMKilled: the kernel killed it at its 300 MiB memory limit (OOMKilled)" in final["message"], describe(
+        final
+    )
     assert final["replicas"][0]["reason"] and "OOMKilled" in final["replicas"][0]["reason"], describe(final)
 
 

@@ -220,6 +220,40 @@ def test_on_stall_restart_stops_the_trainer_and_exits_with_the_stall_the_policy_
         assert decision.message == f"restart 1 of 2: the job stalled ({words}); all replicas restarting"
 
 
+#: What the kernel does to a container over its limit, as the test's cgroup shows it: one more
+#: OOM kill counted, and the largest process (the trainer's code, not the launcher) killed.
+OOM_KILLED = """
+import os, pathlib, signal
+events = pathlib.Path(os.environ["PADDLE_NBEXT_CGROUP_DIR"]) / "memory.events"
+events.write_text("low 0\\nhigh 0\\nmax 3\\noom 1\\noom_kill 1\\n")
+print("step 7 loss 0.5", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_an_oom_kill_is_said_last_with_the_limit_and_the_most_seen_in_use(tmp_path: Path) -> None:
+    cgroup(tmp_path, int(1.5 * GIB), LIMIT)
+    write_atomic(tmp_path / "cgroup" / "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    (tmp_path / "package").mkdir()
+    (tmp_path / "package" / "train.py").write_text(OOM_KILLED)
+    env = pod_env(tmp_path, f"{sys.executable} train.py", **{replica_health.INTERVAL_VAR: "0.01"})
+    code, output = finish(start(env))
+    assert code == 137, output  # the launcher ends as its entry point did
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("the kernel killed it at its 2 GiB memory limit (OOMKilled)"), output
+    failed = policy.Observed("trainer", 1, "Failed", code, 0, "OOMKilled", output)
+    assert policy.failure_words(failed) == ("trainer 1", last)
+
+
+def test_a_kill_that_is_no_oom_says_nothing_of_memory(tmp_path: Path) -> None:
+    cgroup(tmp_path, GIB, LIMIT)
+    write_atomic(tmp_path / "cgroup" / "memory.events", "oom 0\noom_kill 0\n")
+    (tmp_path / "package").mkdir()
+    (tmp_path / "package" / "train.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    code, output = finish(start(pod_env(tmp_path, f"{sys.executable} train.py")))
+    assert code == 137 and "OOMKilled" not in output and "memory" not in output, output
+
+
 def test_on_stall_fail_kills_a_trainer_that_ignores_sigterm_and_the_job_fails_in_the_stalls_words(tmp_path: Path) -> None:
     cgroup(tmp_path, GIB, LIMIT)
     (tmp_path / "package").mkdir()

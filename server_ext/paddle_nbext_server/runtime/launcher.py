@@ -782,6 +782,9 @@ def run_watched(base: Mapping[str, str], log: ReplicaLog | None, run: Callable[[
         code = run()
     finally:
         watch.stop()
+    oom = watch.oom_words()
+    if oom is not None:
+        _say(oom, log)  # the last line: the job's failure message quotes it
     if watch.stopped_for is None:
         return code
     replica_health.write_termination_message(watch.stopped_for, base)

@@ -41,6 +41,13 @@ appended, one JSON object per line, never rewritten:
   active, a "recovered" (or none) is not.  `active_warnings` reads a file that way.
 * A line that is not a JSON object (a write cut short) is skipped.
 
+An out-of-memory kill: the kernel kills the largest process of a container over its limit (the
+trainer's code, not the small launcher), and the kubelet then calls the container `OOMKilled`.
+The launcher counts the cgroup's OOM kills (v2 `memory.events`, v1 `memory.oom_control`,
+`oom_kill`) before and after its entry point; when the count rose it says last, in the line the
+job's failure message quotes, at which limit and the most it saw in use ("the kernel killed it at
+its 400 MiB memory limit (OOMKilled); the most seen in use before: 372.5 MiB").
+
 Acting on a stall (`on_stall`): "warn" writes the entry only.  "restart" and "fail" also stop the
 trainer (`on_stop`: the launcher stops its entry point as a stop from Kubernetes would, SIGKILL
 after `STOP_GRACE_SECONDS`), after which the launcher exits with `contract.STALL_EXIT_CODE`, its
@@ -157,6 +164,22 @@ def read_memory(directory: str) -> MemoryReading | None:
         limit = 0 if limit >= _V1_UNLIMITED else limit
     # The kubelet's working set: usage less the page cache the kernel can drop at once.
     return MemoryReading(max(0, current - inactive) if inactive < current else 0, max(0, limit))
+
+
+def read_oom_kills(directory: str) -> int | None:
+    """How many processes the kernel killed in the container's cgroup for running out of memory
+    (v2 `memory.events`, else v1 `memory/memory.oom_control`, their `oom_kill`); None when
+    neither says."""
+    for path in (os.path.join(directory, "memory.events"), os.path.join(directory, "memory", "memory.oom_control")):
+        try:
+            with open(path, encoding="ascii") as handle:
+                for line in handle:
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 # --------------------------------------------------------------------------------------- stall
@@ -283,6 +306,9 @@ class ReplicaWatch:
         self.memory = health_rules.MemoryWatch(_seconds(env, MEMORY_WARN_AFTER_VAR, health_rules.DEFAULT_SUSTAIN))
         self.memory_on = True
         self.memory_read = False
+        self.peak = 0  # the largest working set seen (bytes), for the words of an OOM kill
+        self.limit = 0
+        self.oom_kills = read_oom_kills(self.cgroup)
         on_stall = env.get(ON_STALL_VAR, "").strip()
         self.on_stall = on_stall if on_stall in (*STOPPING, "warn") else "warn"
         timeout = _seconds(env, STALL_TIMEOUT_VAR, 0.0) if role == contract.Role.TRAINER else 0.0
@@ -318,6 +344,7 @@ class ReplicaWatch:
             self.memory_on = self.memory_read
             return
         self.memory_read = True
+        self.peak, self.limit = max(self.peak, reading.working_set), reading.limit
         warning, cleared = self.memory.observe(self.who, self.who, reading.working_set, reading.limit, now)
         if warning:
             self.add("warning", f"Memory: {warning}; the kernel stops it (OOMKilled) if it goes over.")
@@ -343,6 +370,18 @@ class ReplicaWatch:
             self.stopped_for = words
             self.say(f"paddle-nbext launcher: {STALLED} {words}; on_stall is '{self.on_stall}': stopping the trainer")
             self.on_stop()
+
+    def oom_words(self) -> str | None:
+        """After the entry point ended: what to say when the kernel killed in this container for
+        running out of memory meanwhile (its OOM kill count rose), else None."""
+        before, after = self.oom_kills, read_oom_kills(self.cgroup)
+        if before is None or after is None or after <= before:
+            return None
+        reading = read_memory(self.cgroup)
+        limit = self.limit or (reading.limit if reading is not None else 0)
+        at = f" at its {health_rules.gib(limit)} memory limit" if limit else ""
+        seen = f"; the most seen in use before: {health_rules.gib(self.peak)}" if self.peak else ""
+        return f"the kernel killed it{at} (OOMKilled){seen}"
 
     def check(self, now: float | None = None) -> None:
         """One look at memory and progress."""
