@@ -7,6 +7,7 @@ what they remember per job (forgotten once the job is neither watched nor active
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 from typing import Any
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 JobKey = tuple[str, str]  # (owner, job name)
 
 
-class JobTicker:
+class JobTicker(abc.ABC):
     """Looks at every watched owner's active jobs; `run` until cancelled."""
 
     #: The phases in which a job is looked at every tick.
@@ -39,9 +40,9 @@ class JobTicker:
         """What the subclass remembers per job (pruned after each tick)."""
         return []
 
+    @abc.abstractmethod
     async def announce(self, owner: str, name: str) -> None:
         """One look at one job: publish what is new."""
-        raise NotImplementedError
 
     async def tick(self) -> None:
         """One look at every watched owner's active jobs (and those that just ended)."""
