@@ -33,6 +33,7 @@ from .runtime import (
     ranks,
     replica_health,
     replicas,
+    store_relay,
     supervise,
 )
 
@@ -44,6 +45,7 @@ _MODULES = {
     "policy.py": policy,
     "preflight.py": preflight,
     "supervise.py": supervise,
+    "store_relay.py": store_relay,
     "ranks.py": ranks,
     "environments.py": environments,
     "gang.py": gang,

@@ -51,11 +51,12 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
         from paddle_nbext.model import contract
 
 if __package__:
-    from . import paddle_nbext_fence, preflight, ranks, supervise
+    from . import paddle_nbext_fence, preflight, ranks, store_relay, supervise
 else:  # a plain script: the bundle's preflight.py, ranks.py and supervise.py beside this file
     import paddle_nbext_fence  # type: ignore[import-not-found,no-redef]
     import preflight  # type: ignore[import-not-found,no-redef]
     import ranks  # type: ignore[import-not-found,no-redef]
+    import store_relay  # type: ignore[import-not-found,no-redef]
     import supervise  # type: ignore[import-not-found,no-redef]
 # `environments` (a job with requirements) and `gang` (a trainer of several ranks) are imported
 # where they are used, only by the replicas that need them: together they were half of every
@@ -884,6 +885,8 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
         each["PATH"] = path
         if prepared is not None:
             prepared.apply(each)
+    if base.get("PADDLE_NBEXT_MODE") == Mode.COLLECTIVE:
+        store_relay.attach(envs, timeout)  # no 3 s lost when rank 0's store is not up yet
     argv = supervise.entry_argv(env["ENTRY"], env["PATH"])
     if len(envs) > 1:
         if __package__:
