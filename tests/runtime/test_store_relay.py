@@ -1,6 +1,6 @@
 """The relay to the collective store: a rank other than 0 connects at once, the bytes pass both
 ways once the store listens, an end on either side reaches the other, and only the processes
-that talk to a store they do not serve are pointed at it."""
+that talk to a store they do not serve, and have no master given, are pointed at it."""
 
 from __future__ import annotations
 
@@ -79,9 +79,9 @@ def test_every_process_but_rank_0_is_pointed_at_one_relay_to_the_first_endpoint(
         relay.close()
 
 
-def test_rank_0_a_launch_entry_point_and_a_job_that_chose_its_master_get_no_relay() -> None:
+def test_rank_0_alone_and_a_launch_entry_point_get_no_relay() -> None:
     assert store_relay.attach([collective("0")], timeout=1) is None
-    assert store_relay.attach([{"PADDLE_TRAINER_ID": "1"}], timeout=1) is None  # launch: no endpoints given
-    chosen = [collective("1", MASTER_ADDR="10.0.0.5"), collective("2", PADDLE_MASTER="10.0.0.5:6170")]
-    assert store_relay.attach(chosen, timeout=1) is None
-    assert chosen[1]["PADDLE_MASTER"] == "10.0.0.5:6170"
+    launch = {"PADDLE_MASTER": "job-trainer-0.job:6170", "PADDLE_NNODES": "2", "PADDLE_RANK": "1"}  # no endpoints, its master
+    assert store_relay.attach([launch], timeout=1) is None
+    assert launch["PADDLE_MASTER"] == "job-trainer-0.job:6170"
+    assert store_relay.attach([collective("1", PADDLE_MASTER="10.0.0.5:6170")], timeout=1) is None

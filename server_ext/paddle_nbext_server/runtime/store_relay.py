@@ -8,7 +8,7 @@ not yet listening"), and every rank waits for the late one: half of all starts, 
 restart, took 3 s longer than they need (measured: docs/paddle-facts.md).
 
 So the launcher of a rank other than 0 points Paddle's store client at this relay on loopback
-(``PADDLE_MASTER``, which Paddle reads before the trainer endpoints), which accepts at once and
+(``PADDLE_MASTER``, which Paddle's store client reads before the trainer endpoints), which accepts at once and
 connects on to the real store itself, retrying every few tens of milliseconds until the wait
 timeout, then passes the bytes both ways until either side closes.  Paddle's messages are
 unchanged; only the store's own traffic (rendezvous keys and barriers, not the gradients, which
@@ -101,25 +101,24 @@ class StoreRelay:
         self._listener.close()
 
 
-#: Where Paddle's store client looks first (`init_parallel_env`, before MASTER_ADDR/MASTER_PORT
-#: and the first trainer endpoint); a job's own choice of either is left alone.
-MASTER_VARS = ("PADDLE_MASTER", "MASTER_ADDR")
+#: Where Paddle's store client looks first (``CreateOrGetGlobalTCPStore``; else the first trainer
+#: endpoint).  The job's own env cannot set it (a reserved contract name); the launcher's
+#: environment for a ``paddle.distributed.launch`` entry point does, and is left alone.
+MASTER_VAR = "PADDLE_MASTER"
 
 
 def attach(envs: list[dict[str, str]], timeout: float) -> StoreRelay | None:
     """Point every collective process of this replica but global rank 0 at one relay to the
     store (rank 0 serves it on the first trainer endpoint); the relay, or None when no process
     needs one (rank 0 alone, a ``paddle.distributed.launch`` entry point, which gets its own
-    rendezvous, or a job that set its master itself)."""
+    rendezvous)."""
     clients = [
-        env
-        for env in envs
-        if env.get("PADDLE_TRAINER_ID", "0") != "0" and env.get("PADDLE_TRAINER_ENDPOINTS") and not any(env.get(var) for var in MASTER_VARS)
+        env for env in envs if env.get("PADDLE_TRAINER_ID", "0") != "0" and env.get("PADDLE_TRAINER_ENDPOINTS") and not env.get(MASTER_VAR)
     ]
     if not clients:
         return None
     host, _, port = clients[0]["PADDLE_TRAINER_ENDPOINTS"].split(",")[0].rpartition(":")
     relay = StoreRelay(host.strip("[]"), int(port), timeout)
     for env in clients:
-        env["PADDLE_MASTER"] = relay.address
+        env[MASTER_VAR] = relay.address
     return relay
