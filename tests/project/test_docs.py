@@ -331,8 +331,8 @@ def test_admin_guide_object_listing_matches_the_manifests() -> None:
     """The `kubectl get` listing in the admin guide is what the manifest builder makes for the
     job it describes (names, kinds, roles, completions, resources, accounts)."""
     from paddle_nbext.model.spec import JobSpec
-    from paddle_nbext_server.backends.kubernetes import manifests
-    from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
+    from paddle_nbext_server.backends.kubernetes.build import manifests
+    from paddle_nbext_server.backends.kubernetes.build.home_volume import HomeVolume
     from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
     from paddle_nbext_server.runtime_files import read_bundle
 

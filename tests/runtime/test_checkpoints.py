@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from paddle_nbext.model.spec import JobSpec
-from paddle_nbext_server.backends.kubernetes import manifests
+from paddle_nbext_server.backends.kubernetes.build import manifests
 from paddle_nbext_server.runtime import paddle_nbext_job as job
 from paddle_nbext_server.runtime_files import PYLIB, write_bundle
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from paddle_nbext.model.contract import parse_time
 
-from ... import timeline
-from .timeline_home import Signature, signature
-from .timeline_objects import Derived
+from .... import timeline
+from .home import Signature, signature
+from .objects import Derived
 
 KEYS_FILE = "timeline.keys"
 MAX_KEPT_KEYS = 4000

@@ -14,7 +14,7 @@ from typing import Any
 from paddle_nbext.model.contract import OWNER_ANNOTATION, RESUMED_FROM_ANNOTATION, SPEC_KEY, STATUS_ANNOTATION, Phase
 from paddle_nbext.model.status import JobStatus, ReplicaStatus, resumed_link
 
-from ...runtime import policy, replicas
+from ....runtime import policy, replicas
 
 BACKEND_NAME = "kubernetes"
 

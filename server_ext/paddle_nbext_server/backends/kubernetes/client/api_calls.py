@@ -13,9 +13,9 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ..base import BackendForbidden, BackendUnavailable, InvalidRequest, JobExists
+from ...base import BackendForbidden, BackendUnavailable, InvalidRequest, JobExists
+from ..backend_config import KubernetesBackendConfig
 from .api_names import CUSTOM_OBJECTS, WARNING_TEXT
-from .backend_config import KubernetesBackendConfig
 from .cache import describe_failure
 from .connection import Connection, connect
 from .forbidden import denial_of

@@ -18,17 +18,18 @@ from paddle_nbext.model.quota import QuotaCheck
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
 
-from ... import runtime_files
-from ...runtime import replicas
-from ..base import BackendForbidden, BackendUnavailable, Forbidden, InvalidRequest, JobExists
-from . import jobset as jobsets
-from . import manifests, quota_reads, volcano
-from .api_names import HUB_SELECTOR, JOBSET_API, POD_ENDED, PODGROUP_API
-from .cache import describe_failure
-from .connection import Connection
-from .forbidden import denial_of
+from .... import runtime_files
+from ....runtime import replicas
+from ...base import BackendForbidden, BackendUnavailable, Forbidden, InvalidRequest, JobExists
+from ..build import jobset as jobsets
+from ..build import manifests, volcano
+from ..client.api_names import HUB_SELECTOR, JOBSET_API, POD_ENDED, PODGROUP_API
+from ..client.cache import describe_failure
+from ..client.connection import Connection
+from ..client.forbidden import denial_of
+from ..quota import quota_reads
+from ..settings import JOBSET_MODE, ManifestSettings
 from .reconcile import Reconciler
-from .settings import JOBSET_MODE, ManifestSettings
 
 
 class Admission(Reconciler):

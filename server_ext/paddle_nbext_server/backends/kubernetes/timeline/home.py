@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...metrics import MetricsFile
-from ...runtime import environments, paddle_nbext_job, replica_health
-from .timeline_objects import Derived, stamp, stamp_epoch
+from ....metrics import MetricsFile
+from ....runtime import environments, paddle_nbext_job, replica_health
+from .objects import Derived, stamp, stamp_epoch
 
 HEALTH_SUFFIX = replica_health.HEALTH_SUFFIX
 HEALTH_KINDS = frozenset({"warning", "recovered"})

@@ -28,8 +28,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from ..client.cache import describe_failure
 from . import queue_status
-from .cache import describe_failure
 
 GROUP = "visibility.kueue.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")  # newest first; Kueue v0.17 serves both, older releases only v1beta1

@@ -15,11 +15,11 @@ from kubernetes.client.exceptions import ApiException
 from paddle_nbext.model.contract import ROLES
 from paddle_nbext.model.status import JobStatus
 
-from ...runtime import replicas
-from ..base import BackendUnavailable, InvalidState, replica_not_found
-from . import logs as replica_logs
-from .admission import Admission
-from .cache import describe_failure
+from ....runtime import replicas
+from ...base import BackendUnavailable, InvalidState, replica_not_found
+from ..client.cache import describe_failure
+from ..lifecycle.admission import Admission
+from . import replica_logs
 
 
 class LogReading(Admission):

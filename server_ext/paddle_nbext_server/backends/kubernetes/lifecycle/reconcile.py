@@ -30,30 +30,23 @@ from paddle_nbext.model.contract import (
 )
 from paddle_nbext.model.status import JobStatus
 
-from ... import checkpoints
-from ...events import DELETED as EV_DELETED
-from ...events import UPDATED, JobEvent
-from ...runtime import cluster_master, environments, policy, replicas
-from ..base import BackendForbidden, BackendUnavailable
-from . import logs as replica_logs
-from . import (
-    manifests,
-    node_answers,
-    queue_positions,
-    queue_status,
-    resume_note,
-    timeline_keeper,
-    timeline_objects,
-    volcano,
-    volcano_status,
-)
-from . import metrics as replica_metrics
-from .api_names import JOB_OF_JOB, JOB_OF_POD, SELECTOR
-from .cache import WORKLOADS, WatchCache, describe_failure
-from .connection import Connection
+from .... import checkpoints
+from ....events import DELETED as EV_DELETED
+from ....events import UPDATED, JobEvent
+from ....runtime import cluster_master, environments, policy, replicas
+from ...base import BackendForbidden, BackendUnavailable
+from ..build import manifests, volcano
+from ..client.api_names import JOB_OF_JOB, JOB_OF_POD, SELECTOR
+from ..client.cache import WORKLOADS, WatchCache, describe_failure
+from ..client.connection import Connection
+from ..logs import replica_logs
+from ..settings import JOBSET_MODE, role_job_name
+from ..status import node_answers, queue_positions, queue_status, resume_note, volcano_status
+from ..status.job_status import final_of, job_status
+from ..timeline import keeper as timeline_keeper
+from ..timeline import objects as timeline_objects
+from ..usage import metrics as replica_metrics
 from .home_setup import HomeSetup
-from .settings import JOBSET_MODE, role_job_name
-from .status import final_of, job_status
 
 #: When the checkpoint a job's current attempt resumed from is not found, its checkpoints are read
 #: again this many times, this many seconds apart (a Resume links its checkpoint just after the
@@ -93,7 +86,7 @@ class Reconciler(HomeSetup):
         # file they write in the home: job -> (the step has ended, "Preparing environment: ..." or "").
         self._environment_notes: dict[str, tuple[bool, str]] = {}
         self._environment_reading: set[str] = set()
-        # Each job's timeline, written into its logs dir in the home (timeline_keeper.py), and
+        # Each job's timeline, written into its logs dir in the home (timeline/keeper.py), and
         # the jobs whose end has had its last look at the home.
         self._timelines = timeline_keeper.TimelineKeeper(self._mark, self.log)
         self._timeline_ended: set[str] = set()

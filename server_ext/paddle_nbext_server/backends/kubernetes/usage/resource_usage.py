@@ -29,8 +29,8 @@ from paddle_nbext.model.contract import JOB_LABEL, Phase, parse_time
 from paddle_nbext.model.quantity import Quantity
 from paddle_nbext.model.status import JobStatus
 
-from ...runtime import replicas
-from .log_reading import LogReading
+from ....runtime import replicas
+from ..logs.reading import LogReading
 
 METRICS_GROUP, METRICS_VERSION = "metrics.k8s.io", "v1beta1"
 #: Samples kept per replica for its sparkline.

@@ -18,9 +18,9 @@ from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext.model.quota import QuotaCheck
 
-from ..base import BackendUnavailable
+from ...base import BackendUnavailable
+from ..client.cache import describe_failure
 from . import quota
-from .cache import describe_failure
 
 #: `backend._call`: (what it is doing, client function, *args, **kwargs) -> the answer.
 Call = Callable[..., Awaitable[Any]]

@@ -16,15 +16,15 @@ from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext.model.spec import SpecError
 
-from ... import package
-from ..base import BackendForbidden, BackendUnavailable, InvalidRequest, InvalidState
-from . import home_volume as homes
-from . import intree_cephfs
-from .api_calls import KubernetesApi
-from .cache import describe_failure
-from .connection import Connection
-from .forbidden import denial_of
-from .usernames import Scheme
+from .... import package
+from ...base import BackendForbidden, BackendUnavailable, InvalidRequest, InvalidState
+from ..build import home_volume as homes
+from ..build import intree_cephfs
+from ..build.usernames import Scheme
+from ..client.api_calls import KubernetesApi
+from ..client.cache import describe_failure
+from ..client.connection import Connection
+from ..client.forbidden import denial_of
 
 
 class HomeSetup(KubernetesApi):

@@ -5,7 +5,7 @@ container's `startedAt`, an event's first time, the record's restart bookkeeping
 server noticed: a server that was down derives the same entries later with the same times.  Each
 has a stable `key` naming what it is about (a pod's uid, a Workload condition's transition), so a
 second derivation of the same objects, after a server restart too, adds nothing
-(timeline_store.py keeps the keys).  Where two sources say the same thing (the pod's `PodScheduled`
+(timeline/store.py keeps the keys).  Where two sources say the same thing (the pod's `PodScheduled`
 condition and the scheduler's FailedScheduling event; a pod's `DisruptionTarget` condition and the
 kubelet's Evicted event) they share a key, so the first one seen is the one kept.
 
@@ -22,10 +22,10 @@ from typing import Any
 
 from paddle_nbext.model.contract import RECORD_UID_LABEL, format_time, parse_time
 
-from ...runtime import policy, replicas
-from . import queue_status, volcano_status
-from .resume_note import attempt_label
-from .status import final_of, record_resumed_from
+from ....runtime import policy, replicas
+from ..status import queue_status, volcano_status
+from ..status.job_status import final_of, record_resumed_from
+from ..status.resume_note import attempt_label
 
 
 @dataclass(frozen=True)

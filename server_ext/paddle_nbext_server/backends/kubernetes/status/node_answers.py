@@ -16,8 +16,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from ...runtime import replicas
-from ..base import BackendUnavailable
+from ....runtime import replicas
+from ...base import BackendUnavailable
 
 #: Seconds a kubelet has to serve one line of a log before its node counts as not answering.
 ANSWER_SECONDS = 10.0

@@ -7,9 +7,9 @@ import re
 
 from paddle_nbext.model.contract import MANAGED_BY_LABEL, MANAGER, ROLES
 
-from ...runtime import replicas
-from . import jobset as jobsets
-from . import volcano
+from ....runtime import replicas
+from ..build import jobset as jobsets
+from ..build import volcano
 
 SELECTOR = f"{MANAGED_BY_LABEL}={MANAGER}"
 HUB_SELECTOR = "app=jupyterhub,component=hub"  # Zero to JupyterHub's hub pod and ConfigMap

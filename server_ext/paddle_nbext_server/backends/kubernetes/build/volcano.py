@@ -32,7 +32,7 @@ from paddle_nbext.model.quantity import Quantity
 from paddle_nbext.model.spec import JobSpec
 
 from .jobset import QUEUE_LABEL
-from .settings import JOBS_MODE, ManifestSettings
+from ..settings import JOBS_MODE, ManifestSettings
 
 GROUP = "scheduling.volcano.sh"
 VERSION = "v1beta1"

@@ -24,10 +24,10 @@ from typing import Any
 from paddle_nbext.model.contract import Phase
 from paddle_nbext.model.status import JobStatus
 
-from ...metrics import MetricsFile
-from .timeline_home import ActiveWarning, HomeReader
-from .timeline_objects import Derived
-from .timeline_store import KeyedTimeline, TimelineFiles, ensure_dir
+from ....metrics import MetricsFile
+from .home import ActiveWarning, HomeReader
+from .objects import Derived
+from .store import KeyedTimeline, TimelineFiles, ensure_dir
 
 #: Seconds between looks at a running job's folder in the home (stat signatures: cheap).
 HOME_INTERVAL = 2.0

@@ -9,8 +9,8 @@ from __future__ import annotations
 from paddle_nbext.model.contract import Role
 from paddle_nbext.model.status import JobStatus
 
-from ...metrics import MetricsFile, ranks_per_trainer, replica_files
-from .logs import log_dir
+from ....metrics import MetricsFile, ranks_per_trainer, replica_files
+from ..logs.replica_logs import log_dir
 
 
 def metrics_files(home: str, status: JobStatus) -> list[MetricsFile]:

@@ -48,14 +48,14 @@ from paddle_nbext.model.contract import (
 from paddle_nbext.model.quantity import Quantity
 from paddle_nbext.model.spec import JobSpec
 
-from ... import runtime_files
-from ...job_requirements import ENVS_DIR, INDEX_FILE
-from ...runtime import environments, paddle_nbext_job, replica_health, replicas
+from .... import runtime_files
+from ....job_requirements import ENVS_DIR, INDEX_FILE
+from ....runtime import environments, paddle_nbext_job, replica_health, replicas
 from . import volcano
-from .api_names import JOBS_DIR
+from ..client.api_names import JOBS_DIR
 from .home_volume import HomeVolume
 from .jobset import QUEUE_LABEL, jobset_of
-from .settings import JOBS_MODE, JOBSET_MODE, RUNTIME_MOUNT, VOLCANO, ManifestSettings
+from ..settings import JOBS_MODE, JOBSET_MODE, RUNTIME_MOUNT, VOLCANO, ManifestSettings
 
 CONTAINER = "main"
 #: The role label of the master's Job (and its account): a part of every job, not a replica `Role`.

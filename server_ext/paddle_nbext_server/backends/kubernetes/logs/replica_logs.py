@@ -43,9 +43,9 @@ from typing import Any
 from paddle_nbext.model.contract import ROLES, ReplicaPhase, Role
 from paddle_nbext.model.status import JobStatus
 
-from ...log_tail import read_end
-from ...runtime import launcher, replicas
-from .manifests import CONTAINER
+from ....log_tail import read_end
+from ....runtime import launcher, replicas
+from ..build.manifests import CONTAINER
 
 #: `_request_timeout` of a follow request, (connect, read) seconds, for the connection and the
 #: response's head only (the client accepts no "never").  `stream_api` then lifts the read timeout

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .jobset import QUEUE_LABEL
+from ..build.jobset import QUEUE_LABEL
 
 QUEUED = "Queued"
 ADMITTED = "Admitted"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .volcano import SCHEDULER_NAME
+from ..build.volcano import SCHEDULER_NAME
 
 PENDING, INQUEUE = "Pending", "Inqueue"
 

@@ -17,8 +17,8 @@ from typing import Any
 from paddle_nbext.model.contract import ATTEMPT_LABEL, Phase, parse_time
 from paddle_nbext.model.status import JobStatus
 
-from ...runtime import replicas
-from .status import record_spec
+from ....runtime import replicas
+from .job_status import record_spec
 
 
 @dataclass(frozen=True)

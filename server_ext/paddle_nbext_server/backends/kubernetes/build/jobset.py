@@ -28,7 +28,7 @@ from typing import Any
 from paddle_nbext.model.contract import JOB_LABEL, ROLE_LABEL, Role
 from paddle_nbext.model.spec import JobSpec
 
-from .settings import ManifestSettings
+from ..settings import ManifestSettings
 
 GROUP = "jobset.x-k8s.io"
 VERSION = "v1alpha2"
