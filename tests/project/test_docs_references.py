@@ -1,0 +1,243 @@
+"""What the docs point at must be there: the files, REST calls, variables and settings they name.
+
+tests/project/test_docs.py keeps the CLI commands, magics and `c.Class.trait` names honest; this
+file does the same for the other things a reader copies out of README.md, docs/ and deploy/:
+- every repository path (`deploy/rbac/notebook-role.yaml`, `tests/cluster/test_x.py::test_y`) and
+  every relative Markdown link exists (build outputs, which git ignores, excepted), and every
+  `#anchor` names a heading of its document;
+- every `GET /jobs/{name}/logs?role=...` is an operation of the served OpenAPI document, with
+  those query parameters;
+- every `PADDLE_NBEXT_*` variable is read somewhere outside the docs;
+- every long option given to a `scripts/...` command is one the script handles;
+- the plain-hub recipe's `PADDLE_NBEXT_HUB_*` list in the admin guide is the recipe's own, and the
+  job settings shipped in deploy/jupyterhub are configurable traits.
+CHANGELOG.md is history (it names files and calls as they were) and is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .test_docs import _walk_config
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "deploy" / "README.md"]
+#: docs/architecture.md speaks of a job's routes by their last part (`GET /usage`).
+GUIDES = [path for path in DOCS if path.name != "architecture.md"]
+TOP_DIRS = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("."))
+REPO_PATH = re.compile(rf"(?<![\w./~$-])((?:{'|'.join(map(re.escape, TOP_DIRS))})/[\w./*-]*(?:::\w+)?)")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+REST_CALL = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE)\s+(?:\S*?paddle/api/v1)?(/[\w{}<>.-]+(?:/[\w{}<>.-]+)*)/?(\?[^\s`]*)?")
+VARIABLE = re.compile(r"\bPADDLE_NBEXT_[A-Z0-9_]*[A-Z0-9]\b")
+SCRIPT_CALL = re.compile(r"\bscripts/([\w-]+\.(?:sh|py))\b([^`|;#\n]*)")
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def ignored(path: Path) -> bool:
+    """A build output or cache git ignores (`paddle_nbext/labextension/`, `dist/...`), as a file
+    or as a directory (a pattern ending in `/` matches only that)."""
+    return any(subprocess.run(["git", "check-ignore", "-q", "--no-index", f"{path}{end}"], cwd=ROOT).returncode == 0 for end in ("", "/"))
+
+
+def path_problem(where: str, target: Path, node: str | None = None) -> str | None:
+    if "*" in target.name:
+        if any(target.parent.glob(target.name)) or ignored(target.parent / target.name.replace("*", "x")):
+            return None
+        return f"{where}: `{rel(target)}` matches no file"
+    if not target.exists():
+        return None if ignored(target) else f"{where}: `{rel(target)}` does not exist"
+    if node and not re.search(rf"^\s*(?:async\s+)?def {node}\(|^class {node}\b", target.read_text(encoding="utf-8"), flags=re.M):
+        return f"{where}: `{rel(target)}` has no test `{node}`"
+    return None
+
+
+def headings(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    anchors = set()
+    in_block = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if re.match(r"^\s*(```|~~~)", line):
+            in_block = not in_block
+        elif not in_block and (heading := re.match(r"^#+\s+(.*?)\s*#*$", line)):
+            text = re.sub(r"[`*_]|\[([^]]*)\]\([^)]*\)", r"\1", heading.group(1)).lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", text).replace(" ", "-"))
+    return anchors
+
+
+def numbered_lines(path: Path) -> list[tuple[str, str]]:
+    return [(f"{rel(path)}:{n}", line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)]
+
+
+def path_problems(doc: Path, lines: list[tuple[str, str]]) -> list[str]:
+    problems = []
+    for where, line in lines:
+        for name in REPO_PATH.findall(line):
+            name = name.rstrip(".,:;")
+            if re.search(r"[<>{}]|\.\.\.", name):
+                continue  # a placeholder: `~/.paddle-jobs/<job>/logs`, `tests/...`
+            file, _, node = name.partition("::")
+            problems.append(path_problem(where, ROOT / file, node or None))
+        for target in LINK.findall(line):
+            if re.match(r"^[a-z]+:", target):
+                continue  # https:, mailto:
+            file, _, anchor = target.partition("#")
+            linked = (doc.parent / file).resolve() if file else doc
+            problems.append(path_problem(where, linked))
+            if anchor and linked.suffix == ".md" and linked.exists() and anchor not in headings(linked):
+                problems.append(f"{where}: `#{anchor}` is no heading of {rel(linked)}")
+    if doc.parent.name == "deploy":  # deploy/README.md names its files relative to deploy/
+        for where, line in lines:
+            for name in re.findall(r"`([\w-]+/[\w./-]+\.(?:yaml|py|json))`", line):
+                problems.append(path_problem(where, doc.parent / name))
+    return [problem for problem in problems if problem]
+
+
+def test_the_path_check_catches_drift() -> None:
+    lines = [
+        ("fake.md:1", "See `deploy/rbac/notebook-role.yaml`, `deploy/rbac/gone.yaml` and `~/.paddle-jobs/<job>/logs`."),
+        ("fake.md:2", "Run `tests/project/test_docs.py::test_no_such_test`; [admin](admin-guide.md#no-such-heading)."),
+        (
+            "fake.md:3",
+            "[RBAC](admin-guide.md#rbac-shipped-in-deployrbac), [built](../paddle_nbext/labextension/), `dist/paddle_nbext-*.whl`.",
+        ),
+    ]
+    problems = path_problems(ROOT / "docs" / "fake.md", lines)
+    assert [p.split(":")[1] for p in problems] == ["1", "2", "2"], problems
+    assert "gone.yaml" in problems[0] and "test_no_such_test" in problems[1] and "no-such-heading" in problems[2], problems
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=rel)
+def test_every_path_and_link_the_docs_name_exists(doc: Path) -> None:
+    problems = path_problems(doc, numbered_lines(doc))
+    assert not problems, "\n".join(problems)
+
+
+def openapi_operations() -> dict[str, dict[str, set[str]]]:
+    """'/jobs/{}/logs' -> {'get': {'role', 'index', ...}} from the OpenAPI document the server serves."""
+    document = json.loads((ROOT / "server_ext" / "paddle_nbext_server" / "openapi.json").read_text(encoding="utf-8"))
+    operations: dict[str, dict[str, set[str]]] = {}
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if isinstance(operation, dict) and method in ("get", "post", "put", "patch", "delete"):
+                query = {p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"}
+                operations.setdefault(re.sub(r"\{\w+\}", "{}", path), {})[method] = query
+    return operations
+
+
+def rest_problems(lines: list[tuple[str, str]]) -> list[str]:
+    operations = openapi_operations()
+    problems = []
+    for where, line in lines:
+        for method, path, query in REST_CALL.findall(line):
+            key = re.sub(r"\{[^}]*\}|<[^>]*>|(?<=^/jobs/)[A-Z]+\b|(?<=^/environments/)[A-Z]+\b", "{}", path)
+            if key not in operations or method.lower() not in operations[key]:
+                problems.append(f"{where}: `{method} {path}` is not an operation of the API ({', '.join(sorted(operations))})")
+                continue
+            for name in re.findall(r"[?&\[]([a-z_]+)=", query or ""):
+                if name not in operations[key][method.lower()]:
+                    problems.append(f"{where}: `{method} {path}` takes no query parameter `{name}`")
+    return problems
+
+
+def test_the_rest_check_catches_drift() -> None:
+    problems = rest_problems(
+        [
+            ("fake.md:1", "`GET /jobs/{name}/log` and `DELETE /jobs/<job>?keep=true`, `GET /metrics`"),
+            ("fake.md:2", "`POST /jobs?dry_run=true`"),
+        ]
+    )
+    assert [p.split("`")[1] for p in problems] == ["GET /jobs/{name}/log", "DELETE /jobs/<job>", "GET /metrics"], problems
+
+
+@pytest.mark.parametrize("doc", GUIDES, ids=rel)
+def test_every_rest_call_in_the_docs_is_served(doc: Path) -> None:
+    problems = rest_problems(numbered_lines(doc))
+    assert not problems, "\n".join(problems)
+
+
+def _code_texts() -> dict[str, str]:
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    texts = {}
+    for name in listed:
+        path = ROOT / name
+        if path.suffix in (".md", ".png", ".ipynb") or name.endswith("package-lock.json") or not path.is_file():
+            continue
+        texts[name] = path.read_text(encoding="utf-8", errors="replace")
+    return texts
+
+
+def test_every_variable_the_docs_name_is_read() -> None:
+    code = "\n".join(_code_texts().values())
+    problems = [
+        f"{where}: `{name}` appears in no code, script or manifest"
+        for doc in [*DOCS, ROOT / "benchmarks" / "README.md"]
+        if doc.exists()
+        for where, line in numbered_lines(doc)
+        for name in VARIABLE.findall(line)
+        if not re.search(rf"\b{name}\b", code)
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def script_text(path: Path) -> str:
+    """The script and the Python modules it hands its arguments to (`python -m support.controlplane "$@"`)."""
+    text = path.read_text(encoding="utf-8")
+    for module in re.findall(r"-m ([\w.]+)\b.*\"\$@\"", text):
+        for base in (ROOT / "tests", ROOT):
+            for candidate in (base / module.replace(".", "/") / "__main__.py", base / f"{module.replace('.', '/')}.py"):
+                if candidate.is_file():
+                    text += candidate.read_text(encoding="utf-8")
+    return text
+
+
+def test_every_script_option_the_docs_give_is_handled() -> None:
+    problems = []
+    for doc in DOCS:
+        for where, line in numbered_lines(doc):
+            for script, rest in SCRIPT_CALL.findall(line):
+                path = ROOT / "scripts" / script
+                if not path.exists():
+                    continue  # the path check reports it
+                text = script_text(path)
+                problems += [
+                    f"{where}: `scripts/{script} {flag}`: the script has no {flag}"
+                    for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", rest)
+                    if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text)
+                ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_admin_guide_lists_the_hub_recipes_settings() -> None:
+    recipe = (ROOT / "deploy" / "jupyterhub" / "jupyterhub_config.py").read_text(encoding="utf-8")
+    read = set(re.findall(r'\bsetting\("(\w+)"', recipe)) | set(re.findall(r'"PADDLE_NBEXT_HUB_(\w+)" in os\.environ', recipe))
+    guide = (ROOT / "docs" / "admin-guide.md").read_text(encoding="utf-8")
+    listing = guide.split("Site values come from `PADDLE_NBEXT_HUB_*` variables (", 1)[1].split(")", 1)[0]
+    listed = set(re.findall(r"`(\w+)`", listing)) | {"EXTRA_CONFIG"}
+    assert listed == read, f"the admin guide lists {sorted(listed - read)} the recipe does not read and not {sorted(read - listed)}"
+
+
+def _shipped_settings() -> list[tuple[str, Any]]:
+    values = yaml.safe_load((ROOT / "deploy" / "jupyterhub" / "values.yaml").read_text(encoding="utf-8"))
+    site = yaml.safe_load((ROOT / "deploy" / "jupyterhub" / "paddle-nbext-site.yaml").read_text(encoding="utf-8"))
+    shipped = [("deploy/jupyterhub/values.yaml", f["data"]) for f in values["singleuser"]["extraFiles"].values()]
+    shipped += [(f"deploy/jupyterhub/paddle-nbext-site.yaml:{key}", json.loads(text)) for key, text in site["data"].items()]
+    return shipped
+
+
+def test_the_shipped_job_settings_are_configurable_traits() -> None:
+    problems: list[str] = []
+    shipped = _shipped_settings()
+    for where, data in shipped:
+        _walk_config(data, where, problems)
+    assert not problems, "\n".join(problems)
+    assert shipped[0][1] == shipped[1][1], "values.yaml and paddle-nbext-site.yaml are meant to ship the same job settings"
