@@ -241,3 +241,41 @@ def test_the_shipped_job_settings_are_configurable_traits() -> None:
         _walk_config(data, where, problems)
     assert not problems, "\n".join(problems)
     assert shipped[0][1] == shipped[1][1], "values.yaml and paddle-nbext-site.yaml are meant to ship the same job settings"
+
+
+#: Settings whose default is worked out when the server starts; the reference says from what.
+RUNTIME_DEFAULTS = {
+    "PaddleNbext.home_dir": "`$HOME`",
+    "LocalBackend.max_cpu": "`os.cpu_count()`",
+    "LocalBackend.max_memory": "physical memory",
+    "LocalBackend.python": "the server's Python",
+    "KubernetesBackend.home_path": "`$HOME`",
+    "KubernetesBackend.owner": "`$JUPYTERHUB_USER`",
+    "KubernetesBackend.pod_name": "`$HOSTNAME`",
+}
+
+
+def test_the_configuration_reference_gives_each_settings_default_and_help() -> None:
+    """The admin guide's "Configuration reference" rows say what the code says: the trait's
+    default (or, for one worked out at start, where it comes from) and its help, word for word
+    (backticks aside)."""
+    from paddle_nbext_server.backends.kubernetes import KubernetesBackend
+    from paddle_nbext_server.backends.local import LocalBackend
+    from paddle_nbext_server.config import PaddleNbext
+
+    classes = {cls.__name__: cls.class_traits(config=True) for cls in (PaddleNbext, LocalBackend, KubernetesBackend)}
+    reference = (ROOT / "docs" / "admin-guide.md").read_text(encoding="utf-8").split("\n## Configuration reference", 1)[1]
+    rows = re.findall(r"^\| `c\.(\w+)\.(\w+)` \| (.*?) \| (.*) \|$", reference, flags=re.M)
+    problems = []
+    for cls, name, default, meaning in rows:
+        trait = classes[cls][name]
+        if f"{cls}.{name}" in RUNTIME_DEFAULTS:
+            if default != RUNTIME_DEFAULTS[f"{cls}.{name}"] or trait.default():
+                problems.append(f"c.{cls}.{name}: default {default}, the code's {trait.default()!r}")
+        elif not default.startswith(f"`{trait.default()!r}`"):
+            problems.append(f"c.{cls}.{name}: default {default}, the code's `{trait.default()!r}`")
+        if meaning.replace("`", "") != " ".join((trait.help or "").split()).replace("`", ""):
+            problems.append(f"c.{cls}.{name}: the reference says {meaning!r}, its help {trait.help!r}")
+    documented = {(cls, name) for cls, name, _, _ in rows}
+    problems += [f"c.{c}.{n} has no row" for c, traits in classes.items() for n in traits if n != "log" and (c, n) not in documented]
+    assert not problems, "\n".join(problems)
