@@ -31,12 +31,15 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "deploy" / "README.md"]
 #: docs/architecture.md speaks of a job's routes by their last part (`GET /usage`).
 GUIDES = [path for path in DOCS if path.name != "architecture.md"]
-TOP_DIRS = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("."))
+TOP_DIRS = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name not in (".git", ".venv") and not p.name.endswith("_cache"))
 REPO_PATH = re.compile(rf"(?<![\w./~$-])((?:{'|'.join(map(re.escape, TOP_DIRS))})/[\w./*-]*(?:::\w+)?)")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 REST_CALL = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE)\s+(?:\S*?paddle/api/v1)?(/[\w{}<>.-]+(?:/[\w{}<>.-]+)*)/?(\?[^\s`]*)?")
 VARIABLE = re.compile(r"\bPADDLE_NBEXT_[A-Z0-9_]*[A-Z0-9]\b")
 SCRIPT_CALL = re.compile(r"\bscripts/([\w-]+\.(?:sh|py))\b([^`|;#\n]*)")
+PYTHON_MODULE = re.compile(r"\bpython3? -m ((?:paddle_nbext_server|paddle_nbext|support|benchmarks)\b(?:\.\w+)*)")
+#: Where the repo's importable top-level packages live.
+PACKAGE_HOMES = {"paddle_nbext": ROOT, "paddle_nbext_server": ROOT / "server_ext", "support": ROOT / "tests", "benchmarks": ROOT}
 
 
 def rel(path: Path) -> str:
@@ -278,4 +281,35 @@ def test_the_configuration_reference_gives_each_settings_default_and_help() -> N
             problems.append(f"c.{cls}.{name}: the reference says {meaning!r}, its help {trait.help!r}")
     documented = {(cls, name) for cls, name, _, _ in rows}
     problems += [f"c.{c}.{n} has no row" for c, traits in classes.items() for n in traits if n != "log" and (c, n) not in documented]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_user_guides_field_table_is_the_job_model() -> None:
+    """The user guide's "The job fields": one row per field of the job model, each with the
+    field's own flag (the magics and the CLI take their flags from that model)."""
+    from paddle_nbext.model.spec import JOB_FIELDS
+
+    guide = (ROOT / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    table = guide.split("\n## The job fields", 1)[1].split("\n\n|", 1)[1].split("\n\n", 1)[0]
+    documented: dict[str, set[str]] = {}
+    for row in table.splitlines()[2:]:
+        names, flags = row.split(" | ")[:2]
+        found = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", flags))
+        for name in re.findall(r"`(\w+)`", names):
+            documented[name] = found
+    fields = {row.name: row.info.flag for row in JOB_FIELDS}
+    assert set(documented) == set(fields), f"rows for no field: {set(documented) - set(fields)}; no row: {set(fields) - set(documented)}"
+    wrong = [f"{name}: {sorted(flags)} (the model's {fields[name]})" for name, flags in documented.items() if fields[name] not in flags]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_python_module_the_docs_run_exists() -> None:
+    """`python -m paddle_nbext_server.openapi_gen` and the like name a module of the repo that can run."""
+    problems = []
+    for doc in DOCS:
+        for where, line in numbered_lines(doc):
+            for module in PYTHON_MODULE.findall(line):
+                base = PACKAGE_HOMES[module.split(".")[0]] / module.replace(".", "/")
+                if not (base.with_suffix(".py").is_file() or (base / "__main__.py").is_file()):
+                    problems.append(f"{where}: `python -m {module}`: no such module in the repo")
     assert not problems, "\n".join(problems)
