@@ -8,7 +8,7 @@ file does the same for the other things a reader copies out of README.md, docs/ 
 - every `GET /jobs/{name}/logs?role=...` is an operation of the served OpenAPI document, with
   those query parameters;
 - every `PADDLE_NBEXT_*` variable is read somewhere outside the docs;
-- every long option given to a `scripts/...` command is one the script handles;
+- every long option given to a `scripts/...` or `examples/...` command is one the script handles;
 - the plain-hub recipe's `PADDLE_NBEXT_HUB_*` list in the admin guide is the recipe's own, and the
   job settings shipped in deploy/jupyterhub are configurable traits.
 CHANGELOG.md is history (it names files and calls as they were) and is left out.
@@ -36,7 +36,7 @@ REPO_PATH = re.compile(rf"(?<![\w./~$-])((?:{'|'.join(map(re.escape, TOP_DIRS))}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 REST_CALL = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE)\s+(?:\S*?paddle/api/v1)?(/[\w{}<>.-]+(?:/[\w{}<>.-]+)*)/?(\?[^\s`]*)?")
 VARIABLE = re.compile(r"\bPADDLE_NBEXT_[A-Z0-9_]*[A-Z0-9]\b")
-SCRIPT_CALL = re.compile(r"\bscripts/([\w-]+\.(?:sh|py))\b([^`|;#\n]*)")
+SCRIPT_CALL = re.compile(r"\b((?:scripts|examples)/[\w-]+\.(?:sh|py))\b([^`|;#\n]*)")
 PYTHON_MODULE = re.compile(r"\bpython3? -m ((?:paddle_nbext_server|paddle_nbext|support|benchmarks)\b(?:\.\w+)*)")
 #: Where the repo's importable top-level packages live.
 PACKAGE_HOMES = {"paddle_nbext": ROOT, "paddle_nbext_server": ROOT / "server_ext", "support": ROOT / "tests", "benchmarks": ROOT}
@@ -208,12 +208,12 @@ def test_every_script_option_the_docs_give_is_handled() -> None:
     for doc in DOCS:
         for where, line in numbered_lines(doc):
             for script, rest in SCRIPT_CALL.findall(line):
-                path = ROOT / "scripts" / script
+                path = ROOT / script
                 if not path.exists():
                     continue  # the path check reports it
                 text = script_text(path)
                 problems += [
-                    f"{where}: `scripts/{script} {flag}`: the script has no {flag}"
+                    f"{where}: `{script} {flag}`: the script has no {flag}"
                     for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", rest)
                     if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text)
                 ]

@@ -106,6 +106,20 @@ def test_user_namespaces_provision_the_shipped_rbac_and_site_settings(monkeypatc
     assert ("read_namespaced_config_map", ("paddle-nbext-site", "jhub")) in calls
 
 
+def test_every_setting_of_the_recipe_is_a_configurable_trait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """traitlets ignores a misspelt setting without a word; the recipe's are all real (both layouts)."""
+    from jupyterhub.app import JupyterHub
+    from jupyterhub.proxy import ConfigurableHTTPProxy
+    from kubespawner import KubeSpawner
+
+    classes = {cls.__name__: set(cls.class_traits(config=True)) for cls in (JupyterHub, ConfigurableHTTPProxy, KubeSpawner)}
+    for settings in ({}, {"USER_NAMESPACES": "1", "HOME_STORAGE_CLASS": "cephfs-home", "HUB_CONNECT_URL": "http://hub:8081"}):
+        config = load(monkeypatch, **settings)
+        assert set(config) <= set(classes), f"sections of no known class: {set(config) - set(classes)}"
+        unknown = [f"c.{section}.{name}" for section in config for name in config[section] if name not in classes[section]]
+        assert not unknown, f"not configurable traits: {unknown}"
+
+
 # ------------------------------------------------------------------ CephFS homes: do the claims bind?
 
 ADMIN_GUIDE = ROOT / "docs" / "admin-guide.md"
