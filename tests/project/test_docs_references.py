@@ -313,3 +313,34 @@ def test_every_python_module_the_docs_run_exists() -> None:
                 if not (base.with_suffix(".py").is_file() or (base / "__main__.py").is_file()):
                     problems.append(f"{where}: `python -m {module}`: no such module in the repo")
     assert not problems, "\n".join(problems)
+
+
+#: `(admin guide: "CephFS homes")`, `the README's "Flaky tests"`: a section of another document by name.
+SECTION_REFERENCE = re.compile(r"\b(README|[Aa]dmin guide|[Uu]ser guide|architecture(?:\.md)?|CHANGELOG)(?:'s|:|,)?\s+\"([^\"]+)\"")
+SECTION_DOCS = {
+    "readme": "README.md",
+    "admin guide": "docs/admin-guide.md",
+    "user guide": "docs/user-guide.md",
+    "architecture": "docs/architecture.md",
+    "changelog": "CHANGELOG.md",
+}
+
+
+def section_names(path: Path) -> list[str]:
+    """A document's headings and bold paragraph leads (`**Flaky tests.**`), lower-cased, without markup."""
+    text = path.read_text(encoding="utf-8")
+    names = re.findall(r"^#+\s+(.*)$", text, flags=re.M) + re.findall(r"\*\*([^*]+?)\*\*", text)
+    return [" ".join(re.sub(r"[`*]", "", name).split()).lower() for name in names]
+
+
+def test_every_section_the_docs_refer_to_by_name_exists() -> None:
+    names = {key: section_names(ROOT / path) for key, path in SECTION_DOCS.items()}
+    problems = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for match in SECTION_REFERENCE.finditer(text.replace("\n", " ")):
+            doc, section = match.group(1).lower().removesuffix(".md"), " ".join(match.group(2).split())
+            if not any(section.lower().strip(" .") in name for name in names[doc]):
+                line = text.count("\n", 0, match.start()) + 1
+                problems.append(f'{rel(path)}:{line}: {match.group(1)} "{section}" names no heading of {SECTION_DOCS[doc]}')
+    assert not problems, "\n".join(problems)
