@@ -344,3 +344,20 @@ def test_every_section_the_docs_refer_to_by_name_exists() -> None:
                 line = text.count("\n", 0, match.start()) + 1
                 problems.append(f'{rel(path)}:{line}: {match.group(1)} "{section}" names no heading of {SECTION_DOCS[doc]}')
     assert not problems, "\n".join(problems)
+
+
+def test_the_settings_named_in_deploy_examples_and_scripts_exist() -> None:
+    """`c.KubernetesBackend.gang_scheduler` in a manifest's comment, a recipe or a script is a real
+    setting (the classes of paddle-nbext; a hub's own, KubeSpawner's, are the recipe test's)."""
+    from .test_docs import CONFIG_NAME, OWN_CLASSES, config_classes
+
+    classes = config_classes()
+    problems = [
+        f"{name}:{number}: `c.{cls}.{trait}` is not a configurable trait of {cls}"
+        for name, text in _code_texts().items()
+        if name.startswith(("deploy/", "examples/", "binder/", "scripts/", "jupyter-config/"))
+        for number, line in enumerate(text.splitlines(), 1)
+        for cls, trait in CONFIG_NAME.findall(line)
+        if cls in OWN_CLASSES and trait not in classes[cls]
+    ]
+    assert not problems, "\n".join(problems)
