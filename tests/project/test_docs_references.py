@@ -11,7 +11,8 @@ file does the same for the other things a reader copies out of README.md, docs/ 
 - every long option given to a `scripts/...` or `examples/...` command is one the script handles;
 - the plain-hub recipe's `PADDLE_NBEXT_HUB_*` list in the admin guide is the recipe's own, and the
   job settings shipped in deploy/jupyterhub are configurable traits.
-CHANGELOG.md is history (it names files and calls as they were) and is left out.
+CHANGELOG.md's released sections are history (they name files and calls as they were); the
+section of the version being made is checked for commands, settings, REST calls and variables.
 """
 
 from __future__ import annotations
@@ -360,4 +361,20 @@ def test_the_settings_named_in_deploy_examples_and_scripts_exist() -> None:
         for cls, trait in CONFIG_NAME.findall(line)
         if cls in OWN_CLASSES and trait not in classes[cls]
     ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_changelogs_coming_version_names_what_exists() -> None:
+    """The CHANGELOG's section of the version being made (above the first released one) describes
+    today's code: its commands, magics, settings, REST calls and variables exist. (Paths are left
+    out: it names files that moved.)"""
+    from .test_docs import cli_problems, code_snippets, config_problems, magic_problems
+
+    changelog = ROOT / "CHANGELOG.md"
+    coming = re.split(r"\n## \[\d+\.\d+\.\d+\] - \d{4}-\d\d-\d\d\n", changelog.read_text(encoding="utf-8"), maxsplit=1)[0]
+    snippets = code_snippets(changelog, coming)
+    lines = [(f"CHANGELOG.md:{n}", line) for n, line in enumerate(coming.splitlines(), 1)]
+    code = "\n".join(_code_texts().values())
+    problems = cli_problems(snippets) + magic_problems(snippets) + config_problems(changelog, coming) + rest_problems(lines)
+    problems += [f"{where}: `{name}` appears in no code" for where, line in lines for name in VARIABLE.findall(line) if name not in code]
     assert not problems, "\n".join(problems)
