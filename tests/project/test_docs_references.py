@@ -378,3 +378,87 @@ def test_the_changelogs_coming_version_names_what_exists() -> None:
     problems = cli_problems(snippets) + magic_problems(snippets) + config_problems(changelog, coming) + rest_problems(lines)
     problems += [f"{where}: `{name}` appears in no code" for where, line in lines for name in VARIABLE.findall(line) if name not in code]
     assert not problems, "\n".join(problems)
+
+
+def documented_signatures() -> list[tuple[str, str, str, str]]:
+    """(where, owner, name, parameters) of the user guide's API lists: `- `pn.submit(...)``,
+    `  - `wait(...)`` under `pn.Job(name)`, `- **`save_checkpoint(...)`**` (paddle_nbext_job)."""
+    found = []
+    for where, line in numbered_lines(ROOT / "docs" / "user-guide.md"):
+        for owner, pattern in (
+            ("paddle_nbext", r"^- `pn\.(\w+)\((.*?)\)`"),
+            ("Job", r"^  - `(\w+)\((.*?)\)`"),
+            ("Job", r"^  - `\w+\(.*?\)` / `(\w+)\((.*?)\)`"),
+            ("paddle_nbext_job", r"^- \*\*`(\w+)\((.*?)\)`\*\*"),
+        ):
+            if match := re.match(pattern, line):
+                found.append((where, owner, match.group(1), match.group(2)))
+    return found
+
+
+def signature_problems(where: str, function: Any, documented: str, *, complete: bool) -> list[str]:
+    """The documented parameters are the function's (names, kinds, defaults where given); with
+    `complete`, all of them (the name of `**kwargs` aside)."""
+    import ast
+    import inspect
+
+    tree = ast.parse(f"def f({documented}): pass").body[0]
+    assert isinstance(tree, ast.FunctionDef)
+    args = tree.args
+    doc_defaults = dict(zip([a.arg for a in args.args][::-1], args.defaults[::-1], strict=False))
+    doc_defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
+    said = [(a.arg, "positional") for a in args.args] + [(a.arg, "keyword") for a in args.kwonlyargs]
+    real = [p for p in inspect.signature(function).parameters.values() if p.name != "self"]
+    kinds = {
+        p.name: ("keyword" if p.kind is p.KEYWORD_ONLY else "positional") for p in real if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    }
+    problems = []
+    for name, kind in said:
+        if kinds.get(name) != kind:
+            problems.append(f"{where}: `{function.__name__}`: `{name}` is {kinds.get(name, 'no parameter')}, the docs say {kind}")
+        elif name in doc_defaults:
+            default = inspect.signature(function).parameters[name].default
+            if default is inspect.Parameter.empty or ast.literal_eval(doc_defaults[name]) != default:
+                problems.append(f"{where}: `{function.__name__}({name}=...)`: the default is {default!r}")
+    positional = [name for name, kind in said if kind == "positional"]
+    if positional != [name for name in kinds if kinds[name] == "positional"][: len(positional)]:
+        problems.append(f"{where}: `{function.__name__}`: positional parameters {positional} are not the function's first ones")
+    missing = [p.name for p in real if p.name not in dict(said) and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    missing = (
+        missing
+        if complete
+        else [name for name in missing if inspect.signature(function).parameters[name].default is inspect.Parameter.empty]
+    )
+    if missing:
+        problems.append(f"{where}: `{function.__name__}` also takes {missing}")
+    if complete and any(p.kind is p.VAR_KEYWORD for p in real) != (args.kwarg is not None):
+        problems.append(f"{where}: `{function.__name__}`: `**` keyword arguments {'missing' if args.kwarg is None else 'not taken'}")
+    return problems
+
+
+def test_the_user_guides_api_signatures_are_the_codes() -> None:
+    import paddle_nbext
+    from paddle_nbext_server.runtime import paddle_nbext_job
+
+    owners = {"paddle_nbext": paddle_nbext, "Job": paddle_nbext.Job, "paddle_nbext_job": paddle_nbext_job}
+    documented = documented_signatures()
+    assert {owner for _, owner, _, _ in documented} == set(owners), documented
+    problems = []
+    for where, owner, name, parameters in documented:
+        function = getattr(owners[owner], name, None)
+        if function is None:
+            problems.append(f"{where}: {owner} has no `{name}`")
+            continue
+        # A class (`pn.Job(name)`) and the job module's helpers are documented with what users pass.
+        complete = owner != "paddle_nbext_job" and not isinstance(function, type)
+        problems += signature_problems(where, function, parameters, complete=complete)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_signature_check_catches_drift() -> None:
+    import paddle_nbext
+
+    wait = signature_problems("fake.md:1", paddle_nbext.Job.wait, "timeout=None, poll=2.0", complete=True)
+    assert any("default is 1.0" in p for p in wait) and any("on_status" in p for p in wait), wait
+    logs = signature_problems("fake.md:2", paddle_nbext.Job.logs, 'role="trainer", index=0, tail=None', complete=False)
+    assert any("`tail` is keyword" in p for p in logs), logs
