@@ -115,14 +115,14 @@ def cli_surface() -> CliSurface:
 
 
 @lru_cache(maxsize=1)
-def magic_surface() -> dict[str, tuple[set[str], set[str]]]:
-    """'%name' / '%%name' -> (flags from its --help, kinds) from a real IPython shell."""
+def magic_help() -> dict[str, tuple[str, str]]:
+    """'%name' / '%%name' -> (its --help text, kind) from a real IPython shell."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "paddle_nbext")
     magics = shell.magics_manager.magics
-    found: dict[str, tuple[set[str], set[str]]] = {}
+    found: dict[str, tuple[str, str]] = {}
     for kind, prefix in (("line", "%"), ("cell", "%%")):
         for name in magics[kind]:
             if not name.startswith("paddle_"):
@@ -132,8 +132,13 @@ def magic_surface() -> dict[str, tuple[set[str], set[str]]]:
                 shell.run_line_magic(name, "--help")
             help_text = out.getvalue()
             assert "usage:" in help_text, f"%{name} --help printed no usage: {help_text!r}"
-            found[prefix + name] = (option_names(help_text), {kind})
+            found[prefix + name] = (help_text, kind)
     return found
+
+
+def magic_surface() -> dict[str, tuple[set[str], set[str]]]:
+    """'%name' / '%%name' -> (flags from its --help, kinds)."""
+    return {key: (option_names(help_text), {kind}) for key, (help_text, kind) in magic_help().items()}
 
 
 # ------------------------------------------------------------------ reading the markdown
@@ -249,9 +254,17 @@ def magic_problems(snippets: list[Snippet]) -> list[str]:
                     tokens = shlex.split(rest)
                 except ValueError:
                     tokens = rest.split()
-                for flag in (t.split("=")[0] for t in tokens if OPTION.fullmatch(t.split("=")[0])):
+                choices = option_choices(magic_help()[key][0])
+                for position, token in enumerate(tokens):
+                    flag = token.split("=")[0]
+                    if not OPTION.fullmatch(flag):
+                        continue
                     if flag not in flags:
                         problems.append(f"{snippet.where}: `{key} {flag}`: no such flag")
+                    value = token.partition("=")[2] if "=" in token else (tokens[position + 1] if position + 1 < len(tokens) else "")
+                    for one in value.split("|") if flag in choices and not re.search(r"[A-Z<$]", value) else []:
+                        if one not in choices[flag]:
+                            problems.append(f"{snippet.where}: `{key} {flag} {one}`: not one of {sorted(choices[flag])}")
     return problems
 
 
@@ -303,7 +316,7 @@ def test_the_checks_catch_drift() -> None:
     text = (
         "Run `paddle-nbext submit --trainers 2 --gpus 4` or `paddle-nbext show NAME`.\n"
         "`paddle-nbext logs NAME --role master`, `paddle-nbext logs NAME --role environment`.\n"
-        "```python\n%%paddle_submit --trainers 2 --replicas 3\n%paddle_status NAME\n```\n"
+        "```python\n%%paddle_submit --trainers 2 --replicas 3\n%paddle_status NAME\n%paddle_logs NAME --role master\n```\n"
         "Set `c.KubernetesBackend.namespaces` and `c.PaddleNbext.backend`.\n"
         "```yaml\nPaddleNbext:\n  max_gpus: 2\n```\n"
     )
@@ -314,6 +327,7 @@ def test_the_checks_catch_drift() -> None:
     assert any("--role master" in p for p in cli) and not any("--role environment" in p for p in cli), cli
     magics = magic_problems(snippets)
     assert any("--replicas" in p for p in magics) and any("%paddle_status" in p for p in magics), magics
+    assert any("--role master" in p for p in magics), magics
     config = config_problems(fake, text)
     assert any("namespaces" in p for p in config) and any("max_gpus" in p for p in config), config
     assert not any("PaddleNbext.backend" in p for p in config), config
