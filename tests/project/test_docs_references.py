@@ -462,3 +462,25 @@ def test_the_signature_check_catches_drift() -> None:
     assert any("default is 1.0" in p for p in wait) and any("on_status" in p for p in wait), wait
     logs = signature_problems("fake.md:2", paddle_nbext.Job.logs, 'role="trainer", index=0, tail=None', complete=False)
     assert any("`tail` is keyword" in p for p in logs), logs
+
+
+def test_every_deploy_manifest_parses() -> None:
+    """The manifests the docs tell admins to `kubectl apply` are YAML of named Kubernetes objects
+    (home.yaml's `${...}` are filled in by provision_home.py and parse as they are)."""
+    problems = []
+    for path in sorted((ROOT / "deploy").rglob("*.yaml")):
+        if path.name == "values.yaml":  # Helm values, not objects
+            continue
+        try:
+            documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+        except yaml.YAMLError as error:
+            problems.append(f"{rel(path)}: {error}")
+            continue
+        problems += [
+            f"{rel(path)}: a document without apiVersion, kind or metadata.name"
+            for d in documents
+            if not (d.get("apiVersion") and d.get("kind") and d.get("metadata", {}).get("name"))
+        ]
+        if not documents:
+            problems.append(f"{rel(path)}: no object")
+    assert not problems, "\n".join(problems)

@@ -106,6 +106,27 @@ def test_user_namespaces_provision_the_shipped_rbac_and_site_settings(monkeypatc
     assert ("read_namespaced_config_map", ("paddle-nbext-site", "jhub")) in calls
 
 
+def test_the_hubs_cluster_role_allows_what_the_hook_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every API call of the recipe's hook (a first spawn and a second) is one that
+    deploy/rbac/hub-user-namespaces.yaml grants the hub: a verb the ClusterRole lacks would fail
+    the spawn on a real cluster only."""
+    spawner_config = load(monkeypatch, USER_NAMESPACES="1", NAMESPACE="jhub").KubeSpawner
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+    spawner = mock.Mock(namespace="paddle-alice", service_account="paddle-notebook", api=FakeApi(calls))
+    with mock.patch("kubespawner.clients.shared_client", lambda kind: FakeApi(calls)):
+        asyncio.run(spawner_config.modify_pod_hook(spawner, "the pod"))
+    role = next(
+        d for d in yaml.safe_load_all((ROOT / "deploy" / "rbac" / "hub-user-namespaces.yaml").read_text()) if d["kind"] == "ClusterRole"
+    )
+    granted = {(resource, verb) for rule in role["rules"] for resource in rule["resources"] for verb in rule["verbs"]}
+    verbs = {"create": "create", "replace": "update", "read": "get", "patch": "patch", "delete": "delete"}
+    needed = set()
+    for name, _ in calls:
+        verb, _, kind = name.partition("_namespaced_")
+        needed.add((kind.replace("_", "") + "s", verbs[verb]))
+    assert needed and needed <= granted, f"the hook needs {sorted(needed - granted)}, which the ClusterRole does not grant"
+
+
 def test_every_setting_of_the_recipe_is_a_configurable_trait(monkeypatch: pytest.MonkeyPatch) -> None:
     """traitlets ignores a misspelt setting without a word; the recipe's are all real (both layouts)."""
     from jupyterhub.app import JupyterHub
