@@ -131,7 +131,7 @@ def test_every_setting_of_the_recipe_is_a_configurable_trait(monkeypatch: pytest
     """traitlets ignores a misspelt setting without a word; the recipe's are all real (both layouts)."""
     from jupyterhub.app import JupyterHub
     from jupyterhub.proxy import ConfigurableHTTPProxy
-    from kubespawner import KubeSpawner
+    from kubespawner import KubeSpawner  # type: ignore[import-untyped]
 
     classes = {cls.__name__: set(cls.class_traits(config=True)) for cls in (JupyterHub, ConfigurableHTTPProxy, KubeSpawner)}
     for settings in ({}, {"USER_NAMESPACES": "1", "HOME_STORAGE_CLASS": "cephfs-home", "HUB_CONNECT_URL": "http://hub:8081"}):
@@ -165,13 +165,14 @@ def provisioned_volume(*args: str) -> dict[str, Any]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert module.main([*args, "--dry-run"]) == 0
-    return next(d for d in yaml.safe_load_all(out.getvalue()) if d and d["kind"] == "PersistentVolume")
+    volume: dict[str, Any] = next(d for d in yaml.safe_load_all(out.getvalue()) if d and d["kind"] == "PersistentVolume")
+    return volume
 
 
 def hub_claim(monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], user: str = "alice") -> tuple[str, Any]:
     """(namespace, claim) that the recipe loaded with these PADDLE_NBEXT_HUB_* settings has
     KubeSpawner make for `user` (its own make_pvc, from the loaded configuration)."""
-    from kubespawner.objects import make_pvc
+    from kubespawner.objects import make_pvc  # type: ignore[import-untyped]
 
     for name in ("HOME_STORAGE_CLASS", "HOME_ACCESS_MODE", "HOME_SIZE", "USER_NAMESPACES"):
         monkeypatch.delenv(f"PADDLE_NBEXT_HUB_{name}", raising=False)
@@ -242,7 +243,7 @@ def test_the_documented_shared_namespace_cephfs_homes_bind(monkeypatch: pytest.M
     namespace, claim = hub_claim(monkeypatch, {**settings, "NAMESPACE": "jhub"})
     assert binding_problems(namespace, claim, volume) == []
 
-    from kubespawner.objects import make_pvc
+    from kubespawner.objects import make_pvc  # type: ignore[import-untyped]
 
     storage = yaml.safe_load((RECIPE / "values.yaml").read_text())["singleuser"]["storage"]
     chart_claim = make_pvc(
