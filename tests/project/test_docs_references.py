@@ -484,3 +484,24 @@ def test_every_deploy_manifest_parses() -> None:
         if not documents:
             problems.append(f"{rel(path)}: no object")
     assert not problems, "\n".join(problems)
+
+
+def test_the_user_guides_request_limits_are_the_models() -> None:
+    """The user guide's "Limits of a job request" gives the model's own bounds."""
+    from paddle_nbext.model import rules
+
+    guide = " ".join((ROOT / "docs" / "user-guide.md").read_text(encoding="utf-8").split())
+    paragraph = guide.split("**Limits of a job request**", 1)[1].split(" Names are yours alone", 1)[0]
+    assert rules.DURATION_MAX_SECONDS == 2**31 - 1
+    expected = [
+        f"`job_name` {rules.NAME_MAX_LENGTH} characters",
+        f"`entry_point` {rules.ENTRY_POINT_MAX_LENGTH:,} characters",
+        f"`trainer_package` {rules.PATH_MAX_LENGTH:,} characters",
+        f"`requirements` {rules.REQUIREMENTS_MAX_LENGTH} characters",
+        f"`env` at most {rules.ENV_MAX_COUNT} variables and {rules.ENV_MAX_BYTES // 1024} KiB",
+        f"at most {rules.NUMBER_TEXT_MAX_LENGTH} characters",
+        "at most 2³¹−1 seconds",
+        f"at most {rules.ENTRY_SCRIPT_MAX_BYTES // 2**20} MiB",
+    ]
+    missing = [text for text in expected if text not in paragraph]
+    assert not missing, f"the user guide's request limits do not say {missing}:\n{paragraph}"
