@@ -505,3 +505,15 @@ def test_the_user_guides_request_limits_are_the_models() -> None:
     ]
     missing = [text for text in expected if text not in paragraph]
     assert not missing, f"the user guide's request limits do not say {missing}:\n{paragraph}"
+
+
+def test_the_runtime_files_the_admin_guide_names_are_shipped() -> None:
+    """The admin guide's "A job's objects" names files of the runtime ConfigMap: each is in the bundle."""
+    from paddle_nbext_server import runtime_files
+    from paddle_nbext_server.runtime_files import read_bundle
+
+    guide = (ROOT / "docs" / "admin-guide.md").read_text(encoding="utf-8")
+    item = guide.split("- ConfigMap `paddle-nbext-runtime-", 1)[1].split("\n- ", 1)[0]
+    named = set(re.findall(r"`([\w/]+\.py)`", item))
+    assert named and "runtime_files.NAMES" in item and hasattr(runtime_files, "NAMES"), item
+    assert named <= set(read_bundle()), f"not in the runtime bundle: {sorted(named - set(read_bundle()))}"
