@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,7 @@ def test_every_rest_call_in_the_docs_is_served(doc: Path) -> None:
     assert not problems, "\n".join(problems)
 
 
+@lru_cache(maxsize=1)
 def _code_texts() -> dict[str, str]:
     listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     texts = {}
