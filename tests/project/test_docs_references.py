@@ -68,7 +68,7 @@ def path_problem(where: str, target: Path, node: str | None = None) -> str | Non
 
 def headings(path: Path) -> set[str]:
     """GitHub's anchors of a Markdown file's headings."""
-    anchors = set()
+    anchors: set[str] = set()
     in_block = False
     for line in path.read_text(encoding="utf-8").splitlines():
         if re.match(r"^\s*(```|~~~)", line):
@@ -84,7 +84,7 @@ def numbered_lines(path: Path) -> list[tuple[str, str]]:
 
 
 def path_problems(doc: Path, lines: list[tuple[str, str]]) -> list[str]:
-    problems = []
+    problems: list[str | None] = []
     for where, line in lines:
         for name in REPO_PATH.findall(line):
             name = name.rstrip(".,:;")
@@ -141,7 +141,7 @@ def openapi_operations() -> dict[str, dict[str, set[str]]]:
 
 def rest_problems(lines: list[tuple[str, str]]) -> list[str]:
     operations = openapi_operations()
-    problems = []
+    problems: list[str] = []
     for where, line in lines:
         for method, path, query in REST_CALL.findall(line):
             key = re.sub(r"\{[^}]*\}|<[^>]*>|(?<=^/jobs/)[A-Z]+\b|(?<=^/environments/)[A-Z]+\b", "{}", path)
@@ -173,7 +173,7 @@ def test_every_rest_call_in_the_docs_is_served(doc: Path) -> None:
 @lru_cache(maxsize=1)
 def _code_texts() -> dict[str, str]:
     listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    texts = {}
+    texts: dict[str, str] = {}
     for name in listed:
         path = ROOT / name
         if path.suffix in (".md", ".png", ".ipynb") or name.endswith("package-lock.json") or not path.is_file():
@@ -207,7 +207,7 @@ def script_text(path: Path) -> str:
 
 
 def test_every_script_option_the_docs_give_is_handled() -> None:
-    problems = []
+    problems: list[str] = []
     for doc in DOCS:
         for where, line in numbered_lines(doc):
             for script, rest in SCRIPT_CALL.findall(line):
@@ -272,7 +272,7 @@ def test_the_configuration_reference_gives_each_settings_default_and_help() -> N
     classes = {cls.__name__: cls.class_traits(config=True) for cls in (PaddleNbext, LocalBackend, KubernetesBackend)}
     reference = (ROOT / "docs" / "admin-guide.md").read_text(encoding="utf-8").split("\n## Configuration reference", 1)[1]
     rows = re.findall(r"^\| `c\.(\w+)\.(\w+)` \| (.*?) \| (.*) \|$", reference, flags=re.M)
-    problems = []
+    problems: list[str] = []
     for cls, name, default, meaning in rows:
         trait = classes[cls][name]
         if f"{cls}.{name}" in RUNTIME_DEFAULTS:
@@ -308,7 +308,7 @@ def test_the_user_guides_field_table_is_the_job_model() -> None:
 
 def test_every_python_module_the_docs_run_exists() -> None:
     """`python -m paddle_nbext_server.openapi_gen` and the like name a module of the repo that can run."""
-    problems = []
+    problems: list[str] = []
     for doc in DOCS:
         for where, line in numbered_lines(doc):
             for module in PYTHON_MODULE.findall(line):
@@ -338,7 +338,7 @@ def section_names(path: Path) -> list[str]:
 
 def test_every_section_the_docs_refer_to_by_name_exists() -> None:
     names = {key: section_names(ROOT / path) for key, path in SECTION_DOCS.items()}
-    problems = []
+    problems: list[str] = []
     for path in DOCS:
         text = path.read_text(encoding="utf-8")
         for match in SECTION_REFERENCE.finditer(text.replace("\n", " ")):
@@ -385,7 +385,7 @@ def test_the_changelogs_coming_version_names_what_exists() -> None:
 def documented_signatures() -> list[tuple[str, str, str, str]]:
     """(where, owner, name, parameters) of the user guide's API lists: `- `pn.submit(...)``,
     `  - `wait(...)`` under `pn.Job(name)`, `- **`save_checkpoint(...)`**` (paddle_nbext_job)."""
-    found = []
+    found: list[tuple[str, str, str, str]] = []
     for where, line in numbered_lines(ROOT / "docs" / "user-guide.md"):
         for owner, pattern in (
             ("paddle_nbext", r"^- `pn\.(\w+)\((.*?)\)`"),
@@ -414,7 +414,7 @@ def signature_problems(where: str, function: Any, documented: str, *, complete: 
     kinds = {
         p.name: ("keyword" if p.kind is p.KEYWORD_ONLY else "positional") for p in real if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
     }
-    problems = []
+    problems: list[str] = []
     for name, kind in said:
         if kinds.get(name) != kind:
             problems.append(f"{where}: `{function.__name__}`: `{name}` is {kinds.get(name, 'no parameter')}, the docs say {kind}")
@@ -445,7 +445,7 @@ def test_the_user_guides_api_signatures_are_the_codes() -> None:
     owners = {"paddle_nbext": paddle_nbext, "Job": paddle_nbext.Job, "paddle_nbext_job": paddle_nbext_job}
     documented = documented_signatures()
     assert {owner for _, owner, _, _ in documented} == set(owners), documented
-    problems = []
+    problems: list[str] = []
     for where, owner, name, parameters in documented:
         function = getattr(owners[owner], name, None)
         if function is None:
@@ -469,7 +469,7 @@ def test_the_signature_check_catches_drift() -> None:
 def test_every_deploy_manifest_parses() -> None:
     """The manifests the docs tell admins to `kubectl apply` are YAML of named Kubernetes objects
     (home.yaml's `${...}` are filled in by provision_home.py and parse as they are)."""
-    problems = []
+    problems: list[str] = []
     for path in sorted((ROOT / "deploy").rglob("*.yaml")):
         if path.name == "values.yaml":  # Helm values, not objects
             continue

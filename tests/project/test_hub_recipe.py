@@ -120,7 +120,7 @@ def test_the_hubs_cluster_role_allows_what_the_hook_does(monkeypatch: pytest.Mon
     )
     granted = {(resource, verb) for rule in role["rules"] for resource in rule["resources"] for verb in rule["verbs"]}
     verbs = {"create": "create", "replace": "update", "read": "get", "patch": "patch", "delete": "delete"}
-    needed = set()
+    needed: set[tuple[str, str]] = set()
     for name, _ in calls:
         verb, _, kind = name.partition("_namespaced_")
         needed.add((kind.replace("_", "") + "s", verbs[verb]))
@@ -194,7 +194,7 @@ def binding_problems(namespace: str, claim: Any, volume: dict[str, Any]) -> list
     """Why the PV controller would not bind `claim` to the volume made for it (its checks of a
     volume pre-bound by claimRef: the claim's name, class, access modes and size)."""
     spec = volume["spec"]
-    problems = []
+    problems: list[str] = []
     if spec["claimRef"] != {"namespace": namespace, "name": claim.metadata.name}:
         problems.append(f"the volume is made for {spec['claimRef']}, the hub makes {namespace}/{claim.metadata.name}")
     if claim.spec.storage_class_name is None:
