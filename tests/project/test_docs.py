@@ -225,7 +225,7 @@ def cli_problems(snippets: list[Snippet]) -> list[str]:
                             valid = surface.commands.get(name, set()) | surface.global_flags
                             if name in surface.commands and flag not in valid:
                                 problems.append(f"{snippet.where}: `{CLI} {name} {flag}`: no such option")
-                            allowed = surface.choices.get(name, {}).get(flag)
+                            allowed = surface.choices.get(name, {}).get(flag, set())
                             value = (
                                 token.partition("=")[2] if "=" in token else (tokens[position + 1] if position + 1 < len(tokens) else "")
                             )

@@ -243,7 +243,7 @@ def test_the_documented_shared_namespace_cephfs_homes_bind(monkeypatch: pytest.M
     namespace, claim = hub_claim(monkeypatch, {**settings, "NAMESPACE": "jhub"})
     assert binding_problems(namespace, claim, volume) == []
 
-    from kubespawner.objects import make_pvc  # type: ignore[import-untyped]
+    from kubespawner.objects import make_pvc
 
     storage = yaml.safe_load((RECIPE / "values.yaml").read_text())["singleuser"]["storage"]
     chart_claim = make_pvc(
