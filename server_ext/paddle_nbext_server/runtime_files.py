@@ -22,6 +22,10 @@ import paddle_nbext.model.paddle_noise
 
 from .runtime import (
     cluster_master,
+    env_build,
+    env_index,
+    env_requirements,
+    env_status,
     environments,
     gang,
     health_rules,
@@ -46,6 +50,10 @@ _MODULES = {
     "supervise.py": supervise,
     "ranks.py": ranks,
     "environments.py": environments,
+    "env_requirements.py": env_requirements,
+    "env_index.py": env_index,
+    "env_build.py": env_build,
+    "env_status.py": env_status,
     "gang.py": gang,
     "health_rules.py": health_rules,
     "replica_health.py": replica_health,

@@ -49,10 +49,16 @@ _POLL = 0.01
 #: The bundle modules the launcher imports by their plain names (runtime_files).
 BUNDLE_SIBLINGS = (
     "contract",
+    "paddle_noise",
+    "paddle_nbext_fence",
     "preflight",
     "ranks",
     "supervise",
     "environments",
+    "env_requirements",
+    "env_index",
+    "env_build",
+    "env_status",
     "gang",
     "policy",
     "replica_health",
