@@ -22,6 +22,7 @@ import paddle_nbext.model.paddle_noise
 
 from .runtime import (
     cluster_master,
+    endpoint_wait,
     env_build,
     env_index,
     env_requirements,
@@ -29,13 +30,16 @@ from .runtime import (
     environments,
     gang,
     health_rules,
+    launch_env,
     launcher,
     paddle_nbext_fence,
     paddle_nbext_job,
     policy,
     preflight,
     ranks,
+    replica_files,
     replica_health,
+    replica_log,
     replicas,
     supervise,
 )
@@ -45,6 +49,10 @@ PYLIB = "pylib"
 #: bundle file path (relative, "/"-separated) -> the module that is shipped under that name.
 _MODULES = {
     "launcher.py": launcher,
+    "launch_env.py": launch_env,
+    "endpoint_wait.py": endpoint_wait,
+    "replica_files.py": replica_files,
+    "replica_log.py": replica_log,
     "policy.py": policy,
     "preflight.py": preflight,
     "supervise.py": supervise,

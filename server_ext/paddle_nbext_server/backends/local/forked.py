@@ -49,6 +49,10 @@ _POLL = 0.01
 #: The bundle modules the launcher imports by their plain names (runtime_files).
 BUNDLE_SIBLINGS = (
     "contract",
+    "launch_env",
+    "endpoint_wait",
+    "replica_files",
+    "replica_log",
     "paddle_noise",
     "paddle_nbext_fence",
     "preflight",
