@@ -1,7 +1,8 @@
 """The files a job runs, as one bundle: the stdlib-only runtime (launcher, policy, in-cluster
 master), the shared contract module they import, and `pylib/paddle_nbext_job.py`, the module
-training code imports (`report()`); the launcher puts only `pylib/` on the replica's
-`PYTHONPATH`, so the launcher's own files never shadow a module of the user's.
+training code imports (`report()`, checkpoints), with its parts and the attempt fence; the
+launcher puts only `pylib/` on the replica's `PYTHONPATH`, so the launcher's own files never
+shadow a module of the user's.
 
 Both backends ship exactly this bundle into a job at submit: the Kubernetes backend into one
 immutable ConfigMap per bundle (`configmap_name`: the release and the digest of the files) that
@@ -32,8 +33,10 @@ from .runtime import (
     health_rules,
     launch_env,
     launcher,
+    paddle_nbext_checkpoints,
     paddle_nbext_fence,
     paddle_nbext_job,
+    paddle_nbext_report,
     policy,
     preflight,
     ranks,
@@ -71,6 +74,8 @@ _MODULES = {
     "paddle_noise.py": paddle_nbext.model.paddle_noise,
     "paddle_nbext_fence.py": paddle_nbext_fence,
     f"{PYLIB}/paddle_nbext_job.py": paddle_nbext_job,
+    f"{PYLIB}/paddle_nbext_report.py": paddle_nbext_report,
+    f"{PYLIB}/paddle_nbext_checkpoints.py": paddle_nbext_checkpoints,
     f"{PYLIB}/paddle_nbext_fence.py": paddle_nbext_fence,
 }
 NAMES: tuple[str, ...] = tuple(_MODULES)
