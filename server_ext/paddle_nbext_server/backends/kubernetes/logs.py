@@ -44,7 +44,7 @@ from paddle_nbext.model.contract import ROLES, ReplicaPhase, Role
 from paddle_nbext.model.status import JobStatus
 
 from ...log_tail import read_end
-from ...runtime import replica_files, replicas
+from ...runtime import pod_views, replica_files, replicas
 from .manifests import CONTAINER
 
 #: `_request_timeout` of a follow request, (connect, read) seconds, for the connection and the
@@ -102,7 +102,7 @@ def started(pod: dict[str, Any]) -> bool:
 def replica_pods(pods: Iterable[dict[str, Any]], role: str, index: int) -> list[dict[str, Any]]:
     """The replica's pods, oldest first (in the order `replicas.newest_pod` ranks them)."""
     mine = [p for p in pods if replicas.pod_identity(p) == (role, index)]
-    return sorted(mine, key=replicas._age_key)
+    return sorted(mine, key=pod_views.age_key)
 
 
 def _name(pod: dict[str, Any]) -> str:
