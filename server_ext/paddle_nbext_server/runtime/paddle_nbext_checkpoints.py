@@ -44,10 +44,10 @@ from collections.abc import Mapping
 
 if __package__:  # the installed package (the server reads checkpoints through this module)
     from . import paddle_nbext_fence as fence
-    from .paddle_nbext_report import flush
+    from . import paddle_nbext_report
 else:  # a job's pylib/, where the fence and report modules are shipped beside this one
     import paddle_nbext_fence as fence  # type: ignore[import-not-found,no-redef]
-    from paddle_nbext_report import flush  # type: ignore[import-not-found,no-redef]
+    import paddle_nbext_report  # type: ignore[import-not-found,no-redef]
 
 __all__ = [
     "Checkpoint",
@@ -317,7 +317,7 @@ class save_checkpoint:  # noqa: N801 - used as `with save_checkpoint(step) as di
         # What this process reported up to the checkpoint is on disk before the checkpoint can
         # be: a crash after it, or the loss of its node, loses no point the resumed curve goes
         # on from (on a network file system, unsynced writes live in the node's client cache).
-        flush(durable=True)
+        paddle_nbext_report.flush(durable=True)
         os.makedirs(self.partial, exist_ok=True)
         return self.partial
 

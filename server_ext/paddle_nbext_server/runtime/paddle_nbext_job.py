@@ -43,12 +43,14 @@ __all__ = [
 
 # The metrics reporter (`paddle_nbext_report`).
 report, flush = paddle_nbext_report.report, paddle_nbext_report.flush
-Reporter, reporter_from = paddle_nbext_report.Reporter, paddle_nbext_report.reporter_from
+Reporter = paddle_nbext_report.Reporter
+reporter_from = paddle_nbext_report.reporter_from
 FILE_VAR, BUDGET_VAR, RANK_VAR = paddle_nbext_report.FILE_VAR, paddle_nbext_report.BUDGET_VAR, paddle_nbext_report.RANK_VAR
 DEFAULT_BUDGET, FLUSH_SECONDS = paddle_nbext_report.DEFAULT_BUDGET, paddle_nbext_report.FLUSH_SECONDS
 
 # The checkpoint API (`paddle_nbext_checkpoints`).
-Checkpoint, CheckpointError = paddle_nbext_checkpoints.Checkpoint, paddle_nbext_checkpoints.CheckpointError
+Checkpoint = paddle_nbext_checkpoints.Checkpoint
+CheckpointError = paddle_nbext_checkpoints.CheckpointError
 save_checkpoint = paddle_nbext_checkpoints.save_checkpoint
 checkpoint_dir, checkpoints = paddle_nbext_checkpoints.checkpoint_dir, paddle_nbext_checkpoints.checkpoints
 latest, resume_from = paddle_nbext_checkpoints.latest, paddle_nbext_checkpoints.resume_from
