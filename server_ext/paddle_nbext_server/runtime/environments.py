@@ -68,13 +68,11 @@ else:  # a plain script: the bundle's files beside this one
 #: Inputs from the job runner (both backends set them; none set: the job has no requirements).
 REQUIREMENTS_VAR = "PADDLE_NBEXT_REQUIREMENTS"  # the requirements file's path, in the package
 ENVS_DIR_VAR = "PADDLE_NBEXT_ENVS_DIR"  # where environments live: <home>/.paddle-jobs/envs
-#: In an environment's directory: the installer's output.
-INSTALL_LOG = "install.log"
 
 # The names the server, the launcher and the tests use through this module (its parts' own).
 INDEX_FILE_VAR = env_index.INDEX_FILE_VAR
 STATUS_FILE, LOG_FILE = env_status.STATUS_FILE, env_status.LOG_FILE
-INFO_FILE, LAST_USED_FILE = env_status.INFO_FILE, env_status.LAST_USED_FILE
+INFO_FILE, LAST_USED_FILE, INSTALL_LOG = env_status.INFO_FILE, env_status.LAST_USED_FILE, env_status.INSTALL_LOG
 LAYOUT = env_build.LAYOUT
 MAX_REQUIREMENTS_BYTES = env_requirements.MAX_REQUIREMENTS_BYTES
 RequirementsError = env_requirements.RequirementsError
