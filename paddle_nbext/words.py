@@ -74,7 +74,7 @@ def _ordered(roles: Mapping[str, RoleCounts]) -> list[tuple[str, RoleCounts]]:
 
 
 #: How the job's message begins while its replicas build its requirements environment
-#: (`runtime/environments.py: phase_message`); the API reports such a job Running.
+#: (`runtime/env_status.py: phase_message`); the API reports such a job Running.
 PREPARING_MESSAGE = "Preparing environment"
 #: The phase shown for such a job: its processes run, but training has not started.
 PREPARING_PHASE = "Preparing"

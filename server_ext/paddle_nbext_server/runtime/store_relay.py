@@ -18,10 +18,14 @@ gloo sends rank to rank) goes through it.  Standard library only: it runs inside
 from __future__ import annotations
 
 import contextlib
-import signal
 import socket
 import threading
 import time
+
+if __package__:
+    from . import paddle_nbext_fence
+else:  # a plain script: the bundle's file beside this one
+    import paddle_nbext_fence  # type: ignore[import-not-found,no-redef]
 
 #: Seconds between connects to a store that refuses (short: every tenth of a second late here
 #: delays every rank).
@@ -67,13 +71,8 @@ class StoreRelay:
         self.host, self.port, self.timeout = host, port, timeout
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
-        # Its threads block every signal (the ones it starts inherit the mask): a stop from
-        # Kubernetes must reach the launcher's main thread, whose handlers forward it.
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-        try:
-            threading.Thread(target=self._accept, name="store-relay", daemon=True).start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        # Its threads block every signal (the ones it starts inherit the mask).
+        paddle_nbext_fence.start_without_signals(threading.Thread(target=self._accept, name="store-relay", daemon=True))
 
     def _accept(self) -> None:
         while True:

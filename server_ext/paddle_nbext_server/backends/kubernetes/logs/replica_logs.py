@@ -4,7 +4,7 @@ A pod's log lives only as long as the pod: deleting it, the Jobs' `ttlSecondsAft
 lost node or the Job controller's own clean-up take it along, and with `restartPolicy: Never` a
 retry is a new pod, so the API's `previous=true` answers 400.  The launcher in every replica pod
 therefore also writes the replica's output into the job's directory on the home volume, one file
-per attempt (runtime/launcher.py, "replica log files"):
+per attempt (runtime/replica_log.py, named by runtime/replica_files.py):
 
     <home>/.paddle-jobs/<job>/logs/<role>-<index>.attempt-<n>.log
 
@@ -44,7 +44,7 @@ from paddle_nbext.model.contract import ROLES, ReplicaPhase, Role
 from paddle_nbext.model.status import JobStatus
 
 from ....log_tail import read_end
-from ....runtime import launcher, replicas
+from ....runtime import pod_views, replica_files, replicas
 from ..build.manifests import CONTAINER
 
 #: `_request_timeout` of a follow request, (connect, read) seconds, for the connection and the
@@ -75,12 +75,12 @@ _POD_NAME = re.compile(rf"^(?P<job>.+)-(?P<role>{'|'.join(ROLES)})-(?P<index>[0-
 
 def log_dir(home: str, job: str) -> Path:
     """The job's log directory as the notebook sees it (the pods see the same path)."""
-    return Path(home) / launcher.JOBS_DIR / job / launcher.LOGS_DIR
+    return Path(home) / replica_files.JOBS_DIR / job / replica_files.LOGS_DIR
 
 
 def attempt_files(directory: Path, role: str, index: int) -> list[Path]:
     """The replica's attempt files, oldest first."""
-    return [directory / name for _, name in launcher.attempts(str(directory), role, index)]
+    return [directory / name for _, name in replica_files.attempts(str(directory), role, index)]
 
 
 def started(pod: dict[str, Any]) -> bool:
@@ -102,7 +102,7 @@ def started(pod: dict[str, Any]) -> bool:
 def replica_pods(pods: Iterable[dict[str, Any]], role: str, index: int) -> list[dict[str, Any]]:
     """The replica's pods, oldest first (in the order `replicas.newest_pod` ranks them)."""
     mine = [p for p in pods if replicas.pod_identity(p) == (role, index)]
-    return sorted(mine, key=replicas._age_key)
+    return sorted(mine, key=pod_views.age_key)
 
 
 def _name(pod: dict[str, Any]) -> str:
@@ -239,8 +239,8 @@ class _FileFollower:
 
     def _newer(self) -> list[Path]:
         """The attempt files after the current one, oldest first (all of them before the first)."""
-        found = launcher.attempts(str(self.directory), self.role, self.index)
-        current = launcher.attempt_number(self.path.name) if self.path is not None else None
+        found = replica_files.attempts(str(self.directory), self.role, self.index)
+        current = replica_files.attempt_number(self.path.name) if self.path is not None else None
         return [self.directory / name for number, name in found if current is None or number > current]
 
     def _size(self) -> int:

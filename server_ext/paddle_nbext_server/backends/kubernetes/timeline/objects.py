@@ -22,7 +22,7 @@ from typing import Any
 
 from paddle_nbext.model.contract import RECORD_UID_LABEL, format_time, parse_time
 
-from ....runtime import policy, replicas
+from ....runtime import pod_views, policy, replicas
 from ..status import queue_status, volcano_status
 from ..status.job_status import final_of, record_resumed_from
 from ..status.resume_note import attempt_label
@@ -130,7 +130,7 @@ def _disruption(pod: dict[str, Any], who: str) -> Derived | None:
     """Evicted, preempted, drained or lost with its node: the pod's own account of it."""
     status, node = pod.get("status") or {}, (pod.get("spec") or {}).get("nodeName")
     target = _condition(pod, "DisruptionTarget")
-    finished = ((replicas._container_status(pod).get("state") or {}).get("terminated") or {}).get("finishedAt")
+    finished = ((pod_views.container_status(pod).get("state") or {}).get("terminated") or {}).get("finishedAt")
     when = stamp(target.get("lastTransitionTime")) or stamp(finished) or stamp(_condition(pod, "Ready").get("lastTransitionTime"))
     lost = replicas.node_lost_by(pod)
     if lost is not None:
@@ -146,7 +146,7 @@ def _disruption(pod: dict[str, Any], who: str) -> Derived | None:
 
 
 def _ended(pod: dict[str, Any], role: str, index: int, who: str) -> Derived | None:
-    container = replicas._container_status(pod)
+    container = pod_views.container_status(pod)
     terminated = (container.get("state") or {}).get("terminated") or {}
     when = stamp(terminated.get("finishedAt"))
     if not when:
@@ -182,7 +182,7 @@ def pod_entries(pod: dict[str, Any]) -> list[Derived]:
     elif when and scheduled.get("status") == "False":
         message = str(scheduled.get("message") or scheduled.get("reason") or "no node fits it").strip().rstrip(".")
         found.append(Derived(f"unschedulable:{uid}", when, "waiting", f"{who} cannot be scheduled yet: {message}.", role, index))
-    state = replicas._container_status(pod).get("state") or {}
+    state = pod_views.container_status(pod).get("state") or {}
     started = stamp((state.get("running") or {}).get("startedAt") or (state.get("terminated") or {}).get("startedAt"))
     if started:
         found.append(Derived(f"started:{uid}", started, "started", f"{who} started{f' on node {node}' if node else ''}.", role, index))
@@ -350,7 +350,7 @@ def resumed_entry(attempt: str, words: str, pods: Iterable[dict[str, Any]]) -> D
     for pod in pods:
         if attempt_label(pod) != attempt:
             continue
-        state = replicas._container_status(pod).get("state") or {}
+        state = pod_views.container_status(pod).get("state") or {}
         started = stamp((state.get("running") or {}).get("startedAt") or (state.get("terminated") or {}).get("startedAt"))
         if started:
             starts.append(started)
