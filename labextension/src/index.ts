@@ -17,25 +17,24 @@ import { Contents } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ITranslator } from '@jupyterlab/translation';
 
-import { PaddleApi } from './api';
-import { IFormPrefill } from './formview';
+import { PaddleApi } from './api/client';
 import { __, setTranslator } from './i18n';
-import { toastText } from './toast';
-import { JobViewWidget, jobActions } from './jobtab';
-import { PREVIEW_CLASS } from './jobview';
-import { PreviewTab } from './previewtab';
-import { IReplicaRef } from './logpanel';
-import { rankKey } from './ranks';
-import { LogTabWidget } from './logtab';
-import { HealthView } from './healthview';
-import { MetricsView } from './metricsview';
-import { WARNING_KINDS } from './timelineview';
-import { JobsModel } from './model';
-import { PaddlePanel, paddleIcon } from './panel';
-import { prefillFor } from './prefill';
-import { IPlacement, shellPlacement, treePlacement } from './placement';
-import { RowProgress } from './rowprogress';
-import { IJobStatus } from './types';
+import { toastText } from './logic/toast';
+import { JobViewWidget, jobActions } from './views/jobtab';
+import { PREVIEW_CLASS } from './views/jobview';
+import { PreviewTab } from './views/previewtab';
+import { IReplicaRef } from './views/logpanel';
+import { rankKey } from './logic/ranks';
+import { LogTabWidget } from './views/logtab';
+import { HealthView } from './views/healthview';
+import { MetricsView } from './views/metricsview';
+import { WARNING_KINDS } from './views/timelineview';
+import { JobsModel } from './state/model';
+import { PaddlePanel, paddleIcon } from './views/panel';
+import { IFormPrefill, prefillFor } from './logic/prefill';
+import { IPlacement, shellPlacement, treePlacement } from './logic/placement';
+import { RowProgress } from './views/rowprogress';
+import { IJobStatus } from './api/types';
 
 const PLUGIN_ID = 'paddle-nbext-labextension:plugin';
 
@@ -111,7 +110,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     /**
      * Open a job's view (or bring it to the front) and put focus on its heading.  Unless
-     * `keep`, a view that was not open takes the preview tab (`previewtab.ts`).
+     * `keep`, a view that was not open takes the preview tab (`views/previewtab.ts`).
      */
     const openJob = async (
       name: string,

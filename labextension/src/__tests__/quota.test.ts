@@ -1,9 +1,9 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
-import { PaddleApi } from '../api';
-import { JobFormView, QUOTA_CHECK_DELAY, checksQuota, quotaNote } from '../formview';
-import { IDryRun, IQuotaCheck, IServerConfig } from '../types';
+import { PaddleApi } from '../api/client';
+import { JobFormView, QUOTA_CHECK_DELAY, checksQuota, quotaNote } from '../views/formview';
+import { IDryRun, IQuotaCheck, IServerConfig } from '../api/types';
 import { job, serverConfig } from './fixtures';
 
 const WAITS: IQuotaCheck = {
