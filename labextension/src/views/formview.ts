@@ -7,22 +7,17 @@
  *
  * On a backend that checks quota (`backend.quota_check`: Kubernetes) a valid form asks the
  * server's dry run, a moment after the last edit, what the namespace's ResourceQuota and the
- * job's ClusterQueue have free, and shows its sentence under the totals: a warning when the job
- * will wait, an error (Submit disabled) when it can never run.
+ * job's ClusterQueue have free (when and what to ask: ../logic/quota), and shows its sentence
+ * under the totals: a warning when the job will wait, an error (Submit disabled) when it can
+ * never run.
  */
 import { ApiError, PaddleApi } from '../api/client';
 import { clear, h } from './dom';
 import { __ } from '../i18n';
 import { IFormPrefill } from '../logic/prefill';
 import { suggestQuantity } from '../logic/quantity';
-import {
-  IBackendInfo,
-  IFieldSchema,
-  IJobSchema,
-  IJobStatus,
-  IQuotaCheck,
-  IServerConfig
-} from '../api/types';
+import { QUOTA_LEVELS, QuotaCheck, STALE, checksQuota } from '../logic/quota';
+import { IBackendInfo, IFieldSchema, IJobSchema, IJobStatus, IServerConfig } from '../api/types';
 import {
   FormErrors,
   FormValues,
@@ -78,31 +73,6 @@ export function paddleNote(
   return { text: paddle.summary, limited: Boolean(paddle.error) || !modes.includes('ps') };
 }
 
-/** Milliseconds after the last edit before the form asks the server about quota. */
-export const QUOTA_CHECK_DELAY = 700;
-
-/** Whether the backend answers dry runs with a quota check (`backend.quota_check`). */
-export function checksQuota(backend: IBackendInfo | null | undefined): boolean {
-  return backend?.quota_check === true;
-}
-
-/**
- * The quota line: the server's sentence, and its level (`fits`, `waits`: a warning, `never`:
- * an error that disables Submit, `unknown`: quota could not be read); null without a check.
- */
-export function quotaNote(
-  check: IQuotaCheck | null | undefined
-): { text: string; level: IQuotaCheck['verdict'] } | null {
-  if (!check || typeof check.words !== 'string' || !check.words) {
-    return null;
-  }
-  const levels: IQuotaCheck['verdict'][] = ['fits', 'waits', 'never', 'unknown'];
-  return {
-    text: check.words,
-    level: levels.includes(check.verdict) ? check.verdict : 'unknown'
-  };
-}
-
 /** The hint under a field: its help, plus this server's bound when it has one. */
 export function hintFor(
   field: IFieldSchema,
@@ -141,12 +111,8 @@ export class JobFormView {
   private readonly _fieldsNode: HTMLElement;
   private readonly _fields = new Map<string, IFieldUi>();
   private readonly _totals: HTMLElement;
-  private readonly _quota: HTMLElement;
-  private _checksQuota = false;
-  private _quotaTimer: ReturnType<typeof setTimeout> | null = null;
-  /** Numbers the quota checks; an answer to an older one (values edited since) is dropped. */
-  private _quotaAsked = 0;
-  private _quotaVerdict: IQuotaCheck['verdict'] | null = null;
+  private readonly _quotaLine: HTMLElement;
+  private readonly _quota = new QuotaCheck();
   private readonly _formError: HTMLElement;
   private readonly _submit: HTMLButtonElement;
   private readonly _imageList: HTMLDataListElement;
@@ -175,13 +141,13 @@ export class JobFormView {
     this._paddleNote.hidden = true;
     this._fieldsNode = h('div', { className: 'pn-form-fields' });
     this._totals = h('div', { className: 'pn-totals', 'data-testid': 'paddle-form-totals' });
-    this._quota = h('div', {
+    this._quotaLine = h('div', {
       className: 'pn-quota',
       'data-testid': 'paddle-form-quota',
       role: 'status',
       'aria-live': 'polite'
     });
-    this._quota.hidden = true;
+    this._quotaLine.hidden = true;
     this._formError = h('div', {
       className: 'pn-form-error',
       'data-testid': 'paddle-form-error',
@@ -202,7 +168,7 @@ export class JobFormView {
     form.appendChild(this._paddleNote);
     form.appendChild(this._fieldsNode);
     form.appendChild(this._totals);
-    form.appendChild(this._quota);
+    form.appendChild(this._quotaLine);
     form.appendChild(this._formError);
     form.appendChild(h('div', { className: 'pn-actions' }, this._submit, cancel));
     form.appendChild(this._imageList);
@@ -262,7 +228,7 @@ export class JobFormView {
     this._paddleNote.textContent = note?.text ?? '';
     this._paddleNote.hidden = note === null;
     this._paddleNote.classList.toggle('pn-form-note-warning', note?.limited ?? false);
-    this._checksQuota = checksQuota(config?.backend);
+    this._quota.enabled = checksQuota(config?.backend);
     this._clearQuota();
     this._serverErrors = {};
     this._touched.clear();
@@ -326,56 +292,35 @@ export class JobFormView {
    * field errors show inline, the rest on Submit).
    */
   async checkResources(): Promise<void> {
-    if (this._quotaTimer !== null) {
-      clearTimeout(this._quotaTimer);
-      this._quotaTimer = null;
-    }
+    this._quota.cancelTimer();
     const schema = this._schema;
-    if (!schema || !this._checksQuota || !this._validate()) {
+    if (!schema || !this._quota.enabled || !this._validate()) {
       return;
     }
-    const asked = ++this._quotaAsked;
-    let check: IQuotaCheck | null = null;
-    try {
-      check =
-        (await this._api.dryRun(toPayload(this.values(), schema, this._backend))).quota ?? null;
-    } catch {
-      check = null;
-    }
-    if (asked !== this._quotaAsked) {
+    const note = await this._quota.ask(() =>
+      this._api.dryRun(toPayload(this.values(), schema, this._backend))
+    );
+    if (note === STALE) {
       return;
     }
-    const note = quotaNote(check);
-    this._quota.textContent = note?.text ?? '';
-    this._quota.hidden = note === null;
-    this._quota.setAttribute('data-verdict', note?.level ?? '');
-    for (const level of ['fits', 'waits', 'never', 'unknown']) {
-      this._quota.classList.toggle(`pn-quota-${level}`, note?.level === level);
+    this._quotaLine.textContent = note?.text ?? '';
+    this._quotaLine.hidden = note === null;
+    this._quotaLine.setAttribute('data-verdict', note?.level ?? '');
+    for (const level of QUOTA_LEVELS) {
+      this._quotaLine.classList.toggle(`pn-quota-${level}`, note?.level === level);
     }
-    this._quotaVerdict = note?.level ?? null;
     this._validate();
   }
 
   /** The last sentence was about other values: hide it, and drop any answer still on its way. */
   private _clearQuota(): void {
-    if (this._quotaTimer !== null) {
-      clearTimeout(this._quotaTimer);
-      this._quotaTimer = null;
-    }
-    this._quotaAsked++;
-    this._quotaVerdict = null;
-    this._quota.textContent = '';
-    this._quota.hidden = true;
+    this._quota.clear();
+    this._quotaLine.textContent = '';
+    this._quotaLine.hidden = true;
   }
 
   private _scheduleQuotaCheck(): void {
-    if (!this._checksQuota) {
-      return;
-    }
-    this._quotaTimer = setTimeout(() => {
-      this._quotaTimer = null;
-      void this.checkResources();
-    }, QUOTA_CHECK_DELAY);
+    this._quota.schedule(() => void this.checkResources());
   }
 
   values(): FormValues {
@@ -548,7 +493,7 @@ export class JobFormView {
     // Submit stays available while the only problems are fields not visited yet: pressing it
     // shows them (and moves focus to the first).
     // A job the quota can never fit is refused by the server: no Submit until the values change.
-    this._submit.disabled = shownErrors > 0 || this._busy || this._quotaVerdict === 'never';
+    this._submit.disabled = shownErrors > 0 || this._busy || this._quota.blocksSubmit;
     return ok;
   }
 
@@ -604,13 +549,10 @@ export class JobFormView {
       }
       return;
     }
-    if (this._quotaVerdict === 'never') {
+    if (this._quota.blocksSubmit) {
       return;
     }
-    if (this._quotaTimer !== null) {
-      clearTimeout(this._quotaTimer);
-      this._quotaTimer = null;
-    }
+    this._quota.cancelTimer();
     this._busy = true;
     this._submit.disabled = true;
     this._submit.textContent = __('Submitting…');
