@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 
-import { countsText, formatAge, formatDuration, replicaReason, roleSummaries } from '../logic/format';
+import {
+  countsText,
+  formatAge,
+  formatDuration,
+  replicaReason,
+  roleSummaries
+} from '../logic/format';
 import { IRoleCounts } from '../api/types';
 import { IReplica } from '../api/types';
 import { job } from './fixtures';

@@ -1,7 +1,6 @@
 /** What "Run as Paddle job…" on a file-browser item fills into the New job form. */
 import { PathExt } from '@jupyterlab/coreutils';
 
-
 /** Values to start the form with instead of the defaults (file browser, context menu). */
 export type IFormPrefill = { [field: string]: string };
 

@@ -18,13 +18,7 @@ import {
   initialState,
   reduce
 } from './state';
-import {
-  IJobStatus,
-  IMetricsSummary,
-  IServerConfig,
-  ITimelineEntry,
-  IUsage
-} from '../api/types';
+import { IJobStatus, IMetricsSummary, IServerConfig, ITimelineEntry, IUsage } from '../api/types';
 
 /** A `timeline` event: new entries of one job's timeline. */
 export interface ITimelineEvent {
