@@ -6,7 +6,8 @@
  * (`INotebookTree`, optional so JupyterLab alone keeps working) the list is a "Paddle jobs" tab
  * beside Files and Running; on its notebook pages it is in the left area.  The job stream
  * starts at activation, so notifications arrive and jobs submitted from a notebook show up
- * even before the panel is first opened.
+ * even before the panel is first opened.  The plugin provides that job model to other
+ * extensions as `IJobsModel` (./tokens).
  */
 import { INotebookTree } from '@jupyter-notebook/tree';
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -35,6 +36,9 @@ import { IFormPrefill, prefillFor } from './logic/prefill';
 import { IPlacement, shellPlacement, treePlacement } from './logic/placement';
 import { RowProgress } from './views/rowprogress';
 import { IJobStatus } from './api/types';
+import { IJobsModel } from './tokens';
+
+export { IJobsModel } from './tokens';
 
 const PLUGIN_ID = 'paddle-nbext-labextension:plugin';
 
@@ -46,10 +50,11 @@ export const CommandIDs = {
   runAsJob: 'paddle-nbext:run-as-job'
 } as const;
 
-const plugin: JupyterFrontEndPlugin<void> = {
+const plugin: JupyterFrontEndPlugin<IJobsModel> = {
   id: PLUGIN_ID,
   description: 'Sidebar panel and job views for distributed PaddlePaddle jobs (paddle-nbext).',
   autoStart: true,
+  provides: IJobsModel,
   optional: [
     ISettingRegistry,
     ICommandPalette,
@@ -68,7 +73,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null,
     fileBrowser: IDefaultFileBrowser | null,
     notebookTree: INotebookTree | null
-  ): void => {
+  ): IJobsModel => {
     setTranslator(translator);
     const api = new PaddleApi();
     const model = new JobsModel(api);
@@ -365,6 +370,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         .catch(reason => console.warn('paddle-nbext: settings not loaded:', reason));
     }
     model.start();
+    return model;
   }
 };
 
