@@ -112,16 +112,8 @@ def test_admission_reads_no_job_whose_master_is_gone(tmp_path: Path, monkeypatch
     job whose master runs, or whose pid file says nothing, is read as before."""
     from paddle_nbext.model.status import JobStatus
     from paddle_nbext_server.backends.local import master as master_module
-    from paddle_nbext_server.backends.local.records import (
-        Admitted,
-        Capacity,
-        JobRecord,
-        Plan,
-        ResourceRequest,
-        StatusRecord,
-        read_record,
-        write_record,
-    )
+    from paddle_nbext_server.backends.local.record_files import read_record, write_record
+    from paddle_nbext_server.backends.local.records import Admitted, Capacity, JobRecord, Plan, ResourceRequest, StatusRecord
 
     jobs = tmp_path / "jobs"
 

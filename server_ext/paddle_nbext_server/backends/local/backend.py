@@ -56,15 +56,8 @@ from . import metrics as local_metrics
 from .logs import Follow, log_path, read_log
 from .paddle_env import PaddleEnvironment
 from .plan import PlanSettings, build_plan, check_fits_at_all, initial_status
-from .records import (
-    JOB_DIR_VAR,
-    Capacity,
-    JobRecord,
-    Plan,
-    ResourceRequest,
-    StatusRecord,
-    write_record,
-)
+from .record_files import write_record
+from .records import JOB_DIR_VAR, Capacity, JobRecord, Plan, ResourceRequest, StatusRecord
 from .store import STARTING_MESSAGE, JobFiles, JobStore, name_taken
 from .watcher import JobWatcher
 

@@ -61,18 +61,9 @@ from ...runtime import health_rules, paddle_nbext_job, policy, supervise
 from . import forked, health, limits, pending_end, usage
 from .ports import free_ports, port_free
 from .processes import ProcessTable, pid_alive, resident_bytes, signal_replica
-from .records import (
-    Admitted,
-    JobRecord,
-    NewerRecord,
-    Plan,
-    ReplicaPlan,
-    StatusRecord,
-    read_master_pid,
-    read_record,
-    write_atomic,
-    write_record,
-)
+from .record_files import read_master_pid, read_record, write_atomic, write_record
+from .record_json import NewerRecord
+from .records import Admitted, JobRecord, Plan, ReplicaPlan, StatusRecord
 
 #: Inherited variables a job never needs: server credentials and the server's own launcher inputs.
 SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "PADDLE_NBEXT_TOKEN")
