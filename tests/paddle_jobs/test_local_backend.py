@@ -271,7 +271,8 @@ def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home: Path
     import shutil
     import time
 
-    from paddle_nbext_server.backends.local.processes import ProcessTable, pid_alive
+    from paddle_nbext_server.backends.local.master.process_table import ProcessTable
+    from paddle_nbext_server.backends.local.processes import pid_alive
 
     async def scenario() -> None:
         backend = backend_for(home)

@@ -247,7 +247,7 @@ def test_a_failed_write_keeps_the_old_record_and_no_temp_file(tmp_path: Path, mo
 
 
 def test_a_master_that_cannot_write_its_status_goes_on_and_retries(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    from paddle_nbext_server.backends.local.master import Master
+    from paddle_nbext_server.backends.local.master.lifecycle import Master
     from paddle_nbext_server.backends.local.record_files import write_record
     from paddle_nbext_server.backends.local.records import Capacity, JobRecord, Plan, ResourceRequest
 

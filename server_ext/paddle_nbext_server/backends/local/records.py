@@ -198,11 +198,11 @@ class Plan:
     wait_timeout: float = 300.0
     grace_period: float = 5.0
     poll_interval: float = 0.1
-    # Kernel memory limits (`limits`); a plan of a release without them has none.
+    # Kernel memory limits (`master.limits`); a plan of a release without them has none.
     memory_headroom: int = 0  # bytes of address space beyond a replica's memory (RLIMIT_AS); 0: none
     cgroup_root: str = ""  # a delegated cgroup v2 dir for per-replica memory.max; "": none
     keep_checkpoints: int = paddle_nbext_job.DEFAULT_KEEP  # the spec's; publishes keep this many
-    # Training health (`health`, `usage`); a plan of a release without them watches nothing.
+    # Training health (`master.training_health`); a plan of a release without them watches nothing.
     stall_timeout: int | None = None  # the spec's: seconds without progress that make a stall
     on_stall: str = "warn"  # the spec's: warn, restart or fail
     usage_interval: float = 0.0  # seconds between resource-use samples (usage.json); 0: none
