@@ -33,7 +33,8 @@ from typing import Any
 import requests
 
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
-from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord, write_record
+from paddle_nbext_server.backends.local.record_files import write_record
+from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord
 from paddle_nbext_server.runtime_files import PYLIB, write_bundle
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,15 +8,15 @@ job.  It is armed only once a trainer `report()`ed in the current attempt: a job
 reports (a plain script, a quiet pserver-only phase) is never called stalled.
 
 It returns words for the job's message and timeline; what follows (a warning, a restart, an end)
-is the master's decision (`master.Master.check_health`).
+is the master's decision (`lifecycle.Master.check_health`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ...runtime import health_rules
-from ...runtime.health_rules import Stall
+from ....runtime import health_rules
+from ....runtime.health_rules import Stall
 
 
 class StallWatch:

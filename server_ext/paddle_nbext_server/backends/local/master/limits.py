@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from paddle_nbext.model.contract import format_bytes
 
-from .records import Plan, ReplicaPlan
+from ..records import Plan, ReplicaPlan
 
 CGROUP = "cgroup v2 memory.max"
 RLIMIT = "RLIMIT_AS"
