@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 from paddle_nbext_server import runtime_files
-from paddle_nbext_server.backends.local import forked
+from paddle_nbext_server.backends.local.master import forked
 
 RUNTIME = Path(runtime_files.__file__).parent / "runtime"
 
