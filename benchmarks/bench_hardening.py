@@ -1,7 +1,7 @@
 """Bounded work per request (issue 16): run `python benchmarks/bench_hardening.py`.
 
 Starts a real `jupyter server` (local backend) in a temporary HOME and measures
-1. `GET /jobs/<job>/logs?tail=100` on a 1 GiB log: latency p50/p90 and how much the server's
+1. `GET /jobs/<job>/logs?tail=100` on a 1 GiB log (`--log-mib`): latency p50/p90 and how much the server's
    peak resident memory (VmHWM) grew over all the requests;
 2. `POST /jobs` (a real submit: snapshot, records, master) of a package of 20,000 files: time per
    submit and the server's peak memory growth.
@@ -44,9 +44,9 @@ def write_log(path: Path, size: int) -> None:
             written += len(block)
 
 
-def measure_log_tail(server: Server, home: Path, requests_count: int) -> dict[str, Any]:
+def measure_log_tail(server: Server, home: Path, requests_count: int, log_mib: int) -> dict[str, Any]:
     log = home / ".paddle-jobs" / "seed-0000" / "logs" / "trainer-0.log"
-    write_log(log, 1024 * MiB)
+    write_log(log, log_mib * MiB)
     url = f"{server.api}/jobs/seed-0000/logs"
     pid = server.jupyter.process.pid  # type: ignore[union-attr]
     requests.get(url, headers=server.headers, params={"tail": "100"}, timeout=60).raise_for_status()  # warm up
@@ -128,6 +128,7 @@ def write_results(results: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=50, help="logs?tail=100 requests")
+    parser.add_argument("--log-mib", type=int, default=1024, help="size of the log they read the tail of")
     parser.add_argument("--files", type=int, default=20_000, help="files in the submitted package")
     parser.add_argument("--submits", type=int, default=3, help="submits of that package")
     args = parser.parse_args()
@@ -139,7 +140,7 @@ def main() -> int:
             results = {
                 "machine": machine_line(),
                 "goals": GOALS,
-                "log_tail": measure_log_tail(server, home, args.requests),
+                "log_tail": measure_log_tail(server, home, args.requests, args.log_mib),
                 "submit": measure_submit(server, home, args.files, args.submits),
             }
         finally:
