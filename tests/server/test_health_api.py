@@ -39,7 +39,7 @@ async def test_memory_warning_usage_and_timeline_of_a_growing_trainer(
     events = open_stream("events")
     assert (await events.next_event())[0] == "snapshot"
     bob = open_stream("events", user="bob")
-    assert (await api("POST", "jobs", body=health_job_body("grows", "work", go)))[0] == 201
+    assert (await api("POST", "jobs", body=health_job_body("grows", package.name, go)))[0] == 201
     try:
         # The warning, on the stream: a timeline entry in words, and the job's message.
         while True:
