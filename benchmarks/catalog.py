@@ -3,7 +3,8 @@
 `run_all.py` runs what this lists; `benchmarks/README.md` describes the same entries, and
 tests/project/test_benchmarks.py keeps the three in step with the `bench_*.py` files.  A need is
 checked here without starting anything: a file, a command, an importable module, root, or the
-control plane's binaries having been built (`support.controlplane.build`, which only looks).
+control plane's binaries having been built (`support.controlplane.build`'s finders: they look
+at the cache and ask Go its version, nothing more).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _root() -> str:
 
 def _built(finder: str, what: str) -> Need:
     """The control plane's binaries of one kind, built for today's pins (`find_binaries` and
-    its siblings only look at the cache)."""
+    its siblings look at the cache; they build nothing)."""
 
     def lacking() -> str:
         tests = str(ROOT / "tests")
