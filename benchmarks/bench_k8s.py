@@ -452,7 +452,7 @@ class Bench:
         completion index label, the owner annotation, spec.json in the record)."""
         from paddle_nbext.model.contract import OWNER_ANNOTATION, SPEC_KEY
         from paddle_nbext.model.spec import JobSpec
-        from paddle_nbext_server.backends.kubernetes import manifests as m
+        from paddle_nbext_server.backends.kubernetes.build import manifests as m
 
         def one(index: int) -> None:
             name = f"many-{index:04d}"
@@ -563,7 +563,7 @@ class Bench:
         from support.controlplane.kubelet import pod_status
 
         from paddle_nbext.model.contract import Phase
-        from paddle_nbext_server.backends.kubernetes import manifests as m
+        from paddle_nbext_server.backends.kubernetes.build import manifests as m
         from paddle_nbext_server.events import UPDATED
 
         if self.args.changes > self.args.jobs:

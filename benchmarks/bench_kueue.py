@@ -39,7 +39,8 @@ from support.controlplane.queueing import queued_control_plane  # noqa: E402
 
 from paddle_nbext.model.spec import JobSpec  # noqa: E402
 from paddle_nbext_server.backends.base import SubmitRequest  # noqa: E402
-from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests  # noqa: E402
+from paddle_nbext_server.backends.kubernetes import KubernetesBackend  # noqa: E402
+from paddle_nbext_server.backends.kubernetes.build import manifests  # noqa: E402
 from paddle_nbext_server.events import EventHub  # noqa: E402
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

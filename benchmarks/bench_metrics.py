@@ -6,7 +6,7 @@
 2. `GET /jobs/{name}/metrics?points=500` against a real `jupyter server` (local backend) for a
    finished job of 8 trainers × 100,000 points each: the first request (every file parsed), then
    the p50/p99 of repeated requests (parsed files kept; what the panel and widgets ask for).
-3. The panel's chart update in Chromium: `LineChart.setLines` (chart.ts, bundled with esbuild)
+3. The panel's chart update in Chromium: `LineChart.setLines` (views/chart.ts, bundled with esbuild)
    with 8 lines of 500 points, then 8 × 2,000 (the most a line grows before the overview is
    fetched again); the longest of those tasks.
 
@@ -32,7 +32,8 @@ from typing import Any
 import requests
 
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
-from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord, write_record
+from paddle_nbext_server.backends.local.record_files import write_record
+from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord
 from paddle_nbext_server.runtime_files import PYLIB, write_bundle
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,7 +151,7 @@ def bench_metrics_api(work: Path, repeats: int = 40) -> dict[str, Any]:
 CHART_PAGE = """<!doctype html><html><body><div id="host" style="width:800px"></div>
 <script src="chart.js"></script></body></html>"""
 CHART_ENTRY = """
-import { LineChart } from '../src/chart';
+import { LineChart } from '../src/views/chart';
 function lines(count: number, points: number) {
   return Array.from({ length: count }, (_, n) => ({
     name: `trainer-${n}`,

@@ -52,7 +52,7 @@ def fill(core: Any, namespace: str, owner: str, jobs: int) -> None:
     """`jobs` records of `owner`, one trainer pod each, labelled as the backend makes them."""
     from paddle_nbext.model.contract import OWNER_ANNOTATION, SPEC_KEY
     from paddle_nbext.model.spec import JobSpec
-    from paddle_nbext_server.backends.kubernetes import manifests as m
+    from paddle_nbext_server.backends.kubernetes.build import manifests as m
 
     def one(index: int) -> None:
         name = f"job-{index:04d}"

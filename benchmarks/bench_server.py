@@ -28,7 +28,8 @@ from typing import Any
 import requests
 
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
-from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord, write_record
+from paddle_nbext_server.backends.local.record_files import write_record
+from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))

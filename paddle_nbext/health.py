@@ -69,7 +69,7 @@ def memory_fraction(replica: dict[str, Any]) -> float | None:
 
 def usage_summary(replica: dict[str, Any]) -> str:
     """`0.98 of 1 cores · 1.8 GiB of 2 GiB`: the panel's words of one replica
-    (`labextension/src/usage.ts: usageSummary`), `… (no limit)` without a memory limit, and only
+    (`labextension/src/logic/usage.ts: usageSummary`), `… (no limit)` without a memory limit, and only
     its peak once it stopped; '' when there is nothing to say."""
     if replica.get("memory") is None:
         peak = replica.get("peak_memory")

@@ -2,7 +2,7 @@
 into its one log, each prefixed `[rank r] ` (the launcher's `runtime/gang.py`); these keep rank
 r's lines without the prefix, and the launcher's own lines (no prefix: waiting for pservers, the
 `trainer 1 rank 2 failed: ...` line), and drop the other ranks' lines.  The panel's log picker
-does the same (`labextension/src/ranks.ts`).  Pure, standard library only."""
+does the same (`labextension/src/logic/ranks.ts`).  Pure, standard library only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The words every surface uses for jobs: replica names, the replica summary and phase colours.
 
-The panel (labextension/src/format.ts), the ipywidgets, `%paddle_jobs`, the reprs and the CLI
+The panel (labextension/src/logic/format.ts), the ipywidgets, `%paddle_jobs`, the reprs and the CLI
 all say "trainer 1" and "pservers 2/2 finished · trainers 2/2 succeeded"; this module is the
 Python side of that vocabulary and `tests/vectors/replica_words.json` (written by
 `python -m paddle_nbext.words`) holds cases both sides are tested against, so a change of
@@ -74,7 +74,7 @@ def _ordered(roles: Mapping[str, RoleCounts]) -> list[tuple[str, RoleCounts]]:
 
 
 #: How the job's message begins while its replicas build its requirements environment
-#: (`runtime/environments.py: phase_message`); the API reports such a job Running.
+#: (`runtime/env_status.py: phase_message`); the API reports such a job Running.
 PREPARING_MESSAGE = "Preparing environment"
 #: The phase shown for such a job: its processes run, but training has not started.
 PREPARING_PHASE = "Preparing"

@@ -31,11 +31,50 @@ mkdir -p test-artifacts
 if [ -z "${PADDLE_NBEXT_SKIP_CHECKS:-}" ]; then
   bash scripts/check.sh
 fi
-if [ -z "${PADDLE_NBEXT_TEST_KUBECONFIG:-}" ]; then
-  bash scripts/controlplane.sh build
+build_controlplane() {
+  if [ -z "${PADDLE_NBEXT_TEST_KUBECONFIG:-}" ]; then
+    bash scripts/controlplane.sh build
+  fi
+}
+whole_suite=0
+if [ "$repeat" -eq 1 ] && [ "$busy" -eq 0 ] && [ $# -eq 0 ] && [ -z "${PADDLE_NBEXT_SERIAL_TESTS:-}" ]; then
+  whole_suite=1
+else
+  build_controlplane
 fi
-if [ "$repeat" -eq 1 ] && [ "$busy" -eq 0 ]; then
+if [ "$repeat" -eq 1 ] && [ "$busy" -eq 0 ] && [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+fi
+if [ "$repeat" -eq 1 ] && [ "$busy" -eq 0 ] && [ "$whole_suite" -eq 0 ]; then
+  exec .venv/bin/python -m pytest -p no:cacheprovider
+fi
+if [ "$whole_suite" -eq 1 ]; then
+  # The whole suite as two pytest runs side by side: the cluster suite (mostly waiting on pods,
+  # nodes and Ceph: two thirds of the wall time, little CPU) and everything else (mostly CPU),
+  # which also runs while the control plane is built (a cold cache) since it needs none of it.
+  # Nothing is shared between them: the cluster suite owns the network namespaces and the fixed
+  # ports below 32768; every other server takes an ephemeral port.  The other run's output goes
+  # to a file, printed whole at the end.  PADDLE_NBEXT_SERIAL_TESTS=1 runs one pytest instead.
+  beside=test-artifacts/pytest-beside-the-cluster-suite.log
+  echo "== scripts/test.sh: tests/cluster here; the rest beside it into $beside (at $(date -u +%H:%M:%S))"
+  .venv/bin/python -m pytest -p no:cacheprovider --ignore=tests/cluster >"$beside" 2>&1 &
+  rest=$!
+  trap 'kill "$rest" 2>/dev/null || true' EXIT
+  cluster_code=0
+  if build_controlplane; then
+    .venv/bin/python -m pytest -p no:cacheprovider tests/cluster || cluster_code=$?
+  else
+    cluster_code=$?
+    echo "== scripts/test.sh: the control plane build failed (exit $cluster_code): tests/cluster did not run" >&2
+  fi
+  rest_code=0
+  wait "$rest" || rest_code=$?
+  trap - EXIT
+  echo "== scripts/test.sh: the rest of the suite, run beside tests/cluster (exit $rest_code; done at $(date -u +%H:%M:%S)):"
+  cat "$beside"
+  echo "== scripts/test.sh: tests/cluster exit $cluster_code, the rest exit $rest_code"
+  [ "$cluster_code" -eq 0 ] && [ "$rest_code" -eq 0 ]
+  exit
 fi
 hogs=()
 stop_hogs() { [ ${#hogs[@]} -eq 0 ] || kill "${hogs[@]}" 2>/dev/null || true; }

@@ -66,12 +66,17 @@ c.KubeSpawner.start_timeout = int(setting("START_TIMEOUT", "300"))  # singleuser
 # PADDLE_NBEXT_HUB_HOME_STORAGE_CLASS=cephfs-home and PADDLE_NBEXT_HUB_HOME_ACCESS_MODE=ReadWriteMany,
 # and provision each user once with deploy/cephfs/provision_home.py: their claim then binds to a
 # static ceph-csi PersistentVolume of their own CephFS directory (admin guide: "CephFS homes").
+# A claim binds only to a volume of the same class that offers every access mode it asks for:
+# provision_home.py's volumes are ReadWriteMany only, so a ReadWriteOnce claim stays Pending.
 c.KubeSpawner.pvc_name_template = "claim-{username}"
 c.KubeSpawner.storage_pvc_ensure = True
 c.KubeSpawner.storage_capacity = setting("HOME_SIZE", "10Gi")  # singleuser.storage.capacity
-if setting("HOME_STORAGE_CLASS", ""):
+# Unset: the claims name no class, and the cluster's default class (if any) provisions them. Set
+# to "" (PADDLE_NBEXT_HUB_HOME_STORAGE_CLASS=): claims of no class, which bind only to volumes of
+# no class (`storageClassName: ""`, e.g. provision_home.py --storage-class "").
+if "PADDLE_NBEXT_HUB_HOME_STORAGE_CLASS" in os.environ:
     c.KubeSpawner.storage_class = setting("HOME_STORAGE_CLASS", "")  # singleuser.storage.dynamic.storageClass
-c.KubeSpawner.storage_access_modes = [setting("HOME_ACCESS_MODE", "ReadWriteOnce")]
+c.KubeSpawner.storage_access_modes = [setting("HOME_ACCESS_MODE", "ReadWriteOnce")]  # .dynamic.storageAccessModes
 # The job settings every notebook of the site shares (the chart's singleuser.extraFiles): the
 # ConfigMap of deploy/jupyterhub/paddle-nbext-site.yaml, one server config file.
 c.KubeSpawner.volumes = [

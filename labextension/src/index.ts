@@ -6,7 +6,8 @@
  * (`INotebookTree`, optional so JupyterLab alone keeps working) the list is a "Paddle jobs" tab
  * beside Files and Running; on its notebook pages it is in the left area.  The job stream
  * starts at activation, so notifications arrive and jobs submitted from a notebook show up
- * even before the panel is first opened.
+ * even before the panel is first opened.  The plugin provides that job model to other
+ * extensions as `IJobsModel` (./tokens).
  */
 import { INotebookTree } from '@jupyter-notebook/tree';
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -17,25 +18,27 @@ import { Contents } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ITranslator } from '@jupyterlab/translation';
 
-import { PaddleApi } from './api';
-import { IFormPrefill } from './formview';
+import { PaddleApi } from './api/client';
 import { __, setTranslator } from './i18n';
-import { toastText } from './toast';
-import { JobViewWidget, jobActions } from './jobtab';
-import { PREVIEW_CLASS } from './jobview';
-import { PreviewTab } from './previewtab';
-import { IReplicaRef } from './logpanel';
-import { rankKey } from './ranks';
-import { LogTabWidget } from './logtab';
-import { HealthView } from './healthview';
-import { MetricsView } from './metricsview';
-import { WARNING_KINDS } from './timelineview';
-import { JobsModel } from './model';
-import { PaddlePanel, paddleIcon } from './panel';
-import { prefillFor } from './prefill';
-import { IPlacement, shellPlacement, treePlacement } from './placement';
-import { RowProgress } from './rowprogress';
-import { IJobStatus } from './types';
+import { toastText } from './logic/toast';
+import { JobViewWidget, jobActions } from './views/jobtab';
+import { PREVIEW_CLASS } from './views/jobview';
+import { PreviewTab } from './views/previewtab';
+import { IReplicaRef } from './views/logpanel';
+import { rankKey } from './logic/ranks';
+import { LogTabWidget } from './views/logtab';
+import { HealthView } from './views/healthview';
+import { MetricsView } from './views/metricsview';
+import { WARNING_KINDS } from './views/timelineview';
+import { JobsModel } from './state/model';
+import { PaddlePanel, paddleIcon } from './views/panel';
+import { IFormPrefill, prefillFor } from './logic/prefill';
+import { IPlacement, shellPlacement, treePlacement } from './logic/placement';
+import { RowProgress } from './views/rowprogress';
+import { IJobStatus } from './api/types';
+import { IJobsModel } from './tokens';
+
+export { IJobsModel } from './tokens';
 
 const PLUGIN_ID = 'paddle-nbext-labextension:plugin';
 
@@ -47,10 +50,11 @@ export const CommandIDs = {
   runAsJob: 'paddle-nbext:run-as-job'
 } as const;
 
-const plugin: JupyterFrontEndPlugin<void> = {
+const plugin: JupyterFrontEndPlugin<IJobsModel> = {
   id: PLUGIN_ID,
   description: 'Sidebar panel and job views for distributed PaddlePaddle jobs (paddle-nbext).',
   autoStart: true,
+  provides: IJobsModel,
   optional: [
     ISettingRegistry,
     ICommandPalette,
@@ -69,7 +73,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null,
     fileBrowser: IDefaultFileBrowser | null,
     notebookTree: INotebookTree | null
-  ): void => {
+  ): IJobsModel => {
     setTranslator(translator);
     const api = new PaddleApi();
     const model = new JobsModel(api);
@@ -111,7 +115,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     /**
      * Open a job's view (or bring it to the front) and put focus on its heading.  Unless
-     * `keep`, a view that was not open takes the preview tab (`previewtab.ts`).
+     * `keep`, a view that was not open takes the preview tab (`views/previewtab.ts`).
      */
     const openJob = async (
       name: string,
@@ -366,6 +370,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         .catch(reason => console.warn('paddle-nbext: settings not loaded:', reason));
     }
     model.start();
+    return model;
   }
 };
 

@@ -7,7 +7,7 @@ holds only the vocabulary (kinds, groups, the row type) so the rules and the sch
 use it without importing the model.
 
 A field's `kind` says how a value is parsed and checked (rules.py has one parser per kind, and
-the panel's validate.ts mirrors each; the shared vectors in tests/vectors check they agree).
+the panel's logic/validate/ mirrors each; the shared vectors in tests/vectors check they agree).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ __all__ = ["NOISE_GLOG", "NOISE_LINES", "NOISE_WARNING", "RANK_PREFIX", "is_nois
 # shutdown lines; its Python side chatters while fleet sets up (parameter-server mode above all)
 # and warns from its own code about gloo and ccache.  None of that is the error a user needs to
 # read.  This is THE list: the runner's `failure_line` (runtime/policy.py) skips these lines to
-# name a failure, the panel's "Hide Paddle noise" toggle hides them (labextension/src/paddlenoise.ts
+# name a failure, the panel's "Hide Paddle noise" toggle hides them (labextension/src/generated/paddlenoise.ts
 # is generated from these three names by `python -m paddle_nbext_server.noise_gen`, and a test
 # fails while it differs), and so does `job_list()`'s log view (this module itself).
 # So every pattern is written in the syntax Python's `re` and JavaScript's `RegExp` share, and is
@@ -80,7 +80,7 @@ def noise_mask(lines: list[str]) -> list[bool]:
     """Which of a log's lines are Paddle's noise: those `is_noise_line` says, the indented source
     line Python prints after a warning of Paddle's own, and blank lines next to noise (a run of
     them right after or right before a noise line).  Each rank's lines (`[rank r] ...`) are read
-    as a stream of their own.  The panel's NoiseFilter (labextension/src/logtext.ts) hides
+    as a stream of their own.  The panel's NoiseFilter (labextension/src/logic/logtext.ts) hides
     exactly these lines."""
     after_noise: dict[str, bool] = {}
     after_warning: dict[str, bool] = {}

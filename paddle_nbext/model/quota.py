@@ -1,6 +1,6 @@
 """What the cluster's quota says about a job before it is submitted (the dry run's `quota`).
 
-The server's Kubernetes backend works it out (`paddle_nbext_server.backends.kubernetes.quota`)
+The server's Kubernetes backend works it out (`paddle_nbext_server.backends.kubernetes.quota.quota`)
 from the namespace's ResourceQuotas and the ClusterQueue behind the job's Kueue LocalQueue; the
 kernel side (CLI, Python API, ipywidgets form) reads it back from the dry run's JSON, so both
 ends share this one model.  The sentence in `words` is written by the server, so every entry

@@ -1,7 +1,7 @@
 """How each kind of job field is parsed and checked, and the cross-field rules.
 
 One parser per `fields.Kind`; `JobSpec` runs the parser of each row of its table, then the row's
-named `rule`.  The panel's validate.ts has the same parsers and rules with the same messages;
+named `rule`.  The panel's logic/validate/ has the same parsers and rules with the same messages;
 tests/vectors/job_spec_validation.json holds the cases both languages must agree on (the server
 is authoritative: when they differ, the TypeScript side is fixed).
 

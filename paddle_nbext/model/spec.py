@@ -19,7 +19,7 @@ Adding a field is one edit plus its tests:
 2. regenerate the contract files: `.venv/bin/python -m paddle_nbext_server.openapi_gen`;
 3. add cases for it to tests/vectors/job_spec_validation.json (run by pytest against
    `JobSpec.check` and by vitest against the panel's validator) and, if a backend must act on
-   it, a backend test.  A new *kind* needs a parser in rules.py and in labextension/src/validate.ts.
+   it, a backend test.  A new *kind* needs a parser in rules.py and in labextension/src/logic/validate/fields.ts.
 """
 
 from __future__ import annotations

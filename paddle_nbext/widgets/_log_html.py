@@ -1,5 +1,5 @@
 """A replica's log as `job_list()` shows it: escaped, with the traceback that failed the replica
-marked, as the panel marks it (`labextension/src/logtext.ts: lastTraceback`), so a failed job's
+marked, as the panel marks it (`labextension/src/logic/logtext.ts: lastTraceback`), so a failed job's
 log is read from its error rather than searched for it.  The mark is a tint of the theme's own
 background under the theme's text colour, readable in JupyterLab's light and dark themes.
 Paddle's own noise (its glog lines, setup chatter, shutdown lines) is hidden by the same rules

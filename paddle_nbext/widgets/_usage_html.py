@@ -1,6 +1,6 @@
 """The status view's resource use: one line per replica with its CPU and memory beside request and
 limit and a small bar against the memory limit, in the words and with the "—" of the panel's job
-view (`labextension/src/usageview.ts`), so a job reads the same in the notebook and the sidebar.
+view (`labextension/src/views/usageview.ts`), so a job reads the same in the notebook and the sidebar.
 
 An ended job uses nothing: its lines say only each replica's peak, whatever the last sample
 said.  A replica without a memory limit gets "(no limit)" and no bar: a bar would claim a

@@ -41,7 +41,8 @@ from typing import Any
 
 from paddle_nbext.model.contract import Role, launch_entry
 
-from .runtime import launcher, paddle_nbext_job
+from .runtime import paddle_nbext_job
+from .runtime.replica_files import metrics_name
 
 #: Bytes of one replica's file that are read (the reporter's own default budget).
 READ_LIMIT = paddle_nbext_job.DEFAULT_BUDGET
@@ -87,8 +88,8 @@ def replica_files(directory: Path, role: str, index: int, ranks: int) -> list[Me
     """The metrics files of one replica that runs `ranks` processes, rank 0 (the replica's own
     file) first."""
     if role != Role.TRAINER.value or ranks <= 1:
-        return [MetricsFile(role, index, directory / launcher.metrics_name(role, index))]
-    return [MetricsFile(role, index, directory / launcher.metrics_name(role, index, rank), rank) for rank in range(ranks)]
+        return [MetricsFile(role, index, directory / metrics_name(role, index))]
+    return [MetricsFile(role, index, directory / metrics_name(role, index, rank), rank) for rank in range(ranks)]
 
 
 class MetricsCursorError(ValueError):

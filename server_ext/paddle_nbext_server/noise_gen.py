@@ -1,4 +1,4 @@
-"""Writes labextension/src/paddlenoise.ts: the panel's copy of Paddle's noise patterns, which live
+"""Writes labextension/src/generated/paddlenoise.ts: the panel's copy of Paddle's noise patterns, which live
 in `paddle_nbext/model/paddle_noise.py` (`NOISE_GLOG`, `NOISE_LINES`, `NOISE_WARNING`), so the log viewer's "Hide
 Paddle noise" hides exactly the lines the runner skips when it names why a replica failed.
 
@@ -22,7 +22,7 @@ from paddle_nbext.model import paddle_noise
 
 __all__ = ["COMMAND", "TS_PATH", "main", "render"]
 
-TS_PATH = Path(__file__).resolve().parents[2] / "labextension" / "src" / "paddlenoise.ts"
+TS_PATH = Path(__file__).resolve().parents[2] / "labextension" / "src" / "generated" / "paddlenoise.ts"
 COMMAND = "python -m paddle_nbext_server.noise_gen"
 
 

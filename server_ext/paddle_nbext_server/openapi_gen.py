@@ -6,9 +6,9 @@ schemas) plus the parts derived from the job field table (`paddle_nbext.model.sp
 
 In a source checkout it also writes tests/vectors/job_spec_schemas.json: the job schema `/config`
 serves for each limits set of the shared validation vectors, which the panel's vitest suite
-validates the vectors against (it cannot run Python); and labextension/src/api_types.ts: the
-panel's TypeScript types of the API's JSON, rendered from the document by `openapi_ts` (the panel
-imports them through labextension/src/types.ts), so they cannot drift from the API.
+validates the vectors against (it cannot run Python); and labextension/src/generated/api_types.ts:
+the panel's TypeScript types of the API's JSON, rendered from the document by `openapi_ts` (the
+panel imports them through labextension/src/api/types.ts), so they cannot drift from the API.
 
 Derived: the job fields of `SubmitBody` (the POST /jobs request: types, fixed bounds, defaults,
 labels and help of every field), and `JobSchema` / `JobSchemaField`, the shape of the JSON
@@ -41,7 +41,7 @@ VECTORS_DIR = PACKAGE_DIR.parents[1] / "tests" / "vectors"
 VECTORS_PATH = VECTORS_DIR / "job_spec_validation.json"
 VECTOR_SCHEMAS_PATH = VECTORS_DIR / "job_spec_schemas.json"
 #: The panel's generated API types (written only where the panel's sources are: a source checkout).
-API_TYPES_PATH = PACKAGE_DIR.parents[1] / "labextension" / "src" / "api_types.ts"
+API_TYPES_PATH = PACKAGE_DIR.parents[1] / "labextension" / "src" / "generated" / "api_types.ts"
 COMMAND = "python -m paddle_nbext_server.openapi_gen"
 #: The schemas this module writes; openapi_base.json must leave them out (or, SubmitBody, hold
 #: only its non-field parts).

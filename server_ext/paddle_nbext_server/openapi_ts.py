@@ -1,5 +1,5 @@
 """TypeScript declarations of the REST API's JSON, from the OpenAPI document: the panel's
-`labextension/src/api_types.ts`, which `openapi_gen` writes beside openapi.json (and `--check`
+`labextension/src/generated/api_types.ts`, which `openapi_gen` writes beside openapi.json (and `--check`
 compares) so the panel's types cannot drift from the API.
 
 Every schema of `components.schemas` becomes `export interface I<Name>` (the panel's naming rule,
@@ -27,7 +27,7 @@ HEADER = """\
  *
  * Regenerate after changing the API: .venv/bin/python -m paddle_nbext_server.openapi_gen
  * (tests/server/test_openapi_generated.py fails while this file differs from what it writes).
- * The panel imports these through ./types, which names them and opens the phase unions.
+ * The panel imports these through ../api/types, which names them and opens the phase unions.
  */
 """
 

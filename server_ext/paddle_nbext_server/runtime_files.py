@@ -1,7 +1,8 @@
 """The files a job runs, as one bundle: the stdlib-only runtime (launcher, policy, in-cluster
 master), the shared contract module they import, and `pylib/paddle_nbext_job.py`, the module
-training code imports (`report()`); the launcher puts only `pylib/` on the replica's
-`PYTHONPATH`, so the launcher's own files never shadow a module of the user's.
+training code imports (`report()`, checkpoints), with its parts and the attempt fence; the
+launcher puts only `pylib/` on the replica's `PYTHONPATH`, so the launcher's own files never
+shadow a module of the user's.
 
 Both backends ship exactly this bundle into a job at submit: the Kubernetes backend into one
 immutable ConfigMap per bundle (`configmap_name`: the release and the digest of the files) that
@@ -22,17 +23,29 @@ import paddle_nbext.model.paddle_noise
 
 from .runtime import (
     cluster_master,
+    endpoint_wait,
+    env_build,
+    env_index,
+    env_requirements,
+    env_status,
     environments,
     gang,
     health_rules,
+    launch_env,
     launcher,
+    paddle_nbext_checkpoints,
     paddle_nbext_fence,
     paddle_nbext_job,
+    paddle_nbext_report,
+    pod_views,
     policy,
     preflight,
     ranks,
+    replica_files,
     replica_health,
+    replica_log,
     replicas,
+    store_relay,
     supervise,
 )
 
@@ -41,20 +54,32 @@ PYLIB = "pylib"
 #: bundle file path (relative, "/"-separated) -> the module that is shipped under that name.
 _MODULES = {
     "launcher.py": launcher,
+    "launch_env.py": launch_env,
+    "endpoint_wait.py": endpoint_wait,
+    "replica_files.py": replica_files,
+    "replica_log.py": replica_log,
     "policy.py": policy,
     "preflight.py": preflight,
     "supervise.py": supervise,
+    "store_relay.py": store_relay,
     "ranks.py": ranks,
     "environments.py": environments,
+    "env_requirements.py": env_requirements,
+    "env_index.py": env_index,
+    "env_build.py": env_build,
+    "env_status.py": env_status,
     "gang.py": gang,
     "health_rules.py": health_rules,
     "replica_health.py": replica_health,
     "cluster_master.py": cluster_master,
     "replicas.py": replicas,
+    "pod_views.py": pod_views,
     "contract.py": paddle_nbext.model.contract,
     "paddle_noise.py": paddle_nbext.model.paddle_noise,
     "paddle_nbext_fence.py": paddle_nbext_fence,
     f"{PYLIB}/paddle_nbext_job.py": paddle_nbext_job,
+    f"{PYLIB}/paddle_nbext_report.py": paddle_nbext_report,
+    f"{PYLIB}/paddle_nbext_checkpoints.py": paddle_nbext_checkpoints,
     f"{PYLIB}/paddle_nbext_fence.py": paddle_nbext_fence,
 }
 NAMES: tuple[str, ...] = tuple(_MODULES)

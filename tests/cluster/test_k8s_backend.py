@@ -31,7 +31,8 @@ from cluster.k8s_objects import meta, name_of, present
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
 from paddle_nbext_server.backends.base import BackendUnavailable, Forbidden, JobExists, JobNotFound, ReplicaNotFound, SubmitRequest
-from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests
+from paddle_nbext_server.backends.kubernetes import KubernetesBackend
+from paddle_nbext_server.backends.kubernetes.build import manifests
 from paddle_nbext_server.events import DELETED, UPDATED, EventHub, JobEvent
 
 if TYPE_CHECKING:
@@ -600,7 +601,7 @@ def test_in_a_shared_namespace_each_server_watches_and_ends_only_its_own_users_j
 def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(cluster: Cluster, tmp_path: Path) -> None:
     """Records stay small: the runtime lives once per release in an immutable ConfigMap made by
     the first submit; a ConfigMap of that name with other files stops submits with a 503."""
-    from paddle_nbext_server.backends.kubernetes import manifests
+    from paddle_nbext_server.backends.kubernetes.build import manifests
     from paddle_nbext_server.runtime_files import configmap_name, read_bundle
 
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)

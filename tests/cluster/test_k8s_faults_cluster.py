@@ -24,7 +24,8 @@ from cluster.k8s_objects import meta
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.base import BackendForbidden, SubmitRequest
-from paddle_nbext_server.backends.kubernetes import KubernetesBackend, manifests
+from paddle_nbext_server.backends.kubernetes import KubernetesBackend
+from paddle_nbext_server.backends.kubernetes.build import manifests
 from paddle_nbext_server.events import EventHub
 
 if TYPE_CHECKING:

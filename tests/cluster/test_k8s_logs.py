@@ -37,7 +37,7 @@ from cluster.test_k8s_backend import (
     workspace,
 )
 from paddle_nbext_server.backends.base import InvalidState, SubmitRequest
-from paddle_nbext_server.backends.kubernetes import logs as replica_logs
+from paddle_nbext_server.backends.kubernetes.logs import replica_logs
 from paddle_nbext_server.runtime import launcher
 
 if TYPE_CHECKING:

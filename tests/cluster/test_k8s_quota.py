@@ -23,7 +23,7 @@ from cluster.test_k8s_backend import NOTEBOOK_ROLE, SELECTOR, _async, deploy_doc
 from cluster.test_k8s_queued import jobset, queued_workspace
 from cluster.test_k8s_queued import quota as kueue_queue
 from paddle_nbext_server.backends.base import InvalidRequest, SubmitRequest
-from paddle_nbext_server.backends.kubernetes import manifests
+from paddle_nbext_server.backends.kubernetes.build import manifests
 
 if TYPE_CHECKING:
     from cluster.conftest import Cluster, QueuedCluster

@@ -21,7 +21,7 @@ from support.hub_site import HubSite
 
 from cluster.k8s_objects import present
 from cluster.test_real_node_jupyterhub import TINY_MODEL, submit, wait_phase
-from paddle_nbext_server.backends.kubernetes.manifests import owner_label
+from paddle_nbext_server.backends.kubernetes.build.manifests import owner_label
 
 pytestmark = pytest.mark.timeout(1800)
 

@@ -36,7 +36,7 @@ from cluster.k8s_objects import meta, present
 from cluster.test_k8s_admission_policy import apply_policy, remove_policy
 from cluster.test_real_node_jupyterhub import submit, wait_phase, write_code
 from paddle_nbext.model.contract import JOB_LABEL
-from paddle_nbext_server.backends.kubernetes.manifests import object_name
+from paddle_nbext_server.backends.kubernetes.build.manifests import object_name
 
 pytestmark = pytest.mark.timeout(1800)
 

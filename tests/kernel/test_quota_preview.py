@@ -24,7 +24,7 @@ import pytest
 from paddle_nbext.client import Client
 from paddle_nbext.model.quantity import Quantity
 from paddle_nbext.model.quota import Verdict
-from paddle_nbext_server.backends.kubernetes import quota
+from paddle_nbext_server.backends.kubernetes.quota import quota
 
 from .conftest import disabled
 

@@ -15,7 +15,8 @@ from paddle_nbext.model.spec import JobSpec
 from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.local import LocalBackend
-from paddle_nbext_server.backends.local.processes import ProcessTable, pid_alive
+from paddle_nbext_server.backends.local.master.process_table import ProcessTable
+from paddle_nbext_server.backends.local.processes import pid_alive
 from paddle_nbext_server.events import EventHub
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -28,7 +28,8 @@ from paddle_jobs.local_jobs import (
 from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.base import InvalidRequest, JobExists, JobNotFound, SubmitRequest
 from paddle_nbext_server.backends.local import LocalBackend
-from paddle_nbext_server.backends.local.records import Plan, read_record
+from paddle_nbext_server.backends.local.record_files import read_record
+from paddle_nbext_server.backends.local.records import Plan
 
 SLEEPER = "sleep 120"
 
@@ -270,7 +271,8 @@ def test_removing_a_running_jobs_dir_by_hand_leaves_no_process_behind(home: Path
     import shutil
     import time
 
-    from paddle_nbext_server.backends.local.processes import ProcessTable, pid_alive
+    from paddle_nbext_server.backends.local.master.process_table import ProcessTable
+    from paddle_nbext_server.backends.local.processes import pid_alive
 
     async def scenario() -> None:
         backend = backend_for(home)
@@ -385,7 +387,8 @@ def test_a_port_taken_between_admission_and_the_replicas_bind_is_planned_anew_no
     """Another program binds a replica's port after the admission checked it (issue 28): the
     replica fails to bind, and the master starts the job again on new ports, without counting a
     restart, instead of failing the job."""
-    from paddle_nbext_server.backends.local.records import Plan, read_record
+    from paddle_nbext_server.backends.local.record_files import read_record
+    from paddle_nbext_server.backends.local.records import Plan
 
     (home / "code" / "bind_when_told.py").write_text(BIND_WHEN_TOLD)
     go = tmp_path / "go"

@@ -1,4 +1,4 @@
-"""Launchers forked from the job master (`backends/local/forked.py`), end to end: with the
+"""Launchers forked from the job master (`backends/local/master/forked.py`), end to end: with the
 default interpreter every replica's launcher is a fork of its master, marked with the job's dir
 like any replica process, in a session of its own; a job whose environment changes what Python
 reads at start-up gets launchers started as `python <job>/runtime/launcher.py` instead.  Both

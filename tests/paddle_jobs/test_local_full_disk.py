@@ -18,7 +18,8 @@ import pytest
 from paddle_jobs.local_jobs import OWNER, backend_for, make_home, request, wait_until
 from paddle_nbext_server.backends.local import pending_end
 from paddle_nbext_server.backends.local.processes import pid_alive
-from paddle_nbext_server.backends.local.records import StatusRecord, read_record
+from paddle_nbext_server.backends.local.record_files import read_record
+from paddle_nbext_server.backends.local.records import StatusRecord
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounts a small tmpfs for the home (needs root)")
 

@@ -2,7 +2,7 @@
 
 Parses README.md and docs/*.md and compares what they mention against the real thing:
 - `paddle-nbext COMMAND --flag` in code against the `--help` output of the installed CLI and of
-  each of its commands;
+  each of its commands, and the value of a flag with choices (`--role environment`) against them;
 - `%paddle_...` / `%%paddle_...` and their flags against the magics' own `--help` output, run in a
   real IPython shell after `%load_ext paddle_nbext`;
 - `c.Class.trait` (anywhere), and `Class: {trait: ...}` keys in JSON/YAML code blocks, against
@@ -56,6 +56,16 @@ def option_names(help_text: str) -> set[str]:
     return names
 
 
+def option_choices(help_text: str) -> dict[str, set[str]]:
+    """Option -> the values argparse allows it (`--role {trainer,pserver,environment}`)."""
+    choices: dict[str, set[str]] = {}
+    for line in help_text.splitlines():
+        head = re.match(r"^\s{2,}(-\S.*?)(?:\s{2,}|$)", line)
+        for flag, values in re.findall(r"(--?[A-Za-z][\w-]*) \{([^}]*)\}", head.group(1) if head else ""):
+            choices[flag] = set(values.split(","))
+    return choices
+
+
 def _configurable(cls: type[HasTraits]) -> set[str]:
     return set(cls.class_traits(config=True))
 
@@ -87,6 +97,7 @@ def _cli_help(*args: str) -> str:
 class CliSurface:
     global_flags: set[str]
     commands: dict[str, set[str]] = field(default_factory=dict)
+    choices: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # command -> option -> values
 
 
 @lru_cache(maxsize=1)
@@ -97,19 +108,21 @@ def cli_surface() -> CliSurface:
     assert names, f"no commands found in `{CLI} --help`:\n{top}"
     surface = CliSurface(option_names(top))
     for name in names:
-        surface.commands[name] = option_names(_cli_help(name))
+        help_text = _cli_help(name)
+        surface.commands[name] = option_names(help_text)
+        surface.choices[name] = option_choices(help_text)
     return surface
 
 
 @lru_cache(maxsize=1)
-def magic_surface() -> dict[str, tuple[set[str], set[str]]]:
-    """'%name' / '%%name' -> (flags from its --help, kinds) from a real IPython shell."""
+def magic_help() -> dict[str, tuple[str, str]]:
+    """'%name' / '%%name' -> (its --help text, kind) from a real IPython shell."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "paddle_nbext")
     magics = shell.magics_manager.magics
-    found: dict[str, tuple[set[str], set[str]]] = {}
+    found: dict[str, tuple[str, str]] = {}
     for kind, prefix in (("line", "%"), ("cell", "%%")):
         for name in magics[kind]:
             if not name.startswith("paddle_"):
@@ -119,8 +132,13 @@ def magic_surface() -> dict[str, tuple[set[str], set[str]]]:
                 shell.run_line_magic(name, "--help")
             help_text = out.getvalue()
             assert "usage:" in help_text, f"%{name} --help printed no usage: {help_text!r}"
-            found[prefix + name] = (option_names(help_text), {kind})
+            found[prefix + name] = (help_text, kind)
     return found
+
+
+def magic_surface() -> dict[str, tuple[set[str], set[str]]]:
+    """'%name' / '%%name' -> (flags from its --help, kinds)."""
+    return {key: (option_names(help_text), {kind}) for key, (help_text, kind) in magic_help().items()}
 
 
 # ------------------------------------------------------------------ reading the markdown
@@ -201,12 +219,19 @@ def cli_problems(snippets: list[Snippet]) -> list[str]:
                 for name in names:
                     if name not in surface.commands:
                         problems.append(f"{snippet.where}: `{CLI} {name}` is not a command (commands: {', '.join(surface.commands)})")
-                for token in tokens[index + 1 :]:
+                for position, token in enumerate(tokens[index + 1 :], index + 1):
                     for flag in OPTION.findall(token.split("=")[0]) if token.startswith("-") else []:
                         for name in names:
                             valid = surface.commands.get(name, set()) | surface.global_flags
                             if name in surface.commands and flag not in valid:
                                 problems.append(f"{snippet.where}: `{CLI} {name} {flag}`: no such option")
+                            allowed = surface.choices.get(name, {}).get(flag, set())
+                            value = (
+                                token.partition("=")[2] if "=" in token else (tokens[position + 1] if position + 1 < len(tokens) else "")
+                            )
+                            for one in value.split("|") if allowed and not re.search(r"[A-Z<$]", value) else []:
+                                if one not in allowed:
+                                    problems.append(f"{snippet.where}: `{CLI} {name} {flag} {one}`: not one of {sorted(allowed)}")
     return problems
 
 
@@ -229,9 +254,17 @@ def magic_problems(snippets: list[Snippet]) -> list[str]:
                     tokens = shlex.split(rest)
                 except ValueError:
                     tokens = rest.split()
-                for flag in (t.split("=")[0] for t in tokens if OPTION.fullmatch(t.split("=")[0])):
+                choices = option_choices(magic_help()[key][0])
+                for position, token in enumerate(tokens):
+                    flag = token.split("=")[0]
+                    if not OPTION.fullmatch(flag):
+                        continue
                     if flag not in flags:
                         problems.append(f"{snippet.where}: `{key} {flag}`: no such flag")
+                    value = token.partition("=")[2] if "=" in token else (tokens[position + 1] if position + 1 < len(tokens) else "")
+                    for one in value.split("|") if flag in choices and not re.search(r"[A-Z<$]", value) else []:
+                        if one not in choices[flag]:
+                            problems.append(f"{snippet.where}: `{key} {flag} {one}`: not one of {sorted(choices[flag])}")
     return problems
 
 
@@ -282,7 +315,8 @@ def test_the_checks_catch_drift() -> None:
     fake = Path("fake.md")
     text = (
         "Run `paddle-nbext submit --trainers 2 --gpus 4` or `paddle-nbext show NAME`.\n"
-        "```python\n%%paddle_submit --trainers 2 --replicas 3\n%paddle_status NAME\n```\n"
+        "`paddle-nbext logs NAME --role master`, `paddle-nbext logs NAME --role environment`.\n"
+        "```python\n%%paddle_submit --trainers 2 --replicas 3\n%paddle_status NAME\n%paddle_logs NAME --role master\n```\n"
         "Set `c.KubernetesBackend.namespaces` and `c.PaddleNbext.backend`.\n"
         "```yaml\nPaddleNbext:\n  max_gpus: 2\n```\n"
     )
@@ -290,8 +324,10 @@ def test_the_checks_catch_drift() -> None:
     cli = cli_problems(snippets)
     assert any("--gpus" in p for p in cli) and any("`paddle-nbext show`" in p for p in cli), cli
     assert not any("--trainers" in p for p in cli), cli
+    assert any("--role master" in p for p in cli) and not any("--role environment" in p for p in cli), cli
     magics = magic_problems(snippets)
     assert any("--replicas" in p for p in magics) and any("%paddle_status" in p for p in magics), magics
+    assert any("--role master" in p for p in magics), magics
     config = config_problems(fake, text)
     assert any("namespaces" in p for p in config) and any("max_gpus" in p for p in config), config
     assert not any("PaddleNbext.backend" in p for p in config), config
@@ -331,8 +367,8 @@ def test_admin_guide_object_listing_matches_the_manifests() -> None:
     """The `kubectl get` listing in the admin guide is what the manifest builder makes for the
     job it describes (names, kinds, roles, completions, resources, accounts)."""
     from paddle_nbext.model.spec import JobSpec
-    from paddle_nbext_server.backends.kubernetes import manifests
-    from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
+    from paddle_nbext_server.backends.kubernetes.build import manifests
+    from paddle_nbext_server.backends.kubernetes.build.home_volume import HomeVolume
     from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
     from paddle_nbext_server.runtime_files import read_bundle
 

@@ -125,3 +125,28 @@ def test_the_server_side_imports_only_the_shared_model_of_the_kernel_package() -
         for name, path in server.items()
     }
     assert {name: targets for name, targets in kernel_only.items() if targets} == {}
+
+
+def test_the_local_backend_is_split_by_the_process_that_runs_it() -> None:
+    """`backends.local.master` is what runs in a job's detached master process: the server starts
+    it by module name and only reads what it records, so no other module imports it; and the
+    master uses of the local backend only what both processes share, never the server's side."""
+    known = modules()
+    local = "paddle_nbext_server.backends.local"
+    master = f"{local}.master"
+    shared = {f"{local}.{name}" for name in ("records", "record_json", "record_files", "usage", "pending_end", "processes", "ports")}
+    assert shared <= set(known)
+
+    def in_master(name: str) -> bool:
+        return name == master or name.startswith(master + ".")
+
+    into_master = {
+        name: sorted(t for t in imports_of(name, path, known) if in_master(t)) for name, path in known.items() if not in_master(name)
+    }
+    assert {name: targets for name, targets in into_master.items() if targets} == {}
+    server_side = {
+        name: sorted(t for t in imports_of(name, path, known) if t.startswith(local + ".") and not in_master(t) and t not in shared)
+        for name, path in known.items()
+        if in_master(name)
+    }
+    assert {name: targets for name, targets in server_side.items() if targets} == {}

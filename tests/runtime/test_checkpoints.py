@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from paddle_nbext.model.spec import JobSpec
-from paddle_nbext_server.backends.kubernetes import manifests
+from paddle_nbext_server.backends.kubernetes.build import manifests
+from paddle_nbext_server.runtime import paddle_nbext_checkpoints
 from paddle_nbext_server.runtime import paddle_nbext_job as job
 from paddle_nbext_server.runtime_files import PYLIB, write_bundle
 
@@ -263,7 +264,7 @@ def test_without_the_runners_word_a_rank_resumes_from_an_earlier_attempts_checkp
     assert (newest := job.latest()) is not None and newest.step == 30
     # A process that started after attempt 2 saved step 30 under the same attempt label (a queue
     # suspended and re-admitted the job, which keeps JobSet's restart count) resumes from it.
-    monkeypatch.setattr(job, "process_started", lambda: time.time() + 1)
+    monkeypatch.setattr(paddle_nbext_checkpoints, "process_started", lambda: time.time() + 1)
     assert (found := job.resume_from()) is not None and found.step == 30
 
 
@@ -283,5 +284,5 @@ def test_kubernetes_replicas_know_their_attempt_from_the_pod_label() -> None:
     names = [item["name"] for item in env]
     assert names.index(job.ATTEMPT_VAR) > names.index("PADDLE_NBEXT_ATTEMPT_JOBSET")  # expansion needs them first
     # The replicas read them as distinct attempts, in either mode.
-    tokens = {job._attempt({job.ATTEMPT_VAR: value}) for value in ("0.", "1.", "0.1", "0.2", "10.", "1.0")}
+    tokens = {paddle_nbext_checkpoints._attempt({job.ATTEMPT_VAR: value}) for value in ("0.", "1.", "0.1", "0.2", "10.", "1.0")}
     assert len(tokens) == 6

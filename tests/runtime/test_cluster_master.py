@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from paddle_nbext.model.contract import RECORD_UID_LABEL
-from paddle_nbext_server.backends.kubernetes.manifests import UID_PLACEHOLDER  # what the submitted Jobs carry
+from paddle_nbext_server.backends.kubernetes.build.manifests import UID_PLACEHOLDER  # what the submitted Jobs carry
 from paddle_nbext_server.runtime import replicas
 from paddle_nbext_server.runtime.replicas import current_pods, decide_job, job_note, newest_pod, observe_replicas
 

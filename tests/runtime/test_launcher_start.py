@@ -23,7 +23,8 @@ import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import launcher
 code = launcher.main()
-print(json.dumps({"code": code, "loaded": sorted(m for m in ("environments", "gang", "importlib.metadata") if m in sys.modules)}))
+optional = ("environments", "env_build", "env_index", "env_requirements", "env_status", "gang", "importlib.metadata")
+print(json.dumps({"code": code, "loaded": sorted(m for m in optional if m in sys.modules)}))
 """
 
 

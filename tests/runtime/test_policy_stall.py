@@ -2,7 +2,7 @@
 (exit `STALL_EXIT_CODE`, the stall's words in its termination message or last line) restarts
 the whole job, counted like a failure's restart, while `on_stall` is restart and restarts are
 left, and otherwise fails the job in the stall's words (the local master's semantics,
-`master.Master.check_health`).  Also read from pods as the server and the in-cluster master do."""
+`master.lifecycle.Master.check_health`).  Also read from pods as the server and the in-cluster master do."""
 
 from __future__ import annotations
 

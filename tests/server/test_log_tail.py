@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from paddle_nbext_server import log_tail
-from paddle_nbext_server.backends.kubernetes.logs import read_text
+from paddle_nbext_server.backends.kubernetes.logs.replica_logs import read_text
 from paddle_nbext_server.backends.local.logs import Follow, read_log, tail
 
 MiB = 1024 * 1024

@@ -242,7 +242,7 @@ def test_the_kubernetes_backend_lists_each_ranks_file_on_the_home_volume(tmp_pat
     """Pservers first, one file each; every trainer's ranks from the spec (GPUs, else
     procs_per_trainer); a launch entry point's trainer has its one file."""
     from paddle_nbext.model.status import JobStatus
-    from paddle_nbext_server.backends.kubernetes.metrics import metrics_files
+    from paddle_nbext_server.backends.kubernetes.usage.metrics import metrics_files
 
     def listed(spec: dict[str, object]) -> list[tuple[str, int, int | None, str]]:
         status = JobStatus.from_dict({"name": "job-a", "phase": "Running", "spec": spec})

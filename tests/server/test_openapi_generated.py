@@ -1,5 +1,5 @@
 """openapi.json is generated (openapi_base.json + the job field table), the panel's TypeScript
-types (labextension/src/api_types.ts) from it, and `/config` serves the job schema the panel's
+types (labextension/src/generated/api_types.ts) from it, and `/config` serves the job schema the panel's
 form is built from."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ async def test_config_schema_applies_the_configured_limits_and_defaults(api: Api
     assert config["job_schema"]["x-limits"] == config["limits"]
 
 
-# ---- the panel's types: labextension/src/api_types.ts is rendered from the same document
+# ---- the panel's types: labextension/src/generated/api_types.ts is rendered from the same document
 
 
 def test_the_panels_api_types_are_a_contract_file() -> None:
@@ -98,7 +98,7 @@ def test_check_mode_reports_stale_panel_types(tmp_path: Path, monkeypatch: pytes
 
 
 def test_a_copy_without_the_panels_sources_writes_no_types(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(openapi_gen, "API_TYPES_PATH", tmp_path / "labextension" / "src" / "api_types.ts")
+    monkeypatch.setattr(openapi_gen, "API_TYPES_PATH", tmp_path / "labextension" / "src" / "generated" / "api_types.ts")
     assert openapi_gen.API_TYPES_PATH not in openapi_gen.contract_files()
 
 

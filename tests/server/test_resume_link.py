@@ -17,9 +17,10 @@ from paddle_nbext import display
 from paddle_nbext.model.contract import ATTEMPT_LABEL, RESTART_ANNOTATION, RESUMED_FROM_ANNOTATION, SPEC_KEY
 from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server import checkpoints
-from paddle_nbext_server.backends.kubernetes import manifests, resume_note
 from paddle_nbext_server.backends.kubernetes.backend import KubernetesBackend
-from paddle_nbext_server.backends.kubernetes.status import job_status, link_record
+from paddle_nbext_server.backends.kubernetes.build import manifests
+from paddle_nbext_server.backends.kubernetes.status import resume_note
+from paddle_nbext_server.backends.kubernetes.status.job_status import job_status, link_record
 from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord
 from paddle_nbext_server.events import EventHub
 from paddle_nbext_server.runtime import paddle_nbext_job, replicas

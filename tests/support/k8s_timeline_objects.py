@@ -17,7 +17,7 @@ from paddle_nbext.model.contract import (
     SPEC_KEY,
     STATUS_ANNOTATION,
 )
-from paddle_nbext_server.backends.kubernetes import manifests
+from paddle_nbext_server.backends.kubernetes.build import manifests
 from paddle_nbext_server.runtime.replicas import INDEX_KEY
 
 OWNER = "alice"

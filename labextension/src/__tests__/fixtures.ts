@@ -1,4 +1,4 @@
-import { IJobStatus, IServerConfig } from '../types';
+import { IJobStatus, IServerConfig } from '../api/types';
 import { SCHEMAS } from './schemas';
 
 /** A job status as the server sends it (docs/architecture.md, "Job status"). */

@@ -1,8 +1,14 @@
 import { describe, expect, it } from 'vitest';
 
-import { countsText, formatAge, formatDuration, replicaReason, roleSummaries } from '../format';
-import { IRoleCounts } from '../types';
-import { IReplica } from '../types';
+import {
+  countsText,
+  formatAge,
+  formatDuration,
+  replicaReason,
+  roleSummaries
+} from '../logic/format';
+import { IRoleCounts } from '../api/types';
+import { IReplica } from '../api/types';
 import { job } from './fixtures';
 
 const T0 = Date.parse('2026-11-29T16:00:00.000Z');

@@ -1,9 +1,9 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from 'vitest';
 
-import { PaddleApi } from '../api';
-import { JobFormView, paddleNote } from '../formview';
-import { IJobStatus, IServerConfig } from '../types';
+import { PaddleApi } from '../api/client';
+import { JobFormView, paddleNote } from '../views/formview';
+import { IJobStatus, IServerConfig } from '../api/types';
 import { serverConfig } from './fixtures';
 import { SCHEMAS } from './schemas';
 

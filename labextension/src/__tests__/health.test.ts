@@ -2,9 +2,9 @@
 import { Signal } from '@lumino/signaling';
 import { describe, expect, it } from 'vitest';
 
-import { ITimelineEvent } from '../model';
-import { TimelineView, lastSeq, mergeEntries } from '../timelineview';
-import { ITimeline, ITimelineEntry, IUsage } from '../types';
+import { ITimelineEvent } from '../state/model';
+import { TimelineView, lastSeq, mergeEntries } from '../views/timelineview';
+import { ITimeline, ITimelineEntry, IUsage } from '../api/types';
 import {
   UsageHistory,
   gib,
@@ -13,8 +13,8 @@ import {
   sparklinePoints,
   unavailableText,
   usageSummary
-} from '../usage';
-import { UsageView } from '../usageview';
+} from '../logic/usage';
+import { UsageView } from '../views/usageview';
 
 const GiB = 2 ** 30;
 

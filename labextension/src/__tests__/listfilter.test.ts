@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { jobMatches } from '../listfilter';
+import { jobMatches } from '../views/listfilter';
 import { job } from './fixtures';
 
 describe('the list filter', () => {

@@ -11,10 +11,10 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { countsText } from '../format';
-import { JobListView, countPhrases } from '../listview';
-import { initialState, reduce } from '../state';
-import { IJobStatus, IRoleCounts } from '../types';
+import { countsText } from '../logic/format';
+import { JobListView, countPhrases } from '../views/listview';
+import { initialState, reduce } from '../state/state';
+import { IJobStatus, IRoleCounts } from '../api/types';
 import { job } from './fixtures';
 
 const WORDS = JSON.parse(

@@ -1,7 +1,7 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from 'vitest';
 
-import { LogView } from '../logview';
+import { LogView } from '../views/logview';
 
 function lines(from: number, count: number): string {
   let text = '';

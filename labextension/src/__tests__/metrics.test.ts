@@ -1,10 +1,9 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from 'vitest';
 
-import { LineChart, formatValue, nearest, niceTicks } from '../chart';
+import { LineChart, formatValue, nearest, niceTicks } from '../views/chart';
+import { IMetrics, IReplicaMetrics } from '../api/types';
 import {
-  IMetrics,
-  IReplicaMetrics,
   cursorCounts,
   etaText,
   longestSeries,
@@ -12,8 +11,8 @@ import {
   metricNames,
   progressView,
   restartSteps
-} from '../metrics';
-import { linesOf } from '../metricsview';
+} from '../logic/metrics';
+import { linesOf } from '../views/metricsview';
 
 function replica(
   index: number,

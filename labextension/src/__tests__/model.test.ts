@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { ApiError, PaddleApi } from '../api';
-import { JobsModel } from '../model';
-import { IJobStatus } from '../types';
+import { ApiError, PaddleApi } from '../api/client';
+import { JobsModel } from '../state/model';
+import { IJobStatus } from '../api/types';
 import { job } from './fixtures';
 
 /** A controllable `/events` body plus counters, standing in for the server in these tests. */

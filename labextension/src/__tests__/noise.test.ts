@@ -9,7 +9,7 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { NoiseFilter, isNoiseLine, lastTraceback, noiseMask } from '../logtext';
+import { NoiseFilter, isNoiseLine, lastTraceback, noiseMask } from '../logic/logtext';
 
 interface ILogVector {
   name: string;

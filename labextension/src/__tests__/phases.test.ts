@@ -1,15 +1,15 @@
 /// <reference types="node" />
 /**
- * The phases the API names (the generated unions of ./api_types.ts, listed once in ./types) are
- * the ones the OpenAPI document names, and every one of them reads right in the panel: a badge
- * colour of its own, and words that claim nothing the phase does not say.
+ * The phases the API names (the generated unions of ../generated/api_types.ts, listed once in
+ * ../api/types) are the ones the OpenAPI document names, and every one of them reads right in the
+ * panel: a badge colour of its own, and words that claim nothing the phase does not say.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { phaseClass, roleSummaries } from '../format';
-import { JOB_PHASES, REPLICA_PHASES, TERMINAL_PHASES } from '../types';
+import { phaseClass, roleSummaries } from '../logic/format';
+import { JOB_PHASES, REPLICA_PHASES, TERMINAL_PHASES } from '../api/types';
 import { job } from './fixtures';
 
 const ROOT = join(__dirname, '..', '..', '..');

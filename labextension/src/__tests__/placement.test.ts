@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { JupyterFrontEnd } from '@jupyterlab/application';
 import { TabPanel, Widget } from '@lumino/widgets';
 
-import { shellPlacement, treePlacement } from '../placement';
+import { shellPlacement, treePlacement } from '../logic/placement';
 
 function named(id: string): Widget {
   const widget = new Widget();

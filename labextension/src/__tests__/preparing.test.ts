@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 
-import { countsText } from '../format';
-import { REPORT_HINT_SECONDS, TrainingClock, metricsWaitText } from '../metricswait';
-import { isPreparing, shownPhase } from '../preparing';
+import { countsText } from '../logic/format';
+import { REPORT_HINT_SECONDS, TrainingClock, metricsWaitText } from '../logic/metricswait';
+import { isPreparing, shownPhase } from '../logic/preparing';
 import { job } from './fixtures';
 
 const T0 = Date.parse('2026-11-29T16:00:01.000Z');

@@ -1,9 +1,10 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
-import { PaddleApi } from '../api';
-import { JobFormView, QUOTA_CHECK_DELAY, checksQuota, quotaNote } from '../formview';
-import { IDryRun, IQuotaCheck, IServerConfig } from '../types';
+import { PaddleApi } from '../api/client';
+import { QUOTA_CHECK_DELAY } from '../logic/quota';
+import { JobFormView } from '../views/formview';
+import { IDryRun, IQuotaCheck, IServerConfig } from '../api/types';
 import { job, serverConfig } from './fixtures';
 
 const WAITS: IQuotaCheck = {
@@ -64,18 +65,6 @@ afterEach(() => {
 });
 
 describe('the form says what the quota has free before submit', () => {
-  it('reads the check and its level from the dry run', () => {
-    expect(checksQuota({ name: 'kubernetes', ok: true, error: null, quota_check: true })).toBe(
-      true
-    );
-    expect(checksQuota({ name: 'local', ok: true, error: null })).toBe(false);
-    expect(quotaNote(undefined)).toBeNull();
-    expect(quotaNote(WAITS)).toEqual({ text: WAITS.words, level: 'waits' });
-    expect(quotaNote({ ...WAITS, verdict: 'later' as IQuotaCheck['verdict'] })?.level).toBe(
-      'unknown'
-    );
-  });
-
   it('shows a waiting job as a warning and keeps Submit', async () => {
     const { view } = open([WAITS]);
     await view.checkResources();

@@ -2,11 +2,11 @@
 import { Widget } from '@lumino/widgets';
 import { describe, expect, it } from 'vitest';
 
-import { PaddleApi } from '../api';
-import { JobView } from '../jobview';
-import { NoiseFilter, isNoiseLine, lastTraceback } from '../logtext';
-import { IMetrics, IReplicaMetrics, cursorCounts, mergeMetrics, replicaId } from '../metrics';
-import { linesOf } from '../metricsview';
+import { PaddleApi } from '../api/client';
+import { JobView } from '../views/jobview';
+import { NoiseFilter, isNoiseLine, lastTraceback } from '../logic/logtext';
+import { cursorCounts, mergeMetrics, replicaId } from '../logic/metrics';
+import { linesOf } from '../views/metricsview';
 import {
   RankFilter,
   failedRank,
@@ -17,9 +17,9 @@ import {
   rankName,
   ranksPerTrainer,
   replicaGroups
-} from '../ranks';
-import { replicaToOpen } from '../replicas';
-import { IJobStatus, IReplica } from '../types';
+} from '../logic/ranks';
+import { replicaToOpen } from '../logic/replicas';
+import { IJobStatus, IMetrics, IReplica, IReplicaMetrics } from '../api/types';
 import { job } from './fixtures';
 
 function replica(

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { IJobSchema } from '../types';
+import { IJobSchema } from '../api/types';
 
 const VECTORS_DIR = join(__dirname, '..', '..', '..', 'tests', 'vectors');
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { IServerSentEvent, SseParser, backoffDelay } from '../sse';
+import { IServerSentEvent, SseParser, backoffDelay } from '../api/sse';
 
 describe('event-stream parser', () => {
   it('splits events across arbitrary chunk boundaries and skips pings', () => {

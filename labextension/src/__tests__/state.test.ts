@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { IJobsState, finishedJobs, initialState, reduce } from '../state';
+import { IJobsState, finishedJobs, initialState, reduce } from '../state/state';
 import { job } from './fixtures';
 
 function apply(state: IJobsState, ...actions: Parameters<typeof reduce>[1][]): IJobsState {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { TOAST_LIMIT, sentences, toastText } from '../toast';
+import { TOAST_LIMIT, sentences, toastText } from '../logic/toast';
 
 const DETAIL =
   "job 'ckpt-cancel-and-resume-run' has no checkpoints to resume from. The training code saves them with paddle_nbext_job.save_checkpoint; resume a job that saved one.";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
-import { formatBytes, formatCpu, parseQuantity } from '../quantity';
-import { FormValues, defaultValues, toPayload, totalsLine, validateForm } from '../validate';
+import { formatBytes, formatCpu, parseQuantity } from '../logic/quantity';
+import { FormValues, defaultValues, toPayload, totalsLine, validateForm } from '../logic/validate';
 import { SCHEMAS, withFields } from './schemas';
 
 /** The schema a server with the default limits serves; `TIGHT` one with low limits. */

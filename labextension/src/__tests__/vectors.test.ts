@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { validateSpec } from '../validate';
+import { validateSpec } from '../logic/validate';
 import { SCHEMAS, VECTORS } from './schemas';
 
 describe('shared vectors: the panel validates a body as JobSpec.check does', () => {

@@ -8,8 +8,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { phaseClass, replicaName, roleSummaries } from '../format';
-import { IRoleCounts } from '../types';
+import { phaseClass, replicaName, roleSummaries } from '../logic/format';
+import { IRoleCounts } from '../api/types';
 import { job } from './fixtures';
 
 interface ICase {

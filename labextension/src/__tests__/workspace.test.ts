@@ -1,16 +1,16 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from 'vitest';
 
-import { PaddleApi } from '../api';
-import { JobFormView, gpuCapacity, hintFor } from '../formview';
-import { JobView } from '../jobview';
-import { JobListView } from '../listview';
-import { NoiseFilter, isNoiseLine, lastTraceback } from '../logtext';
-import { prefillFor } from '../prefill';
-import { suggestQuantity } from '../quantity';
-import { replicaToOpen } from '../replicas';
-import { IJobsState, initialState, reduce } from '../state';
-import { IJobStatus, IReplica, IServerConfig } from '../types';
+import { PaddleApi } from '../api/client';
+import { JobFormView, gpuCapacity, hintFor } from '../views/formview';
+import { JobView } from '../views/jobview';
+import { JobListView } from '../views/listview';
+import { NoiseFilter, isNoiseLine, lastTraceback } from '../logic/logtext';
+import { prefillFor } from '../logic/prefill';
+import { suggestQuantity } from '../logic/quantity';
+import { replicaToOpen } from '../logic/replicas';
+import { IJobsState, initialState, reduce } from '../state/state';
+import { IJobStatus, IReplica, IServerConfig } from '../api/types';
 import { job, serverConfig } from './fixtures';
 import { SCHEMAS } from './schemas';
 import { Widget } from '@lumino/widgets';

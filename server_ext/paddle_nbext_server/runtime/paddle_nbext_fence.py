@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-__all__ = ["attempt_name", "fence_dir", "fences", "newer_attempt", "raise_fence", "stale", "watch"]
+__all__ = ["attempt_name", "fence_dir", "fences", "newer_attempt", "raise_fence", "stale", "start_without_signals", "watch"]
 
 #: Which whole-job start a replica belongs to (set by both backends).
 ATTEMPT_VAR = "PADDLE_NBEXT_ATTEMPT"
@@ -168,10 +168,16 @@ def watch(
                 return
             time.sleep(interval)
 
-    thread = threading.Thread(target=run, name="paddle-nbext-fence", daemon=True)
-    # The thread blocks every signal (it inherits the mask it starts with): a stop from
-    # Kubernetes must reach the main thread, whose handler forwards it to the entry point.
-    # Delivered to this thread, it would wait until the main thread's blocking wait returned.
+    return start_without_signals(threading.Thread(target=run, name="paddle-nbext-fence", daemon=True))
+
+
+def start_without_signals(thread: threading.Thread) -> threading.Thread:
+    """Start a launcher's watch `thread` with every signal blocked in it (a thread inherits the
+    mask it starts with): a stop from Kubernetes must reach the main thread, whose handler
+    forwards it to the entry point; delivered to a watch thread, it would wait until the main
+    thread's blocking wait returned.  Shared by the launcher's watches (this fence's, and
+    `replica_health`'s); it lives here, not in `supervise`, because this module is the one that
+    is shipped both beside the launcher and in `pylib/`, where `supervise` is not."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:
         thread.start()

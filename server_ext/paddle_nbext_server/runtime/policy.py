@@ -285,7 +285,7 @@ def stall_words(replica: Observed) -> str | None:
 
 def stall_decision(replicas: list[Observed], *, max_restarts: int, on_stall: str, runner_restarts: bool = True) -> Decision | None:
     """What follows a trainer stopped for a stall (the lowest index, when several were), as the
-    local master decides it (`master.Master.check_health`): `on_stall` restart with restarts left
+    local master decides it (`master.lifecycle.Master.check_health`): `on_stall` restart with restarts left
     restarts the whole job, counted like a failure's; else the job fails in the stall's words.
     None when no trainer was stopped for a stall."""
     trainers = sorted((r for r in replicas if r.role == Role.TRAINER), key=lambda r: r.index)

@@ -68,7 +68,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -397,13 +396,7 @@ class ReplicaWatch:
     def start(self) -> threading.Thread:
         """The watch in a daemon thread that blocks every signal (a stop from Kubernetes must
         reach the launcher's main thread, whose handlers forward it)."""
-        thread = threading.Thread(target=self.run, name="paddle-nbext-health", daemon=True)
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-        try:
-            thread.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        return thread
+        return paddle_nbext_fence.start_without_signals(threading.Thread(target=self.run, name="paddle-nbext-health", daemon=True))
 
     def stop(self) -> None:
         self._done.set()

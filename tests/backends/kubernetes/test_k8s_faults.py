@@ -1,5 +1,5 @@
 """Issue 24's "Bad input and faults", in words: an RBAC refusal names who may not do what where,
-and the fix (`kubernetes/forbidden.py`); a home claim that does not bind is named in the job's
+and the fix (`kubernetes/client/forbidden.py`); a home claim that does not bind is named in the job's
 reason and message (`runtime/replicas.claim_words`).  The words on a real API server and
 scheduler: tests/cluster/test_k8s_faults_cluster.py; through a real JupyterHub:
 tests/cluster/test_real_node_hub_faults.py."""
@@ -15,8 +15,8 @@ from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext_server.backends.base import BackendForbidden, BackendUnavailable
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend
-from paddle_nbext_server.backends.kubernetes.cache import describe_failure
-from paddle_nbext_server.backends.kubernetes.forbidden import denial_of, sentence_of
+from paddle_nbext_server.backends.kubernetes.client.cache import describe_failure
+from paddle_nbext_server.backends.kubernetes.client.forbidden import denial_of, sentence_of
 from paddle_nbext_server.events import EventHub
 from paddle_nbext_server.runtime import replicas
 from paddle_nbext_server.runtime.replicas import claim_words, decide_job, pod_view

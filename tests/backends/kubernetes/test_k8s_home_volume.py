@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from paddle_nbext_server.backends.kubernetes import home_volume as homes
-from paddle_nbext_server.backends.kubernetes import usernames
+from paddle_nbext_server.backends.kubernetes.build import home_volume as homes
+from paddle_nbext_server.backends.kubernetes.build import usernames
 
 
 def notebook_pod(volume: dict[str, Any], mount_path: str = "/home/jovyan", sub_path: str | None = None) -> dict[str, Any]:

@@ -13,8 +13,9 @@ import pytest
 
 from backends.kubernetes.test_k8s_manifests import OBJ, SETTINGS, by_name, plan
 from paddle_nbext.model.contract import RECORD_UID_LABEL, ROLE_LABEL
-from paddle_nbext_server.backends.kubernetes import manifests, queue_status
-from paddle_nbext_server.backends.kubernetes.jobset import QUEUE_LABEL
+from paddle_nbext_server.backends.kubernetes.build import manifests
+from paddle_nbext_server.backends.kubernetes.build.jobset import QUEUE_LABEL
+from paddle_nbext_server.backends.kubernetes.status import queue_status
 
 JOBSET = dataclasses.replace(SETTINGS, workload_mode="jobset", default_queue="team-a")
 

@@ -1,12 +1,12 @@
 """Which attempt file stands for which pod, and reading them: the pure half of
-`backends/kubernetes/logs.py`, on real files (the cluster half is tests/cluster/test_k8s_logs.py)."""
+`backends/kubernetes/logs/replica_logs.py`, on real files (the cluster half is tests/cluster/test_k8s_logs.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from paddle_nbext_server.backends.kubernetes import logs
+from paddle_nbext_server.backends.kubernetes.logs import replica_logs as logs
 from paddle_nbext_server.runtime import launcher
 
 
@@ -78,7 +78,7 @@ def test_a_follow_sends_whole_lines_so_a_breaking_streams_last_words_never_pass_
     """A kubelet that goes away may end the stream with its own words ("context cancelled"),
     without a newline; only whole lines go out while the stream lasts, and a progress bar that
     redraws with a carriage return stays at most one frame behind."""
-    from paddle_nbext_server.backends.kubernetes.logs import split_complete
+    from paddle_nbext_server.backends.kubernetes.logs.replica_logs import split_complete
 
     assert split_complete("step 1\ncontext cancelled") == ("step 1\n", "context cancelled")
     assert split_complete(" 10%|#  \r 20%|## \r 30") == (" 10%|#  \r 20%|## \r", " 30")

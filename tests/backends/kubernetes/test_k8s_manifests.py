@@ -14,8 +14,8 @@ import pytest
 
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext_server import runtime_files
-from paddle_nbext_server.backends.kubernetes import manifests
-from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
+from paddle_nbext_server.backends.kubernetes.build import manifests
+from paddle_nbext_server.backends.kubernetes.build.home_volume import HomeVolume
 from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
 from paddle_nbext_server.runtime_files import NAMES, config_key, read_bundle
 

@@ -10,7 +10,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext_server.backends.base import BackendUnavailable
-from paddle_nbext_server.backends.kubernetes import node_answers
+from paddle_nbext_server.backends.kubernetes.status import node_answers
 
 
 class Served:

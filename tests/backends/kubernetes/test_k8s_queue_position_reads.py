@@ -13,8 +13,8 @@ import pytest
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from paddle_nbext_server.backends.kubernetes import queue_positions, queue_status
-from paddle_nbext_server.backends.kubernetes.queue_positions import Position, QueuePositions
+from paddle_nbext_server.backends.kubernetes.status import queue_positions, queue_status
+from paddle_nbext_server.backends.kubernetes.status.queue_positions import Position, QueuePositions
 
 QUOTA = "couldn't assign flavors to pod set trainer: insufficient unused quota for cpu in flavor default-flavor, 1 more needed"
 

@@ -1,5 +1,5 @@
 """Quota before submit (issue 17): the job's need from its plan, what ResourceQuotas and a
-ClusterQueue have free, the verdict, the field to blame and the sentence (backends/kubernetes/quota.py)."""
+ClusterQueue have free, the verdict, the field to blame and the sentence (backends/kubernetes/quota/quota.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 
 from paddle_nbext.model.quota import QuotaCheck, Verdict
 from paddle_nbext.model.spec import JobSpec
-from paddle_nbext_server.backends.kubernetes import manifests, quota
-from paddle_nbext_server.backends.kubernetes.home_volume import HomeVolume
+from paddle_nbext_server.backends.kubernetes.build import manifests
+from paddle_nbext_server.backends.kubernetes.build.home_volume import HomeVolume
+from paddle_nbext_server.backends.kubernetes.quota import quota
 from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
 from paddle_nbext_server.runtime_files import read_bundle
 

@@ -1,4 +1,4 @@
-"""Resource use on Kubernetes from metrics.k8s.io (`backends/kubernetes/resource_usage.py`),
+"""Resource use on Kubernetes from metrics.k8s.io (`backends/kubernetes/usage/resource_usage.py`),
 against a unit fake of the API's answers: PodMetricsList bodies as metrics-server writes them
 (nanocores, Ki), the cache's pods with their requests and limits, and the API's refusals (no
 metrics-server: 404; the Role lacks the read: 403; metrics-server down: 503), each in words."""
@@ -13,7 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend
-from paddle_nbext_server.backends.kubernetes import resource_usage as ru
+from paddle_nbext_server.backends.kubernetes.usage import resource_usage as ru
 from paddle_nbext_server.events import EventHub
 
 KEY = "train-2bd806"

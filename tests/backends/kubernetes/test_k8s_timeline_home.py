@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 
 from paddle_nbext_server import timeline
-from paddle_nbext_server.backends.kubernetes.timeline_home import HomeReader
-from paddle_nbext_server.backends.kubernetes.timeline_objects import Derived
-from paddle_nbext_server.backends.kubernetes.timeline_store import KEYS_FILE, KeyedTimeline, TimelineFiles
+from paddle_nbext_server.backends.kubernetes.timeline.home import HomeReader
+from paddle_nbext_server.backends.kubernetes.timeline.objects import Derived
+from paddle_nbext_server.backends.kubernetes.timeline.store import KEYS_FILE, KeyedTimeline, TimelineFiles
 from paddle_nbext_server.metrics import MetricsFile
 from paddle_nbext_server.runtime import paddle_nbext_job
 
@@ -109,7 +109,7 @@ def test_a_memory_warning_that_clears_leaves_a_standing_stall_standing(tmp_path:
 
 
 def derived(n: int, *, prefix: str = "e", t0: float = T0) -> list[Derived]:
-    from paddle_nbext_server.backends.kubernetes.timeline_objects import stamp_epoch
+    from paddle_nbext_server.backends.kubernetes.timeline.objects import stamp_epoch
 
     return [Derived(f"{prefix}:{i}", stamp_epoch(t0 + i) or "", "checkpoint", f"Checkpoint at step {i} saved.") for i in range(n)]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from support.k8s_timeline_objects import CREATED, KEY, RECORD_UID, event, pod, record, workload
 
-from paddle_nbext_server.backends.kubernetes import timeline_objects
-from paddle_nbext_server.backends.kubernetes.timeline_objects import Derived, derive
+from paddle_nbext_server.backends.kubernetes.timeline import objects as timeline_objects
+from paddle_nbext_server.backends.kubernetes.timeline.objects import Derived, derive
 
 
 def by_key(found: list[Derived]) -> dict[str, Derived]:

@@ -21,12 +21,13 @@ import pytest
 
 from paddle_nbext.model.status import JobStatus
 from paddle_nbext_server.backends.local import LocalBackend
-from paddle_nbext_server.backends.local.records import StatusRecord, write_atomic
+from paddle_nbext_server.backends.local.record_files import write_atomic
+from paddle_nbext_server.backends.local.records import StatusRecord
 from paddle_nbext_server.backends.local.store import JobFiles, JobStore
 from paddle_nbext_server.events import EventHub
 
 OWNER = "alice"
-RECORDS_FSYNC = "paddle_nbext_server.backends.local.records.os.fsync"  # what records.write_atomic calls
+RECORDS_FSYNC = "paddle_nbext_server.backends.local.record_files.os.fsync"  # what record_files.write_atomic calls
 CREATED = "2026-01-01T10:00:00.000Z"
 SPEC = {"job_name": "done", "mode": "collective", "trainers": 1, "entry_point": "true", "max_restarts": 0}
 JOB = {"version": 1, "owner": OWNER, "spec": SPEC, "created": CREATED, "created_epoch": 1767261600.0, "package": "/p"}
@@ -246,8 +247,9 @@ def test_a_failed_write_keeps_the_old_record_and_no_temp_file(tmp_path: Path, mo
 
 
 def test_a_master_that_cannot_write_its_status_goes_on_and_retries(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    from paddle_nbext_server.backends.local.master import Master
-    from paddle_nbext_server.backends.local.records import Capacity, JobRecord, Plan, ResourceRequest, write_record
+    from paddle_nbext_server.backends.local.master.lifecycle import Master
+    from paddle_nbext_server.backends.local.record_files import write_record
+    from paddle_nbext_server.backends.local.records import Capacity, JobRecord, Plan, ResourceRequest
 
     job_dir = tmp_path / "stuck"
     (job_dir / "logs").mkdir(parents=True)

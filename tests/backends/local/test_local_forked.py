@@ -1,4 +1,4 @@
-"""A launcher forked from the job master (`backends/local/forked.py`): when it is used instead of
+"""A launcher forked from the job master (`backends/local/master/forked.py`): when it is used instead of
 a new interpreter, what the forked child is given (session, stdio, working dir, environment,
 signals, `sys.path`), and how the master waits for it as it waits for a `Popen`."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from paddle_nbext_server.backends.local import forked, limits
+from paddle_nbext_server.backends.local.master import forked, limits
 
 #: A stand-in for the bundle's launcher: reports what a started `python launcher.py` is given.
 LAUNCHER = """
@@ -41,7 +41,7 @@ def main():
 #: master does and prints its exit code.
 MASTER = """
 import json, os, signal, sys
-from paddle_nbext_server.backends.local import forked
+from paddle_nbext_server.backends.local.master import forked
 for signum in (signal.SIGTERM, signal.SIGINT):  # as the master catches them, to cancel
     signal.signal(signum, lambda *_: None)
 bundle, workdir, log_path, extra = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])

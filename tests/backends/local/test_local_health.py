@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 from paddle_nbext_server import timeline
-from paddle_nbext_server.backends.local import health
-from paddle_nbext_server.backends.local.processes import CLOCK_TICKS, PAGE_SIZE, ProcessTable
+from paddle_nbext_server.backends.local.master import stall_watch
+from paddle_nbext_server.backends.local.master.process_table import CLOCK_TICKS, PAGE_SIZE, ProcessTable
+from paddle_nbext_server.backends.local.master.usage_sampler import UsageSampler
 from paddle_nbext_server.backends.local.records import ReplicaPlan
-from paddle_nbext_server.backends.local.usage import UsageSampler
 from paddle_nbext_server.runtime import health_rules
 
 LIMIT = 2 << 30
@@ -61,7 +61,7 @@ def _point(step: int) -> str:
 
 
 def test_stall_watch_is_armed_only_by_a_report_in_this_attempt(tmp_path: Path) -> None:
-    watch = health.StallWatch(tmp_path, timeout=600)
+    watch = stall_watch.StallWatch(tmp_path, timeout=600)
     start = 1_000_000.0
     _touch(tmp_path / "trainer-0.log", start + 1)
     assert watch.check([0], start, now=start + 10_000) is None  # never reported: never stalled
@@ -70,7 +70,7 @@ def test_stall_watch_is_armed_only_by_a_report_in_this_attempt(tmp_path: Path) -
 
 
 def test_stall_names_the_quietest_trainer_and_the_last_step(tmp_path: Path) -> None:
-    watch = health.StallWatch(tmp_path, timeout=600)
+    watch = stall_watch.StallWatch(tmp_path, timeout=600)
     start = time.mktime((2026, 12, 5, 14, 0, 0, 0, 0, -1))
     _touch(tmp_path / "trainer-0.log", start + 700)
     _touch(tmp_path / "trainer-0.metrics.jsonl", start + 700, _point(1234))
@@ -85,7 +85,7 @@ def test_stall_names_the_quietest_trainer_and_the_last_step(tmp_path: Path) -> N
 
 
 def test_stall_of_a_trainer_with_ranks_reads_every_rank_file(tmp_path: Path) -> None:
-    watch = health.StallWatch(tmp_path, timeout=60)
+    watch = stall_watch.StallWatch(tmp_path, timeout=60)
     start = 5_000.0
     _touch(tmp_path / "trainer-0.log", start + 10)
     _touch(tmp_path / "trainer-0.metrics.jsonl", start + 10, _point(3))

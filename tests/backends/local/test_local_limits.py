@@ -1,4 +1,4 @@
-"""Which kernel memory limit a local replica gets (`backends/local/limits.py`), and how the
+"""Which kernel memory limit a local replica gets (`backends/local/master/limits.py`), and how the
 cgroup v2 one is made, joined, read and removed.  The cgroup is a plain directory here (this
 machine has no delegated cgroup v2 memory controller): the files are what the kernel reads."""
 
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from paddle_nbext_server.backends.local import limits
+from paddle_nbext_server.backends.local.master import limits
 from paddle_nbext_server.backends.local.records import Capacity, Plan, ReplicaPlan, ResourceRequest
 
 MiB = 1 << 20

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from paddle_nbext_server.backends.local import LocalBackend
-from paddle_nbext_server.backends.local.master import wait_for_exit
-from paddle_nbext_server.backends.local.processes import ProcessTable
+from paddle_nbext_server.backends.local.master.process_table import ProcessTable
+from paddle_nbext_server.backends.local.master.replica import wait_for_exit
 from paddle_nbext_server.events import EventHub
 
 #: A leader whose child leaves the group (`setsid`) and then says its pid (on the shared stdout).
@@ -111,17 +111,9 @@ def test_admission_reads_no_job_whose_master_is_gone(tmp_path: Path, monkeypatch
     """An ended job holds nothing: a `master.pid` naming no process is enough to pass it by; a
     job whose master runs, or whose pid file says nothing, is read as before."""
     from paddle_nbext.model.status import JobStatus
-    from paddle_nbext_server.backends.local import master as master_module
-    from paddle_nbext_server.backends.local.records import (
-        Admitted,
-        Capacity,
-        JobRecord,
-        Plan,
-        ResourceRequest,
-        StatusRecord,
-        read_record,
-        write_record,
-    )
+    from paddle_nbext_server.backends.local.master import admission
+    from paddle_nbext_server.backends.local.record_files import read_record, write_record
+    from paddle_nbext_server.backends.local.records import Admitted, Capacity, JobRecord, Plan, ResourceRequest, StatusRecord
 
     jobs = tmp_path / "jobs"
 
@@ -154,15 +146,13 @@ def test_admission_reads_no_job_whose_master_is_gone(tmp_path: Path, monkeypatch
     job("running", os.getpid())
     job("no-pid-file", None)
     read: list[str] = []
-    original = read_record  # what the master calls by that name
+    original = read_record  # what admission calls by that name
 
     def counting(kind: type[StatusRecord], job_dir: Path) -> StatusRecord:
         read.append(job_dir.name)
         return original(kind, job_dir)
 
-    monkeypatch.setattr(master_module, "read_record", counting)
-    master = master_module.Master(own)
-    read.clear()
-    held = sorted(path.name for path, _ in master._admitted_others())
+    monkeypatch.setattr(admission, "read_record", counting)
+    held = sorted(path.name for path, _ in admission.admitted_others(own))
     assert held == ["no-pid-file", "running"]
     assert sorted(read) == ["no-pid-file", "running"]

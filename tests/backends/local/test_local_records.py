@@ -1,5 +1,5 @@
-"""The local backend's job-dir records (`backends/local/records.py`): they round-trip, files of
-the release before versioning still read (users upgrade mid-job), files of a newer release are
+"""The local backend's job-dir records (`backends/local/records.py`, `record_files.py`): they
+round-trip, files of the release before versioning still read (users upgrade mid-job), files of a newer release are
 refused with words the listing shows as the job's message, and damaged files are listed as
 Unknown naming the file (more in test_local_damaged_records.py)."""
 
@@ -15,17 +15,8 @@ import pytest
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
 from paddle_nbext_server.backends.base import InvalidState, JobNotFound
 from paddle_nbext_server.backends.local import LocalBackend
-from paddle_nbext_server.backends.local.records import (
-    Admitted,
-    Capacity,
-    JobRecord,
-    NewerRecord,
-    Plan,
-    RecordDamaged,
-    ReplicaPlan,
-    ResourceRequest,
-    StatusRecord,
-)
+from paddle_nbext_server.backends.local.record_json import NewerRecord, RecordDamaged
+from paddle_nbext_server.backends.local.records import Admitted, Capacity, JobRecord, Plan, ReplicaPlan, ResourceRequest, StatusRecord
 from paddle_nbext_server.events import EventHub
 
 OWNER = "alice"
@@ -266,7 +257,7 @@ def test_each_new_record_is_newer_on_disk_even_when_the_clock_is_not(tmp_path: P
     import os
     import time
 
-    from paddle_nbext_server.backends.local.records import write_atomic
+    from paddle_nbext_server.backends.local.record_files import write_atomic
     from paddle_nbext_server.backends.local.store import signature
 
     path = tmp_path / "status.json"

@@ -27,16 +27,16 @@ from ... import job_requirements, package
 from ...metrics import MetricsFile
 from ...runtime import replicas
 from ..base import BackendUnavailable, InvalidRequest, InvalidState, JobNotFound, SubmitRequest
-from . import jobset as jobsets
-from . import logs as replica_logs
-from . import manifests, volcano
-from . import metrics as replica_metrics
-from .api_names import JOBS_DIR, JOBSET_API, KUEUE_API, PODGROUP_API
-from .cache import describe_failure
-from .home_setup import remove_tree
-from .resource_usage import ResourceUsage
+from .build import jobset as jobsets
+from .build import manifests, volcano
+from .client.api_names import JOBS_DIR, JOBSET_API, KUEUE_API, PODGROUP_API
+from .client.cache import describe_failure
+from .lifecycle.home_setup import remove_tree
+from .logs import replica_logs
 from .settings import JOBSET_MODE
-from .status import link_record
+from .status.job_status import link_record
+from .usage import metrics as replica_metrics
+from .usage.resource_usage import ResourceUsage
 
 #: Seconds a delete waits for the job's pods that are bound to a node but not started yet (see
 #: `delete`), and how often it looks.
@@ -278,7 +278,7 @@ class KubernetesBackend(ResourceUsage):
 
     async def timeline(self, name: str, owner: str, since: int = 0) -> dict[str, Any]:
         """What happened to the job, from the `timeline.jsonl` this server writes in its logs dir
-        in the home (timeline_keeper.py), by time; `JobNotFound` for anyone else's job."""
+        in the home (timeline/keeper.py), by time; `JobNotFound` for anyone else's job."""
         status = await self.get_job(name, owner)
         logs_dir = replica_logs.log_dir(self.home_path, status.name)
         return await asyncio.to_thread(self._timelines.answer, self._key(status), logs_dir, status.name, since)

@@ -14,7 +14,7 @@ Everything about a job lives in its own dir, `<jobs_dir>/<job_name>/`:
                   written atomically by the job's master on every change
     master.pid    the master's pid; master.log its own output
 
-The job master (`master.py` beside this module) is a detached process per job: it owns the
+The job master (the `master` package beside this module) is a detached process per job: it owns the
 lifecycle, so a Jupyter restart loses nothing.  Admission (a job that does not fit waits as
 Pending with the reason) is done by the master too, under a file lock in `jobs_dir`, so it works
 while no server runs and two jobs never take the same cores.  This class only creates job dirs,
@@ -56,15 +56,8 @@ from . import metrics as local_metrics
 from .logs import Follow, log_path, read_log
 from .paddle_env import PaddleEnvironment
 from .plan import PlanSettings, build_plan, check_fits_at_all, initial_status
-from .records import (
-    JOB_DIR_VAR,
-    Capacity,
-    JobRecord,
-    Plan,
-    ResourceRequest,
-    StatusRecord,
-    write_record,
-)
+from .record_files import write_record
+from .records import JOB_DIR_VAR, Capacity, JobRecord, Plan, ResourceRequest, StatusRecord
 from .store import STARTING_MESSAGE, JobFiles, JobStore, name_taken
 from .watcher import JobWatcher
 
@@ -357,7 +350,7 @@ class LocalBackend(Backend):
             files = self._write_job(request, job_dir, package, resources, requirements)
             env = job_environment(os.environ, self._secret_env())
             # The master carries the job's marks like its replicas (`processes`): the launchers
-            # it forks (`forked`) keep the environment it started with.
+            # it forks (`master.forked`) keep the environment it started with.
             env.update({JOB_DIR_VAR: str(job_dir), "PADDLE_NBEXT_JOB": spec.job_name})
             master = self._jobs.launch_master(job_dir, env)
             self._memory.remember_submitted(job_dir.name, files)  # submit publishes the event

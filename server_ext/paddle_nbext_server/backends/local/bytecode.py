@@ -2,7 +2,7 @@
 
 Every local job gets its own copy of the runtime bundle (`runtime_files.write_bundle`), so
 whatever imports a copy first compiles it: the job master, before it can fork its first launcher
-(`forked`), and every trainer for `pylib/paddle_nbext_job.py` — about 25 ms of the master's start
+(`master.forked`), and every trainer for `pylib/paddle_nbext_job.py` — about 25 ms of the master's start
 on a 2-core machine, on the way to the pservers serving.  The server compiles each bundle file
 once per process into a checked-hash `.pyc` (PEP 552: it stays valid for any copy of the same
 source, whatever the copy's mtime) and writes it into the job's `runtime/__pycache__/` (and

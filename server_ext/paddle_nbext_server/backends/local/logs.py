@@ -15,7 +15,9 @@ from pathlib import Path
 
 from ...log_tail import read_end
 from ..base import replica_not_found
-from .records import NewerRecord, StatusRecord, read_record
+from .record_files import read_record
+from .record_json import NewerRecord
+from .records import StatusRecord
 from .store import JobStore
 
 #: Bytes of a partial UTF-8 character a chunk may end with (a character is at most 4 bytes).

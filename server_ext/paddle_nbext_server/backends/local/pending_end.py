@@ -23,7 +23,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from .records import write_atomic
+from .record_files import write_atomic
 
 
 @functools.cache

@@ -17,210 +17,28 @@ enough that a record which reads never fails later (listing, events, stopping it
 The store shows such a job as `Phase.UNKNOWN` with the file named in its message (`damaged_status`)
 and never guesses an outcome in its place.
 
-Files are written atomically and durably (`write_atomic`: a sibling temp file, fsync, rename,
-fsync of the dir), so a crash or power loss leaves the old record or the new one, never a
-truncated or empty file; and read without following symlinks, without blocking on a FIFO and
-up to `MAX_RECORD_BYTES` (`read_text`).
+Here are the records' types and their codecs (`to_json`, `from_json`, built from the field checks
+of `record_json`); `record_files` reads and writes their files.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import stat
-import threading
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from paddle_nbext.model.contract import ROLES, Phase, ReplicaPhase
 from paddle_nbext.model.status import JobStatus, ReplicaStatus, resumed_link
 
 from ...runtime import paddle_nbext_job
-
-T = TypeVar("T")
-Converter = Callable[[Any], Any]
+from . import record_json
+from .record_json import NewerRecord
 
 #: Names the job dir in every replica's environment (and so in all it starts), which is how the
 #: backend finds a job's processes when its master is gone (`processes.marked_processes`).
 JOB_DIR_VAR = "PADDLE_NBEXT_JOB_DIR"
-#: The job dir's file naming its master's pid (`read_master_pid`).
-MASTER_PID_FILE = "master.pid"
-
-
-class RecordDamaged(ValueError):
-    """The file is JSON but not a record this code can use (missing field, wrong type)."""
-
-
-class NewerRecord(Exception):
-    """A record written by a newer paddle-nbext than this one.
-
-    Deliberately not a `ValueError`: a damaged file is skipped or falls back to Pending, while a
-    newer one must reach the listing as the reason the job cannot be shown properly.  The few
-    identity fields every version keeps (owner, created, phase) are taken best-effort, so the
-    job still appears in its owner's listing, with this error as its message."""
-
-    def __init__(self, kind: str, version: int, data: Mapping[str, Any]) -> None:
-        self.kind = kind
-        self.version = version
-        self.owner = _text_or_empty(data.get("owner"))
-        self.created = _text_or_empty(data.get("created"))
-        phase = data.get("phase")
-        self.phase = phase if isinstance(phase, str) and phase in set(Phase) else None
-        super().__init__(self.message)
-
-    @property
-    def message(self) -> str:
-        return (
-            f"This job's {self.kind} was written by a newer paddle-nbext (record version {self.version}); "
-            "upgrade the server to see and manage it."
-        )
-
-
-# ---------------------------------------------------------------------------- field converters
-def _fail(what: str, value: Any) -> RecordDamaged:
-    return RecordDamaged(f"{what} must be {value}")
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _fail("a text field", "text")
-    return value
-
-
-def _text_or_empty(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _optional_text(value: Any) -> str | None:
-    return None if value is None else _text(value)
-
-
-def _integer(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail("a count", "a whole number")
-    return value
-
-
-def _optional_integer(value: Any) -> int | None:
-    return None if value is None else _integer(value)
-
-
-def _pid(value: Any) -> int:
-    """A process id the runner may signal: above 1 (0 and negative numbers name process groups,
-    1 is init), so a damaged record can never make the backend signal its own group or all."""
-    pid = _integer(value)
-    if pid <= 1:
-        raise _fail("a process id", "a whole number above 1")
-    return pid
-
-
-def _optional_pid(value: Any) -> int | None:
-    return None if value is None else _pid(value)
-
-
-def _pids(value: Any) -> list[int]:
-    if not isinstance(value, list):
-        raise _fail("a list of process ids", "a list")
-    return [_pid(item) for item in value]
-
-
-def _pids_by_name(value: Any) -> dict[str, int]:
-    return {_text(key): _pid(item) for key, item in _object(value).items()}
-
-
-def _word(words: Any, what: str) -> Converter:
-    known = frozenset(str(word) for word in words)
-
-    def convert(value: Any) -> str:
-        if not isinstance(value, str) or value not in known:
-            raise RecordDamaged(f"{what} must be one of {', '.join(sorted(known))}, not {value!r}")
-        return value
-
-    return convert
-
-
-#: The spec counts the status model computes with (`role_counts`, `replica_ended`).
-_SPEC_COUNTS = ("pservers", "trainers", "max_restarts")
-
-
-def _status_spec(value: Any) -> dict[str, Any]:
-    spec = _object(value)
-    for key in _SPEC_COUNTS:
-        if spec.get(key) is not None:
-            _integer(spec[key])
-    return spec
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail("an amount", "a number")
-    return float(value)
-
-
-def _integers(value: Any) -> list[int]:
-    if not isinstance(value, list):
-        raise _fail("a list of ids", "a list")
-    return [_integer(item) for item in value]
-
-
-def _object(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _fail("a mapping", "a JSON object")
-    return value
-
-
-def _texts_by_name(value: Any) -> dict[str, str]:
-    return {_text(key): _text(item) for key, item in _object(value).items()}
-
-
-def _each(convert: Callable[[Any], T]) -> Callable[[Any], list[T]]:
-    def convert_all(value: Any) -> list[T]:
-        if not isinstance(value, list):
-            raise _fail("a list of records", "a list")
-        return [convert(item) for item in value]
-
-    return convert_all
-
-
-def _optional(convert: Callable[[Any], T]) -> Callable[[Any], T | None]:
-    return lambda value: None if value is None else convert(value)
-
-
-def _build(cls: Callable[..., T], data: Any, converters: Mapping[str, Converter]) -> T:
-    """`cls` from the keys of `data` it declares: absent keys take the dataclass's defaults, a
-    missing required one or a value of the wrong type is `RecordDamaged`, unknown keys are
-    ignored (a later release of the same version may add optional fields)."""
-    mapping = _object(data)
-    names = {item.name for item in fields(cls)}  # type: ignore[arg-type]
-    values = {name: converters.get(name, _identity)(mapping[name]) for name in names if name in mapping}
-    try:
-        return cls(**values)
-    except TypeError as error:
-        raise RecordDamaged(f"incomplete record: {error}") from None
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _versioned(kind: str, supported: int, text: str) -> dict[str, Any]:
-    """The record's JSON object, refused if a newer release wrote it (no version: version 1)."""
-    try:
-        parsed = json.loads(text)
-    except RecursionError:
-        raise RecordDamaged(f"{kind} is nested too deeply to be a record") from None
-    data = _object(parsed)
-    version = data.get("version", 1)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise RecordDamaged(f"{kind} has an unreadable version {version!r}")
-    if version > supported:
-        raise NewerRecord(kind, version, data)
-    return data
 
 
 # ---------------------------------------------------------------------------- job.json
@@ -248,16 +66,16 @@ class JobRecord:
 
     @classmethod
     def from_json(cls, text: str) -> JobRecord:
-        data = _versioned(cls.KIND, cls.VERSION, text)
-        return _build(
+        data = record_json.versioned(cls.KIND, cls.VERSION, text)
+        return record_json.build(
             cls,
             data,
             {
-                "owner": _text,
-                "spec": _status_spec,
-                "created": _text,
-                "created_epoch": _number,
-                "package": _text,
+                "owner": record_json.text,
+                "spec": record_json.status_spec,
+                "created": record_json.text,
+                "created_epoch": record_json.number,
+                "package": record_json.text,
                 "resumed_from": resumed_link,
             },
         )
@@ -275,7 +93,7 @@ class Capacity:
 
     @classmethod
     def from_data(cls, data: Any) -> Capacity:
-        return _build(cls, data, {"cpu": _number, "memory": _integer, "gpus": _integers})
+        return record_json.build(cls, data, {"cpu": record_json.number, "memory": record_json.integer, "gpus": record_json.integers})
 
 
 @dataclass
@@ -288,7 +106,7 @@ class ResourceRequest:
 
     @classmethod
     def from_data(cls, data: Any) -> ResourceRequest:
-        return _build(cls, data, {"cpu": _number, "memory": _integer, "gpus": _integer})
+        return record_json.build(cls, data, {"cpu": record_json.number, "memory": record_json.integer, "gpus": record_json.integer})
 
 
 @dataclass
@@ -302,7 +120,7 @@ class Admitted:
 
     @classmethod
     def from_data(cls, data: Any) -> Admitted:
-        return _build(cls, data, {"cpu": _number, "memory": _integer, "gpus": _integers})
+        return record_json.build(cls, data, {"cpu": record_json.number, "memory": record_json.integer, "gpus": record_json.integers})
 
 
 @dataclass
@@ -337,18 +155,18 @@ class ReplicaPlan:
 
     @classmethod
     def from_data(cls, data: Any) -> ReplicaPlan:
-        return _build(
+        return record_json.build(
             cls,
             data,
             {
-                "role": _text,
-                "index": _integer,
-                "endpoint": _text,
-                "cpu": _number,
-                "memory": _integer,
-                "memory_text": _text,
-                "gpus": _integer,
-                "ranks": _integer,
+                "role": record_json.text,
+                "index": record_json.integer,
+                "endpoint": record_json.text,
+                "cpu": record_json.number,
+                "memory": record_json.integer,
+                "memory_text": record_json.text,
+                "gpus": record_json.integer,
+                "ranks": record_json.integer,
             },
         )
 
@@ -380,11 +198,11 @@ class Plan:
     wait_timeout: float = 300.0
     grace_period: float = 5.0
     poll_interval: float = 0.1
-    # Kernel memory limits (`limits`); a plan of a release without them has none.
+    # Kernel memory limits (`master.limits`); a plan of a release without them has none.
     memory_headroom: int = 0  # bytes of address space beyond a replica's memory (RLIMIT_AS); 0: none
     cgroup_root: str = ""  # a delegated cgroup v2 dir for per-replica memory.max; "": none
     keep_checkpoints: int = paddle_nbext_job.DEFAULT_KEEP  # the spec's; publishes keep this many
-    # Training health (`health`, `usage`); a plan of a release without them watches nothing.
+    # Training health (`master.training_health`); a plan of a release without them watches nothing.
     stall_timeout: int | None = None  # the spec's: seconds without progress that make a stall
     on_stall: str = "warn"  # the spec's: warn, restart or fail
     usage_interval: float = 0.0  # seconds between resource-use samples (usage.json); 0: none
@@ -445,34 +263,34 @@ class Plan:
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
-        data = _versioned(cls.KIND, cls.VERSION, text)
-        return _build(
+        data = record_json.versioned(cls.KIND, cls.VERSION, text)
+        return record_json.build(
             cls,
             data,
             {
-                "job": _text,
-                "mode": _text,
-                "entry_point": _text,
-                "workdir": _text,
-                "job_dir": _text,
-                "python": _text,
-                "launcher": _text,
+                "job": record_json.text,
+                "mode": record_json.text,
+                "entry_point": record_json.text,
+                "workdir": record_json.text,
+                "job_dir": record_json.text,
+                "python": record_json.text,
+                "launcher": record_json.text,
                 "capacity": Capacity.from_data,
                 "request": ResourceRequest.from_data,
-                "replicas": _each(ReplicaPlan.from_data),
-                "env": _texts_by_name,
-                "max_restarts": _integer,
-                "timeout": _optional_integer,
-                "wait_timeout": _number,
-                "grace_period": _number,
-                "poll_interval": _number,
-                "memory_headroom": _integer,
-                "cgroup_root": _text,
-                "keep_checkpoints": _integer,
-                "stall_timeout": _optional_integer,
-                "on_stall": _word(("warn", "restart", "fail"), "on_stall"),
-                "usage_interval": _number,
-                "memory_warn_after": _number,
+                "replicas": record_json.each(ReplicaPlan.from_data),
+                "env": record_json.texts_by_name,
+                "max_restarts": record_json.integer,
+                "timeout": record_json.optional_integer,
+                "wait_timeout": record_json.number,
+                "grace_period": record_json.number,
+                "poll_interval": record_json.number,
+                "memory_headroom": record_json.integer,
+                "cgroup_root": record_json.text,
+                "keep_checkpoints": record_json.integer,
+                "stall_timeout": record_json.optional_integer,
+                "on_stall": record_json.word(("warn", "restart", "fail"), "on_stall"),
+                "usage_interval": record_json.number,
+                "memory_warn_after": record_json.number,
             },
         )
 
@@ -529,51 +347,51 @@ class StatusRecord:
 
     @classmethod
     def from_json(cls, text: str) -> StatusRecord:
-        data = _versioned(cls.KIND, cls.VERSION, text)
-        status = _build(
+        data = record_json.versioned(cls.KIND, cls.VERSION, text)
+        status = record_json.build(
             JobStatus,
             data,
             {
-                "name": _text,
-                "owner": _text,
-                "backend": _text,
-                "phase": _word(Phase, "the job's phase"),
-                "message": _text,
-                "spec": _status_spec,
-                "created": _text,
-                "started": _optional_text,
-                "finished": _optional_text,
-                "replicas": _each(_replica_status),
+                "name": record_json.text,
+                "owner": record_json.text,
+                "backend": record_json.text,
+                "phase": record_json.word(Phase, "the job's phase"),
+                "message": record_json.text,
+                "spec": record_json.status_spec,
+                "created": record_json.text,
+                "started": record_json.optional_text,
+                "finished": record_json.optional_text,
+                "replicas": record_json.each(_replica_status),
                 "resumed_from": resumed_link,
             },
         )
-        return _build(
+        return record_json.build(
             cls,
             {**data, "status": status},
             {
-                "status": _identity,
-                "master_pid": _optional_pid,
-                "processes": _pids_by_name,
-                "admitted": _optional(Admitted.from_data),
-                "pids": _pids,
-                "version": _integer,
+                "status": record_json.identity,
+                "master_pid": record_json.optional_pid,
+                "processes": record_json.pids_by_name,
+                "admitted": record_json.optional(Admitted.from_data),
+                "pids": record_json.pids,
+                "version": record_json.integer,
             },
         )
 
 
 def _replica_status(data: Any) -> ReplicaStatus:
-    return _build(
+    return record_json.build(
         ReplicaStatus,
         data,
         {
-            "role": _word(ROLES, "a replica's role"),
-            "index": _integer,
-            "phase": _word(ReplicaPhase, "a replica's phase"),
-            "reason": _optional_text,
-            "exit_code": _optional_integer,
-            "restarts": _integer,
-            "started": _optional_text,
-            "finished": _optional_text,
+            "role": record_json.word(ROLES, "a replica's role"),
+            "index": record_json.integer,
+            "phase": record_json.word(ReplicaPhase, "a replica's phase"),
+            "reason": record_json.optional_text,
+            "exit_code": record_json.optional_integer,
+            "restarts": record_json.integer,
+            "started": record_json.optional_text,
+            "finished": record_json.optional_text,
         },
     )
 
@@ -627,90 +445,3 @@ def owner_hint(text: str) -> str:
     except ValueError:
         return ""
     return owner if isinstance(owner, str) else ""
-
-
-# ---------------------------------------------------------------------------- files
-Record = TypeVar("Record", JobRecord, Plan, StatusRecord)
-
-#: Records are small (a spec, a few hundred replicas); a bigger file is damage, not a record.
-MAX_RECORD_BYTES = 32 << 20
-
-
-def read_text(path: Path) -> str:
-    """A record file's text.  OSError when absent or not a regular file (a symlink is not
-    followed, a FIFO is not waited on), `RecordDamaged` when larger than `MAX_RECORD_BYTES`,
-    UnicodeDecodeError (a ValueError) when not UTF-8."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        data = handle.read(MAX_RECORD_BYTES + 1)
-    if len(data) > MAX_RECORD_BYTES:
-        raise RecordDamaged(f"it is larger than {MAX_RECORD_BYTES >> 20} MiB")
-    return data.decode("utf-8")
-
-
-def read_master_pid(job_dir: Path) -> int | None:
-    """The pid in the job's `master.pid` (written when its master starts); None when the file is
-    absent, unreadable (`read_text`: no symlink, no FIFO) or names no pid above 1."""
-    try:
-        pid = int(read_text(job_dir / MASTER_PID_FILE).strip())
-    except (OSError, ValueError):
-        return None
-    return pid if pid > 1 else None
-
-
-def read_record(kind: type[Record], job_dir: Path) -> Record:
-    """The record of type `kind` in `job_dir` (its file is `kind.KIND`).  OSError when absent,
-    `RecordDamaged`/ValueError when unreadable, `NewerRecord` when too new."""
-    return kind.from_json(read_text(job_dir / kind.KIND))
-
-
-def write_record(job_dir: Path, record: JobRecord | Plan | StatusRecord) -> None:
-    """Write `record` to its file in `job_dir` (`write_atomic`)."""
-    write_atomic(job_dir / record.KIND, record.to_json())
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` by `text` so that readers, a crash and a power loss only ever leave the old
-    file or the new one: a sibling temp file is written and fsynced, renamed over `path`, and the
-    dir fsynced so the rename itself is on disk.  The temp file is removed if anything fails.
-
-    The new file's mtime is later than the old one's, even when the clock has not moved on
-    (coarse timestamps, a clock stepped back): readers tell versions apart by (mtime, size,
-    inode) without reading (`store.signature`), and file systems reuse the inode of the version
-    before last, so an equal mtime and size would hide a change, such as a job's end."""
-    try:
-        before = os.stat(path).st_mtime_ns
-    except OSError:
-        before = 0
-    stamp = max(time.time_ns(), before + 1)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.utime(handle.fileno(), ns=(stamp, stamp))
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename in `directory` durable (best effort: some file systems refuse it)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -36,22 +36,9 @@ from ... import timeline
 from ..base import InvalidState, JobExists, JobNotFound
 from . import pending_end
 from .processes import kill_processes, marked_processes, pid_alive, runs_job_master, signal_replica
-from .records import (
-    MASTER_PID_FILE,
-    JobRecord,
-    NewerRecord,
-    RecordDamaged,
-    StatusRecord,
-    damage_message,
-    damaged_status,
-    owner_hint,
-    pending_status,
-    read_master_pid,
-    read_record,
-    read_text,
-    refused_status,
-    write_record,
-)
+from .record_files import MASTER_PID_FILE, read_master_pid, read_record, read_text, write_record
+from .record_json import NewerRecord, RecordDamaged
+from .records import JobRecord, StatusRecord, damage_message, damaged_status, owner_hint, pending_status, refused_status
 
 #: A job dir with job.json but no master.pid this long after creation lost its server mid-submit.
 STARTING_GRACE = 60.0

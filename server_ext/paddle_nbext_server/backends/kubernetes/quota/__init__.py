@@ -1,0 +1,1 @@
+"""Quota before submit: the namespace's ResourceQuotas and Kueue's ClusterQueue, read and judged."""

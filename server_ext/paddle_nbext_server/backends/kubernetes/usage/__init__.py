@@ -1,0 +1,1 @@
+"""Resource use of a job's replicas (metrics.k8s.io) and the metrics files its launchers name."""
