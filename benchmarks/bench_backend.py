@@ -2,8 +2,9 @@
 
 The panel benchmark needs 1,000 jobs and a 10,000-line log; running that many real Paddle jobs
 would measure the machine, not the panel.  Everything else stays real: the server extension,
-its REST routes and `/events` stream, the event hub, JupyterLab and Chromium.  `install()` swaps
-this class in for the `local` backend before the server starts (see `tests/browser/lab_server.py`).
+its REST routes and `/events` stream, the event hub, JupyterLab and Chromium.  The benchmark
+selects it as any site plugs in a backend of its own, through the public setting
+`c.PaddleNbext.backend_class = "bench_backend.BenchBackend"` (this folder on the server's path).
 """
 
 from __future__ import annotations
@@ -101,10 +102,3 @@ class BenchBackend(Backend):
     async def delete(self, name: str, owner: str) -> None:
         self._owned(owner).pop(name, None)
         self.events.publish(JobEvent(DELETED, owner, name))
-
-
-def install() -> None:
-    """Make the server extension build this backend where it would build the local one."""
-    from paddle_nbext_server import state
-
-    state.BACKEND_CLASSES["local"] = (__name__, "BenchBackend")

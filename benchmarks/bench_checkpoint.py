@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from report import write_report
+from harness import goal, machine, write_report
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server_ext"))
@@ -113,8 +112,8 @@ def main() -> int:
     args = parser.parse_args()
     raw = measure(args.rounds)
     medians = {name: statistics.median(values) for name, values in raw["times"].items()}
-    results = {
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": list(os.getloadavg())},
+    results: dict[str, Any] = {
+        "machine": machine(),
         "goal": {"api_over_plain": GOAL},
         "state_bytes": raw["bytes"],
         "rounds": args.rounds,
@@ -132,13 +131,13 @@ def main() -> int:
         "# Checkpoint API overhead (issue 26)",
         "",
         f"`paddle.save` of a {raw['bytes'] / 1e6:.1f} MB state, {args.rounds} rounds (alternating order), median seconds;",
-        f"machine: {os.cpu_count()} CPUs, load {', '.join(f'{x:.2f}' for x in os.getloadavg())} (shared).",
+        f"machine: {results['machine']['cpus']} CPUs, load {', '.join(f'{x:.2f}' for x in results['machine']['load'])} (shared).",
         "",
         "| variant | median s | ratio |",
         "|---|---|---|",
         f"| `paddle.save` alone | {medians['plain']:.4f} | 1 |",
         f"| through `save_checkpoint` (marker, manifest, rename, retention of a 100 MB checkpoint) | {medians['api']:.4f} | "
-        f"{ratio['api_over_plain']:.3f} (goal ≤ {GOAL}) |",
+        f"{ratio['api_over_plain']:.3f} ({goal(f'≤ {GOAL}', ratio['api_over_plain'] <= GOAL)}) |",
         f"| through `save_checkpoint(keep=0)` (no retention) | {medians['api_keep_all']:.4f} | {ratio['api_keep_all_over_plain']:.3f} |",
         f"| `paddle.save` + fsync | {medians['plain_fsync']:.4f} | 1 |",
         f"| `save_checkpoint(durable=True)` | {medians['api_durable']:.4f} | {ratio['api_durable_over_plain_fsync']:.3f} |",

@@ -1,7 +1,7 @@
 """Bounded work per request (issue 16): run `python benchmarks/bench_hardening.py`.
 
 Starts a real `jupyter server` (local backend) in a temporary HOME and measures
-1. `GET /jobs/<job>/logs?tail=100` on a 1 GiB log: latency p50/p90 and how much the server's
+1. `GET /jobs/<job>/logs?tail=100` on a 1 GiB log (`--log-mib`): latency p50/p90 and how much the server's
    peak resident memory (VmHWM) grew over all the requests;
 2. `POST /jobs` (a real submit: snapshot, records, master) of a package of 20,000 files: time per
    submit and the server's peak memory growth.
@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import platform
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import requests
-from bench_server import Server, seed_jobs, summary
-from report import write_report
+from bench_server import Server, seed_jobs
+from harness import latency_summary, machine_line, verdict, write_report
 
 GOALS = {"log_tail_p50_ms": 20.0, "log_tail_memory_mib": 10.0}
 MiB = 1024 * 1024
@@ -45,9 +44,9 @@ def write_log(path: Path, size: int) -> None:
             written += len(block)
 
 
-def measure_log_tail(server: Server, home: Path, requests_count: int) -> dict[str, Any]:
+def measure_log_tail(server: Server, home: Path, requests_count: int, log_mib: int) -> dict[str, Any]:
     log = home / ".paddle-jobs" / "seed-0000" / "logs" / "trainer-0.log"
-    write_log(log, 1024 * MiB)
+    write_log(log, log_mib * MiB)
     url = f"{server.api}/jobs/seed-0000/logs"
     pid = server.jupyter.process.pid  # type: ignore[union-attr]
     requests.get(url, headers=server.headers, params={"tail": "100"}, timeout=60).raise_for_status()  # warm up
@@ -61,7 +60,7 @@ def measure_log_tail(server: Server, home: Path, requests_count: int) -> dict[st
         assert response.text.count("\n") == 100, response.text[:200]
     return {
         "log_bytes": log.stat().st_size,
-        "latency": summary(times),
+        "latency": latency_summary(times),
         "peak_rss_growth_mib": round((peak_rss_kib(pid) - before) / 1024, 2),
     }
 
@@ -95,7 +94,7 @@ def measure_submit(server: Server, home: Path, files: int, submits: int) -> dict
         "files": files,
         "files_copied": copied,
         "package_bytes": sum(path.stat().st_size for path in package.rglob("*.py")),
-        "latency": summary(times),
+        "latency": latency_summary(times),
         "peak_rss_growth_mib": round((peak_rss_kib(pid) - before) / 1024, 2),
     }
 
@@ -103,9 +102,6 @@ def measure_submit(server: Server, home: Path, files: int, submits: int) -> dict
 def write_results(results: dict[str, Any]) -> str:
     """results/hardening.json and hardening.md; returns the Markdown."""
     tail, submit = results["log_tail"], results["submit"]
-
-    def ok(good: bool) -> str:
-        return "met" if good else "MISSED"
 
     lines = [
         "# Hardening: bounded work per request (issue 16)",
@@ -116,9 +112,9 @@ def write_results(results: dict[str, Any]) -> str:
         "|---|---|---|",
         f"| `logs?tail=100` on a {tail['log_bytes'] / MiB:.0f} MiB log, p50 ({tail['latency']['n']} requests) "
         f"| {tail['latency']['p50_ms']} ms (p90 {tail['latency']['p90_ms']} ms) "
-        f"| < {GOALS['log_tail_p50_ms']:.0f} ms: {ok(tail['latency']['p50_ms'] < GOALS['log_tail_p50_ms'])} |",
+        f"| < {GOALS['log_tail_p50_ms']:.0f} ms: {verdict(tail['latency']['p50_ms'] < GOALS['log_tail_p50_ms'])} |",
         f"| server peak memory growth over those requests | {tail['peak_rss_growth_mib']} MiB "
-        f"| < {GOALS['log_tail_memory_mib']:.0f} MiB: {ok(tail['peak_rss_growth_mib'] < GOALS['log_tail_memory_mib'])} |",
+        f"| < {GOALS['log_tail_memory_mib']:.0f} MiB: {verdict(tail['peak_rss_growth_mib'] < GOALS['log_tail_memory_mib'])} |",
         f"| submit of a {submit['files']:,}-file package ({submit['package_bytes'] / MiB:.1f} MiB), per submit "
         f"| p50 {submit['latency']['p50_ms']} ms, max {submit['latency']['max_ms']} ms ({submit['latency']['n']} submits) | recorded |",
         f"| server peak memory growth over those submits | {submit['peak_rss_growth_mib']} MiB | recorded |",
@@ -132,6 +128,7 @@ def write_results(results: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=50, help="logs?tail=100 requests")
+    parser.add_argument("--log-mib", type=int, default=1024, help="size of the log they read the tail of")
     parser.add_argument("--files", type=int, default=20_000, help="files in the submitted package")
     parser.add_argument("--submits", type=int, default=3, help="submits of that package")
     args = parser.parse_args()
@@ -141,9 +138,9 @@ def main() -> int:
         server = Server(home)
         try:
             results = {
-                "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
+                "machine": machine_line(),
                 "goals": GOALS,
-                "log_tail": measure_log_tail(server, home, args.requests),
+                "log_tail": measure_log_tail(server, home, args.requests, args.log_mib),
                 "submit": measure_submit(server, home, args.files, args.submits),
             }
         finally:

@@ -41,7 +41,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "tests"))
 
 from bench_server import Server  # noqa: E402
-from report import machine_line, write_report  # noqa: E402
+from harness import load_average, machine_line, results_dir, write_report  # noqa: E402
+from support.health_job import GROWER, LIMIT_MIB, job_env  # noqa: E402
 
 from paddle_nbext.model.contract import parse_time  # noqa: E402
 from paddle_nbext.model.spec import JobSpec  # noqa: E402
@@ -64,25 +65,6 @@ total = 0
 for i in range(int(os.environ['WORK'])):
     total += i * i % 7
 print(f"work-seconds {time.perf_counter() - start:.4f}", flush=True)
-"""
-GROWER = """\
-import os, time
-from paddle_nbext_job import flush, report
-limit = int(os.environ["LIMIT_MIB"]) << 20
-def resident(pid):
-    with open(f"/proc/{pid}/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-held = []
-report(1, loss=1.0)
-flush()
-crossed = None
-while (used := resident(os.getpid()) + resident(os.getppid())) < 0.93 * limit:
-    if crossed is None and used >= 0.9 * limit:
-        crossed = time.time()
-    held.append(b"x" * (1 << 20))
-print(f"crossed {crossed or time.time():.3f}", flush=True)
-while not os.path.exists(os.environ["STOP_FILE"]):
-    time.sleep(0.05)
 """
 QUIETER = """\
 import os, time
@@ -306,13 +288,13 @@ def memory_warning_delay(rounds: int, sustain: float) -> dict[str, Any]:
     for _ in range(rounds):
         with tempfile.TemporaryDirectory(prefix="pnb-mem-") as tmp:
             home = Path(tmp)
-            stop = home / "stop"
+            go = home / "go"  # lets the trainer go over its limit, which ends the job
             b = backend(home, memory_warn_after=sustain)
-            name = submit(b, home, GROWER, trainer_mem="256Mi", env={"LIMIT_MIB": "256", "STOP_FILE": str(stop)})
+            name = submit(b, home, GROWER, trainer_mem=f"{LIMIT_MIB}Mi", env=job_env(go))
             crossed = log_value(b, name, 0, "crossed")
             warned = entry_time(b, name, "warning", "uses")
             delays.append(warned - crossed)
-            stop.write_text("")
+            go.write_text("")
             wait_for(b, name, lambda s: s.terminal)
     return {
         "memory_warn_after": sustain,
@@ -453,11 +435,10 @@ def main() -> int:
     parser.add_argument("--render", action="store_true", help="only write health.md again from results/health.json")
     args = parser.parse_args()
     if args.render:
-        saved = json.loads((REPO / "benchmarks" / "results" / "health.json").read_text(encoding="utf-8"))
+        saved = json.loads((results_dir() / "health.json").read_text(encoding="utf-8"))
         print(write_report("health", saved, render(saved)))
         return 0
-    load_before = os.getloadavg()
-    figures: dict[str, Any] = {"machine": machine_line(), "load_before": [round(v, 2) for v in load_before]}
+    figures: dict[str, Any] = {"machine": machine_line(), "load_before": load_average()}
     figures["watching_off"] = watching_cost(0.0, args.jobs, args.replicas, args.window)
     print(json.dumps(figures["watching_off"]), flush=True)
     figures["watching_on"] = watching_cost(2.0, args.jobs, args.replicas, args.window)
@@ -470,7 +451,7 @@ def main() -> int:
     figures["stall"] = stall_delay(args.rounds, 5)
     print(json.dumps(figures["stall"]), flush=True)
     figures["gloo_sigstop"] = gloo_race()
-    figures["load_after"] = [round(v, 2) for v in os.getloadavg()]
+    figures["load_after"] = load_average()
     print(write_report("health", figures, render(figures)))
     return 0
 

@@ -26,7 +26,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -42,10 +41,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench_real_node import account_token, new_namespace, notebook_kubeconfig  # noqa: E402
 from browser.lab_server import CHROMIUM, CHROMIUM_ARGS, PANEL_TAB  # noqa: E402
+from harness import goal, machine, median_range, min_median_max, write_report  # noqa: E402
 from kubernetes import client  # noqa: E402
 from kubernetes import config as kube_config  # noqa: E402
 from playwright.sync_api import Page, sync_playwright  # noqa: E402
-from report import median_range, min_median_max, verdict, write_report  # noqa: E402
 from support.controlplane import ControlPlane  # noqa: E402
 from support.hub_site import HUB_ROLE, PASSWORD, PUBLIC_URL, START_WAIT, HubSite  # noqa: E402
 from support.notebook_server import NotebookServer  # noqa: E402
@@ -334,7 +333,7 @@ def main() -> int:
     ratio = figures["pod"]["first_step"]["median"] / figures["host"]["first_step"]["median"]
     result: dict[str, Any] = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": machine(),
         "rounds": args.rounds,
         "goal": f"notebook cell in the pod -> first report() step <= {GOAL} x the same job from a terminal on the host",
         "figures": figures,
@@ -360,7 +359,7 @@ def main() -> int:
         f"| a `%%paddle_submit` cell in JupyterLab in the pod (warm kernel) | {median_range(figures['pod']['running'])} | {median_range(figures['pod']['first_step'])} |",
         f"| `paddle-nbext submit --script` in a terminal on the host (host `jupyter server`) | {median_range(figures['host']['running'])} | {median_range(figures['host']['first_step'])} |",
         "",
-        f"First step, pod / host: {result['first_step_ratio']} (goal <= {GOAL}: {verdict(result['goal_met'])}).",
+        f"First step, pod / host: {result['first_step_ratio']} ({goal(f'<= {GOAL}', result['goal_met'])}).",
         "",
     ]
     print(write_report("hub", result, "\n".join(lines)))

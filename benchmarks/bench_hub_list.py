@@ -42,10 +42,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_hub import Bench as HubBench  # noqa: E402
 from bench_owner_scope import fill  # noqa: E402
 from bench_real_node import new_namespace  # noqa: E402
+from harness import machine_line, percentile, verdict, write_report  # noqa: E402
 from kubernetes import client  # noqa: E402
 from kubernetes import config as kube_config  # noqa: E402
 from kubernetes.stream import stream  # noqa: E402
-from report import machine_line, verdict, write_report  # noqa: E402
 from support.controlplane import ControlPlane  # noqa: E402
 from support.hub_site import HUB_ROLE, PUBLIC_URL, HubSite  # noqa: E402
 from support.realnode_notebook import apply_shipped_rbac  # noqa: E402
@@ -75,10 +75,9 @@ print(json.dumps({"ms": times, "bytes": size, "jobs": jobs}))
 
 def summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
-    p95 = ordered[max(0, int(round(0.95 * len(ordered))) - 1)]
     return {
         "p50_ms": round(statistics.median(ordered), 1),
-        "p95_ms": round(p95, 1),
+        "p95_ms": round(percentile(ordered, 95), 1),
         "min_ms": round(ordered[0], 1),
         "max_ms": round(ordered[-1], 1),
         "count": len(ordered),

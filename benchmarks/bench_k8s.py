@@ -53,8 +53,8 @@ from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 import yaml
+from harness import machine_line, percentile, verdict, write_report
 from kubernetes import client
-from report import machine_line, write_report
 
 if TYPE_CHECKING:
     from support.controlplane import ControlPlane
@@ -539,7 +539,7 @@ class Bench:
             "calls": LIST_CALLS,
             **timing,
             "p50_ms": timing["median_ms"],
-            "p90_ms": round(statistics.quantiles(samples, n=10)[-1] * 1000, 3),
+            "p90_ms": round(percentile(samples, 90) * 1000, 3),
             "goal_p50_ms": GOALS["list_p50_ms"],
             "api_requests_during_lists": used["total"],
             "api_requests_by_request": used["by_request"],
@@ -629,10 +629,6 @@ class Bench:
 # ------------------------------------------------------------------------------------------ report
 
 
-def met(ok: bool) -> str:
-    return "yes" if ok else "**no**"
-
-
 def markdown(result: dict[str, Any]) -> str:
     submit, listing, change = result["submit"], result["list_jobs"], result["pod_change_to_event"]
     requests = submit["requests"]
@@ -651,7 +647,7 @@ def markdown(result: dict[str, Any]) -> str:
             "ratio of medians backend / kubectl apply",
             submit["ratio_median_backend_to_kubectl_apply"],
             "≤ 0.5",
-            met(submit["ratio_median_backend_to_kubectl_apply"] <= GOALS["submit_ratio"]),
+            verdict(submit["ratio_median_backend_to_kubectl_apply"] <= GOALS["submit_ratio"]),
             sload,
         ),
         (
@@ -665,14 +661,14 @@ def markdown(result: dict[str, Any]) -> str:
             "API writes per submit (max of all rounds)",
             requests["backend_writes_max"],
             "≤ 6",
-            met(requests["backend_writes_max"] <= GOALS["writes_per_submit"]),
+            verdict(requests["backend_writes_max"] <= GOALS["writes_per_submit"]),
             sload,
         ),
         (
             "API reads, first submit",
             first["reads"],
             "5: notebook pod + its home claim (home_volume=auto), hub check (list pods, list configmaps), quota check",
-            met(
+            verdict(
                 first["reads"] == 5
                 and first["by_request"].get("list resourcequotas") == 1
                 and first["by_request"].get("get pods") == 1
@@ -684,7 +680,7 @@ def markdown(result: dict[str, Any]) -> str:
             "API reads per later submit (max)",
             later_reads,
             "1: list resourcequotas (quota before submit)",
-            met(later_reads in (1, None)),
+            verdict(later_reads in (1, None)),
             sload,
         ),
         (
@@ -701,21 +697,21 @@ def markdown(result: dict[str, Any]) -> str:
             f"`list_jobs` with {listing['jobs']} jobs, p50 ms ({listing['calls']} calls)",
             listing["p50_ms"],
             "< 20",
-            met(listing["p50_ms"] < GOALS["list_p50_ms"]),
+            verdict(listing["p50_ms"] < GOALS["list_p50_ms"]),
             lload,
         ),
         (
             f"API requests during those {listing['calls']} lists",
             listing["api_requests_during_lists"],
             "0",
-            met(listing["api_requests_during_lists"] == GOALS["list_requests"]),
+            verdict(listing["api_requests_during_lists"] == GOALS["list_requests"]),
             lload,
         ),
         (
             f"pod status change → backend event, p50 ms ({change['n']} changes)",
             change["p50_ms"],
             "< 100",
-            met(change["p50_ms"] < GOALS["event_p50_ms"]),
+            verdict(change["p50_ms"] < GOALS["event_p50_ms"]),
             cload,
         ),
     ]

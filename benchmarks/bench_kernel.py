@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from report import verdict, write_report  # noqa: E402
+from harness import machine_line, verdict, write_report  # noqa: E402
 from support.jupyter_process import JupyterProcess, free_port  # noqa: E402
 
 IMPORT_GOAL_MS = 300.0
@@ -224,7 +224,7 @@ def main() -> int:
     args = parser.parse_args()
     results = {
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}",
+        "machine": machine_line(),
         "command": "python benchmarks/bench_kernel.py " + " ".join(sys.argv[1:]),
         "import": measure_import(args.runs),
         "widgets": measure_widgets(args.intervals, args.interval),

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from report import verdict, write_report  # noqa: E402
+from harness import load_average, spread, verdict, write_report  # noqa: E402
 from support.controlplane import ControlPlane  # noqa: E402
 from support.controlplane.queueing import queued_control_plane  # noqa: E402
 
@@ -97,11 +96,6 @@ def spec(name: str, queue_name: str) -> JobSpec:
     )
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {"n": len(values), "min": ordered[0], "p50": statistics.median(ordered), "max": ordered[-1]}
-
-
 async def admitted(backend: KubernetesBackend, name: str) -> float:
     """Seconds until the backend's watch cache holds the job's Kueue Workload as admitted (what
     its status then shows; polled every 5 ms)."""
@@ -139,7 +133,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, home: Path) -> dict
         sync_timeout=60.0,
     )
     await backend.start()
-    result: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()}
+    result: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": load_average()}
     try:
         singles = []
         for round_ in range(args.rounds):
@@ -147,7 +141,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, home: Path) -> dict
             await backend.submit(SubmitRequest(spec(name, "roomy"), "bench", home))
             singles.append(await admitted(backend, name))
             await backend.delete(name, "bench")
-        result["single"] = summary(singles)
+        result["single"] = spread(singles)
 
         names = [f"burst-{i}" for i in range(args.burst)]
         submitted: dict[str, float] = {}
@@ -157,7 +151,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, home: Path) -> dict
         waits = await asyncio.gather(*(admitted(backend, name) for name in names))
         # admitted() started counting after the last submit: add each job's time since its own submit.
         last = max(submitted.values())
-        result["burst"] = summary([wait + (last - submitted[name]) for name, wait in zip(names, waits, strict=True)])
+        result["burst"] = spread([wait + (last - submitted[name]) for name, wait in zip(names, waits, strict=True)])
         for name in names:
             await backend.delete(name, "bench")
 
@@ -182,14 +176,14 @@ async def run(args: argparse.Namespace, plane: ControlPlane, home: Path) -> dict
             started = time.perf_counter()
             await backend.list_jobs("bench")
             calls.append(time.perf_counter() - started)
-        result["list"] = summary(calls)
+        result["list"] = spread(calls)
         result["position_reads_during_list"] = positions.refreshes - refreshes_before
         result["list_seconds"] = time.perf_counter() - listing_started
         result["example_message"] = (placed or worded)[-1].message if worded else None
     finally:
         await backend.stop()
         api.close()
-    result["load_after"] = os.getloadavg()
+    result["load_after"] = load_average()
     return result
 
 

@@ -31,7 +31,6 @@ import faulthandler
 import functools
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -45,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from report import verdict, write_report
+from harness import goal, machine, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "ps_train.py"
@@ -667,7 +666,7 @@ def main() -> int:
     mib = 2**20
     result: dict[str, Any] = {
         "job": "2 pservers + 2 trainers, examples/ps_train.py, GEO, 300 steps",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
         "rounds": args.rounds,
         "load_average_1_5_15": {"before": load_before, "after": load_after},
         "wall_seconds": times,
@@ -694,7 +693,7 @@ def main() -> int:
     md = [
         "# Local backend vs paddle.distributed.launch vs bare processes",
         "",
-        f"{result['job']}; {args.rounds} interleaved rounds on {os.cpu_count()} CPUs (Python {platform.python_version()}); "
+        f"{result['job']}; {args.rounds} interleaved rounds on {result['machine']['cpus']} CPUs (Python {result['machine']['python']}); "
         f"load average (1, 5, 15 min) {_load(load_before)} before, {_load(load_after)} after (other work shares the machine).",
         "",
         "| launch | median wall (s) | runs (s) |",
@@ -705,8 +704,8 @@ def main() -> int:
         "trainers logged `done` (then the benchmark kills it); `local` and `bare` include stopping the pservers.",
         "",
         f"- local / paddle.distributed.launch: **{result['ratio_local_vs_launch']:.2f}** "
-        f"(goal <= 0.9: {verdict(result['ratio_local_vs_launch'] <= 0.9)})",
-        f"- local / bare processes: **{result['ratio_local_vs_bare']:.2f}** (goal <= 1.05: {verdict(result['ratio_local_vs_bare'] <= 1.05)})",
+        f"({goal('<= 0.9', result['ratio_local_vs_launch'] <= 0.9)})",
+        f"- local / bare processes: **{result['ratio_local_vs_bare']:.2f}** ({goal('<= 1.05', result['ratio_local_vs_bare'] <= 1.05)})",
         f"- the same two as the median of each round's own ratio (the load moves between rounds more than within one): "
         f"local / launch {result['paired_ratio_local_vs_launch']:.2f}, local / bare {result['paired_ratio_local_vs_bare']:.2f}",
         *(f"- {name} prototype / bare processes: **{result[f'ratio_{name}_vs_bare']:.2f}** (not shipped)" for name in prototypes),

@@ -19,7 +19,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -40,15 +39,15 @@ from paddle_nbext_server.runtime_files import PYLIB, write_bundle
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_server import Server, percentile  # noqa: E402
-from report import write_report  # noqa: E402
+from bench_server import Server  # noqa: E402
+from harness import machine, percentile, write_report  # noqa: E402
 
 LABEXTENSION = REPO / "labextension"
 GOALS = {"report_median_us": 10.0, "metrics_p50_ms": 50.0, "chart_update_longest_ms": 20.0}
 TRAINERS, POINTS = 8, 100_000
 
 REPORT_SCRIPT = """
-import json, statistics, sys, time
+import json, sys, time
 from paddle_nbext_job import report, flush
 batch, batches = int(sys.argv[1]), int(sys.argv[2])
 per_call = []
@@ -59,7 +58,7 @@ for _ in range(batches):
     per_call.append((time.perf_counter() - start) / batch * 1e6)
     time.sleep(0.02)
 flush()
-print(json.dumps({"median_us": statistics.median(per_call), "p90_us": sorted(per_call)[int(0.9 * len(per_call))]}))
+print(json.dumps({"per_call_us": per_call}))
 """
 
 
@@ -71,13 +70,13 @@ def bench_report(work: Path, batch: int = 10_000, batches: int = 50) -> dict[str
     result = subprocess.run(
         [sys.executable, "-c", REPORT_SCRIPT, str(batch), str(batches)], env=env, capture_output=True, text=True, check=True
     )
-    figures = json.loads(result.stdout)
+    per_call = json.loads(result.stdout)["per_call_us"]
     lines = sum(1 for _ in target.open())
     return {
         "calls": batch * batches,
         "lines_written": lines,
-        "median_us": round(figures["median_us"], 3),
-        "p90_us": round(figures["p90_us"], 3),
+        "median_us": round(statistics.median(per_call), 3),
+        "p90_us": round(percentile(per_call, 90), 3),
     }
 
 
@@ -213,10 +212,6 @@ def bench_chart(work: Path) -> dict[str, Any]:
         figures[what] = {"median_ms": round(statistics.median(values), 2), "longest_ms": round(max(values[1:]), 2)}
     figures["longest_ms"] = max(item["longest_ms"] for item in figures.values() if isinstance(item, dict))
     return figures
-
-
-def machine() -> dict[str, Any]:
-    return {"python": platform.python_version(), "cpus": os.cpu_count(), "load": [round(x, 2) for x in os.getloadavg()]}
 
 
 def write(results: dict[str, Any]) -> str:

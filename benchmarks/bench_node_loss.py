@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench_real_node import account_token, new_namespace, notebook_kubeconfig  # noqa: E402
 from cluster.k8s_objects import present  # noqa: E402
+from harness import machine_line, median_range, min_median_max, write_report  # noqa: E402
 from kubernetes import client  # noqa: E402
 from kubernetes import config as kube_config  # noqa: E402
-from report import machine_line, median_range, min_median_max, write_report  # noqa: E402
 from support.ceph.site import CephSite  # noqa: E402
 from support.controlplane import ControlPlane  # noqa: E402
 from support.controlplane.images import PADDLE_IMAGE  # noqa: E402

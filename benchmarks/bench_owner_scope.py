@@ -38,8 +38,8 @@ from typing import Any
 
 import yaml
 from bench_k8s import INDEX_KEY, KUBECONFIG_ENV, ROOT, _terminate, load_fixture_module, read_body
+from harness import machine_line, write_report
 from kubernetes import client
-from report import machine_line, write_report
 
 SERVICE_ACCOUNT = "paddle-notebook"
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -31,9 +30,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from bench_backend import BenchBackend  # noqa: E402
 from browser.lab_server import CHROMIUM, CHROMIUM_ARGS, LabServer, start_lab, stop_lab  # noqa: E402
+from harness import machine_line, percentile, write_report  # noqa: E402
 from playwright.sync_api import Page, sync_playwright  # noqa: E402
-from report import write_report  # noqa: E402
 
 JOBS = 1000
 LOG_LINES = 100_000
@@ -134,7 +134,7 @@ def _summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     return {
         "median_ms": round(statistics.median(ordered), 1),
-        "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
+        "p95_ms": round(percentile(ordered, 95), 1),
         "max_ms": round(ordered[-1], 1),
         "runs": len(ordered),
     }
@@ -276,13 +276,13 @@ def write(results: dict[str, Any]) -> None:
 def main() -> None:
     os.environ["PADDLE_BENCH_LOG_LINES"] = str(LOG_LINES)  # read by bench_backend in the server
     with tempfile.TemporaryDirectory(prefix="paddle-bench-") as tmp:
-        lab = start_lab(Path(tmp), backend_module=str(HERE / "bench_backend.py"))
+        lab = start_lab(Path(tmp), python_path=[HERE], extra_args=[f"--PaddleNbext.backend_class={BenchBackend.__module__}.BenchBackend"])
         try:
             results = measure(lab)
         finally:
             stop_lab(lab)
     results["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    results["machine"] = f"{platform.machine()}, {platform.system()}, Python {platform.python_version()}"
+    results["machine"] = machine_line()
     write(results)
     print(json.dumps(results, indent=2))
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from report import write_report  # noqa: E402
+from harness import load_average, spread, write_report  # noqa: E402
 from support.controlplane import ControlPlane  # noqa: E402
 from support.controlplane.queueing import queued_control_plane  # noqa: E402
 
@@ -45,11 +44,6 @@ from paddle_nbext_server.events import EventHub  # noqa: E402
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 PURE_RUNS = 2000
 GPU = "nvidia.com/gpu"
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {"n": len(values), "min": ordered[0], "p50": statistics.median(ordered), "max": ordered[-1]}
 
 
 def make_queue(api: client.ApiClient, namespace: str) -> None:
@@ -98,7 +92,7 @@ async def timed(calls: int, step: Callable[[], Awaitable[Any]]) -> dict[str, flo
         started = time.perf_counter()
         await step()
         times.append(time.perf_counter() - started)
-    return summary(times)
+    return spread(times)
 
 
 def backend_for(plane: ControlPlane, namespace: str, home: Path, **traits: Any) -> KubernetesBackend:
@@ -120,7 +114,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, home: Path) -> dict
     for namespace in ("bench-quota", "bench-plain"):
         core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": namespace}}))
     make_queue(api, "bench-quota")
-    result: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()}
+    result: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": load_average()}
     queued = backend_for(plane, "bench-quota", home, default_queue="bench")
     plain = backend_for(plane, "bench-plain", home)
     await queued.start()
@@ -154,14 +148,14 @@ async def run(args: argparse.Namespace, plane: ControlPlane, home: Path) -> dict
             bounds, notes = quota.resource_quota_bounds(resource_quotas, wanted)
             quota.judge(groups, bounds + quota.cluster_queue_bounds(quotas, wanted), notes, GPU)
             pure.append(time.perf_counter() - started)
-        result["pure"] = summary(pure)
+        result["pure"] = spread(pure)
         result["dry_run_queued"] = await timed(args.calls, lambda: queued.submit(request, dry_run=True))
         result["dry_run_plain"] = await timed(args.calls, lambda: plain.submit(SubmitRequest(spec("bench"), "bench", home), dry_run=True))
     finally:
         await queued.stop()
         await plain.stop()
         api.close()
-    result["load_after"] = os.getloadavg()
+    result["load_after"] = load_average()
     return result
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import shutil
 import socket
 import statistics
@@ -29,8 +28,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from report import write_report
+from harness import goal, machine, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "collective_train.py"
@@ -129,9 +129,9 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     medians = {k: statistics.median(v) for k, v in times.items()}
-    result = {
+    result: dict[str, Any] = {
         "job": "collective, 2 trainers x 3 gloo ranks, examples/collective_train.py --steps 60",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
         "rounds": args.rounds,
         "wall_seconds": times,
         "median_seconds": medians,
@@ -142,7 +142,7 @@ def main() -> int:
     md = [
         "# Ranks per trainer: local job vs paddle.distributed.launch on two process groups",
         "",
-        f"{result['job']}; {args.rounds} interleaved rounds on {os.cpu_count()} CPUs (Python {platform.python_version()}).",
+        f"{result['job']}; {args.rounds} interleaved rounds on {result['machine']['cpus']} CPUs (Python {result['machine']['python']}).",
         "",
         "| way | median wall (s) | runs (s) |",
         "|---|---|---|",
@@ -152,7 +152,7 @@ def main() -> int:
         "`python -m paddle.distributed.launch --nproc_per_node 3 ...`; `raw`: that launch started by hand twice "
         "(`--master`, `--nnodes 2`, `--rank 0/1`). The local jobs' times include submit, snapshot and the job master.",
         "",
-        f"- procs_per_trainer job / raw launch: **{result['ratio_procs_vs_raw_launch']:.2f}** (goal <= 1.0)",
+        f"- procs_per_trainer job / raw launch: **{result['ratio_procs_vs_raw_launch']:.2f}** ({goal('<= 1.0', result['ratio_procs_vs_raw_launch'] <= 1.0)})",
         f"- launch entry point job / raw launch: {result['ratio_launch_entry_vs_raw_launch']:.2f} (recorded)",
         "",
         "Produced by `.venv/bin/python benchmarks/bench_ranks.py`.",

@@ -39,7 +39,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -55,9 +54,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from harness import machine, median_range, min_median_max, verdict, write_report  # noqa: E402
 from kubernetes import client  # noqa: E402
 from kubernetes import config as kube_config  # noqa: E402
-from report import median_range, min_median_max, verdict, write_report  # noqa: E402
 from support.controlplane import ControlPlane, node_cleanup  # noqa: E402
 from support.notebook_server import NotebookServer  # noqa: E402
 from support.realnode_notebook import NOTEBOOK_ACCOUNT, apply_shipped_rbac, prepare_notebook  # noqa: E402
@@ -362,7 +361,7 @@ def main() -> int:
         figures[kind]["goal_met"] = ratio <= GOAL
     result = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": machine(),
         "rounds": args.rounds,
         "goal": f"time to first step <= {GOAL} x floor",
         "jobs": figures,

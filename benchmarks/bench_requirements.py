@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -38,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 GOAL_CACHED = 0.3
 
-from report import verdict, write_report  # noqa: E402
+from harness import machine, verdict, write_report  # noqa: E402
 from support.wheels import make_wheel  # noqa: E402 - after the path it lives on
 
 CHILD = r"""
@@ -141,10 +140,9 @@ def main() -> None:
                     }
                 )
                 print(rows[-1], flush=True)
-    load = os.getloadavg()
-    result = {
+    result: dict[str, Any] = {
         "rounds": args.rounds,
-        "machine": {"cpus": os.cpu_count(), "load": [round(x, 2) for x in load], "python": platform.python_version()},
+        "machine": machine(),
         "goal_cached_start_s": GOAL_CACHED,
         "rows": rows,
     }
@@ -153,7 +151,7 @@ def main() -> None:
         "",
         f"`.venv/bin/python benchmarks/bench_requirements.py --rounds {args.rounds}` — median of {args.rounds} rounds, seconds of the "
         "environment step in a fresh process of the replicas' interpreter; "
-        f"{os.cpu_count()} CPUs, load {load[0]:.2f}.",
+        f"{result['machine']['cpus']} CPUs, load {result['machine']['load'][0]:.2f}.",
         "",
         "| requirements | installer | packages installed | first build | cached start |",
         "|---|---|---|---|---|",

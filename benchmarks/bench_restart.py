@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import re
 import sys
 import tempfile
@@ -38,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from bench_real_node import RESOURCES, STEP, WAIT, Bench
+from harness import goal, machine, median_range, min_median_max, write_report
 from kubernetes import client
-from report import median_range, min_median_max, verdict, write_report
 
 GOAL = 1.2
 JOB: dict[str, Any] = {
@@ -193,7 +192,7 @@ def main() -> int:
     result: dict[str, Any] = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": f"python benchmarks/bench_restart.py --rounds {args.rounds}" + (" --checkpoints" if args.checkpoints else ""),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": machine(),
         "job": RESUME_JOB if args.checkpoints else JOB,
         "figures": figures,
         "ratio": round(ratio, 3),
@@ -217,7 +216,7 @@ def main() -> int:
             "| --- | --- | --- | --- |",
             f"| {cell('fresh_first_step')} | {cell('restart_running')} | {cell('restart_first_step')} | {cell('restart_message')} |",
             "",
-            f"Resume / fresh: {result['ratio']} (goal <= {GOAL}: {verdict(result['goal_met'])}).",
+            f"Resume / fresh: {result['ratio']} ({goal(f'<= {GOAL}', result['goal_met'])}).",
             "",
         ]
         print(write_report("restart_resume", result, "\n".join(lines)))
@@ -231,7 +230,7 @@ def main() -> int:
         "| --- | --- | --- |",
         f"| {cell('fresh_first_step')} | {cell('restart_running')} | {cell('restart_first_step')} |",
         "",
-        f"Restart / fresh: {result['ratio']} (goal <= {GOAL}: {verdict(result['goal_met'])}).",
+        f"Restart / fresh: {result['ratio']} ({goal(f'<= {GOAL}', result['goal_met'])}).",
         "",
     ]
     print(write_report("restart", result, "\n".join(lines)))

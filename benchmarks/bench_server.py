@@ -17,9 +17,7 @@ import asyncio
 import getpass
 import json
 import os
-import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -36,29 +34,12 @@ from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from report import write_report  # noqa: E402
+from harness import latency_summary, machine, verdict, write_report  # noqa: E402
 from support.jupyter_process import JupyterProcess, free_port  # noqa: E402
 
 ENABLE_FILE = REPO / "jupyter-config" / "jupyter_server_config.d" / "paddle_nbext_server.json"
 TOKEN = "bench-token"
 GOALS = {"jobs_list_p50_ms": 20.0, "event_delay_p50_ms": 200.0, "status_p99_ms_with_streams": 50.0}
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    rank = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[rank]
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {
-        "n": len(values),
-        "p50_ms": round(percentile(values, 50), 2),
-        "p90_ms": round(percentile(values, 90), 2),
-        "p99_ms": round(percentile(values, 99), 2),
-        "mean_ms": round(statistics.fmean(values), 2),
-        "max_ms": round(max(values), 2),
-    }
 
 
 # ---------------------------------------------------------------- the server under test
@@ -270,7 +251,7 @@ def list_breakdown(home: Path, owner: str, samples: int = 20) -> dict[str, Any]:
         return listing, rendering, size
 
     listing, rendering, size = asyncio.run(measure())
-    return {"backend_list_jobs": summary(listing), "render_json": summary(rendering), "body_bytes": size}
+    return {"backend_list_jobs": latency_summary(listing), "render_json": latency_summary(rendering), "body_bytes": size}
 
 
 def write_results(results: dict[str, Any]) -> None:
@@ -278,7 +259,7 @@ def write_results(results: dict[str, Any]) -> None:
     lines = [
         "# Server extension benchmark",
         "",
-        f"Run {results['when']} on {results['machine']['cpus']} CPUs (load average {results['machine']['loadavg']}), "
+        f"Run {results['when']} on {results['machine']['cpus']} CPUs (load average {results['machine']['load']}), "
         f"Python {results['machine']['python']}, local backend with default settings. Command: `python benchmarks/bench_server.py`.",
         "",
         "| measure | p50 ms | p99 ms | n | goal | met |",
@@ -307,7 +288,7 @@ def write_results(results: dict[str, Any]) -> None:
     ]
     for label, figures, goal, met in rows:
         lines.append(
-            f"| {label} | {figures['p50_ms']} | {figures['p99_ms']} | {figures['n']} | {goal} | {'' if met == '' else ('yes' if met else 'NO')} |"
+            f"| {label} | {figures['p50_ms']} | {figures['p99_ms']} | {figures['n']} | {goal} | {'' if met == '' else verdict(met)} |"
         )
     breakdown = results["jobs_list_breakdown"]
     lines += [
@@ -345,13 +326,13 @@ def main() -> int:
 
     results: dict[str, Any] = {
         "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()], "python": platform.python_version()},
+        "machine": machine(),
         "jobs_in_store": args.jobs,
-        "jobs_list": summary(jobs_list),
+        "jobs_list": latency_summary(jobs_list),
         "jobs_list_breakdown": breakdown,
-        "event_delay": summary(event_delay),
-        "status_idle": summary(status_idle),
-        "status_with_streams": {**summary(status_streams), "log_follow_streams": 50, "event_streams": 50},
+        "event_delay": latency_summary(event_delay),
+        "status_idle": latency_summary(status_idle),
+        "status_with_streams": {**latency_summary(status_streams), "log_follow_streams": 50, "event_streams": 50},
         "goals": GOALS,
     }
     results["goals_met"] = {

@@ -75,13 +75,13 @@ def start_lab(
     root: Path,
     *,
     with_extension: bool = True,
-    backend_module: str | None = None,
+    python_path: list[Path] | None = None,
     extra_args: list[str] | None = None,
 ) -> LabServer:
     """Start JupyterLab bound to 127.0.0.1 and wait until it answers.
 
-    `backend_module` (benchmarks only) names a module whose `install()` swaps in another
-    backend class before the server starts."""
+    `python_path` puts folders first on the server's module path: where a class that
+    `extra_args` name lives (the panel benchmark's `--PaddleNbext.backend_class`)."""
     if not (LABEXT_BUILD / "package.json").is_file():
         raise RuntimeError(f"{LABEXT_BUILD} is missing: build the extension first (cd labextension && npm ci && npm run build:prod)")
     home = root / "home"
@@ -115,8 +115,8 @@ def start_lab(
         "JUPYTERLAB_WORKSPACES_DIR": str(root / "lab-workspaces"),
         "PYTHONUNBUFFERED": "1",
     }
-    if backend_module:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(backend_module).parent), env.get("PYTHONPATH")]))
+    if python_path:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [*map(str, python_path), env.get("PYTHONPATH")]))
     args = [
         "--allow-root",
         "--no-browser",
@@ -127,13 +127,8 @@ def start_lab(
         "--ServerApp.open_browser=False",
         *(extra_args or []),
     ]
-    if backend_module:
-        code = f"import {Path(backend_module).stem} as b; b.install(); from jupyterlab.labapp import main; import sys; sys.exit(main())"
-        command = [sys.executable, "-c", code, *args]
-    else:
-        command = [sys.executable, "-m", "jupyterlab", *args]
     jupyter = JupyterProcess(
-        command,
+        [sys.executable, "-m", "jupyterlab", *args],
         url=f"http://127.0.0.1:{port}/",
         token=token,
         log_path=root / "jupyter.log",

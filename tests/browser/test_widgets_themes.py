@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Locator, Page, expect
+from support.health_job import LIMIT_MIB
 from support.waiting import eventually
 
-from .health_job import LIMIT_MIB, HealthJob, submit_health_job
+from .health_job import HealthJob, submit_health_job
 from .lab_server import APP_START_TIMEOUT_MS, PANEL_TAB, LabServer, start_lab, stop_lab
 from .themes import low_contrast_text, set_theme
 

@@ -10,31 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.health_job import health_job_body, write_grower
 
 from .conftest import Api, OpenStream
 from .test_api import assert_error, wait_for
-
-#: Grows the replica's whole tree (itself and its launcher, its parent) to 93 % of LIMIT_MIB,
-#: reports, then waits for the file GO before going over the limit.
-GROWER = """\
-import os, sys, time
-from pathlib import Path
-from paddle_nbext_job import report, flush
-limit = int(os.environ["LIMIT_MIB"]) << 20
-def resident(pid):
-    with open(f"/proc/{pid}/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-held = []
-while resident(os.getpid()) + resident(os.getppid()) < 0.93 * limit:
-    held.append(b"x" * (1 << 20))
-report(1, loss=1.0)
-flush()
-print("holding", flush=True)
-while not Path(os.environ["GO_FILE"]).exists():
-    time.sleep(0.05)
-while True:
-    held.append(b"x" * (4 << 20))
-"""
 
 
 @pytest.fixture
@@ -55,20 +34,12 @@ async def test_bad_stall_fields_are_refused_naming_the_field(api: Api, package: 
 async def test_memory_warning_usage_and_timeline_of_a_growing_trainer(
     api: Api, open_stream: OpenStream, package: Path, jp_home_dir: Path
 ) -> None:
-    (package / "grow.py").write_text(GROWER)
+    write_grower(package)
     go = jp_home_dir / "go"
     events = open_stream("events")
     assert (await events.next_event())[0] == "snapshot"
     bob = open_stream("events", user="bob")
-    body = {
-        "job_name": "grows",
-        "mode": "collective",
-        "entry_point": "python grow.py",
-        "trainer_package": "work",
-        "trainer_mem": "256Mi",
-        "env": {"LIMIT_MIB": "256", "GO_FILE": str(go)},
-    }
-    assert (await api("POST", "jobs", body=body))[0] == 201
+    assert (await api("POST", "jobs", body=health_job_body("grows", package.name, go)))[0] == 201
     try:
         # The warning, on the stream: a timeline entry in words, and the job's message.
         while True:
