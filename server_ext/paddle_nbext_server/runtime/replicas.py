@@ -85,7 +85,7 @@ def pod_identity(pod: dict[str, Any]) -> tuple[str, int] | None:
         return None
 
 
-def _container_status(pod: dict[str, Any]) -> dict[str, Any]:
+def container_status(pod: dict[str, Any]) -> dict[str, Any]:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     for status in statuses:
         if status.get("name") == CONTAINER:
@@ -149,7 +149,7 @@ def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
     """The replica state that one pod shows, reasons in words."""
     status = pod.get("status") or {}
     phase = status.get("phase") or POD_PENDING
-    container = _container_status(pod)
+    container = container_status(pod)
     state = container.get("state") or {}
     view = ReplicaView(role, index, pod=(pod.get("metadata") or {}).get("name"))
     view.restarts = int(container.get("restartCount") or 0)
@@ -197,7 +197,7 @@ def pod_view(pod: dict[str, Any], role: str, index: int) -> ReplicaView:
     return view
 
 
-def _age_key(pod: dict[str, Any]) -> tuple[str, int, str, str]:
+def age_key(pod: dict[str, Any]) -> tuple[str, int, str, str]:
     """Sort key, oldest first.  creationTimestamp has one-second resolution, and the Job
     controller replaces a failed pod within the same second, so within a second the pod that
     still runs is the newer one, and among ended pods the one that ended later.  A running pod
@@ -208,13 +208,13 @@ def _age_key(pod: dict[str, Any]) -> tuple[str, int, str, str]:
     phase = status.get("phase")
     deleting = bool(meta.get("deletionTimestamp"))
     liveness = 0 if deleting or phase not in (None, POD_PENDING, POD_RUNNING) else (2 if phase == POD_RUNNING else 1)
-    finished = ((_container_status(pod).get("state") or {}).get("terminated") or {}).get("finishedAt") or ""
+    finished = ((container_status(pod).get("state") or {}).get("terminated") or {}).get("finishedAt") or ""
     return meta.get("creationTimestamp") or "", liveness, finished, meta.get("name") or ""
 
 
 def newest_pod(pods: list[dict[str, Any]]) -> dict[str, Any]:
     """The pod that currently stands for a replica (several exist after restarts)."""
-    return max(pods, key=_age_key)
+    return max(pods, key=age_key)
 
 
 def current_pods(record: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,17 +1,18 @@
 """The kubernetes backend's settings (`c.KubernetesBackend.*`): the whole configuration surface, apart
-from any behaviour.
-
-One layer of `KubernetesBackend` (backend.py lists them)."""
+from any behaviour.  `KubernetesBackend` (backend.py) is this class with the operations; its parts
+get the settings as one frozen value (`frozen_settings`, `settings.BackendSettings`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
 
 from ..base import Backend
-from .settings import GANG_SCHEDULERS, WORKLOAD_MODES
+from .settings import GANG_SCHEDULERS, WORKLOAD_MODES, BackendSettings
 
 
 class KubernetesBackendConfig(Backend):
@@ -176,3 +177,15 @@ class KubernetesBackendConfig(Backend):
     @default("pod_name")
     def _default_pod_name(self) -> str:
         return os.environ.get("HOSTNAME", "")
+
+    def frozen_settings(self) -> BackendSettings:
+        """The settings as they are now, as one immutable value (lists become tuples, dicts copies)."""
+        return BackendSettings(**{each.name: _frozen(getattr(self, each.name)) for each in dataclasses.fields(BackendSettings)})
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(dict(item) if isinstance(item, dict) else item for item in value)
+    if isinstance(value, dict):
+        return dict(value)
+    return value

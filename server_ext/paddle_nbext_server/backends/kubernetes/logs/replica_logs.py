@@ -102,7 +102,7 @@ def started(pod: dict[str, Any]) -> bool:
 def replica_pods(pods: Iterable[dict[str, Any]], role: str, index: int) -> list[dict[str, Any]]:
     """The replica's pods, oldest first (in the order `replicas.newest_pod` ranks them)."""
     mine = [p for p in pods if replicas.pod_identity(p) == (role, index)]
-    return sorted(mine, key=replicas._age_key)
+    return sorted(mine, key=replicas.age_key)
 
 
 def _name(pod: dict[str, Any]) -> str:

@@ -130,7 +130,7 @@ def _disruption(pod: dict[str, Any], who: str) -> Derived | None:
     """Evicted, preempted, drained or lost with its node: the pod's own account of it."""
     status, node = pod.get("status") or {}, (pod.get("spec") or {}).get("nodeName")
     target = _condition(pod, "DisruptionTarget")
-    finished = ((replicas._container_status(pod).get("state") or {}).get("terminated") or {}).get("finishedAt")
+    finished = ((replicas.container_status(pod).get("state") or {}).get("terminated") or {}).get("finishedAt")
     when = stamp(target.get("lastTransitionTime")) or stamp(finished) or stamp(_condition(pod, "Ready").get("lastTransitionTime"))
     lost = replicas.node_lost_by(pod)
     if lost is not None:
@@ -146,7 +146,7 @@ def _disruption(pod: dict[str, Any], who: str) -> Derived | None:
 
 
 def _ended(pod: dict[str, Any], role: str, index: int, who: str) -> Derived | None:
-    container = replicas._container_status(pod)
+    container = replicas.container_status(pod)
     terminated = (container.get("state") or {}).get("terminated") or {}
     when = stamp(terminated.get("finishedAt"))
     if not when:
@@ -182,7 +182,7 @@ def pod_entries(pod: dict[str, Any]) -> list[Derived]:
     elif when and scheduled.get("status") == "False":
         message = str(scheduled.get("message") or scheduled.get("reason") or "no node fits it").strip().rstrip(".")
         found.append(Derived(f"unschedulable:{uid}", when, "waiting", f"{who} cannot be scheduled yet: {message}.", role, index))
-    state = replicas._container_status(pod).get("state") or {}
+    state = replicas.container_status(pod).get("state") or {}
     started = stamp((state.get("running") or {}).get("startedAt") or (state.get("terminated") or {}).get("startedAt"))
     if started:
         found.append(Derived(f"started:{uid}", started, "started", f"{who} started{f' on node {node}' if node else ''}.", role, index))
@@ -283,7 +283,7 @@ def workload_entries(label: str, workload: dict[str, Any]) -> list[Derived]:
     for in `jobs` mode ("job" for a JobSet, then no prefix)."""
     uid = _uid(workload)
     prefix = "" if label == "job" else f"{'the job master' if label == 'master' else f'the {label}s'}: "
-    queue = queue_status._queue(workload)
+    queue = queue_status.queue_of(workload)
     found: list[Derived] = []
     created = stamp((workload.get("metadata") or {}).get("creationTimestamp"))
     if created:
@@ -292,7 +292,7 @@ def workload_entries(label: str, workload: dict[str, Any]) -> list[Derived]:
     reserved = conditions.get("QuotaReserved") or {}
     when = stamp(reserved.get("lastTransitionTime"))
     if when and reserved.get("status") == "False" and reserved.get("message"):
-        words = queue_status._waiting_for(str(reserved["message"]))
+        words = queue_status.waiting_for(str(reserved["message"]))
         found.append(Derived(f"waiting:{uid}:{when}", when, "waiting", sentence(f"{prefix}{words}")))
     admitted = conditions.get("Admitted") or {}
     when = stamp(admitted.get("lastTransitionTime"))
@@ -304,7 +304,7 @@ def workload_entries(label: str, workload: dict[str, Any]) -> list[Derived]:
     when = stamp(evicted.get("lastTransitionTime"))
     if when and evicted.get("status") == "True":
         if evicted.get("reason") == "Preempted":
-            words = f"preempted {queue_status._preempted_by(workload)}; queued again in {queue}"
+            words = f"preempted {queue_status.preempted_by(workload)}; queued again in {queue}"
         else:
             words = f"evicted by Kueue ({evicted.get('message') or evicted.get('reason')}); queued again in {queue}"
         found.append(Derived(f"evicted:{uid}:{when}", when, "warning", sentence(f"{prefix}{words}")))
@@ -350,7 +350,7 @@ def resumed_entry(attempt: str, words: str, pods: Iterable[dict[str, Any]]) -> D
     for pod in pods:
         if attempt_label(pod) != attempt:
             continue
-        state = replicas._container_status(pod).get("state") or {}
+        state = replicas.container_status(pod).get("state") or {}
         started = stamp((state.get("running") or {}).get("startedAt") or (state.get("terminated") or {}).get("startedAt"))
         if started:
             starts.append(started)
