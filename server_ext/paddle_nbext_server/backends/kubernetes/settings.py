@@ -74,7 +74,7 @@ class ManifestSettings:
 @dataclass(frozen=True)
 class BackendSettings:
     """Every `c.KubernetesBackend.*` value, frozen once when the backend is made (the traitlets'
-    help and defaults are in backend_config.py).  The backend's parts read this value, never the
+    help and defaults are in backend.py).  The backend's parts read this value, never the
     traitlets, so each part can be made and tested alone and none sees a setting change under it."""
 
     namespace: str = ""
