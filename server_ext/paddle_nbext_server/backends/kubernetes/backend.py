@@ -475,9 +475,12 @@ class KubernetesBackend(Backend):
         return await self.log_reading.read(await self.get_job(name, owner), role, index, tail=tail, previous=previous)
 
     async def follow_logs(self, name: str, owner: str, role: str, index: int, *, tail: int | None = None) -> AsyncGenerator[str, None]:
-        status = await self.get_job(name, owner)
-        async for chunk in self.log_reading.follow(status, role, index, tail=tail):
-            yield chunk
+        chunks = self.log_reading.follow(await self.get_job(name, owner), role, index, tail=tail)
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            await chunks.aclose()  # now, not at garbage collection: it frees an API stream's thread
 
     async def read_pod_log(self, pod: str, *, tail: int | None, previous: bool) -> str:
         """One pod's log (logs/pod_logs.py): from the API, else from the launcher's file in the home."""

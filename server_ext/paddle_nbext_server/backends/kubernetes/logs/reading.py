@@ -78,7 +78,7 @@ class LogReading:
 
     async def follow(self, status: JobStatus, role: str, index: int, *, tail: int | None = None) -> AsyncGenerator[str, None]:
         """The pod's log stream from the API while the pod lives (no read timeout: a quiet
-        replica is not an ended one; at most `logs.MAX_API_STREAMS` at once).  When it ends before
+        replica is not an ended one; at most `replica_logs.MAX_API_STREAMS` at once).  When it ends before
         the replica does (a retry is a new pod; a lost node breaks the stream) the follow goes on
         in the attempt files, from where the stream stopped; it reads the files alone once the
         pods are gone or when every API stream is taken."""
