@@ -102,7 +102,7 @@ async def admitted(backend: KubernetesBackend, name: str) -> float:
     started = time.perf_counter()
     while time.perf_counter() - started < WAIT_SECONDS:
         # The backend's own view of Kueue's decision, keyed by the job's object name.
-        words = backend._queue_words(manifests.object_name(name, "bench"))  # noqa: SLF001
+        words = backend.workloads.queue_words(manifests.object_name(name, "bench"))  # noqa: SLF001
         if words and not any(w.waiting for w in words.values()):
             return time.perf_counter() - started
         await asyncio.sleep(0.005)
@@ -169,7 +169,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, home: Path) -> dict
             await asyncio.sleep(0.5)
         result["list_jobs_with_queue_words"] = len(worded)
         result["list_jobs_with_positions"] = len(placed)
-        positions = backend._positions  # noqa: SLF001 - the benchmark counts the background reads
+        positions = backend.workloads.positions  # noqa: SLF001 - the benchmark counts the background reads
         refreshes_before, listing_started = positions.refreshes, time.perf_counter()
         calls = []
         for _ in range(LIST_CALLS):

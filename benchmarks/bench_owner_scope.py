@@ -105,8 +105,8 @@ async def measure(kubeconfig: str, namespace: str, home: Path, owner: str) -> di
     after = tracemalloc.take_snapshot()
     held = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
     tracemalloc.stop()
-    assert backend._cache is not None
-    objects = {kind: len(backend._cache.stores[kind]) for kind in ("configmaps", "pods", "jobs")}
+    assert backend.view.cache is not None
+    objects = {kind: len(backend.view.cache.stores[kind]) for kind in ("configmaps", "pods", "jobs")}
     await backend.stop()
     return {"owner": owner or "(everyone)", "sync_seconds": round(synced, 3), "objects": objects, "cache_kib": round(held / 1024)}
 

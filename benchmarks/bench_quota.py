@@ -124,11 +124,11 @@ async def run(args: argparse.Namespace, plane: ControlPlane, home: Path) -> dict
         dry = await queued.submit(request, dry_run=True)
         plan = dry["plan"]["manifests"]
         result["example_words"] = dry["quota"]["words"]
-        connection = await queued._conn()  # noqa: SLF001 - the backend's own connection and call
+        connection = await queued.api.connect()  # noqa: SLF001 - the backend's own connection and call
 
         async def reads() -> Any:
             return await quota_reads.check_quota(
-                queued._call,  # noqa: SLF001
+                queued.api.call,  # noqa: SLF001
                 connection.api,
                 "bench-quota",
                 plan,

@@ -59,12 +59,19 @@ class ExtensionState:
     def _construct(self) -> None:
         try:
             cls = self._backend_class()
-            self.backend = cls(events=self.hub, parent=self.settings)
+            self.backend = cls(events=self.hub, parent=self.settings, **self._site_image(cls))
         except Exception as error:  # any failure must leave the server usable
             self.error = f"the {self.settings.backend_name} backend could not be created: {type(error).__name__}: {error}"
             self.settings.log.error("paddle-nbext: %s", self.error, exc_info=not isinstance(error, TraitError))
             return
         self._adopt_backend_image()
+
+    def _site_image(self, cls: type[Backend]) -> dict[str, str]:
+        """`c.PaddleNbext.default_image`, when set, as the backend's own `default_image` from the
+        start (see `_adopt_backend_image`): a backend freezes its settings when it is made."""
+        if self.settings.default_image and "default_image" in cls.class_trait_names():
+            return {"default_image": self.settings.default_image}
+        return {}
 
     def _adopt_backend_image(self) -> None:
         """One default image for everything a backend runs.  `c.PaddleNbext.default_image`, when
@@ -77,7 +84,8 @@ class ExtensionState:
         if backend_image is None:
             return
         if self.settings.default_image:
-            self.backend.default_image = self.settings.default_image  # type: ignore[union-attr]
+            if backend_image != self.settings.default_image:  # a backend whose default_image is no trait
+                self.backend.default_image = self.settings.default_image  # type: ignore[union-attr]
         else:
             self.settings.default_image = backend_image
             try:

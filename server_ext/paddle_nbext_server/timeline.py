@@ -171,7 +171,7 @@ class TimelineWriter:
         kept = [*head, marker, *[entry for entry in tail if entry.seq > marker.seq]]
         kept_seqs = {entry.seq for entry in kept if entry is not marker}  # the marker takes a dropped one's seq
         self.dropping([entry for entry in entries if entry.seq not in kept_seqs])
-        _write_lines(self.path, (json.dumps(entry.to_dict(), separators=(",", ":")) for entry in kept))
+        write_lines(self.path, (json.dumps(entry.to_dict(), separators=(",", ":")) for entry in kept))
         self.lines = len(kept)
 
     def dropping(self, entries: list[Entry]) -> None:
@@ -179,7 +179,7 @@ class TimelineWriter:
         writer that must remember what it wrote keeps their keys elsewhere)."""
 
 
-def _write_lines(path: Path, lines: Iterable[str]) -> None:
+def write_lines(path: Path, lines: Iterable[str]) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with contextlib.suppress(OSError):
         temporary.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")

@@ -351,7 +351,7 @@ def test_pvc_and_cephfs_homes_run_job_pods_as_the_notebook_pod_or_as_the_setting
 
     async def pod_security(pod_name: str, **traits: Any) -> dict[str, Any]:
         async with running(kubeconfig, namespace, home, pod_name=pod_name, **traits) as backend:
-            backend._connection = dataclasses.replace(await backend._conn(), in_cluster=True)  # as in the notebook's pod
+            backend.api.connection = dataclasses.replace(await backend.api.connect(), in_cluster=True)  # as in the notebook's pod
             dry = await backend.submit(SubmitRequest(spec("dry", trainers=1), "alice", home), dry_run=True)
             trainer = dry["plan"]["manifests"][-1]["spec"]["template"]["spec"]
             assert {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}} in trainer["volumes"]
@@ -575,9 +575,11 @@ def test_in_a_shared_namespace_each_server_watches_and_ends_only_its_own_users_j
         ):
             await alice.submit(SubmitRequest(spec("mine", mode="collective", pservers=0, trainers=1), "alice", alice_home))
             await bob.submit(SubmitRequest(spec("theirs", mode="collective", pservers=0, trainers=1), "bob", bob_home))
-            await eventually(lambda: _async(lambda: len(bob._statuses) == 1 and len(alice._statuses) == 1), "each job in its server")
+            await eventually(
+                lambda: _async(lambda: len(bob.view.statuses) == 1 and len(alice.view.statuses) == 1), "each job in its server"
+            )
             cluster.await_job_pods(namespace)
-            cached = alice._cache.stores if alice._cache is not None else {}
+            cached = alice.view.cache.stores if alice.view.cache is not None else {}
             owners = {
                 (obj.get("metadata") or {}).get("labels", {}).get("paddle-nbext/owner")
                 for kind in ("configmaps", "jobs", "pods")
@@ -591,9 +593,9 @@ def test_in_a_shared_namespace_each_server_watches_and_ends_only_its_own_users_j
                 await alice.submit(SubmitRequest(spec("sneaky", mode="collective", pservers=0, trainers=1), "bob", bob_home))
             # bob's job fails: bob's server records it; alice's never sees it, let alone ends it
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "theirs", "trainer", 0, owner="bob"), "Failed", exit_code=3)
-            ended = await eventually(lambda: _async(lambda: bob._statuses[obj("theirs", "bob")].phase == "Failed"), "bob's job Failed")
+            ended = await eventually(lambda: _async(lambda: bob.view.statuses[obj("theirs", "bob")].phase == "Failed"), "bob's job Failed")
             assert ended
-            assert obj("theirs", "bob") not in alice._statuses
+            assert obj("theirs", "bob") not in alice.view.statuses
 
     run(scenario())
 
@@ -628,7 +630,7 @@ def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(c
 
             core.delete_namespaced_config_map(name, namespace)
             planted = manifests.runtime_configmap(
-                {**read_bundle(), "launcher.py": "import os; os.system('steal')\n"}, backend._settings(namespace)
+                {**read_bundle(), "launcher.py": "import os; os.system('steal')\n"}, backend.admission.manifest_settings(namespace)
             )
             planted["metadata"]["name"] = name
             core.create_namespaced_config_map(namespace, client.V1ConfigMap.model_validate(planted))
@@ -691,14 +693,14 @@ def test_two_users_of_one_namespace_may_each_have_a_job_named_train(cluster: Clu
             for backend in (alice, bob):
 
                 def both_cached(b: KubernetesBackend = backend) -> Awaitable[bool]:
-                    return _async(lambda: len(b._statuses) == 2)
+                    return _async(lambda: len(b.view.statuses) == 2)
 
                 await eventually(both_cached, "both jobs in each server's cache")
                 assert [(j.name, j.owner) for j in await backend.list_jobs("alice")] == [("train", "alice")]
                 assert [(j.name, j.owner) for j in await backend.list_jobs("bob")] == [("train", "bob")]
             cluster.await_job_pods(namespace)
             cluster.set_pod_status(namespace, pod_of(admin, namespace, "train", "trainer", 0, owner="bob"), "Running")
-            await eventually(lambda: _async(lambda: bob._statuses[obj("train", "bob")].phase == "Running"), "bob's train Running")
+            await eventually(lambda: _async(lambda: bob.view.statuses[obj("train", "bob")].phase == "Running"), "bob's train Running")
             assert (await alice.get_job("train", "alice")).phase == "Pending"  # alice's pod was not touched
             await bob.delete("train", "bob")
             with pytest.raises(JobNotFound):
@@ -733,7 +735,7 @@ def test_a_job_submitted_before_names_were_per_owner_is_still_shown_run_and_dele
                     client.BatchV1Api(admin).create_namespaced_job(namespace, client.V1Job.model_validate(body))
                 else:
                     core.create_namespaced_service(namespace, client.V1Service.model_validate(body))
-            listed = await eventually(lambda: _async(lambda: [(j.name, j.phase) for j in backend._statuses.values()]), "the old job")
+            listed = await eventually(lambda: _async(lambda: [(j.name, j.phase) for j in backend.view.statuses.values()]), "the old job")
             assert listed == [("old", "Pending")]
             assert [j.name for j in await backend.list_jobs("alice")] == ["old"]
             cluster.await_job_pods(namespace)

@@ -160,7 +160,7 @@ def test_previous_is_the_earlier_attempts_file_after_a_retry(cluster: Cluster, t
             second = pod_of(admin, namespace, "retry", "trainer", 0)
             await eventually(lambda: _where(backend, "retry", lambda s: replica(s, "trainer", 0).restarts == 1), "restart count")
             # The restart count is in the record before the new pod is in the server's cache.
-            await eventually(lambda: _async(lambda: second in backend._pods_by_job.get(obj("retry"), {})), "the new pod in the cache")
+            await eventually(lambda: _async(lambda: second in backend.view.pods_by_job.get(obj("retry"), {})), "the new pod in the cache")
 
             # The replacement has not started: the attempt before it is attempt 0.
             assert await backend.read_logs("retry", "alice", "trainer", 0, previous=True) == (

@@ -187,7 +187,9 @@ def test_a_resubmit_while_the_deleted_jobs_pods_still_terminate(cluster: Cluster
             )
             # the old pod is killed at last (its grace period cut short, as `kubectl delete --force` does)
             client.CoreV1Api(admin).delete_namespaced_pod(old, namespace, grace_period_seconds=0)
-            await eventually(lambda: _async(lambda: old not in backend._pods_by_job.get(obj("again"), {})), "the old pod out of the cache")
+            await eventually(
+                lambda: _async(lambda: old not in backend.view.pods_by_job.get(obj("again"), {})), "the old pod out of the cache"
+            )
             created = await backend.submit(SubmitRequest(spec("again", mode="collective", pservers=0, trainers=1), "alice", home))
             assert created["phase"] == "Pending"
             cluster.await_job_pods(namespace)
@@ -432,7 +434,7 @@ def test_a_late_succeeded_never_overwrites_cancelled(cluster: Cluster, tmp_path:
             before = admin.sanitize_for_serialization(core.read_namespaced_config_map(obj("raced"), namespace))
             assert (await backend.cancel("raced", "alice")).phase == "Cancelled"
             late = {"phase": "Succeeded", "message": "All 1 trainer finished successfully.", "replicas": []}
-            assert await backend._record_final(obj("raced"), late, before) is False  # the server's own late end
+            assert await backend.reconciler.record_final(obj("raced"), late, before) is False  # the server's own late end
             api = cluster_master.Api(
                 env["PADDLE_NBEXT_KUBE_API"], env["PADDLE_NBEXT_KUBE_TOKEN_FILE"], env.get("PADDLE_NBEXT_KUBE_CA_FILE"), False, namespace
             )

@@ -20,6 +20,7 @@ from paddle_nbext_server import checkpoints
 from paddle_nbext_server.backends.kubernetes.backend import KubernetesBackend
 from paddle_nbext_server.backends.kubernetes.build import manifests
 from paddle_nbext_server.backends.kubernetes.status import resume_note
+from paddle_nbext_server.backends.kubernetes.status.home_notes import HomeNotes
 from paddle_nbext_server.backends.kubernetes.status.job_status import job_status, link_record
 from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord
 from paddle_nbext_server.events import EventHub
@@ -211,33 +212,34 @@ def test_the_server_says_where_a_restarted_kubernetes_job_resumed_from(tmp_path:
     async def scenario() -> list[str]:
         backend = KubernetesBackend(events=EventHub(), home_path=str(home))
         key = "ck-2-alice"
-        backend._pods_by_job[key] = {p["metadata"]["name"]: p for p in (pod(0, 1, started=stamp), pod(1, 1, started=stamp))}
+        backend.view.pods_by_job[key] = {p["metadata"]["name"]: p for p in (pod(0, 1, started=stamp), pod(1, 1, started=stamp))}
         marked: list[str] = []
-        backend._mark = marked.append  # type: ignore[method-assign,assignment]  # a test double for the method
+        # The reconciler's part that reads the home, as the backend makes it, marking into a list.
+        notes = HomeNotes(backend.settings, backend.view, marked.append, backend.log)
         running = status(started=stamp)
-        backend._statuses[key] = running
-        said = [backend._with_resume_note(key, restarted, running).message]  # not read yet: the policy's words
-        await asyncio.gather(*backend._tasks)
+        backend.view.statuses[key] = running
+        said = [notes.with_resume_note(key, restarted, running).message]  # not read yet: the policy's words
+        await asyncio.gather(*backend.view.tasks)
         assert marked == [key], marked  # read: the job's status is computed again
-        said.append(backend._with_resume_note(key, restarted, running).message)
+        said.append(notes.with_resume_note(key, restarted, running).message)
         # The attempt saves its own and retention removes the one it resumed from: the words stay.
         save(directory, 60, "1", time.time())
         for step in (20, 40):
             os.rename(directory / f"step-{step:012d}", directory / f".deleting-{step}")
-        said.append(backend._with_resume_note(key, restarted, running).message)
-        assert not backend._tasks, "read once per attempt"
+        said.append(notes.with_resume_note(key, restarted, running).message)
+        assert not backend.view.tasks, "read once per attempt"
         ended = status(phase="Succeeded", message="All 2 trainers finished successfully.", started=stamp)
-        backend._pods_by_job[key] = {}  # a success's Jobs are deleted with their pods
-        said.append(backend._with_resume_note(key, restarted, ended).message)
+        backend.view.pods_by_job[key] = {}  # a success's Jobs are deleted with their pods
+        said.append(notes.with_resume_note(key, restarted, ended).message)
         # Another job whose home cannot be read (gone): nothing said, nothing raised.
         other = record({"attempt": 1, "failures": 1, "message": "restart 1 of 3: trainer 0 failed; all replicas restarting"})
         other["data"][SPEC_KEY] = json.dumps({"job_name": "gone", "trainers": 1, "max_restarts": 3})
-        backend._pods_by_job["gone-alice"] = {"p": pod(0, 1, started=stamp)}
-        backend._statuses["gone-alice"] = status(name="gone", started=stamp)
-        said.append(backend._with_resume_note("gone-alice", other, status(name="gone", started=stamp)).message)
-        await asyncio.gather(*backend._tasks)
-        said.append(backend._with_resume_note("gone-alice", other, status(name="gone", started=stamp)).message)
-        for task in list(backend._tasks):
+        backend.view.pods_by_job["gone-alice"] = {"p": pod(0, 1, started=stamp)}
+        backend.view.statuses["gone-alice"] = status(name="gone", started=stamp)
+        said.append(notes.with_resume_note("gone-alice", other, status(name="gone", started=stamp)).message)
+        await asyncio.gather(*backend.view.tasks)
+        said.append(notes.with_resume_note("gone-alice", other, status(name="gone", started=stamp)).message)
+        for task in list(backend.view.tasks):
             task.cancel()
         return said
 

@@ -17,7 +17,7 @@ from paddle_nbext_server.events import EventHub
 def call(fn: object) -> BackendUnavailable:
     backend = KubernetesBackend(events=EventHub())
     with pytest.raises(BackendUnavailable) as error:
-        asyncio.run(backend._call("create Job x-trainer", fn))
+        asyncio.run(backend.api.call("create Job x-trainer", fn))
     return error.value
 
 

@@ -95,18 +95,18 @@ def test_several_refused_kinds_are_one_sentence() -> None:
 
 
 def test_a_refused_create_is_a_503_named_forbidden_by_cluster_and_nothing_is_kept() -> None:
-    """`_create` turns the refusal into BackendForbidden (REST: 503, error `forbidden_by_cluster`)."""
+    """`KubernetesClient.create` turns the refusal into BackendForbidden (REST: 503, error `forbidden_by_cluster`)."""
     backend = KubernetesBackend(events=EventHub())
 
     class Api:
         def create_namespaced_config_map(self, namespace: str, body: Any, **_: Any) -> Any:
             raise refusal("create", "configmaps")
 
-    backend._api_for = lambda kind: (Api(), "config_map")  # type: ignore[method-assign]
+    backend.api.api_for = lambda kind: (Api(), "config_map")  # type: ignore[method-assign]
     created: list[dict[str, Any]] = []
     manifest = {"kind": "ConfigMap", "metadata": {"name": "train-2bd806", "namespace": NS}}
     with pytest.raises(BackendForbidden) as error:
-        asyncio.run(backend._create(manifest, created, "train"))
+        asyncio.run(backend.api.create(manifest, created, "train"))
     assert isinstance(error.value, BackendUnavailable)
     assert (error.value.status, error.value.code) == (503, "forbidden_by_cluster")
     assert f"may not create configmaps in namespace {NS}" in error.value.message

@@ -132,20 +132,20 @@ def test_the_backend_reads_the_job_pods_by_label_and_answers_404_words_without_m
         return answer
 
     backend.get_job = get_job  # type: ignore[method-assign]
-    backend._conn = conn  # type: ignore[method-assign]
-    backend._call = call  # type: ignore[method-assign]
-    backend._key = lambda status: KEY  # type: ignore[method-assign]
-    backend._pods_by_job[KEY] = {p["metadata"]["name"]: p for p in (pod("trainer", 0),)}
+    backend.api.connect = conn  # type: ignore[method-assign]
+    backend.api.call = call  # type: ignore[method-assign]
+    backend.view.key = lambda status: KEY  # type: ignore[method-assign]
+    backend.view.pods_by_job[KEY] = {p["metadata"]["name"]: p for p in (pod("trainer", 0),)}
     answer = asyncio.run(backend.usage("train", "alice"))
     assert asked == [f"paddle-nbext/job={KEY}"]
     assert answer["available"] is True and answer["replicas"][0]["memory"] == GiB
     again = asyncio.run(backend.usage("train", "alice"))
     assert again == answer and len(asked) == 1  # within REFRESH seconds the last read is reused
-    backend._usage_read.clear()  # as REFRESH seconds later
+    backend.resource_usage._usage_read.clear()  # as REFRESH seconds later
     answer = asyncio.run(backend.usage("train", "alice"))
     assert answer["available"] is False and "metrics-server is not installed" in answer["reason"]
     # Another job of a cluster without metrics-server: said without asking the API again.
-    backend._key = lambda status: "other-2bd806"  # type: ignore[method-assign]
-    backend._pods_by_job["other-2bd806"] = {"p": pod("trainer", 0)}
+    backend.view.key = lambda status: "other-2bd806"  # type: ignore[method-assign]
+    backend.view.pods_by_job["other-2bd806"] = {"p": pod("trainer", 0)}
     again = asyncio.run(backend.usage("train", "alice"))
     assert again["reason"] == answer["reason"] and len(asked) == 2

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from paddle_nbext_server.backends.base import InvalidState
-from paddle_nbext_server.backends.kubernetes.backend import KubernetesBackend
+from paddle_nbext_server.backends.kubernetes.lifecycle.home_setup import HomeSetup
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounts a read-only tmpfs (needs root)")
 
@@ -37,7 +37,7 @@ def test_a_resubmit_over_files_that_cannot_be_removed_is_a_conflict_naming_them(
     source.mkdir()
     (source / "train.py").write_text("print('hi')\n")
     with pytest.raises(InvalidState) as refused:
-        KubernetesBackend._snapshot(source, stuck_folder, None, tmp_path / "home")
+        HomeSetup.snapshot(source, stuck_folder, None, tmp_path / "home")
     assert refused.value.status == 409 and refused.value.field == "job_name"
     message = str(refused.value)
     assert f"the folder {stuck_folder} of an earlier job 'train' cannot be removed" in message

@@ -54,12 +54,11 @@ def objects(with_event: bool = True) -> dict[str, list[dict[str, Any]]]:
 
 
 def backend_over(home: Path, cache: FakeCache) -> KubernetesBackend:
-    backend = KubernetesBackend(events=EventHub())
-    backend.home_path = str(home)
-    backend._cache = cache  # type: ignore[assignment]
+    backend = KubernetesBackend(events=EventHub(), home_path=str(home))
+    backend.view.cache = cache  # type: ignore[assignment]
     for kind, store in cache.stores.items():
         for item in store.values():
-            backend._on_change(kind, "ADDED", item)
+            backend.reconciler.on_change(kind, "ADDED", item)
     return backend
 
 
@@ -109,7 +108,7 @@ def test_a_server_restart_derives_the_same_entries_again_and_writes_none_twice(t
     async def first_server() -> int:
         backend = backend_over(tmp_path, FakeCache(objects(with_event=False)))
         await until(lambda: len(written(tmp_path)) >= 5, "the first server's entries")
-        await until(lambda: not backend._timelines._jobs[KEY].running, "the pass to end")
+        await until(lambda: not backend.reconciler.timelines._jobs[KEY].running, "the pass to end")
         return len(written(tmp_path))
 
     before = asyncio.run(first_server())
@@ -127,8 +126,8 @@ def test_a_server_restart_derives_the_same_entries_again_and_writes_none_twice(t
         backend = backend_over(tmp_path, FakeCache(later))
         await until(lambda: len(written(tmp_path)) >= before + 2, "the second server's new entries")
         for _ in range(3):  # more passes over the same objects add nothing
-            backend._flush_now(KEY)
-            await until(lambda: not backend._timelines._jobs[KEY].running, "the pass to end")
+            backend.reconciler.flush_now(KEY)
+            await until(lambda: not backend.reconciler.timelines._jobs[KEY].running, "the pass to end")
 
     asyncio.run(second_server())
     entries = written(tmp_path)
@@ -168,7 +167,7 @@ def test_a_standing_health_warning_of_this_attempt_is_in_the_message_stall_first
         backend = backend_over(tmp_path, FakeCache(objects(with_event=False)))
         backend.events = hub
         status = await until(
-            lambda: (s := backend._statuses.get(KEY)) is not None and "stalled" in s.message and s, "the warning in the message"
+            lambda: (s := backend.view.statuses.get(KEY)) is not None and "stalled" in s.message and s, "the warning in the message"
         )
         assert status.message == (
             "Training is stalled: no progress for 10 min since step 1234. Training is running. "
@@ -189,13 +188,13 @@ def test_a_standing_health_warning_of_this_attempt_is_in_the_message_stall_first
         with open(logs / "trainer-1.health.jsonl", "a") as handle:
             handle.write(json.dumps(recovered) + "\n")
         async with hub.subscribe(OWNER) as queue:
-            backend._offer_timeline(KEY, backend._cache.stores["configmaps"][KEY], backend._statuses[KEY], home=True)  # type: ignore[union-attr]
+            backend.reconciler.offer_timeline(KEY, backend.view.store("configmaps")[KEY], backend.view.statuses[KEY], home=True)
             await until(lambda: written(tmp_path)[-1].kind == "recovered", "the recovery written")
             await ticker.announce(OWNER, JOB)
             published = [queue.get_nowait() for _ in range(queue.qsize())]
         said = [e.job or {} for e in published if e.kind == "timeline"]
         assert [[entry["text"] for entry in data["entries"]] for data in said] == [["Progress again after 15 min."]]
-        await until(lambda: "stalled" not in backend._statuses[KEY].message, "the stall gone from the message")
+        await until(lambda: "stalled" not in backend.view.statuses[KEY].message, "the stall gone from the message")
 
     asyncio.run(scenario())
 
@@ -221,8 +220,8 @@ def test_a_warning_of_an_earlier_attempt_or_one_recovered_is_not_in_the_message(
     async def scenario() -> None:
         backend = backend_over(tmp_path, FakeCache(objects(with_event=False)))
         await until(lambda: len([e for e in written(tmp_path) if e.kind in ("warning", "recovered")]) == 3, "the health entries")
-        backend._flush_now(KEY)
-        assert backend._statuses[KEY].message == "Training is running."
+        backend.reconciler.flush_now(KEY)
+        assert backend.view.statuses[KEY].message == "Training is running."
 
     asyncio.run(scenario())
 
@@ -230,7 +229,9 @@ def test_a_warning_of_an_earlier_attempt_or_one_recovered_is_not_in_the_message(
 def test_without_the_jobs_folder_the_answer_says_why_and_nothing_is_created(tmp_path: Path) -> None:
     async def scenario() -> None:
         backend = backend_over(tmp_path, FakeCache(objects()))
-        await until(lambda: KEY in backend._timelines._jobs and not backend._timelines._jobs[KEY].running, "the first pass")
+        await until(
+            lambda: KEY in backend.reconciler.timelines._jobs and not backend.reconciler.timelines._jobs[KEY].running, "the first pass"
+        )
         answer = await backend.timeline(JOB, OWNER)
         assert answer["available"] is False
         assert "not in the home yet" in answer["reason"]
@@ -246,12 +247,12 @@ def test_a_deleted_jobs_timeline_is_never_written_again(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         backend = backend_over(tmp_path, FakeCache(objects()))
-        keeper = backend._timelines
+        keeper = backend.reconciler.timelines
         await until(lambda: written(tmp_path), "the first entries")
         state = keeper._jobs[KEY]
         await until(lambda: not state.running, "the pass to end")
-        backend._cache.stores["configmaps"].clear()  # type: ignore[union-attr]
-        backend._flush_now(KEY)  # the record is gone: forgotten
+        backend.view.store("configmaps").clear()
+        backend.reconciler.flush_now(KEY)  # the record is gone: forgotten
         await asyncio.to_thread(keeper.close, KEY)
         shutil.rmtree(tmp_path / ".paddle-jobs" / JOB)
         (tmp_path / ".paddle-jobs" / JOB).mkdir()  # even with the folder back (a resubmit's snapshot)

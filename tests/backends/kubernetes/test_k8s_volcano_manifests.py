@@ -211,10 +211,10 @@ def test_config_says_the_scheduler_and_refuses_the_jobset_combination() -> None:
 
 def test_a_missing_pod_group_api_is_named_with_its_fix() -> None:
     backend = KubernetesBackend(events=EventHub(), gang_scheduler="volcano")
-    backend._apis[(volcano.GROUP, volcano.VERSION)] = False  # what discovery found at start
+    backend.api.apis[(volcano.GROUP, volcano.VERSION)] = False  # what discovery found at start
     described = backend.describe()
     assert described["ok"] is False and described["volcano"]["podgroup_api"] is False
     assert "serves no PodGroup API (scheduling.volcano.sh/v1beta1)" in described["error"] and "install Volcano" in described["error"]
     with pytest.raises(BackendUnavailable) as refused:
-        asyncio.run(backend._require_workload_api(None))  # type: ignore[arg-type]
+        asyncio.run(backend.admission.require_workload_api(None))  # type: ignore[arg-type]
     assert refused.value.message == described["error"]

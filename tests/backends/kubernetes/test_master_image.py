@@ -19,7 +19,7 @@ def state_for(paddle: dict[str, object], kubernetes: dict[str, object] | None = 
 def master_image(state: ExtensionState) -> str:
     backend = state.backend
     assert backend is not None, state.error
-    settings = backend._settings("team-a")  # type: ignore[attr-defined]
+    settings = backend.admission.manifest_settings("team-a")  # type: ignore[attr-defined]
     return str(settings.master_image or settings.default_image)
 
 

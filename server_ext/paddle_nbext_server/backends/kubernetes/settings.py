@@ -61,11 +61,79 @@ class ManifestSettings:
     workload_mode: str = JOBS_MODE
     default_queue: str = ""  # Kueue LocalQueue (Volcano Queue with gang_scheduler 'volcano') of jobs that name none
     gang_scheduler: str = ""  # "" or VOLCANO (volcano.py)
-    restricted: bool = True  # pods shaped for Pod Security's `restricted` profile (manifests.RESTRICTED_CONTAINER)
+    restricted: bool = True  # pods shaped for Pod Security's `restricted` profile (build/pod_shape.RESTRICTED_CONTAINER)
 
     def queue_of(self, requested: str | None) -> str:
         """The LocalQueue a job goes to: its own, else the deployment's default ("" for none)."""
         return requested or self.default_queue
+
+    def role_job(self, job: str, role: str) -> str:
+        return role_job_name(self.workload_mode, job, role)
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """Every `c.KubernetesBackend.*` value, frozen once when the backend is made (the traitlets'
+    help and defaults are in backend.py).  The backend's parts read this value, never the
+    traitlets, so each part can be made and tested alone and none sees a setting change under it."""
+
+    namespace: str = ""
+    kubeconfig: str = ""
+    context: str = ""
+    home_volume: str = "auto"
+    home_pvc_template: str = "claim-{username}"
+    cephfs: dict[str, Any] = field(default_factory=dict)
+    slug_scheme: str = "safe"
+    home_path: str = ""
+    pod_name: str = ""
+    default_image: str = ""
+    master_image: str = ""
+    image_pull_policy: str = ""
+    shm_size: str = "1Gi"
+    gpu_resource_name: str = "nvidia.com/gpu"
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+    node_lost_seconds: int | None = 30
+    image_pull_seconds: int | None = 300
+    image_pull_secrets: tuple[str, ...] = ()
+    service_account_name: str = ""
+    master_service_account_name: str = "paddle-nbext-master"
+    priority_class_name: str = ""
+    replica_spread: str = "scheduler"
+    spread_topology_key: str = "kubernetes.io/hostname"
+    extra_labels: dict[str, str] = field(default_factory=dict)
+    extra_annotations: dict[str, str] = field(default_factory=dict)
+    ttl_seconds_after_finished: int | None = None
+    owner: str = ""
+    pserver_wait_timeout: float = 900.0
+    pod_security_context: dict[str, Any] = field(default_factory=dict)
+    copy_security_context: bool = True
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    fs_group: int | None = None
+    restricted_pods: bool = True
+    resubmit_wait: float = 20.0
+    allow_hub_namespace: bool = False
+    sync_timeout: float = 10.0
+    reconcile_interval: float = 5.0
+    keep_finished: int = 100
+    keep_finished_days: float = 30.0
+    queue_position_interval: float = 3.0
+    workload_mode: str = JOBS_MODE
+    default_queue: str = ""
+    allowed_queues: tuple[str, ...] = ()
+    gang_scheduler: str = ""
+
+    @property
+    def queued(self) -> bool:
+        """Whether this deployment sends jobs to Kueue (then Workloads are watched for status); with
+        Volcano the queues are Volcano's (named in the PodGroup), not Kueue's."""
+        return bool(self.default_queue or self.allowed_queues) and not self.gang_scheduler
+
+    @property
+    def queues(self) -> list[str]:
+        """Every queue a job may go to: the default first, then the allowed ones."""
+        return [queue for queue in (self.default_queue, *self.allowed_queues) if queue]
 
     def role_job(self, job: str, role: str) -> str:
         return role_job_name(self.workload_mode, job, role)

@@ -51,11 +51,11 @@ from paddle_nbext.model.spec import JobSpec
 from .... import runtime_files
 from ....job_requirements import ENVS_DIR, INDEX_FILE
 from ....runtime import environments, paddle_nbext_job, replica_health, replicas
-from . import volcano
 from ..client.api_names import JOBS_DIR
+from ..settings import JOBS_MODE, JOBSET_MODE, RUNTIME_MOUNT, VOLCANO, ManifestSettings
+from . import pod_shape, volcano
 from .home_volume import HomeVolume
 from .jobset import QUEUE_LABEL, jobset_of
-from ..settings import JOBS_MODE, JOBSET_MODE, RUNTIME_MOUNT, VOLCANO, ManifestSettings
 
 CONTAINER = "main"
 #: The role label of the master's Job (and its account): a part of every job, not a replica `Role`.
@@ -324,78 +324,6 @@ def _mounts(home: HomeVolume, shm: bool = False) -> list[dict[str, Any]]:
     return mounts
 
 
-#: What Pod Security's `restricted` profile asks of every container; Paddle (gloo, NCCL, the
-#: pservers' RPC) needs no capability and no escalation.
-RESTRICTED_CONTAINER: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-#: The master touches no file of the user's: it runs as nobody, whatever the image's user.
-MASTER_IDENTITY = {"runAsUser": 65534, "runAsGroup": 65534}
-
-
-def _pod_security(settings: ManifestSettings, identity: dict[str, Any]) -> dict[str, Any]:
-    """The pod's securityContext: `identity`, and under `restricted` a seccomp profile and
-    runAsNonRoot when the uid is known not to be root (with the image's own user, root in Paddle's
-    images, the pod could not start: the restricted profile is then the admin's to relax)."""
-    context = dict(identity)
-    if "fsGroup" in context:
-        # With a CSI driver whose fsGroupPolicy is File (ceph-csi's) or any volume the kubelet
-        # chowns, the default Always walks the whole home at every pod start, changing the group
-        # of every file in it; OnRootMismatch does so only when the home's root is not the group's.
-        context.setdefault("fsGroupChangePolicy", "OnRootMismatch")
-    if settings.restricted:
-        context.setdefault("seccompProfile", {"type": "RuntimeDefault"})
-        uid = context.get("runAsUser")
-        if isinstance(uid, int) and uid != 0:
-            context.setdefault("runAsNonRoot", True)
-    return context
-
-
-def _restrict(container: dict[str, Any], settings: ManifestSettings) -> dict[str, Any]:
-    if settings.restricted:
-        container["securityContext"] = json.loads(json.dumps(RESTRICTED_CONTAINER))
-    return container
-
-
-#: The taints the node lifecycle controller puts on a node that stopped responding; Kubernetes
-#: gives every pod a 300 s toleration of each, so a pod on a dead node is evicted after 5 min.
-NODE_LOST_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-
-
-def _node_lost_tolerations(settings: ManifestSettings) -> list[dict[str, Any]]:
-    """How long the job's pods wait for a node that stopped responding (`node_lost_seconds`).
-    A Paddle gang cannot go on without a lost member, so waiting Kubernetes' 300 s only delays
-    the whole-job restart; a toleration the admin set for the same taint is kept instead."""
-    if settings.node_lost_seconds is None:
-        return []
-    own = {t.get("key") for t in settings.tolerations if t.get("effect") in (None, "", "NoExecute")}
-    return [
-        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": settings.node_lost_seconds}
-        for key in NODE_LOST_TAINTS
-        if key not in own
-    ]
-
-
-def _pod_extras(settings: ManifestSettings, service_account: str) -> dict[str, Any]:
-    extras: dict[str, Any] = {"enableServiceLinks": False}
-    if settings.node_selector:
-        extras["nodeSelector"] = dict(settings.node_selector)
-    tolerations = [dict(t) for t in settings.tolerations] + _node_lost_tolerations(settings)
-    if tolerations:
-        extras["tolerations"] = tolerations
-    if settings.image_pull_secrets:
-        extras["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
-    if settings.priority_class_name:
-        extras["priorityClassName"] = settings.priority_class_name
-    security = _pod_security(settings, settings.pod_security_context)
-    if security:
-        extras["securityContext"] = security
-    if service_account:
-        extras["serviceAccountName"] = service_account
-        extras["automountServiceAccountToken"] = True
-    else:
-        extras["automountServiceAccountToken"] = False  # replicas need no API access
-    return extras
-
-
 def _job(
     name: str, spec: JobSpec, owner: str, role: str, settings: ManifestSettings, pod_spec: dict[str, Any], job_spec: dict[str, Any]
 ) -> dict[str, Any]:
@@ -436,9 +364,9 @@ def replica_job(
     pod_spec = {
         "restartPolicy": "Never",  # a failed pod is replaced by the Job controller, counted per index
         "subdomain": job,  # hostname <obj>-<role>-<i>.<obj> through the headless Service
-        "containers": [_restrict(container, settings)],
+        "containers": [pod_shape.restrict(container, settings)],
         "volumes": _volumes(runtime, home, shm_size(spec, role, settings)),
-        **_pod_extras(settings, settings.service_account_name),
+        **pod_shape.pod_extras(settings, settings.service_account_name),
     }
     job_spec: dict[str, Any] = {
         "completionMode": "Indexed",
@@ -457,32 +385,10 @@ def replica_job(
     manifest["metadata"]["labels"][ATTEMPT_LABEL] = "0"
     template = manifest["spec"]["template"]
     template["metadata"]["labels"][ATTEMPT_LABEL] = "0"
-    spread = _spread(settings, template["metadata"]["labels"])
+    spread = pod_shape.spread(settings, template["metadata"]["labels"])
     if spread:
         template["spec"]["topologySpreadConstraints"] = spread
     return manifest
-
-
-def _spread(settings: ManifestSettings, labels: dict[str, str]) -> list[dict[str, Any]]:
-    """The topology spread of one role's replicas (`replica_spread`): this job's pods of this role,
-    of the same attempt only (a restart's new pods are not pushed away by the old ones still
-    stopping), at most one more in any domain of `spread_topology_key` than in another."""
-    if settings.replica_spread == "scheduler":
-        return []
-    selector = {key: labels[key] for key in (JOB_LABEL, ROLE_LABEL)}
-    return [
-        {
-            "maxSkew": 1,
-            "topologyKey": settings.spread_topology_key,
-            "whenUnsatisfiable": "DoNotSchedule" if settings.replica_spread == "spread" else "ScheduleAnyway",
-            "labelSelector": {"matchLabels": selector},
-            "matchLabelKeys": [ATTEMPT_LABEL],
-            # A node that died (tainted unreachable / not-ready) is no domain to balance against:
-            # with the default (Ignore) a restart after a node loss could never place its replicas
-            # on the survivors under "spread".
-            "nodeTaintsPolicy": "Honor",
-        }
-    ]
 
 
 def master_job(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: str) -> dict[str, Any]:
@@ -503,14 +409,14 @@ def master_job(spec: JobSpec, owner: str, settings: ManifestSettings, runtime: s
         "resources": {"requests": {"cpu": "10m", "memory": "128Mi"}, "limits": {"memory": "128Mi"}},
         "volumeMounts": [{"name": "paddle-nbext-runtime", "mountPath": RUNTIME_MOUNT, "readOnly": True}],
     }
-    extras = _pod_extras(settings, service_account)
+    extras = pod_shape.pod_extras(settings, service_account)
     extras.pop("securityContext", None)  # the master touches no user files
-    security = _pod_security(settings, MASTER_IDENTITY if settings.restricted else {})
+    security = pod_shape.pod_security(settings, pod_shape.MASTER_IDENTITY if settings.restricted else {})
     if security:
         extras["securityContext"] = security
     pod_spec = {
         "restartPolicy": "OnFailure",  # Kubernetes restarts the master; it re-derives all from the API
-        "containers": [_restrict(container, settings)],
+        "containers": [pod_shape.restrict(container, settings)],
         "volumes": [_runtime_volume(runtime)],
         **extras,
     }

@@ -31,8 +31,8 @@ from paddle_nbext.model.contract import ROLE_LABEL, ROLES
 from paddle_nbext.model.quantity import Quantity
 from paddle_nbext.model.spec import JobSpec
 
-from .jobset import QUEUE_LABEL
 from ..settings import JOBS_MODE, ManifestSettings
+from .jobset import QUEUE_LABEL
 
 GROUP = "scheduling.volcano.sh"
 VERSION = "v1beta1"

@@ -1,12 +1,13 @@
 """The connection to the API and every write through it: blocking client calls in threads, unreachable
 API -> 503 with the cause, created objects rolled back whole, API warnings kept for GET /config.
 
-One layer of `KubernetesBackend` (backend.py lists them)."""
+A part of `KubernetesBackend` (backend.py); every other part that talks to the API does it here."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import urllib3
@@ -14,38 +15,54 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ...base import BackendForbidden, BackendUnavailable, InvalidRequest, JobExists
-from ..backend_config import KubernetesBackendConfig
+from ..settings import BackendSettings
 from .api_names import CUSTOM_OBJECTS, WARNING_TEXT
 from .cache import describe_failure
 from .connection import Connection, connect
 from .forbidden import denial_of
 
 
-class KubernetesApi(KubernetesBackendConfig):
+class KubernetesClient:
     """The connection to the API and every write through it."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._connection: Connection | None = None
+    def __init__(self, settings: BackendSettings, log: logging.Logger) -> None:
+        self.settings = settings
+        self.log = log
+        self.connection: Connection | None = None
         self._connect_lock = asyncio.Lock()
         self._api_warnings: dict[str, str] = {}  # text -> "Kind name: text", newest last
-        self._apis: dict[tuple[str, str], bool] = {}  # (group, version) -> served (JobSet, Kueue, Volcano)
+        self.apis: dict[tuple[str, str], bool] = {}  # (group, version) -> served (JobSet, Kueue, Volcano)
 
-    async def _conn(self) -> Connection:
-        if self._connection is None:
+    async def connect(self) -> Connection:
+        """The connection, made at the first call (the settings' kubeconfig, else the service account)."""
+        if self.connection is None:
             async with self._connect_lock:
-                if self._connection is None:
+                if self.connection is None:
+                    settings = self.settings
                     try:
-                        self._connection = await asyncio.to_thread(connect, self.kubeconfig, self.context, self.namespace)
+                        self.connection = await asyncio.to_thread(connect, settings.kubeconfig, settings.context, settings.namespace)
                     except Exception as error:  # noqa: BLE001 - ConfigException, file errors
                         raise BackendUnavailable(f"Kubernetes is not configured: {error}") from None
-        return self._connection
+        return self.connection
 
-    def _unavailable(self, doing: str, error: BaseException) -> BackendUnavailable:
-        host = self._connection.host if self._connection else "the Kubernetes API"
-        return BackendUnavailable(f"cannot {doing}: the Kubernetes API at {host} is unreachable ({describe_failure(error)})")
+    def host(self) -> str:
+        """The API server's address, for sentences ("the Kubernetes API" before it is known)."""
+        return self.connection.host if self.connection else "the Kubernetes API"
 
-    async def _call(self, doing: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def warnings(self) -> list[str]:
+        """The API server's recent `Warning` headers, oldest first (for GET /config)."""
+        return list(self._api_warnings.values())
+
+    def close(self) -> None:
+        """Blocking: close the connection's pool (server shutdown)."""
+        if self.connection is not None:
+            self.connection.api.close()
+            self.connection = None
+
+    def unavailable(self, doing: str, error: BaseException) -> BackendUnavailable:
+        return BackendUnavailable(f"cannot {doing}: the Kubernetes API at {self.host()} is unreachable ({describe_failure(error)})")
+
+    async def call(self, doing: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run one blocking client call in a thread; unreachable API -> BackendUnavailable."""
         kwargs.setdefault("_request_timeout", 30)
         try:
@@ -53,19 +70,19 @@ class KubernetesApi(KubernetesBackendConfig):
         except ApiException:
             raise
         except (urllib3.exceptions.HTTPError, OSError) as error:  # refused, reset, TLS, DNS, timeouts
-            raise self._unavailable(doing, error) from None
+            raise self.unavailable(doing, error) from None
         except Exception as error:  # noqa: BLE001 - the client itself refused (a model's validation, a bad value)
             raise BackendUnavailable(
                 f"cannot {doing}: the Kubernetes client refused the request ({type(error).__name__}: {error}); "
                 "this comes from a value in the configuration (c.KubernetesBackend) or the job, not from the API"
             ) from None
 
-    def _verb_for(self, verb: str, kind: str) -> Any:
+    def verb_for(self, verb: str, kind: str) -> Any:
         """The client call `verb` ("create" or "delete") of `kind`, taking (namespace, body) or
         (name, namespace) as the typed APIs do; a JobSet or a PodGroup goes through the custom objects API."""
         if kind in CUSTOM_OBJECTS:
-            assert self._connection is not None
-            custom = client.CustomObjectsApi(self._connection.api)
+            assert self.connection is not None
+            custom = client.CustomObjectsApi(self.connection.api)
             group, version, plural = CUSTOM_OBJECTS[kind]
 
             def create(namespace: str, body: dict[str, Any], **kwargs: Any) -> Any:
@@ -75,30 +92,30 @@ class KubernetesApi(KubernetesBackendConfig):
                 return custom.delete_namespaced_custom_object(group, version, namespace, plural, name, **kwargs)
 
             return create if verb == "create" else delete
-        api, suffix = self._api_for(kind)
+        api, suffix = self.api_for(kind)
         return getattr(api, f"{verb}_namespaced_{suffix}")
 
-    async def _api_exists(self, connection: Connection, group_version: tuple[str, str]) -> bool | None:
+    async def api_exists(self, connection: Connection, group_version: tuple[str, str]) -> bool | None:
         """Whether the API server serves `group_version` (discovery, once per connection; None
         when it could not be asked)."""
-        if group_version not in self._apis:
+        if group_version not in self.apis:
             custom = client.CustomObjectsApi(connection.api)
             try:
-                await self._call(
+                await self.call(
                     f"look for the {'/'.join(group_version)} API", custom.get_api_resources, *group_version, _preload_content=False
                 )
-                self._apis[group_version] = True
+                self.apis[group_version] = True
             except ApiException as error:
                 if error.status != 404:
                     return None
-                self._apis[group_version] = False
+                self.apis[group_version] = False
             except BackendUnavailable:
                 return None
-        return self._apis[group_version]
+        return self.apis[group_version]
 
-    def _api_for(self, kind: str) -> tuple[Any, str]:
-        assert self._connection is not None
-        api = self._connection.api
+    def api_for(self, kind: str) -> tuple[Any, str]:
+        assert self.connection is not None
+        api = self.connection.api
         return {
             "ConfigMap": (client.CoreV1Api(api), "config_map"),
             "Service": (client.CoreV1Api(api), "service"),
@@ -108,12 +125,12 @@ class KubernetesApi(KubernetesBackendConfig):
             "RoleBinding": (client.RbacAuthorizationV1Api(api), "role_binding"),
         }[kind]
 
-    async def _create(self, manifest: dict[str, Any], created: list[dict[str, Any]], job: str) -> dict[str, Any]:
+    async def create(self, manifest: dict[str, Any], created: list[dict[str, Any]], job: str) -> dict[str, Any]:
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         namespace = manifest["metadata"]["namespace"]
-        create = self._verb_for("create", kind)
+        create = self.verb_for("create", kind)
         try:
-            response = await self._call(f"create {kind} {name}", create, namespace, manifest, _preload_content=False)
+            response = await self.call(f"create {kind} {name}", create, namespace, manifest, _preload_content=False)
         except ApiException as error:
             cause = describe_failure(error)
             if error.status == 409:
@@ -160,11 +177,11 @@ class KubernetesApi(KubernetesBackendConfig):
             while len(self._api_warnings) > 20:
                 self._api_warnings.pop(next(iter(self._api_warnings)))
 
-    async def _rollback(self, created: list[dict[str, Any]]) -> None:
+    async def rollback(self, created: list[dict[str, Any]]) -> None:
         """Delete what this submit created, newest first (background cascade for Job pods)."""
         for obj in reversed(created):
             kind, name = obj["kind"], obj["metadata"]["name"]
-            delete = self._verb_for("delete", kind)
+            delete = self.verb_for("delete", kind)
             try:
                 await asyncio.to_thread(
                     delete,

@@ -2,12 +2,13 @@
 server serves, quota and queue, the workload and gang APIs, the runtime bundle, no old pods of a job
 of the same name; and the settings each plan is made with.
 
-One layer of `KubernetesBackend` (backend.py lists them)."""
+A part of `KubernetesBackend` (backend.py): its submit runs these checks in order."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from kubernetes import client
@@ -23,35 +24,44 @@ from ....runtime import replicas
 from ...base import BackendForbidden, BackendUnavailable, Forbidden, InvalidRequest, JobExists
 from ..build import jobset as jobsets
 from ..build import manifests, volcano
+from ..client.api_calls import KubernetesClient
 from ..client.api_names import HUB_SELECTOR, JOBSET_API, POD_ENDED, PODGROUP_API
 from ..client.cache import describe_failure
 from ..client.connection import Connection
 from ..client.forbidden import denial_of
+from ..job_view import JobView
 from ..quota import quota_reads
-from ..settings import JOBSET_MODE, ManifestSettings
-from .reconcile import Reconciler
+from ..settings import JOBSET_MODE, BackendSettings, ManifestSettings
+from .home_setup import HomeSetup
 
 
-class Admission(Reconciler):
+class Admission:
     """The checks a submit passes before anything is written."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, settings: BackendSettings, api: KubernetesClient, homes: HomeSetup, view: JobView, backend: str, log: logging.Logger
+    ) -> None:
+        self.settings = settings
+        self.api = api
+        self.homes = homes
+        self.view = view
+        self.backend = backend  # the backend's name, in the statuses it previews
+        self.log = log
         self._hub_checked = False
-        self._hub_problem: str | None = None
+        self.hub_problem: str | None = None  # why the namespace is refused (a JupyterHub in it), for /config
 
-    async def _refuse_a_hub_namespace(self, connection: Connection) -> None:
+    async def refuse_a_hub_namespace(self, connection: Connection) -> None:
         """Jobs must not run beside a JupyterHub: the notebook's Role in that namespace would let
         every user's code rewrite the hub's ConfigMap or run a Job as the hub's ServiceAccount.
         Zero to JupyterHub labels its hub pod and ConfigMap `app=jupyterhub,component=hub`;
         checked once per connection (a refusal is re-checked at every submit)."""
-        if self._hub_checked or self.allow_hub_namespace:
+        if self._hub_checked or self.settings.allow_hub_namespace:
             return
         core = client.CoreV1Api(connection.api)
         found = []
         for kind, lister in (("pod", core.list_namespaced_pod), ("ConfigMap", core.list_namespaced_config_map)):
             try:
-                listed = await self._call(
+                listed = await self.api.call(
                     f"look for a JupyterHub in {connection.namespace}",
                     lister,
                     connection.namespace,
@@ -65,67 +75,67 @@ class Admission(Reconciler):
                 raise BackendUnavailable(f"cannot check namespace {connection.namespace}: {describe_failure(error)}") from None
             found += [f"{kind} {item['metadata']['name']}" for item in json.loads(listed.data).get("items") or []]
         if found:
-            self._hub_problem = (
+            self.hub_problem = (
                 f"namespace {connection.namespace} holds a JupyterHub ({', '.join(found)}): jobs there would run beside "
                 "the hub, and the notebook's Role would let user code reach the hub's objects. Set "
                 "c.KubernetesBackend.namespace to a namespace for jobs (admin guide: 'Where jobs run'), or "
                 "c.KubernetesBackend.allow_hub_namespace = True to accept the risk"
             )
-            raise BackendUnavailable(f"refusing to submit: {self._hub_problem}")
+            raise BackendUnavailable(f"refusing to submit: {self.hub_problem}")
         self._hub_checked = True
-        self._hub_problem = None
+        self.hub_problem = None
 
-    def _serves(self, owner: str) -> None:
+    def serves(self, owner: str) -> None:
         """Refuse a user this server does not act for (its `owner`): their jobs are not watched here."""
-        if self.owner and owner != self.owner:
+        if self.settings.owner and owner != self.settings.owner:
             raise Forbidden(
-                f"this server manages the Kubernetes jobs of {self.owner!r} only (c.KubernetesBackend.owner); "
+                f"this server manages the Kubernetes jobs of {self.settings.owner!r} only (c.KubernetesBackend.owner); "
                 f"use your own notebook server for the jobs of {owner!r}"
             )
 
-    def _settings(self, namespace: str) -> ManifestSettings:
-        security = self._identity()
-        node_selector = dict(self.node_selector)
-        if self._home_node:
-            node_selector["kubernetes.io/hostname"] = self._home_node
+    def manifest_settings(self, namespace: str) -> ManifestSettings:
+        security = self.homes.identity()
+        node_selector = dict(self.settings.node_selector)
+        if self.homes.home_node:
+            node_selector["kubernetes.io/hostname"] = self.homes.home_node
         return ManifestSettings(
             namespace=namespace,
-            default_image=self.default_image,
-            home_path=self.home_path,
-            gpu_resource_name=self.gpu_resource_name,
+            default_image=self.settings.default_image,
+            home_path=self.settings.home_path,
+            gpu_resource_name=self.settings.gpu_resource_name,
             node_selector=node_selector,
-            tolerations=tuple(self.tolerations),
-            node_lost_seconds=self.node_lost_seconds,
-            image_pull_seconds=self.image_pull_seconds,
-            image_pull_secrets=tuple(self.image_pull_secrets),
-            service_account_name=self.service_account_name,
-            master_service_account_name=self.master_service_account_name,
-            priority_class_name=self.priority_class_name,
-            replica_spread=self.replica_spread,
-            spread_topology_key=self.spread_topology_key,
-            extra_labels=dict(self.extra_labels),
-            extra_annotations=dict(self.extra_annotations),
-            ttl_seconds_after_finished=self.ttl_seconds_after_finished,
-            pserver_wait_timeout=self.pserver_wait_timeout,
+            tolerations=tuple(self.settings.tolerations),
+            node_lost_seconds=self.settings.node_lost_seconds,
+            image_pull_seconds=self.settings.image_pull_seconds,
+            image_pull_secrets=tuple(self.settings.image_pull_secrets),
+            service_account_name=self.settings.service_account_name,
+            master_service_account_name=self.settings.master_service_account_name,
+            priority_class_name=self.settings.priority_class_name,
+            replica_spread=self.settings.replica_spread,
+            spread_topology_key=self.settings.spread_topology_key,
+            extra_labels=dict(self.settings.extra_labels),
+            extra_annotations=dict(self.settings.extra_annotations),
+            ttl_seconds_after_finished=self.settings.ttl_seconds_after_finished,
+            pserver_wait_timeout=self.settings.pserver_wait_timeout,
             pod_security_context=security,
-            master_image=self.master_image,
-            image_pull_policy=self.image_pull_policy,
-            shm_size=self.shm_size,
-            workload_mode=self.workload_mode,
-            default_queue=self.default_queue,
-            gang_scheduler=self.gang_scheduler,
-            restricted=self.restricted_pods,
+            master_image=self.settings.master_image,
+            image_pull_policy=self.settings.image_pull_policy,
+            shm_size=self.settings.shm_size,
+            workload_mode=self.settings.workload_mode,
+            default_queue=self.settings.default_queue,
+            gang_scheduler=self.settings.gang_scheduler,
+            restricted=self.settings.restricted_pods,
         )
 
-    async def _ensure_runtime(self, connection: Connection, runtime: dict[str, str]) -> None:
+    async def ensure_runtime(self, connection: Connection, runtime: dict[str, str]) -> None:
         """The release's runtime ConfigMap (`manifests.runtime_configmap`), made when missing (at
         every submit: an admin may have removed it since, and two calls cost little).  One that exists under its name with other files (planted, or damaged) is never used: a
         job's pods would run them."""
-        wanted = manifests.runtime_configmap(runtime, self._settings(connection.namespace))
+        wanted = manifests.runtime_configmap(runtime, self.manifest_settings(connection.namespace))
         name = wanted["metadata"]["name"]
         core = client.CoreV1Api(connection.api)
         try:
-            await self._call(f"create the runtime ConfigMap {name}", core.create_namespaced_config_map, connection.namespace, wanted)
+            await self.api.call(f"create the runtime ConfigMap {name}", core.create_namespaced_config_map, connection.namespace, wanted)
         except ApiException as error:
             if (denial := denial_of(error)) is not None:
                 raise BackendForbidden(
@@ -133,7 +143,7 @@ class Admission(Reconciler):
                 ) from None
             if error.status != 409:
                 raise BackendUnavailable(f"cannot create the job runtime ConfigMap {name}: {describe_failure(error)}") from None
-            listed = await self._call(
+            listed = await self.api.call(
                 f"read the runtime ConfigMap {name}",
                 core.list_namespaced_config_map,
                 connection.namespace,
@@ -148,26 +158,26 @@ class Admission(Reconciler):
                 ) from None
 
     @staticmethod
-    def _runtime_bundle() -> dict[str, str]:
+    def runtime_bundle() -> dict[str, str]:
         """The files every pod of the job runs (the record ConfigMap holds them)."""
         try:
             return runtime_files.read_bundle()
         except runtime_files.RuntimeFilesMissing as error:
             raise BackendUnavailable(str(error)) from None
 
-    async def _wait_for_the_old_pods(self, key: str, job: str) -> None:
+    async def wait_for_the_old_pods(self, key: str, job: str) -> None:
         """A job of this name was just deleted and some of its pods still run while they stop:
         they write into the job's directory, where the new snapshot would go.  Wait for them
         (`resubmit_wait`), then say why the name cannot be used yet."""
 
         def still_running() -> list[str]:
-            if self._cache is not None and key in self._cache.stores["configmaps"]:
+            if key in self.view.store("configmaps"):
                 return []  # a live job of that name: the record's create answers 409 as usual
             return sorted(
-                name for name, pod in self._pods_by_job.get(key, {}).items() if (pod.get("status") or {}).get("phase") not in POD_ENDED
+                name for name, pod in self.view.pods_by_job.get(key, {}).items() if (pod.get("status") or {}).get("phase") not in POD_ENDED
             )
 
-        deadline = asyncio.get_running_loop().time() + self.resubmit_wait
+        deadline = asyncio.get_running_loop().time() + self.settings.resubmit_wait
         while still_running() and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.2)
         left = still_running()
@@ -179,12 +189,12 @@ class Admission(Reconciler):
                 field="job_name",
             )
 
-    def _preview_status(self, spec: JobSpec, owner: str) -> JobStatus:
+    def preview_status(self, spec: JobSpec, owner: str) -> JobStatus:
         views = replicas.observe_replicas([], spec.pservers, spec.trainers)
         return JobStatus(
             name=spec.job_name,
             owner=owner,
-            backend=self.name,
+            backend=self.backend,
             phase=Phase.PENDING,
             message="Waiting for replicas to start.",
             spec=spec.to_dict(),
@@ -192,30 +202,34 @@ class Admission(Reconciler):
             replicas=[ReplicaStatus(**v.public()) for v in views],
         )
 
-    async def _check_quota(self, connection: Connection, spec: JobSpec, plan: list[dict[str, Any]]) -> QuotaCheck:
+    async def check_quota(self, connection: Connection, spec: JobSpec, plan: list[dict[str, Any]]) -> QuotaCheck:
         """Quota before submit (quota_reads.py): the namespace's ResourceQuotas and, for a job
         Kueue queues, its ClusterQueue; read on dry runs and submits only, never per list."""
         return await quota_reads.check_quota(
-            self._call,
+            self.api.call,
             connection.api,
             connection.namespace,
             plan,
-            queue=(spec.queue or self.default_queue) if self._queued else "",
-            gpu_resource=self.gpu_resource_name,
-            priority_class=self.priority_class_name,
+            queue=(spec.queue or self.settings.default_queue) if self.settings.queued else "",
+            gpu_resource=self.settings.gpu_resource_name,
+            priority_class=self.settings.priority_class_name,
         )
 
-    def _check_queue(self, spec: JobSpec) -> None:
+    def check_queue(self, spec: JobSpec) -> None:
         """A job may name a queue only from `allowed_queues` (or the default)."""
-        if not spec.queue or spec.queue == self.default_queue:
+        if not spec.queue or spec.queue == self.settings.default_queue:
             return
-        allowed = [self.default_queue, *self.allowed_queues] if self.default_queue else list(self.allowed_queues)
+        allowed = (
+            [self.settings.default_queue, *self.settings.allowed_queues]
+            if self.settings.default_queue
+            else list(self.settings.allowed_queues)
+        )
         if spec.queue not in allowed:
             offered = f"allowed queues: {', '.join(allowed)}" if allowed else "this server sends jobs to no queue"
             raise InvalidRequest(f"queue '{spec.queue}' is not allowed on this server; {offered}", field="queue")
 
-    async def _require_workload_api(self, connection: Connection) -> None:
-        if self.workload_mode == JOBSET_MODE and await self._api_exists(connection, JOBSET_API) is False:
+    async def require_workload_api(self, connection: Connection) -> None:
+        if self.settings.workload_mode == JOBSET_MODE and await self.api.api_exists(connection, JOBSET_API) is False:
             raise BackendUnavailable(
                 f"c.KubernetesBackend.workload_mode is 'jobset' but the cluster serves no JobSet API ({jobsets.API_VERSION}): "
                 "install JobSet (admin guide: 'Workload modes') or set workload_mode = 'jobs'"
@@ -226,28 +240,28 @@ class Admission(Reconciler):
     async def _gang_problem(self, connection: Connection) -> str | None:
         """Why jobs cannot be gang-scheduled as configured (None: they can, or no gang scheduler),
         asking the cluster (discovery, once per connection) whether it serves PodGroups."""
-        if self.gang_scheduler and volcano.combination_problem(self.workload_mode) is None:
-            await self._api_exists(connection, PODGROUP_API)
+        if self.settings.gang_scheduler and volcano.combination_problem(self.settings.workload_mode) is None:
+            await self.api.api_exists(connection, PODGROUP_API)
         return self._known_gang_problem()
 
     def _known_gang_problem(self) -> str | None:
         """`_gang_problem` from the configuration and the last discovery only (for /config)."""
-        if not self.gang_scheduler:
+        if not self.settings.gang_scheduler:
             return None
-        if problem := volcano.combination_problem(self.workload_mode):
+        if problem := volcano.combination_problem(self.settings.workload_mode):
             return problem
-        return volcano.missing_api_problem() if self._apis.get(PODGROUP_API) is False else None
+        return volcano.missing_api_problem() if self.api.apis.get(PODGROUP_API) is False else None
 
-    def _describe_gang(self, info: dict[str, Any]) -> None:
+    def describe_gang(self, info: dict[str, Any]) -> None:
         """/config: the gang scheduler, whether its PodGroup API is served, and its queues."""
-        info["gang_scheduler"] = self.gang_scheduler or None
-        if not self.gang_scheduler:
+        info["gang_scheduler"] = self.settings.gang_scheduler or None
+        if not self.settings.gang_scheduler:
             return
         info["volcano"] = {
             "scheduler_name": volcano.SCHEDULER_NAME,
-            "podgroup_api": self._apis.get(PODGROUP_API),  # None: not asked (yet)
-            "default_queue": self.default_queue or None,
-            "allowed_queues": list(self.allowed_queues),
+            "podgroup_api": self.api.apis.get(PODGROUP_API),  # None: not asked (yet)
+            "default_queue": self.settings.default_queue or None,
+            "allowed_queues": list(self.settings.allowed_queues),
         }
         if problem := self._known_gang_problem():
             info["ok"] = False

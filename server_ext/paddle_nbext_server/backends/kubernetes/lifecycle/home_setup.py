@@ -1,11 +1,12 @@
 """The user's home in job pods: which volume holds it, whom the pods run as (the notebook's uid and
 groups), and the job's snapshot of the code inside it.
 
-One layer of `KubernetesBackend` (backend.py lists them)."""
+A part of `KubernetesBackend` (backend.py): the admission asks it for the home and the pods' identity."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -21,58 +22,61 @@ from ...base import BackendForbidden, BackendUnavailable, InvalidRequest, Invali
 from ..build import home_volume as homes
 from ..build import intree_cephfs
 from ..build.usernames import Scheme
-from ..client.api_calls import KubernetesApi
+from ..client.api_calls import KubernetesClient
 from ..client.cache import describe_failure
 from ..client.connection import Connection
 from ..client.forbidden import denial_of
+from ..settings import BackendSettings
 
 
-class HomeSetup(KubernetesApi):
+class HomeSetup:
     """The user's home in job pods."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._home: homes.HomeVolume | None = None
-        self._home_node: str | None = None  # set when the home can only be mounted on the notebook's node
+    def __init__(self, settings: BackendSettings, api: KubernetesClient, log: logging.Logger) -> None:
+        self.settings = settings
+        self.api = api
+        self.log = log
+        self.home: homes.HomeVolume | None = None  # the notebook pod's, in `auto` mode, once read
+        self.home_node: str | None = None  # set when the home can only be mounted on the notebook's node
         self._security_context: dict[str, Any] | None = None
         self._server_version: str | None = None  # the API server's gitVersion, once asked
-        self._home_problem: str | None = None  # a home no kubelet can mount (an in-tree cephfs on 1.31+)
+        self.home_problem: str | None = None  # a home no kubelet can mount (an in-tree cephfs on 1.31+), said at start
 
-    def _identity(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, Any]:
         """Whom job pods run as: the whole `pod_security_context` when set, else the uid/gids
         the settings name, else the notebook pod's (read at the first submit), else the image's
         user (the server knows no notebook pod: a server outside the cluster, say)."""
-        if self.pod_security_context:
-            return dict(self.pod_security_context)
-        named = {"runAsUser": self.run_as_user, "runAsGroup": self.run_as_group, "fsGroup": self.fs_group}
+        if self.settings.pod_security_context:
+            return dict(self.settings.pod_security_context)
+        named = {"runAsUser": self.settings.run_as_user, "runAsGroup": self.settings.run_as_group, "fsGroup": self.settings.fs_group}
         explicit = {key: value for key, value in named.items() if value is not None}
         if explicit:
             return {**(self._security_context or {}), **explicit}
         return dict(self._security_context or {})
 
-    async def _home_volume(self, owner: str, connection: Connection) -> homes.HomeVolume:
+    async def home_volume(self, owner: str, connection: Connection) -> homes.HomeVolume:
         home = await self._configured_home(owner)
         if home is None:
             home = await self._home_of_the_notebook_pod(connection)
         else:
             await self._notebook_identity(connection)
         if "cephfs" in home.source:
-            problem = await self._intree_cephfs_problem(connection)
+            problem = await self.intree_cephfs_problem(connection)
             if problem:
                 raise BackendUnavailable(problem)
         return home
 
-    async def _intree_cephfs_problem(self, connection: Connection) -> str | None:
+    async def intree_cephfs_problem(self, connection: Connection) -> str | None:
         """Why an in-tree cephfs home cannot be mounted on this cluster (its release is 1.31 or
         later), or None; the API server's version is asked once."""
         if self._server_version is None:
             try:
-                info = await self._call("read the API server's version", client.VersionApi(connection.api).get_code)
+                info = await self.api.call("read the API server's version", client.VersionApi(connection.api).get_code)
                 self._server_version = str(info.git_version or "")
             except (ApiException, BackendUnavailable) as error:
                 self.log.warning("paddle-nbext: cannot read the API server's version (%s)", error)
                 return None
-        source = "home_volume 'cephfs'" if self.home_volume == "cephfs" else "the notebook pod's home volume"
+        source = "home_volume 'cephfs'" if self.settings.home_volume == "cephfs" else "the notebook pod's home volume"
         return intree_cephfs.refusal(self._server_version, source)
 
     async def _notebook_identity(self, connection: Connection) -> None:
@@ -83,23 +87,23 @@ class HomeSetup(KubernetesApi):
         notebook pod: the server's own uid and gid are the owner of the files it shows, so the
         pods run as them too, unless the server runs as root (then the settings, or the image's
         user, decide: root's files are nobody's in particular)."""
-        if self._security_context is not None or not self.copy_security_context:
+        if self._security_context is not None or not self.settings.copy_security_context:
             return
         if not connection.in_cluster:
             self._security_context = _own_ids_unless_root()
             return
         identity: dict[str, Any] = {}
-        if self.pod_name:
+        if self.settings.pod_name:
             core = client.CoreV1Api(connection.api)
             try:
-                response = await self._call(
-                    "read the notebook pod", core.read_namespaced_pod, self.pod_name, connection.namespace, _preload_content=False
+                response = await self.api.call(
+                    "read the notebook pod", core.read_namespaced_pod, self.settings.pod_name, connection.namespace, _preload_content=False
                 )
-                identity = homes.identity_of(json.loads(response.data), self.home_path)
+                identity = homes.identity_of(json.loads(response.data), self.settings.home_path)
             except (ApiException, BackendUnavailable, ValueError) as error:
                 self.log.warning(
                     "paddle-nbext: cannot read the notebook pod %s for its uid and groups (%s); job pods run as this server's uid %s",
-                    self.pod_name,
+                    self.settings.pod_name,
                     error,
                     os.getuid(),
                 )
@@ -108,20 +112,20 @@ class HomeSetup(KubernetesApi):
     async def _configured_home(self, owner: str) -> homes.HomeVolume | None:
         """The home the `pvc` or `cephfs` settings name (None in `auto` mode)."""
         try:
-            if self.home_volume == "pvc":
+            if self.settings.home_volume == "pvc":
                 return homes.from_pvc_template(
-                    self.home_pvc_template,
+                    self.settings.home_pvc_template,
                     owner,
-                    self.home_path,
-                    scheme=cast(Scheme, self.slug_scheme),
+                    self.settings.home_path,
+                    scheme=cast(Scheme, self.settings.slug_scheme),
                     servername=os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
                 )
-            if self.home_volume == "cephfs":
+            if self.settings.home_volume == "cephfs":
                 return homes.from_cephfs(
-                    dict(self.cephfs),
+                    dict(self.settings.cephfs),
                     owner,
-                    self.home_path,
-                    scheme=cast(Scheme, self.slug_scheme),
+                    self.settings.home_path,
+                    scheme=cast(Scheme, self.settings.slug_scheme),
                     servername=os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
                 )
         except homes.HomeVolumeError as error:
@@ -130,37 +134,37 @@ class HomeSetup(KubernetesApi):
 
     async def _home_of_the_notebook_pod(self, connection: Connection) -> homes.HomeVolume:
         """`auto` mode: the volume behind the home path in the notebook's own pod."""
-        if self._home is None:
-            if not self.pod_name:
+        if self.home is None:
+            if not self.settings.pod_name:
                 raise BackendUnavailable(
                     "home_volume is 'auto' but the notebook's pod name is unknown (no $HOSTNAME); "
                     "set c.KubernetesBackend.pod_name, or use home_volume 'pvc' (a claim of the home, e.g. a ceph-csi volume)"
                 )
             core = client.CoreV1Api(connection.api)
             try:
-                response = await self._call(
-                    "read the notebook pod", core.read_namespaced_pod, self.pod_name, connection.namespace, _preload_content=False
+                response = await self.api.call(
+                    "read the notebook pod", core.read_namespaced_pod, self.settings.pod_name, connection.namespace, _preload_content=False
                 )
             except ApiException as error:
                 if (denial := denial_of(error)) is not None:
                     raise BackendForbidden(
-                        f"home_volume 'auto' needs to read the notebook pod {self.pod_name}: {denial.sentence()} "
+                        f"home_volume 'auto' needs to read the notebook pod {self.settings.pod_name}: {denial.sentence()} "
                         "(or use home_volume 'pvc': a claim of the home, e.g. a ceph-csi volume); nothing was created"
                     ) from None
                 raise BackendUnavailable(
-                    f"home_volume 'auto' needs to read the notebook pod {self.pod_name} in {connection.namespace}: "
+                    f"home_volume 'auto' needs to read the notebook pod {self.settings.pod_name} in {connection.namespace}: "
                     f"{describe_failure(error)}; grant 'get pods' or use home_volume 'pvc' (a claim of the home, e.g. a ceph-csi volume)"
                 ) from None
             pod = json.loads(response.data)
             try:
-                self._home = homes.from_pod(pod, self.home_path)
+                self.home = homes.from_pod(pod, self.settings.home_path)
             except homes.HomeVolumeError as error:
                 raise BackendUnavailable(str(error)) from None
-            if self.copy_security_context:
-                identity = homes.identity_of(pod, self.home_path)
+            if self.settings.copy_security_context:
+                identity = homes.identity_of(pod, self.settings.home_path)
                 self._security_context = _with_own_ids(identity) if connection.in_cluster else identity
-            self._home_node = await self._single_node_home(pod, self._home, connection)
-        return self._home
+            self.home_node = await self._single_node_home(pod, self.home, connection)
+        return self.home
 
     async def _single_node_home(self, pod: dict[str, Any], home: homes.HomeVolume, connection: Connection) -> str | None:
         """A ReadWriteOnce claim (Zero to JupyterHub's default home) can be mounted only on one
@@ -171,7 +175,7 @@ class HomeSetup(KubernetesApi):
             return None
         core = client.CoreV1Api(connection.api)
         try:
-            response = await self._call(
+            response = await self.api.call(
                 f"read the home claim {claim}",
                 core.read_namespaced_persistent_volume_claim,
                 claim,
@@ -197,13 +201,13 @@ class HomeSetup(KubernetesApi):
             raise BackendUnavailable(f"the home claim {claim} is ReadWriteOnce and the notebook pod is on no node yet")
         return str(node)
 
-    def _container_path(self, local: Path, notebook_home: Path) -> str:
+    def container_path(self, local: Path, notebook_home: Path) -> str:
         """The path a job pod sees for a file in the notebook's home."""
         relative = os.path.relpath(os.path.realpath(local), os.path.realpath(notebook_home))
-        return self.home_path if relative == "." else f"{self.home_path.rstrip('/')}/{relative}"
+        return self.settings.home_path if relative == "." else f"{self.settings.home_path.rstrip('/')}/{relative}"
 
     @staticmethod
-    def _snapshot(source: Path, job_dir: Path, entry_script: str | None, home: Path) -> None:
+    def snapshot(source: Path, job_dir: Path, entry_script: str | None, home: Path) -> None:
         target = job_dir / "package"
         if job_dir.exists():  # left by an earlier job of the same name (its record is gone: we got the name)
             left = remove_tree(job_dir)

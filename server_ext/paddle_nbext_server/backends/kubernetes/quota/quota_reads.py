@@ -22,7 +22,7 @@ from ...base import BackendUnavailable
 from ..client.cache import describe_failure
 from . import quota
 
-#: `backend._call`: (what it is doing, client function, *args, **kwargs) -> the answer.
+#: `KubernetesClient.call` (client/api_calls.py): (what it is doing, client function, *args, **kwargs) -> the answer.
 Call = Callable[..., Awaitable[Any]]
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 QUEUE_READER = "deploy/rbac/queue-reader-clusterrole.yaml"

@@ -5,7 +5,7 @@ Why: when a node dies under a collective job, its peers' ranks abort at once (gl
 connection), which reads as a failure with nothing to name, while the dead node's pod still reads
 Running until Kubernetes declares the node lost (its node-monitor grace period, then the pods'
 `node_lost_seconds`).  A failure whose cause may sit on such a node is held back
-(`replicas._unanswered_decision`), so the job restarts whole when Kubernetes gives up on the
+(`replicas.decide_job`, told which pods did not answer), so the job restarts whole when Kubernetes gives up on the
 node, instead of ending Failed first.  Nodes are cluster objects the notebook's Role cannot read.
 """
 

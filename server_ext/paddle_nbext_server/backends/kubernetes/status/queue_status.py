@@ -74,7 +74,7 @@ def finished(workload: dict[str, Any]) -> bool:
     return _true(_condition(workload, "Finished"))
 
 
-def _preempted_by(workload: dict[str, Any]) -> str:
+def preempted_by(workload: dict[str, Any]) -> str:
     preempted = _condition(workload, "Preempted")
     reason = str((preempted or {}).get("reason") or "") if _true(preempted) else ""
     if not reason or reason in PREEMPTED_BY:
@@ -82,12 +82,12 @@ def _preempted_by(workload: dict[str, Any]) -> str:
     return f"by Kueue ({(preempted or {}).get('message') or reason})"
 
 
-def _queue(workload: dict[str, Any]) -> str:
+def queue_of(workload: dict[str, Any]) -> str:
     spec_queue = (workload.get("spec") or {}).get("queueName")
     return str(spec_queue or ((workload.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "its queue")
 
 
-def _waiting_for(message: str) -> str:
+def waiting_for(message: str) -> str:
     """Kueue's reason for not reserving quota, as the part after "waiting for ..."."""
     text = message.strip().rstrip(".")
     if "quota" in text:
@@ -100,7 +100,7 @@ def words(workload: dict[str, Any], position: str | None = None) -> QueueWords:
     waiting for quota: ...", "admitted by cluster queue gpu", "preempted by a higher-priority
     workload"); `position` is its place in the LocalQueue when known ("position 3 of 7",
     queue_positions.Position.words)."""
-    queue = _queue(workload)
+    queue = queue_of(workload)
     if position:
         queue = f"{queue} ({position})"
     if (workload.get("spec") or {}).get("active") is False:
@@ -111,14 +111,14 @@ def words(workload: dict[str, Any], position: str | None = None) -> QueueWords:
         # Admitted stays True until Kueue has stopped the job's pods; Evicted until it is admitted again.
         again = f"stopping its pods to queue again in {queue}" if _true(admitted) else f"queued again in {queue}"
         if evicted.get("reason") == "Preempted":
-            return QueueWords(PREEMPTED, f"preempted {_preempted_by(workload)}; {again}", evicted=True)
+            return QueueWords(PREEMPTED, f"preempted {preempted_by(workload)}; {again}", evicted=True)
         return QueueWords(QUEUED, f"evicted by Kueue ({evicted.get('message') or evicted.get('reason')}); {again}", evicted=True)
     if _true(admitted):
         cluster_queue = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue")
         return QueueWords(ADMITTED, f"admitted by cluster queue {cluster_queue}" if cluster_queue else "admitted")
     reserved = _condition(workload, "QuotaReserved")
     message = str((reserved or {}).get("message") or "") if reserved and reserved.get("status") == "False" else ""
-    return QueueWords(QUEUED, f"queued in {queue}; {_waiting_for(message)}")
+    return QueueWords(QUEUED, f"queued in {queue}; {waiting_for(message)}")
 
 
 def job_words(

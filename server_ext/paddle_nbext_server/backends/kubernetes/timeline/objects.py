@@ -283,7 +283,7 @@ def workload_entries(label: str, workload: dict[str, Any]) -> list[Derived]:
     for in `jobs` mode ("job" for a JobSet, then no prefix)."""
     uid = _uid(workload)
     prefix = "" if label == "job" else f"{'the job master' if label == 'master' else f'the {label}s'}: "
-    queue = queue_status._queue(workload)
+    queue = queue_status.queue_of(workload)
     found: list[Derived] = []
     created = stamp((workload.get("metadata") or {}).get("creationTimestamp"))
     if created:
@@ -292,7 +292,7 @@ def workload_entries(label: str, workload: dict[str, Any]) -> list[Derived]:
     reserved = conditions.get("QuotaReserved") or {}
     when = stamp(reserved.get("lastTransitionTime"))
     if when and reserved.get("status") == "False" and reserved.get("message"):
-        words = queue_status._waiting_for(str(reserved["message"]))
+        words = queue_status.waiting_for(str(reserved["message"]))
         found.append(Derived(f"waiting:{uid}:{when}", when, "waiting", sentence(f"{prefix}{words}")))
     admitted = conditions.get("Admitted") or {}
     when = stamp(admitted.get("lastTransitionTime"))
@@ -304,7 +304,7 @@ def workload_entries(label: str, workload: dict[str, Any]) -> list[Derived]:
     when = stamp(evicted.get("lastTransitionTime"))
     if when and evicted.get("status") == "True":
         if evicted.get("reason") == "Preempted":
-            words = f"preempted {queue_status._preempted_by(workload)}; queued again in {queue}"
+            words = f"preempted {queue_status.preempted_by(workload)}; queued again in {queue}"
         else:
             words = f"evicted by Kueue ({evicted.get('message') or evicted.get('reason')}); queued again in {queue}"
         found.append(Derived(f"evicted:{uid}:{when}", when, "warning", sentence(f"{prefix}{words}")))

@@ -76,7 +76,7 @@ class KeyedTimeline(timeline.TimelineWriter):
         kept = [*_kept_keys(self.keys_path), *keys]
         with contextlib.suppress(OSError):
             if len(kept) > MAX_KEPT_KEYS:
-                timeline._write_lines(self.keys_path, kept[-MAX_KEPT_KEYS // 2 :])
+                timeline.write_lines(self.keys_path, kept[-MAX_KEPT_KEYS // 2 :])
             else:
                 with open(self.keys_path, "a", encoding="utf-8") as handle:
                     handle.write("".join(f"{key}\n" for key in keys))

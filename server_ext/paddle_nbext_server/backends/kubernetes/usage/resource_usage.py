@@ -1,7 +1,7 @@
 """Resource use of a Kubernetes job's replicas, read the way `kubectl top pod` reads it: from the
 `metrics.k8s.io` API that metrics-server serves through the API server's aggregation layer.
 
-One layer of `KubernetesBackend` (backend.py lists them): `usage()` lists the job's pod metrics
+A part of `KubernetesBackend` (backend.py): its `usage()` finds the caller's job, `answer()` lists the job's pod metrics
 with its label selector (one call per request; the event ticker asks only for jobs whose owner
 has a stream open), turns each current pod's containers into the replica's CPU cores and
 working-set bytes, puts them beside the pod's requests and limits (from the watch cache, no
@@ -30,7 +30,8 @@ from paddle_nbext.model.quantity import Quantity
 from paddle_nbext.model.status import JobStatus
 
 from ....runtime import replicas
-from ..logs.reading import LogReading
+from ..client.api_calls import KubernetesClient
+from ..job_view import JobView
 
 METRICS_GROUP, METRICS_VERSION = "metrics.k8s.io", "v1beta1"
 #: Samples kept per replica for its sparkline.
@@ -184,19 +185,21 @@ def list_pod_metrics(api: client.ApiClient, namespace: str, selector: str, **kwa
     )
 
 
-class ResourceUsage(LogReading):
+class ResourceUsage:
     """Resource use per replica from metrics.k8s.io."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, api: KubernetesClient, view: JobView) -> None:
+        self.api = api
+        self.view = view
         self._usage_memory: dict[str, dict[tuple[str, int], ReplicaMemory]] = {}
         self._usage_read: dict[str, tuple[float, list[dict[str, Any]] | str]] = {}  # key -> (when, items or reason)
         self._metrics_missing: tuple[float, str] | None = None  # (when, why) the API said it has no metrics.k8s.io
 
-    async def usage(self, name: str, owner: str) -> dict[str, Any]:
-        status = await self.get_job(name, owner)
-        key = self._key(status)
-        pods = list(self._pods_by_job.get(key, {}).values())
+    async def answer(self, status: JobStatus) -> dict[str, Any]:
+        """The `usage()` answer for the job of `status` (see the module's docstring)."""
+        name = status.name
+        key = self.view.key(status)
+        pods = self.view.pods(key)
         memory = self._usage_memory.setdefault(key, {})
         if status.phase == Phase.PENDING and not pods:
             return unavailable(name, "the job has not started yet, so nothing runs to measure")
@@ -218,9 +221,9 @@ class ResourceUsage(LogReading):
         missing = self._metrics_missing
         if missing is not None and time.monotonic() - missing[0] < MISSING_RECHECK:
             return missing[1]
-        connection = await self._conn()
+        connection = await self.api.connect()
         try:
-            body = await self._call(
+            body = await self.api.call(
                 "read the job's pod metrics", list_pod_metrics, connection.api, connection.namespace, f"{JOB_LABEL}={key}"
             )
         except ApiException as error:
@@ -232,6 +235,6 @@ class ResourceUsage(LogReading):
         items = body.get("items") if isinstance(body, dict) else None
         return items if isinstance(items, list) else []
 
-    def forget_usage(self, key: str) -> None:
+    def forget(self, key: str) -> None:
         self._usage_memory.pop(key, None)
         self._usage_read.pop(key, None)
