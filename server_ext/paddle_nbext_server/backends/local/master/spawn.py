@@ -7,6 +7,7 @@ parent-death signal, its output appended to its log.
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import subprocess
 from collections.abc import Callable
@@ -18,15 +19,19 @@ from . import forked, limits
 from .replica import LauncherProcess, Replica
 
 
-def set_parent_death_signal() -> None:
+def set_parent_death_signal(master: int) -> None:
     """Runs in the child before exec: if the master dies abruptly (SIGKILL), the kernel sends
     SIGKILL to the replica's launcher until the launcher replaces it by its own catchable signal
-    (`supervise.run_supervised`), on which it kills everything below it: no process is left."""
+    (`supervise.run_supervised`), on which it kills everything below it: no process is left.
+    A master that died between the fork and this call is gone before the signal was armed (the
+    kernel never sends it): the child, already someone else's, ends at once instead."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if os.getppid() != master:
+        os._exit(1)
 
 
 class ReplicaSpawner:
@@ -44,8 +49,10 @@ class ReplicaSpawner:
         log.flush()
         replica.log_start = log.tell()
 
+        master = os.getpid()
+
         def prepare_child() -> None:
-            set_parent_death_signal()
+            set_parent_death_signal(master)
             limits.enter(kernel_limit)
 
         supervise.mark("master.spawn", replica.key)
