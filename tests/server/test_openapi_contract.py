@@ -13,6 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import schemathesis
+
+# Loaded here, while the module is collected, not on the first `from_dict` inside the test:
+# pytest rewrites a plugin's modules as they are imported, and on CPython 3.11 parsing the large
+# nested literal of `definitions.py` deep inside the test's async stack once failed with
+# "SystemError: AST constructor recursion depth mismatch" (a CPython bug; the module is the same).
+import schemathesis.specs.openapi.schemas  # noqa: F401
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
