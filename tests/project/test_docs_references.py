@@ -89,7 +89,7 @@ def path_problems(doc: Path, lines: list[tuple[str, str]]) -> list[str]:
         for name in REPO_PATH.findall(line):
             name = name.rstrip(".,:;")
             if re.search(r"[<>{}]|\.\.\.", name):
-                continue  # a placeholder: `~/.paddle-jobs/<job>/logs`, `tests/...`
+                continue  # a pattern, not a path: `~/.paddle-jobs/<job>/logs`, `tests/...`
             file, _, node = name.partition("::")
             problems.append(path_problem(where, ROOT / file, node or None))
         for target in LINK.findall(line):

@@ -24,7 +24,7 @@ MAX_WAIT_DELAY_ADDRESS = 0.05
 CONNECT_TIMEOUT = 0.5  # seconds one connection attempt to a pserver may take
 
 
-def _until(ready: Callable[[float], bool], timeout: float, max_delay: float = MAX_WAIT_DELAY) -> bool:
+def until(ready: Callable[[float], bool], timeout: float, max_delay: float = MAX_WAIT_DELAY) -> bool:
     """Call `ready(seconds left)` until it is true, with a short back-off; False once `timeout`
     seconds have passed.  A refused connect on loopback or a not-yet-resolvable pod name costs
     next to nothing, while every tenth of a second of lateness here delays the whole job: the
@@ -78,7 +78,7 @@ def wait_for(endpoints: list[tuple[str, int]], timeout: float) -> tuple[str, int
     for host, port in endpoints:
         why = ["it never answered"]
         pace = MAX_WAIT_DELAY_ADDRESS if is_address(host) else MAX_WAIT_DELAY
-        if not _until(functools.partial(_accepts, host, port, why), max(0.0, deadline - time.monotonic()), pace):
+        if not until(functools.partial(_accepts, host, port, why), max(0.0, deadline - time.monotonic()), pace):
             return host, port, why[0]
     return None
 
@@ -96,4 +96,4 @@ def wait_resolvable(host: str, timeout: float) -> bool:
             return False
         return True
 
-    return _until(resolves, timeout)
+    return until(resolves, timeout)

@@ -20,15 +20,15 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
 
 if __package__:
-    from . import paddle_nbext_fence
-else:  # a plain script: the bundle's file beside this one
+    from . import endpoint_wait, paddle_nbext_fence
+else:  # a plain script: the bundle's files beside this one
+    import endpoint_wait  # type: ignore[import-not-found,no-redef]
     import paddle_nbext_fence  # type: ignore[import-not-found,no-redef]
 
-#: Seconds between connects to a store that refuses (short: every tenth of a second late here
-#: delays every rank).
+#: The most seconds between connects to a store that refuses (`endpoint_wait.until`'s back-off;
+#: short: every tenth of a second late here delays every rank).
 RETRY_DELAY = 0.05
 #: Seconds one connect to the store may take (a pod address nobody holds any more hangs).
 CONNECT_TIMEOUT = 1.0
@@ -38,19 +38,21 @@ CHUNK = 1 << 16
 def connect_when_listening(host: str, port: int, timeout: float) -> socket.socket | None:
     """A connection to `host:port` as soon as it listens; None once `timeout` seconds passed.
     The name is looked up on every try: after a whole restart it may move to the new pod."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
+    found: list[socket.socket] = []
+
+    def connected(left: float) -> bool:
         try:
-            upstream = socket.create_connection((host, port), timeout=max(0.05, min(CONNECT_TIMEOUT, left)))
+            found.append(socket.create_connection((host, port), timeout=max(0.05, min(CONNECT_TIMEOUT, left))))
         except OSError:
-            if time.monotonic() + RETRY_DELAY >= deadline:
-                return None
-            time.sleep(RETRY_DELAY)
-            continue
-        upstream.settimeout(None)
-        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return upstream
+            return False
+        return True
+
+    if not endpoint_wait.until(connected, timeout, RETRY_DELAY):
+        return None
+    upstream = found[0]
+    upstream.settimeout(None)
+    upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return upstream
 
 
 def pump(source: socket.socket, sink: socket.socket) -> None:
