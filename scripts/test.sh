@@ -42,11 +42,8 @@ if [ "$repeat" -eq 1 ] && [ "$busy" -eq 0 ] && [ $# -eq 0 ] && [ -z "${PADDLE_NB
 else
   build_controlplane
 fi
-if [ "$repeat" -eq 1 ] && [ "$busy" -eq 0 ] && [ $# -gt 0 ]; then
-  exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
-fi
 if [ "$repeat" -eq 1 ] && [ "$busy" -eq 0 ] && [ "$whole_suite" -eq 0 ]; then
-  exec .venv/bin/python -m pytest -p no:cacheprovider
+  exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
 fi
 if [ "$whole_suite" -eq 1 ]; then
   # The whole suite as two lines of pytest runs side by side: the cluster suite (mostly waiting
