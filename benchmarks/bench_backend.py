@@ -18,7 +18,8 @@ from typing import Any
 
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
-from paddle_nbext_server.backends.base import Backend, JobNotFound, SubmitRequest
+from paddle_nbext_server.backends.base import Backend, SubmitRequest
+from paddle_nbext_server.errors import JobNotFound
 from paddle_nbext_server.events import DELETED, UPDATED, JobEvent
 
 JOBS = int(os.environ.get("PADDLE_BENCH_JOBS", "1000"))

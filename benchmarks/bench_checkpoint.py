@@ -89,7 +89,7 @@ print(json.dumps({"times": times, "bytes": size, "kept": [c.step for c in job.ch
 
 
 def measure(rounds: int) -> dict[str, Any]:
-    from paddle_nbext_server.runtime_files import PYLIB, write_bundle
+    from paddle_nbext_server.jobfiles.runtime_files import PYLIB, write_bundle
 
     with tempfile.TemporaryDirectory(prefix="bench-checkpoint-", dir=Path.home()) as work:
         bundle = Path(work) / "runtime"

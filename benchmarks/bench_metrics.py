@@ -34,7 +34,7 @@ import requests
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
 from paddle_nbext_server.backends.local.record_files import write_record
 from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord
-from paddle_nbext_server.runtime_files import PYLIB, write_bundle
+from paddle_nbext_server.jobfiles.runtime_files import PYLIB, write_bundle
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))

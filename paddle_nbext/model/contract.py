@@ -5,7 +5,7 @@ One module, so that the kernel side, the server, both backends, the panel's REST
 the code that runs inside job images cannot drift apart (a phase spelled two ways is a job the
 panel never sees end). It sits at the bottom of the dependency graph and uses the standard
 library only: the job runtime (launcher, policy, in-cluster master) imports it, and it is shipped
-into every job beside those files (`paddle_nbext_server.runtime_files`), where it is imported as
+into every job beside those files (`paddle_nbext_server.jobfiles.runtime_files`), where it is imported as
 the plain module `contract`.
 
 The enums are `str` subclasses: a phase compares equal to its JSON text, serialises as that text

@@ -17,7 +17,7 @@ __all__ = ["NOISE_GLOG", "NOISE_LINES", "NOISE_WARNING", "RANK_PREFIX", "is_nois
 # and warns from its own code about gloo and ccache.  None of that is the error a user needs to
 # read.  This is THE list: the runner's `failure_line` (runtime/policy.py) skips these lines to
 # name a failure, the panel's "Hide Paddle noise" toggle hides them (labextension/src/generated/paddlenoise.ts
-# is generated from these three names by `python -m paddle_nbext_server.noise_gen`, and a test
+# is generated from these three names by `python -m paddle_nbext_server.codegen.noise_gen`, and a test
 # fails while it differs), and so does `job_list()`'s log view (this module itself).
 # So every pattern is written in the syntax Python's `re` and JavaScript's `RegExp` share, and is
 # matched at the start of a line without its rank prefix (`[rank 1] `) and surrounding blanks.

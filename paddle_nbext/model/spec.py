@@ -6,7 +6,7 @@ modes, backends and the server limit that bounds it.  Everything else is derived
 `%%paddle_submit` and `paddle-nbext submit` flags (options.py), the ipywidgets form
 (widgets/form.py), `PaddleJob`'s fields (api.py), the JSON Schema `/config` serves to the panel's
 form and the OpenAPI request schema (schema.py, written into openapi.json by
-`python -m paddle_nbext_server.openapi_gen`).
+`python -m paddle_nbext_server.codegen.openapi_gen`).
 
 Validation lives here and in rules.py and nowhere else on the Python side: every row is parsed by
 the parser of its kind, then the cross-field rule it names.  Every failure is a `SpecError`
@@ -16,7 +16,7 @@ validates again with its configured `Limits`.
 Adding a field is one edit plus its tests:
 1. add a row below (a dataclass field with `spec_field(FieldInfo(...))`), using an existing
    `kind`; its place in the class is its place in every form;
-2. regenerate the contract files: `.venv/bin/python -m paddle_nbext_server.openapi_gen`;
+2. regenerate the contract files: `.venv/bin/python -m paddle_nbext_server.codegen.openapi_gen`;
 3. add cases for it to tests/vectors/job_spec_validation.json (run by pytest against
    `JobSpec.check` and by vitest against the panel's validator) and, if a backend must act on
    it, a backend test.  A new *kind* needs a parser in rules.py and in labextension/src/logic/validate/fields.ts.

@@ -16,9 +16,9 @@ from typing import Any
 UPDATED, DELETED, RESYNC = "updated", "deleted", "resync"
 #: New points of a running job (`job` holds `MetricsCache.summary`), at most a few per second.
 METRICS = "metrics"
-#: A running job's latest resource use (`health_events`), at most once per sample.
+#: A running job's latest resource use (`feeds.health`), at most once per sample.
 USAGE = "usage"
-#: New entries of a job's timeline (`health_events`).
+#: New entries of a job's timeline (`feeds.health`).
 TIMELINE = "timeline"
 
 

@@ -14,11 +14,12 @@ from typing import Any
 
 from traitlets import TraitError
 
-from .backends.base import Backend, BackendUnavailable
+from .backends.base import Backend
 from .config import PaddleNbext
+from .errors import BackendUnavailable
 from .events import EventHub
-from .health_events import HealthTicker
-from .metrics_events import MetricsTicker
+from .feeds.health import HealthTicker
+from .feeds.metrics import MetricsTicker
 
 STATE_KEY = "paddle_nbext_state"  # web-app settings key of the ExtensionState
 
@@ -43,8 +44,8 @@ class ExtensionState:
         self._started = False
         self._start_failed_at: float | None = None
         self._lock: asyncio.Lock | None = None
-        self._metrics: asyncio.Task[None] | None = None  # metric events (metrics_events.py)
-        self._health: asyncio.Task[None] | None = None  # usage and timeline events (health_events.py)
+        self._metrics: asyncio.Task[None] | None = None  # metric events (feeds/metrics.py)
+        self._health: asyncio.Task[None] | None = None  # usage and timeline events (feeds/health.py)
         if error is None:
             self._construct()
 

@@ -30,9 +30,10 @@ from kubernetes.client.exceptions import ApiException
 from cluster.k8s_objects import meta, name_of, present
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
-from paddle_nbext_server.backends.base import BackendUnavailable, Forbidden, JobExists, JobNotFound, ReplicaNotFound, SubmitRequest
+from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend
 from paddle_nbext_server.backends.kubernetes.build import manifests
+from paddle_nbext_server.errors import BackendUnavailable, Forbidden, JobExists, JobNotFound, ReplicaNotFound
 from paddle_nbext_server.events import DELETED, UPDATED, EventHub, JobEvent
 
 if TYPE_CHECKING:
@@ -604,7 +605,7 @@ def test_jobs_share_the_releases_runtime_configmap_and_never_run_a_planted_one(c
     """Records stay small: the runtime lives once per release in an immutable ConfigMap made by
     the first submit; a ConfigMap of that name with other files stops submits with a 503."""
     from paddle_nbext_server.backends.kubernetes.build import manifests
-    from paddle_nbext_server.runtime_files import configmap_name, read_bundle
+    from paddle_nbext_server.jobfiles.runtime_files import configmap_name, read_bundle
 
     namespace, kubeconfig, admin, home = workspace(cluster, tmp_path)
     core = client.CoreV1Api(admin)

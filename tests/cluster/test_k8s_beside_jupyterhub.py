@@ -19,7 +19,8 @@ from support.waiting import eventually
 
 from cluster.k8s_objects import meta, name_of, present
 from cluster.test_k8s_backend import NOTEBOOK_ROLE, home_dir, obj, objects_of, run, running, spec, workspace
-from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
+from paddle_nbext_server.backends.base import SubmitRequest
+from paddle_nbext_server.errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from cluster.conftest import Cluster

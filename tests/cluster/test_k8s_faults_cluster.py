@@ -23,9 +23,10 @@ from kubernetes import client
 from cluster.k8s_objects import meta
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext.model.status import JobStatus
-from paddle_nbext_server.backends.base import BackendForbidden, SubmitRequest
+from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend
 from paddle_nbext_server.backends.kubernetes.build import manifests
+from paddle_nbext_server.errors import BackendForbidden
 from paddle_nbext_server.events import EventHub
 
 if TYPE_CHECKING:

@@ -36,8 +36,9 @@ from cluster.test_k8s_backend import (
     spec,
     workspace,
 )
-from paddle_nbext_server.backends.base import InvalidState, SubmitRequest
+from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.kubernetes.logs import replica_logs
+from paddle_nbext_server.errors import InvalidState
 from paddle_nbext_server.runtime import launcher
 
 if TYPE_CHECKING:

@@ -18,9 +18,10 @@ from kubernetes import client
 
 from cluster.k8s_objects import meta, present
 from cluster.test_k8s_backend import pod_of, run, running, spec, workspace
-from paddle_nbext_server.backends.base import JobNotFound, SubmitRequest
+from paddle_nbext_server.backends.base import SubmitRequest
+from paddle_nbext_server.errors import JobNotFound
+from paddle_nbext_server.jobfiles.runtime_files import config_key
 from paddle_nbext_server.runtime import launcher, paddle_nbext_job
-from paddle_nbext_server.runtime_files import config_key
 
 if TYPE_CHECKING:
     from cluster.conftest import Cluster

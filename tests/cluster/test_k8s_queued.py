@@ -234,7 +234,7 @@ def test_a_queue_outside_the_allowed_ones_is_refused_naming_the_field(queued_clu
     namespace, kubeconfig, admin, home = queued_workspace(cluster, tmp_path)
 
     async def scenario() -> None:
-        from paddle_nbext_server.backends.base import InvalidRequest
+        from paddle_nbext_server.errors import InvalidRequest
 
         async with running(kubeconfig, namespace, home, default_queue="team-a", allowed_queues=["team-b"]) as backend:
             with pytest.raises(InvalidRequest) as refused:

@@ -22,8 +22,9 @@ from cluster.k8s_objects import name_of, present
 from cluster.test_k8s_backend import NOTEBOOK_ROLE, SELECTOR, _async, deploy_docs, eventually, run, running, spec, workspace
 from cluster.test_k8s_queued import jobset, queued_workspace
 from cluster.test_k8s_queued import quota as kueue_queue
-from paddle_nbext_server.backends.base import InvalidRequest, SubmitRequest
+from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.kubernetes.build import manifests
+from paddle_nbext_server.errors import InvalidRequest
 
 if TYPE_CHECKING:
     from cluster.conftest import Cluster, QueuedCluster

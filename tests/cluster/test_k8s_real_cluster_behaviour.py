@@ -45,14 +45,8 @@ from cluster.test_k8s_backend import (
 )
 from paddle_nbext.model.spec import SpecError
 from paddle_nbext.model.status import JobStatus
-from paddle_nbext_server.backends.base import (
-    BackendUnavailable,
-    InvalidRequest,
-    InvalidState,
-    JobExists,
-    JobNotFound,
-    SubmitRequest,
-)
+from paddle_nbext_server.backends.base import SubmitRequest
+from paddle_nbext_server.errors import BackendUnavailable, InvalidRequest, InvalidState, JobExists, JobNotFound
 from paddle_nbext_server.runtime import cluster_master
 
 if TYPE_CHECKING:

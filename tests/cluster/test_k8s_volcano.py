@@ -39,7 +39,8 @@ from cluster.test_k8s_backend import (
     without_verb,
 )
 from cluster.test_k8s_queued import queued_workspace
-from paddle_nbext_server.backends.base import BackendUnavailable, SubmitRequest
+from paddle_nbext_server.backends.base import SubmitRequest
+from paddle_nbext_server.errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from cluster.conftest import Cluster

@@ -26,10 +26,11 @@ from paddle_jobs.local_jobs import (
     wait_until,
 )
 from paddle_nbext.model.status import JobStatus
-from paddle_nbext_server.backends.base import InvalidRequest, JobExists, JobNotFound, SubmitRequest
+from paddle_nbext_server.backends.base import SubmitRequest
 from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.backends.local.record_files import read_record
 from paddle_nbext_server.backends.local.records import Plan
+from paddle_nbext_server.errors import InvalidRequest, JobExists, JobNotFound
 
 SLEEPER = "sleep 120"
 

@@ -18,9 +18,9 @@ from support.wheels import SimpleIndex, make_wheel
 
 from paddle_jobs.local_jobs import OWNER, backend_for, request, wait_terminal, wait_until
 from paddle_nbext.model.status import JobStatus
-from paddle_nbext_server.backends.base import InvalidRequest
 from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.config import PaddleNbext
+from paddle_nbext_server.errors import InvalidRequest
 
 pytestmark = pytest.mark.paddle
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from paddle_jobs.local_jobs import OWNER, backend_for, request, wait_terminal
-from paddle_nbext_server.backends.base import InvalidRequest
 from paddle_nbext_server.config import PaddleNbext
+from paddle_nbext_server.errors import InvalidRequest
 
 CELL = "print('the cell ran', flush=True)\n"
 

@@ -370,7 +370,7 @@ def test_admin_guide_object_listing_matches_the_manifests() -> None:
     from paddle_nbext_server.backends.kubernetes.build import manifests
     from paddle_nbext_server.backends.kubernetes.build.home_volume import HomeVolume
     from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
-    from paddle_nbext_server.runtime_files import read_bundle
+    from paddle_nbext_server.jobfiles.runtime_files import read_bundle
 
     text = ADMIN_GUIDE.read_text(encoding="utf-8")
     section = text.split("## A job's objects", 1)[1].split("\n## ", 1)[0]

@@ -307,7 +307,7 @@ def test_the_user_guides_field_table_is_the_job_model() -> None:
 
 
 def test_every_python_module_the_docs_run_exists() -> None:
-    """`python -m paddle_nbext_server.openapi_gen` and the like name a module of the repo that can run."""
+    """`python -m paddle_nbext_server.codegen.openapi_gen` and the like name a module of the repo that can run."""
     problems: list[str] = []
     for doc in DOCS:
         for where, line in numbered_lines(doc):
@@ -511,8 +511,8 @@ def test_the_user_guides_request_limits_are_the_models() -> None:
 
 def test_the_runtime_files_the_admin_guide_names_are_shipped() -> None:
     """The admin guide's "A job's objects" names files of the runtime ConfigMap: each is in the bundle."""
-    from paddle_nbext_server import runtime_files
-    from paddle_nbext_server.runtime_files import read_bundle
+    from paddle_nbext_server.jobfiles import runtime_files
+    from paddle_nbext_server.jobfiles.runtime_files import read_bundle
 
     guide = (ROOT / "docs" / "admin-guide.md").read_text(encoding="utf-8")
     item = guide.split("- ConfigMap `paddle-nbext-runtime-", 1)[1].split("\n- ", 1)[0]

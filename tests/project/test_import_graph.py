@@ -150,3 +150,40 @@ def test_the_local_backend_is_split_by_the_process_that_runs_it() -> None:
         if in_master(name)
     }
     assert {name: targets for name, targets in server_side.items() if targets} == {}
+
+
+#: The server package's parts from the top floor down (docs/architecture.md, "Packages"): a part
+#: imports only parts on lower floors (or its own); the generators are imported by nothing.
+SERVER_FLOORS: list[set[str]] = [
+    {"app"},
+    {"handlers"},
+    {"state"},
+    {"feeds"},
+    {"backends"},
+    {"jobfiles"},
+    {"runtime", "config", "config_files", "errors", "events", "identity", "credentials", "version"},
+]
+
+
+def server_part(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if parts[0] == "paddle_nbext_server" and len(parts) > 1 else None
+
+
+def test_the_server_parts_stand_in_floors() -> None:
+    known = modules()
+    floor_of = {part: level for level, parts in enumerate(SERVER_FLOORS) for part in parts}
+    parts = {server_part(name) for name in known} - {None}
+    assert parts == set(floor_of) | {"codegen"}, "a new part of paddle_nbext_server: give it its floor here and in docs/architecture.md"
+    upward: dict[str, list[str]] = {}
+    for name, path in known.items():
+        part = server_part(name)
+        if part is None:
+            continue
+        for target in imports_of(name, path, known):
+            target_part = server_part(target)
+            if target_part is None or target_part == part:
+                continue
+            if target_part == "codegen" or (part != "codegen" and floor_of[target_part] <= floor_of[part]):
+                upward.setdefault(name, []).append(target)
+    assert upward == {}

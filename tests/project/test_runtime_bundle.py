@@ -9,8 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from paddle_nbext_server import runtime_files
 from paddle_nbext_server.backends.local.master import forked
+from paddle_nbext_server.jobfiles import runtime_files
 
 RUNTIME = Path(runtime_files.__file__).parent / "runtime"
 

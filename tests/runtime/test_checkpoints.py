@@ -16,9 +16,9 @@ import pytest
 
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext_server.backends.kubernetes.build import manifests
+from paddle_nbext_server.jobfiles.runtime_files import PYLIB, write_bundle
 from paddle_nbext_server.runtime import paddle_nbext_checkpoints
 from paddle_nbext_server.runtime import paddle_nbext_job as job
-from paddle_nbext_server.runtime_files import PYLIB, write_bundle
 
 
 def save(directory: Path, step: int, payload: bytes = b"state", **options: object) -> job.save_checkpoint:

@@ -374,7 +374,7 @@ def test_local_replicas_write_no_file_of_their_own(tmp_path: Path) -> None:
 def test_the_bundle_runs_where_paddle_nbext_is_not_installed(tmp_path: Path) -> None:
     """A job image has Python 3 and the bundle's files, nothing of paddle-nbext: the runtime then
     imports the contract shipped beside it."""
-    from paddle_nbext_server.runtime_files import write_bundle
+    from paddle_nbext_server.jobfiles.runtime_files import write_bundle
 
     bundle = tmp_path / "runtime"
     write_bundle(bundle)

@@ -143,7 +143,7 @@ def test_a_rank_killed_by_a_signal_is_named_with_the_signal(tmp_path: Path) -> N
 
 
 def test_the_bundle_runs_ranks_where_paddle_nbext_is_not_installed(tmp_path: Path) -> None:
-    from paddle_nbext_server.runtime_files import write_bundle
+    from paddle_nbext_server.jobfiles.runtime_files import write_bundle
 
     bundle = tmp_path / "runtime"
     write_bundle(bundle)

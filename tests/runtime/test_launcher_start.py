@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from paddle_nbext_server import runtime_files
+from paddle_nbext_server.jobfiles import runtime_files
 from paddle_nbext_server.runtime import environments, launcher, supervise
 
 from .test_launcher import inputs

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from paddle_nbext_server import noise_gen
+from paddle_nbext_server.codegen import noise_gen
 from paddle_nbext_server.runtime import policy
 
 VECTORS: dict[str, Any] = json.loads((Path(__file__).parent.parent / "vectors" / "paddle_noise.json").read_text(encoding="utf-8"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from paddle_nbext_server import runtime_files
+from paddle_nbext_server.jobfiles import runtime_files
 
 
 def fake_distribution(site: Path, name: str, version: str) -> None:

@@ -374,7 +374,7 @@ def test_the_stall_words_are_the_local_masters() -> None:
 
 def test_the_bundles_watch_runs_where_paddle_nbext_is_not_installed(tmp_path: Path) -> None:
     """In a job image the launcher imports replica_health and health_rules from the bundle."""
-    from paddle_nbext_server.runtime_files import write_bundle
+    from paddle_nbext_server.jobfiles.runtime_files import write_bundle
 
     bundle = tmp_path / "runtime"
     write_bundle(bundle)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from paddle_nbext_server.jobfiles.runtime_files import PYLIB, write_bundle
 from paddle_nbext_server.runtime import launcher, paddle_nbext_job
-from paddle_nbext_server.runtime_files import PYLIB, write_bundle
 
 
 def lines(path: Path) -> list[dict[str, object]]:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from paddle_nbext_server import log_tail
 from paddle_nbext_server.backends.kubernetes.logs.replica_logs import read_text
 from paddle_nbext_server.backends.local.logs import Follow, read_log, tail
+from paddle_nbext_server.jobfiles import log_tail
 
 MiB = 1024 * 1024
 LAST_LINES = "".join(f"step {i} loss 0.{i:03d}\n" for i in range(50))

@@ -1,4 +1,4 @@
-"""The server's reading of metrics files (paddle_nbext_server.metrics): incremental, tolerant of
+"""The server's reading of metrics files (paddle_nbext_server.jobfiles.metrics): incremental, tolerant of
 garbage, downsampled keeping first/last/extremes, and a `since` cursor."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from paddle_nbext_server import metrics
-from paddle_nbext_server.metrics import MetricsCache, MetricsCursorError, MetricsFile, keep_indices
+from paddle_nbext_server.jobfiles import metrics
+from paddle_nbext_server.jobfiles.metrics import MetricsCache, MetricsCursorError, MetricsFile, keep_indices
 
 
 def point(step: int, total: int | None = None, /, **values: float) -> str:

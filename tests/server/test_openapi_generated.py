@@ -14,7 +14,7 @@ import pytest
 from paddle_nbext.model import contract
 from paddle_nbext.model.schema import job_schema
 from paddle_nbext.model.spec import JobSpec, Limits
-from paddle_nbext_server import openapi_gen, openapi_ts
+from paddle_nbext_server.codegen import openapi_gen, openapi_ts
 
 from .conftest import Api
 

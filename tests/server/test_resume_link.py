@@ -16,7 +16,6 @@ from typing import Any
 from paddle_nbext import display
 from paddle_nbext.model.contract import ATTEMPT_LABEL, RESTART_ANNOTATION, RESUMED_FROM_ANNOTATION, SPEC_KEY
 from paddle_nbext.model.status import JobStatus
-from paddle_nbext_server import checkpoints
 from paddle_nbext_server.backends.kubernetes.backend import KubernetesBackend
 from paddle_nbext_server.backends.kubernetes.build import manifests
 from paddle_nbext_server.backends.kubernetes.status import resume_note
@@ -24,6 +23,7 @@ from paddle_nbext_server.backends.kubernetes.status.home_notes import HomeNotes
 from paddle_nbext_server.backends.kubernetes.status.job_status import job_status, link_record
 from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord
 from paddle_nbext_server.events import EventHub
+from paddle_nbext_server.jobfiles import checkpoints
 from paddle_nbext_server.runtime import paddle_nbext_job, replicas
 
 LINK = {"job": "ck", "step": 10}

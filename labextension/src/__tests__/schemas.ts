@@ -1,7 +1,7 @@
 /// <reference types="node" />
 /**
  * The job schemas a server with the vectors' limits serves, and the vectors themselves: both
- * live in tests/vectors/ (the schemas are written by `python -m paddle_nbext_server.openapi_gen`
+ * live in tests/vectors/ (the schemas are written by `python -m paddle_nbext_server.codegen.openapi_gen`
  * from the job field table, so these tests see exactly what `GET /config` sends).
  */
 import { readFileSync } from 'node:fs';

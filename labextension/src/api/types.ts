@@ -2,7 +2,7 @@
  * The JSON shapes of the paddle-nbext REST API, under the names the panel uses.
  *
  * Nothing here is written by hand from the docs: every shape is the generated one in
- * ../generated/api_types.ts, which `python -m paddle_nbext_server.openapi_gen` renders from the API's
+ * ../generated/api_types.ts, which `python -m paddle_nbext_server.codegen.openapi_gen` renders from the API's
  * OpenAPI document (server_ext/paddle_nbext_server/openapi.json), and a test fails while it is
  * stale. This module only names them, narrows what the panel relies on more tightly than the
  * document says, and opens the phase unions (see `OpenString`).  It is the panel's only way to

@@ -1,9 +1,9 @@
 /**
  * GENERATED FILE, DO NOT EDIT: the JSON shapes of the paddle-nbext REST API, written by
- * `python -m paddle_nbext_server.openapi_gen` from server_ext/paddle_nbext_server/openapi.json
+ * `python -m paddle_nbext_server.codegen.openapi_gen` from server_ext/paddle_nbext_server/openapi.json
  * (itself generated from openapi_base.json and the job field table).
  *
- * Regenerate after changing the API: .venv/bin/python -m paddle_nbext_server.openapi_gen
+ * Regenerate after changing the API: .venv/bin/python -m paddle_nbext_server.codegen.openapi_gen
  * (tests/server/test_openapi_generated.py fails while this file differs from what it writes).
  * The panel imports these through ../api/types, which names them and opens the phase unions.
  */

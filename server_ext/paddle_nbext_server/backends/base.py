@@ -1,4 +1,5 @@
-"""The backend interface (docs/architecture.md, "Backends inside") and the errors every backend raises.
+"""The backend interface (docs/architecture.md, "Backends inside"); the errors every backend raises
+are `paddle_nbext_server.errors`, importable from here too.
 
 All methods are coroutines and must never block the event loop: blocking work (files,
 processes, Kubernetes client calls) runs in a thread (`asyncio.to_thread`).  Every call names
@@ -21,85 +22,42 @@ from traitlets.config import LoggingConfigurable
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext.model.status import JobStatus
 
+from ..errors import (  # the errors every backend raises, importable from here as in 0.2
+    BackendError as BackendError,
+)
+from ..errors import (
+    BackendForbidden as BackendForbidden,
+)
+from ..errors import (
+    BackendUnavailable as BackendUnavailable,
+)
+from ..errors import (
+    Forbidden as Forbidden,
+)
+from ..errors import (
+    InvalidRequest as InvalidRequest,
+)
+from ..errors import (
+    InvalidState as InvalidState,
+)
+from ..errors import (
+    JobExists as JobExists,
+)
+from ..errors import (
+    JobNotFound as JobNotFound,
+)
+from ..errors import (
+    ReplicaNotFound as ReplicaNotFound,
+)
+from ..errors import (
+    replica_not_found as replica_not_found,
+)
 from ..events import EventHub
-from ..job_requirements import ENVS_DIR
-from ..metrics import MetricsCache, MetricsFile
-from ..package import HOME_JOBS_DIR
+from ..jobfiles.job_requirements import ENVS_DIR
+from ..jobfiles.metrics import MetricsCache, MetricsFile
+from ..jobfiles.package import HOME_JOBS_DIR
 from ..runtime import environments
 from ..runtime.paddle_nbext_job import CHECKPOINTS_SUBDIR
-
-
-class BackendError(Exception):
-    """Base of errors a handler turns into the REST error body `{error, message, field}`."""
-
-    status = 500
-    code = "backend_error"
-
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-
-class InvalidRequest(BackendError):
-    """The request is well-formed JSON but cannot be run as asked (bad path, bad entry...)."""
-
-    status = 422
-    code = "invalid"
-
-
-class JobNotFound(BackendError):
-    status = 404
-    code = "not_found"
-
-
-class ReplicaNotFound(JobNotFound):
-    """The job exists but has no such replica (the log of trainer 9 of a two-trainer job):
-    `field` is `role` when the job has no replica of that role at all, else `index`."""
-
-
-def replica_not_found(job: str, role: str, index: int, count: int) -> ReplicaNotFound:
-    """The one sentence both backends answer for a replica the job does not have."""
-    if count == 0:
-        return ReplicaNotFound(f"job '{job}' has no {role}s; ask for a role it has (role=trainer)", "role")
-    return ReplicaNotFound(
-        f"job '{job}' has no {role} {index}: it has {count} {role}{'s' if count != 1 else ''} (index 0 to {count - 1})", "index"
-    )
-
-
-class Forbidden(BackendError):
-    """The request is authenticated, but this backend does not act for that user."""
-
-    status = 403
-    code = "forbidden"
-
-
-class JobExists(BackendError):
-    status = 409
-    code = "name_taken"
-
-
-class InvalidState(BackendError):
-    """E.g. a log of a replica that does not exist in this job."""
-
-    status = 409
-    code = "conflict"
-
-
-class BackendUnavailable(BackendError):
-    """The substrate cannot be reached (cluster API down, RBAC forbids). Message has the cause."""
-
-    status = 503
-    code = "unavailable"
-
-
-class BackendForbidden(BackendUnavailable):
-    """The substrate refuses what the server itself must do (Kubernetes RBAC: the notebook's
-    ServiceAccount lacks a verb).  Still 503: nothing the user sends changes it, an admin's
-    fix does, and 403 already means "this request's credentials" in the REST API.  The message
-    names the verb, the resource, the namespace and the Role that grants it."""
-
-    code = "forbidden_by_cluster"
 
 
 @dataclass(frozen=True)
@@ -218,7 +176,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
 
     async def timeline(self, name: str, owner: str, since: int = 0) -> dict[str, Any]:
         """What happened to the job, oldest first, the entries after `since`
-        (`GET /jobs/{name}/timeline`; `paddle_nbext_server.timeline`)."""
+        (`GET /jobs/{name}/timeline`; `paddle_nbext_server.jobfiles.timeline`)."""
         await self.get_job(name, owner)
         return {
             "name": name,

@@ -21,7 +21,8 @@ from tornado import web
 from paddle_nbext.model.rules import clip
 from paddle_nbext.model.spec import SpecError, validate_name
 
-from ..backends.base import Backend, BackendError, JobNotFound
+from ..backends.base import Backend
+from ..errors import BackendError, JobNotFound
 from ..identity import resolve_owner
 from ..state import STATE_KEY, ExtensionState
 

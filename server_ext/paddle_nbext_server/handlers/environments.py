@@ -16,8 +16,9 @@ from tornado import web
 
 from paddle_nbext.model.rules import clip
 
-from .. import env_housekeeping as housekeeping
-from ..backends.base import Backend, BackendError, InvalidRequest
+from ..backends.base import Backend
+from ..errors import BackendError, InvalidRequest
+from ..jobfiles import env_housekeeping as housekeeping
 from ..runtime import environments
 from .base import PaddleAPIHandler, RequestError
 

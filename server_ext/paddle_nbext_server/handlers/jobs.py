@@ -20,9 +20,10 @@ from paddle_nbext.model.rules import check_entry_script
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext.model.status import JobStatus
 
-from ..backends.base import InvalidState, SubmitRequest
-from ..checkpoints import describe, keep_aside, link_checkpoint
-from ..package import ENTRY_SCRIPT_NAME as ENTRY_SCRIPT
+from ..backends.base import SubmitRequest
+from ..errors import InvalidState
+from ..jobfiles.checkpoints import describe, keep_aside, link_checkpoint
+from ..jobfiles.package import ENTRY_SCRIPT_NAME as ENTRY_SCRIPT
 from ..runtime import paddle_nbext_job
 from .base import PaddleAPIHandler
 

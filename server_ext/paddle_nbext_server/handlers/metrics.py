@@ -2,7 +2,7 @@
 downsampled to a `points` budget and limited to what came after a `since` cursor.
 
 Ownership as for logs: another user's job is a 404.  Parsing and downsampling run in a thread
-(`paddle_nbext_server.metrics`), never on the event loop.
+(`paddle_nbext_server.jobfiles.metrics`), never on the event loop.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..metrics import MetricsCursorError, parse_cursor
+from ..jobfiles.metrics import MetricsCursorError, parse_cursor
 from .base import PaddleAPIHandler, RequestError
 
 #: The largest `points` budget a request may ask for (per replica and metric).

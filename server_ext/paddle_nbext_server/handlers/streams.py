@@ -21,9 +21,10 @@ from tornado.iostream import StreamClosedError
 
 from paddle_nbext.model.contract import ENVIRONMENT_LOG, ROLES, Role, is_terminal
 
-from .. import job_requirements
-from ..backends.base import Backend, BackendError
+from ..backends.base import Backend
+from ..errors import BackendError
 from ..events import DELETED, METRICS, RESYNC, TIMELINE, UPDATED, USAGE, JobEvent
+from ..jobfiles import job_requirements
 from .base import PaddleAPIHandler, RequestError
 from .jobs import newest_first
 

@@ -9,8 +9,8 @@ import pytest
 import urllib3
 from kubernetes import client
 
-from paddle_nbext_server.backends.base import BackendUnavailable
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend
+from paddle_nbext_server.errors import BackendUnavailable
 from paddle_nbext_server.events import EventHub
 
 

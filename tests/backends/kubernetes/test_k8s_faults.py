@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from paddle_nbext_server.backends.base import BackendForbidden, BackendUnavailable
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend
 from paddle_nbext_server.backends.kubernetes.client.cache import describe_failure
 from paddle_nbext_server.backends.kubernetes.client.forbidden import denial_of, sentence_of
+from paddle_nbext_server.errors import BackendForbidden, BackendUnavailable
 from paddle_nbext_server.events import EventHub
 from paddle_nbext_server.runtime import replicas
 from paddle_nbext_server.runtime.replicas import claim_words, decide_job, pod_view

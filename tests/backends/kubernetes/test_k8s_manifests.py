@@ -13,11 +13,11 @@ import kubernetes_validate
 import pytest
 
 from paddle_nbext.model.spec import JobSpec
-from paddle_nbext_server import runtime_files
 from paddle_nbext_server.backends.kubernetes.build import manifests
 from paddle_nbext_server.backends.kubernetes.build.home_volume import HomeVolume
 from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
-from paddle_nbext_server.runtime_files import NAMES, config_key, read_bundle
+from paddle_nbext_server.jobfiles import runtime_files
+from paddle_nbext_server.jobfiles.runtime_files import NAMES, config_key, read_bundle
 
 # Every minor we support: 1.30 (podFailurePolicy and backoffLimitPerIndex are on by default
 # from there) up to the control plane the cluster suite runs (support.controlplane).

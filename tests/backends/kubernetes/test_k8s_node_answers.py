@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from paddle_nbext_server.backends.base import BackendUnavailable
 from paddle_nbext_server.backends.kubernetes.status import node_answers
+from paddle_nbext_server.errors import BackendUnavailable
 
 
 class Served:

@@ -14,7 +14,7 @@ from paddle_nbext_server.backends.kubernetes.build import manifests
 from paddle_nbext_server.backends.kubernetes.build.home_volume import HomeVolume
 from paddle_nbext_server.backends.kubernetes.quota import quota
 from paddle_nbext_server.backends.kubernetes.settings import ManifestSettings
-from paddle_nbext_server.runtime_files import read_bundle
+from paddle_nbext_server.jobfiles.runtime_files import read_bundle
 
 GPU = "nvidia.com/gpu"
 HOME = HomeVolume({"persistentVolumeClaim": {"claimName": "claim-alice"}}, "/home/jovyan")

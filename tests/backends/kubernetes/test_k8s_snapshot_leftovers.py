@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from paddle_nbext_server.backends.base import InvalidState
 from paddle_nbext_server.backends.kubernetes.lifecycle.home_setup import HomeSetup
+from paddle_nbext_server.errors import InvalidState
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounts a read-only tmpfs (needs root)")
 

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from support.k8s_timeline_objects import JOB, KEY, OWNER, event, pod, record
 
-from paddle_nbext_server import timeline
-from paddle_nbext_server.backends.base import JobNotFound
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend
 from paddle_nbext_server.backends.kubernetes.client.cache import KINDS
+from paddle_nbext_server.errors import JobNotFound
 from paddle_nbext_server.events import EventHub
-from paddle_nbext_server.health_events import HealthTicker
+from paddle_nbext_server.feeds.health import HealthTicker
+from paddle_nbext_server.jobfiles import timeline
 
 LOGS = Path(".paddle-jobs") / JOB / "logs"
 

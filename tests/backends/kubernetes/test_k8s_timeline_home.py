@@ -8,11 +8,11 @@ import json
 import os
 from pathlib import Path
 
-from paddle_nbext_server import timeline
 from paddle_nbext_server.backends.kubernetes.timeline.home import HomeReader
 from paddle_nbext_server.backends.kubernetes.timeline.objects import Derived
 from paddle_nbext_server.backends.kubernetes.timeline.store import KEYS_FILE, KeyedTimeline, TimelineFiles
-from paddle_nbext_server.metrics import MetricsFile
+from paddle_nbext_server.jobfiles import timeline
+from paddle_nbext_server.jobfiles.metrics import MetricsFile
 from paddle_nbext_server.runtime import paddle_nbext_job
 
 T0 = 1796479200.0  # 2026-12-05T14:00:00Z

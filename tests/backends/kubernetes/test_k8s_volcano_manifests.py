@@ -15,12 +15,12 @@ import pytest
 
 from backends.kubernetes.test_k8s_manifests import OBJ, SETTINGS, by_name, plan
 from paddle_nbext.model.contract import ROLE_LABEL
-from paddle_nbext_server.backends.base import BackendUnavailable
 from paddle_nbext_server.backends.kubernetes import KubernetesBackend
 from paddle_nbext_server.backends.kubernetes.build import manifests, volcano
 from paddle_nbext_server.backends.kubernetes.build.jobset import QUEUE_LABEL
 from paddle_nbext_server.backends.kubernetes.status import volcano_status
 from paddle_nbext_server.backends.kubernetes.status.job_status import job_status
+from paddle_nbext_server.errors import BackendUnavailable
 from paddle_nbext_server.events import EventHub
 
 VOLCANO = dataclasses.replace(SETTINGS, gang_scheduler="volcano", default_queue="research")

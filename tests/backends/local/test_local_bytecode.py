@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from paddle_nbext_server import runtime_files
 from paddle_nbext_server.backends.local import bytecode
+from paddle_nbext_server.jobfiles import runtime_files
 
 #: The `.pyc` flags word of a checked-hash file (PEP 552): hash-based, checked.
 CHECKED_HASH = 0b11

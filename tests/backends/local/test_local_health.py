@@ -10,11 +10,11 @@ import os
 import time
 from pathlib import Path
 
-from paddle_nbext_server import timeline
 from paddle_nbext_server.backends.local.master import stall_watch
 from paddle_nbext_server.backends.local.master.process_table import CLOCK_TICKS, PAGE_SIZE, ProcessTable
 from paddle_nbext_server.backends.local.master.usage_sampler import UsageSampler
 from paddle_nbext_server.backends.local.records import ReplicaPlan
+from paddle_nbext_server.jobfiles import timeline
 from paddle_nbext_server.runtime import health_rules
 
 LIMIT = 2 << 30

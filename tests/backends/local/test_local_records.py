@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
-from paddle_nbext_server.backends.base import InvalidState, JobNotFound
 from paddle_nbext_server.backends.local import LocalBackend
 from paddle_nbext_server.backends.local.record_json import NewerRecord, RecordDamaged
 from paddle_nbext_server.backends.local.records import Admitted, Capacity, JobRecord, Plan, ReplicaPlan, ResourceRequest, StatusRecord
+from paddle_nbext_server.errors import InvalidState, JobNotFound
 from paddle_nbext_server.events import EventHub
 
 OWNER = "alice"

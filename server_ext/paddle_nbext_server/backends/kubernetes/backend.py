@@ -32,9 +32,9 @@ from paddle_nbext.model.quota import Verdict
 from paddle_nbext.model.spec import JobSpec, SpecError
 from paddle_nbext.model.status import JobStatus
 
-from ... import job_requirements, package
 from ...events import JobEvent
-from ...metrics import MetricsFile
+from ...jobfiles import job_requirements, package
+from ...jobfiles.metrics import MetricsFile
 from ...runtime import replicas
 from ..base import Backend, BackendUnavailable, InvalidRequest, InvalidState, JobNotFound, SubmitRequest
 from .build import jobset as jobsets

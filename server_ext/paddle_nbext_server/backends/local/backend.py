@@ -43,12 +43,12 @@ from paddle_nbext.model.contract import Phase, format_bytes, is_terminal, now_is
 from paddle_nbext.model.spec import SpecError
 from paddle_nbext.model.status import JobStatus
 
-from ... import job_requirements, runtime_files
-from ...checkpoints import link_checkpoint
 from ...credentials import job_environment
 from ...events import DELETED, UPDATED, JobEvent
-from ...metrics import MetricsFile
-from ...package import resolve_package, snapshot_package
+from ...jobfiles import job_requirements, runtime_files
+from ...jobfiles.checkpoints import link_checkpoint
+from ...jobfiles.metrics import MetricsFile
+from ...jobfiles.package import resolve_package, snapshot_package
 from ...runtime import paddle_nbext_job
 from ..base import Backend, BackendUnavailable, InvalidRequest, SubmitRequest
 from . import bytecode, health_reads

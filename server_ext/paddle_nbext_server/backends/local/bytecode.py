@@ -49,7 +49,7 @@ def _pyc(source: Path, text: bytes) -> bytes:
 def prepare() -> None:
     """Compile the installed bundle files now (a started backend does, in a thread), so that
     the first submit only writes them."""
-    from ... import runtime_files
+    from ...jobfiles import runtime_files
 
     for name in runtime_files.NAMES:
         with contextlib.suppress(OSError, py_compile.PyCompileError, ValueError):

@@ -19,7 +19,7 @@ from typing import Any
 from paddle_nbext.model.contract import Phase
 from paddle_nbext.model.status import JobStatus
 
-from ... import timeline
+from ...jobfiles import timeline
 from . import usage
 from .records import Plan
 from .store import Signature, signature

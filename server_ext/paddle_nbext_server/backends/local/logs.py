@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...log_tail import read_end
+from ...jobfiles.log_tail import read_end
 from ..base import replica_not_found
 from .record_files import read_record
 from .record_json import NewerRecord

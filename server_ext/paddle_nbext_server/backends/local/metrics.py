@@ -5,7 +5,7 @@ backend runs it in a thread."""
 
 from __future__ import annotations
 
-from ...metrics import MetricsFile, ranks_per_trainer, replica_files
+from ...jobfiles.metrics import MetricsFile, ranks_per_trainer, replica_files
 from .store import JobStore
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ... import runtime_files
+from ...jobfiles import runtime_files
 
 #: Set to 0 in the server's environment to skip the check (a Paddle build the metadata misjudges).
 SKIP_ENV = "PADDLE_NBEXT_PREFLIGHT"

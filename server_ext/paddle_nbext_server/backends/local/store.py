@@ -32,7 +32,7 @@ from pathlib import Path
 from paddle_nbext.model.contract import Phase, ReplicaPhase, now_iso
 from paddle_nbext.model.status import JobStatus
 
-from ... import timeline
+from ...jobfiles import timeline
 from ..base import InvalidState, JobExists, JobNotFound
 from . import pending_end
 from .processes import kill_processes, marked_processes, pid_alive, runs_job_master, signal_replica

@@ -25,7 +25,7 @@ from paddle_nbext.model.contract import Phase
 from paddle_nbext.model.status import JobStatus
 
 from ...events import DELETED, UPDATED, JobEvent
-from ...job_requirements import ENVS_DIR
+from ...jobfiles.job_requirements import ENVS_DIR
 from ..base import JobNotFound
 from . import pending_end
 from .store import JobFiles, JobStore, Signature, signature

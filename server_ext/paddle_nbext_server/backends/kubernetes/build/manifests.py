@@ -48,8 +48,8 @@ from paddle_nbext.model.contract import (
 from paddle_nbext.model.quantity import Quantity
 from paddle_nbext.model.spec import JobSpec
 
-from .... import runtime_files
-from ....job_requirements import ENVS_DIR, INDEX_FILE
+from ....jobfiles import runtime_files
+from ....jobfiles.job_requirements import ENVS_DIR, INDEX_FILE
 from ....runtime import environments, paddle_nbext_job, replica_health, replicas
 from ..client.api_names import JOBS_DIR
 from ..settings import JOBS_MODE, JOBSET_MODE, RUNTIME_MOUNT, VOLCANO, ManifestSettings

@@ -19,7 +19,7 @@ from paddle_nbext.model.quota import QuotaCheck
 from paddle_nbext.model.spec import JobSpec
 from paddle_nbext.model.status import JobStatus, ReplicaStatus
 
-from .... import runtime_files
+from ....jobfiles import runtime_files
 from ....runtime import replicas
 from ...base import BackendForbidden, BackendUnavailable, Forbidden, InvalidRequest, JobExists
 from ..build import jobset as jobsets

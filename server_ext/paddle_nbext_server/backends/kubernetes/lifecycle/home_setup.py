@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from paddle_nbext.model.spec import SpecError
 
-from .... import package
+from ....jobfiles import package
 from ...base import BackendForbidden, BackendUnavailable, InvalidRequest, InvalidState
 from ..build import home_volume as homes
 from ..build import intree_cephfs

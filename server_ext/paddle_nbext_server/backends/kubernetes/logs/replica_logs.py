@@ -43,7 +43,7 @@ from typing import Any
 from paddle_nbext.model.contract import ROLES, ReplicaPhase, Role
 from paddle_nbext.model.status import JobStatus
 
-from ....log_tail import read_end
+from ....jobfiles.log_tail import read_end
 from ....runtime import pod_views, replica_files, replicas
 from ..build.manifests import CONTAINER
 

@@ -17,7 +17,7 @@ from typing import Any
 from paddle_nbext.model.contract import Phase
 from paddle_nbext.model.status import JobStatus
 
-from .... import checkpoints
+from ....jobfiles import checkpoints
 from ....runtime import environments
 from ..build import manifests
 from ..job_view import JobView

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ....metrics import MetricsFile
+from ....jobfiles.metrics import MetricsFile
 from ....runtime import environments, paddle_nbext_job, replica_health
 from .objects import Derived, stamp, stamp_epoch
 

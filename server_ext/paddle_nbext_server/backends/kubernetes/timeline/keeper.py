@@ -24,7 +24,7 @@ from typing import Any
 from paddle_nbext.model.contract import Phase
 from paddle_nbext.model.status import JobStatus
 
-from ....metrics import MetricsFile
+from ....jobfiles.metrics import MetricsFile
 from .home import ActiveWarning, HomeReader
 from .objects import Derived
 from .store import KeyedTimeline, TimelineFiles, ensure_dir

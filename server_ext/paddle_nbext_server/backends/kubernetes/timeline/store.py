@@ -29,7 +29,7 @@ from typing import Any
 
 from paddle_nbext.model.contract import parse_time
 
-from .... import timeline
+from ....jobfiles import timeline
 from .home import Signature, signature
 from .objects import Derived
 

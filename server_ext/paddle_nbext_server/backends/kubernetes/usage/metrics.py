@@ -9,7 +9,7 @@ from __future__ import annotations
 from paddle_nbext.model.contract import Role
 from paddle_nbext.model.status import JobStatus
 
-from ....metrics import MetricsFile, ranks_per_trainer, replica_files
+from ....jobfiles.metrics import MetricsFile, ranks_per_trainer, replica_files
 from ..logs.replica_logs import log_dir
 
 

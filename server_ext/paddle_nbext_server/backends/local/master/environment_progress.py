@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .... import timeline
+from ....jobfiles import timeline
 
 
 class EnvironmentProgress:

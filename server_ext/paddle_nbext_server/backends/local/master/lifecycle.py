@@ -53,7 +53,7 @@ from paddle_nbext.model.contract import (
 )
 from paddle_nbext.model.status import JobStatus
 
-from .... import timeline
+from ....jobfiles import timeline
 from ....runtime import health_rules, paddle_nbext_job, policy, supervise
 from .. import pending_end
 from ..processes import signal_replica

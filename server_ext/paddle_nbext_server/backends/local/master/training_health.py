@@ -13,7 +13,7 @@ from pathlib import Path
 
 from paddle_nbext.model.contract import Phase, ReplicaPhase
 
-from .... import timeline
+from ....jobfiles import timeline
 from ....runtime import health_rules, paddle_nbext_job, policy
 from .. import usage
 from ..records import Plan

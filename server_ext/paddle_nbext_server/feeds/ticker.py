@@ -14,8 +14,8 @@ from typing import Any
 
 from paddle_nbext.model.contract import Phase, is_terminal
 
-from .backends.base import Backend
-from .events import EventHub
+from ..backends.base import Backend
+from ..events import EventHub
 
 log = logging.getLogger(__name__)
 

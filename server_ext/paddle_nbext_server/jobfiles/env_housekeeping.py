@@ -28,9 +28,9 @@ from typing import Any
 
 from paddle_nbext.model.contract import format_time
 
-from .backends.base import BackendError, InvalidState
-from .runtime import environments
-from .runtime.paddle_nbext_job import tree_size
+from ..errors import BackendError, InvalidState
+from ..runtime import environments
+from ..runtime.paddle_nbext_job import tree_size
 
 #: In the envs dir: lock files and build notes, and the installers' download caches.
 LOCKS_DIR = ".locks"

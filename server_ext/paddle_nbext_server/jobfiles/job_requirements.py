@@ -24,7 +24,7 @@ from typing import Any
 
 from paddle_nbext.model.spec import JobSpec, SpecError
 
-from .runtime import environments
+from ..runtime import environments
 
 #: The requirements file a package without a `requirements` setting is looked for under.
 DEFAULT_FILE = "requirements.txt"

@@ -21,7 +21,7 @@ import paddle_nbext
 import paddle_nbext.model.contract
 import paddle_nbext.model.paddle_noise
 
-from .runtime import (
+from ..runtime import (
     cluster_master,
     endpoint_wait,
     env_build,

@@ -1,8 +1,8 @@
 """Writes openapi.json: the hand-maintained parts (openapi_base.json: paths, responses, status
 schemas) plus the parts derived from the job field table (`paddle_nbext.model.spec.JOB_FIELDS`).
 
-    python -m paddle_nbext_server.openapi_gen          # rewrite the generated contract files
-    python -m paddle_nbext_server.openapi_gen --check  # exit 1 if one of them is stale
+    python -m paddle_nbext_server.codegen.openapi_gen          # rewrite the generated contract files
+    python -m paddle_nbext_server.codegen.openapi_gen --check  # exit 1 if one of them is stale
 
 In a source checkout it also writes tests/vectors/job_spec_schemas.json: the job schema `/config`
 serves for each limits set of the shared validation vectors, which the panel's vitest suite
@@ -34,15 +34,16 @@ from .openapi_ts import render_typescript
 
 __all__ = ["API_TYPES_PATH", "BASE_PATH", "OPENAPI_PATH", "VECTORS_DIR", "build_document", "contract_files", "main", "render"]
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-BASE_PATH = PACKAGE_DIR / "openapi_base.json"
+CODEGEN_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = CODEGEN_DIR.parent
+BASE_PATH = CODEGEN_DIR / "openapi_base.json"
 OPENAPI_PATH = PACKAGE_DIR / "openapi.json"
 VECTORS_DIR = PACKAGE_DIR.parents[1] / "tests" / "vectors"
 VECTORS_PATH = VECTORS_DIR / "job_spec_validation.json"
 VECTOR_SCHEMAS_PATH = VECTORS_DIR / "job_spec_schemas.json"
 #: The panel's generated API types (written only where the panel's sources are: a source checkout).
 API_TYPES_PATH = PACKAGE_DIR.parents[1] / "labextension" / "src" / "generated" / "api_types.ts"
-COMMAND = "python -m paddle_nbext_server.openapi_gen"
+COMMAND = "python -m paddle_nbext_server.codegen.openapi_gen"
 #: The schemas this module writes; openapi_base.json must leave them out (or, SubmitBody, hold
 #: only its non-field parts).
 GENERATED = ("SubmitBody", "JobSchema", "JobSchemaField")

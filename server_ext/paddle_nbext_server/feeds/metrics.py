@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .backends.base import Backend, BackendError
-from .events import METRICS, EventHub, JobEvent
-from .job_ticker import JobTicker
+from ..backends.base import Backend
+from ..errors import BackendError
+from ..events import METRICS, EventHub, JobEvent
+from .ticker import JobTicker
 
 #: Seconds between two looks (so at most two metric events a second per job).
 INTERVAL = 0.5

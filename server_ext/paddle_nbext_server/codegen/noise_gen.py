@@ -2,8 +2,8 @@
 in `paddle_nbext/model/paddle_noise.py` (`NOISE_GLOG`, `NOISE_LINES`, `NOISE_WARNING`), so the log viewer's "Hide
 Paddle noise" hides exactly the lines the runner skips when it names why a replica failed.
 
-    python -m paddle_nbext_server.noise_gen          # rewrite the panel's file
-    python -m paddle_nbext_server.noise_gen --check  # exit 1 if it is stale
+    python -m paddle_nbext_server.codegen.noise_gen          # rewrite the panel's file
+    python -m paddle_nbext_server.codegen.noise_gen --check  # exit 1 if it is stale
 
 The patterns stay in that module, not in a data file, because it runs inside job images as a
 plain stdlib script of the runtime bundle (beside the runner's policy.py).  The file written is formatted as Prettier formats it,
@@ -22,8 +22,8 @@ from paddle_nbext.model import paddle_noise
 
 __all__ = ["COMMAND", "TS_PATH", "main", "render"]
 
-TS_PATH = Path(__file__).resolve().parents[2] / "labextension" / "src" / "generated" / "paddlenoise.ts"
-COMMAND = "python -m paddle_nbext_server.noise_gen"
+TS_PATH = Path(__file__).resolve().parents[3] / "labextension" / "src" / "generated" / "paddlenoise.ts"
+COMMAND = "python -m paddle_nbext_server.codegen.noise_gen"
 
 
 def _literal(text: str) -> str:

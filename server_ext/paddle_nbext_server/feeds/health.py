@@ -13,9 +13,10 @@ from typing import Any
 
 from paddle_nbext.model.contract import Phase
 
-from .backends.base import Backend, BackendError
-from .events import TIMELINE, USAGE, EventHub, JobEvent
-from .job_ticker import JobTicker
+from ..backends.base import Backend
+from ..errors import BackendError
+from ..events import TIMELINE, USAGE, EventHub, JobEvent
+from .ticker import JobTicker
 
 INTERVAL = 1.0
 

@@ -41,8 +41,8 @@ from typing import Any
 
 from paddle_nbext.model.contract import Role, launch_entry
 
-from .runtime import paddle_nbext_job
-from .runtime.replica_files import metrics_name
+from ..runtime import paddle_nbext_job
+from ..runtime.replica_files import metrics_name
 
 #: Bytes of one replica's file that are read (the reporter's own default budget).
 READ_LIMIT = paddle_nbext_job.DEFAULT_BUDGET

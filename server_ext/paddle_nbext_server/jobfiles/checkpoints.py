@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .runtime import paddle_nbext_checkpoints, paddle_nbext_fence
+from ..runtime import paddle_nbext_checkpoints, paddle_nbext_fence
 
 #: In a resumed job's checkpoint directory: which job and checkpoint it resumed from.  Retention
 #: never removes it (it removes only checkpoint directories), so the link outlives the checkpoint.
