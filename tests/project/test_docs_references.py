@@ -519,3 +519,39 @@ def test_the_runtime_files_the_admin_guide_names_are_shipped() -> None:
     named = set(re.findall(r"`([\w/]+\.py)`", item))
     assert named and "runtime_files.NAMES" in item and hasattr(runtime_files, "NAMES"), item
     assert named <= set(read_bundle()), f"not in the runtime bundle: {sorted(named - set(read_bundle()))}"
+
+
+#: Files the docs name that are the user's or the site's, not the repo's.
+NOT_OURS = {"jupyter_server_config.py", "paddle_entry.py"}
+SOURCE_NAME = re.compile(r"`([\w./-]+\.(?:py|ts|tsx))`")
+
+
+def source_name_problems(lines: list[tuple[str, str]], tracked: list[str]) -> list[str]:
+    """A source file the docs name in backticks by a tail of its path (`master/forked.py`,
+    `state.ts`) is a file of the repo; the job bundle's `pylib/` paths are the runtime's modules."""
+    problems = []
+    for where, line in lines:
+        for name in SOURCE_NAME.findall(line):
+            tail = name.removeprefix("./").removeprefix("pylib/")
+            if tail in NOT_OURS or "*" in tail:
+                continue
+            if not any(path == tail or path.endswith("/" + tail) for path in tracked):
+                problems.append(f"{where}: `{name}` is no file of the repo")
+    return problems
+
+
+def test_the_source_name_check_catches_drift() -> None:
+    lines = [("fake.md:1", "`master/forked.py`, `health_events.py`, `paddle_entry.py`, `views/gone.ts`, `pylib/paddle_nbext_job.py`")]
+    problems = source_name_problems(lines, tracked_files())
+    assert len(problems) == 2 and "health_events.py" in problems[0] and "gone.ts" in problems[1], problems
+
+
+@lru_cache(maxsize=1)
+def tracked_files() -> list[str]:
+    return subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=rel)
+def test_every_source_file_the_docs_name_exists(doc: Path) -> None:
+    problems = source_name_problems(numbered_lines(doc), tracked_files())
+    assert not problems, "\n".join(problems)
