@@ -16,7 +16,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 
 from . import api, display
 from .client import PaddleNbextError
-from .model.contract import Role, is_terminal
+from .model.contract import ENVIRONMENT_LOG, Role, is_terminal
 from .options import HelpShown, Parser, UsageError, add_job_flags, describe_error, spec_from_args
 from .waiting import wait_showing_progress
 
@@ -50,7 +50,10 @@ def _logs_parser() -> Parser:
     parser = Parser(prog="%paddle_logs", description="Show one replica's log.")
     parser.add_argument("name", metavar="NAME", help="job name")
     parser.add_argument(
-        "--role", choices=(Role.TRAINER.value, Role.PSERVER.value), default=Role.TRAINER.value, help="replica role [trainer]"
+        "--role",
+        choices=(Role.TRAINER.value, Role.PSERVER.value, ENVIRONMENT_LOG),
+        default=Role.TRAINER.value,
+        help=f"whose log: a replica's [trainer], or '{ENVIRONMENT_LOG}' for the installer's output of the job's requirements",
     )
     parser.add_argument("--index", type=int, default=0, help="replica index [0]")
     parser.add_argument("--tail", type=int, default=None, help="only the last N lines")
@@ -128,7 +131,8 @@ class PaddleMagics(Magics):
 
     @line_magic
     def paddle_logs(self, line: str) -> Any:
-        """Show a replica's log: `%paddle_logs NAME [--role trainer|pserver] [--index N] [--rank R] [--follow]`."""
+        """Show a replica's log, or the job's environment log: `%paddle_logs NAME [--role
+        trainer|pserver|environment] [--index N] [--rank R] [--follow]`."""
 
         def action(args: Any) -> Any:
             job = api.Job(args.name)
@@ -136,9 +140,8 @@ class PaddleMagics(Magics):
                 job.logs(args.role, args.index, tail=args.tail, follow=True, rank=args.rank)
                 return None
             text = job.logs(args.role, args.index, tail=args.tail, previous=args.previous, rank=args.rank) or ""
-            print(
-                text if text else f"(no output yet from {args.role}-{args.index} of {args.name})", end="" if text.endswith("\n") else "\n"
-            )
+            whose = "the environment" if args.role == ENVIRONMENT_LOG else f"{args.role}-{args.index}"
+            print(text if text else f"(no output yet from {whose} of {args.name})", end="" if text.endswith("\n") else "\n")
             return None
 
         return self._run(_logs_parser(), line, action)

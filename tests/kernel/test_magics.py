@@ -46,6 +46,11 @@ def test_submit_a_ps_job_from_a_cell_then_logs_list_and_delete(
     out = capsys.readouterr().out
     assert "step 199 loss" in out and "trainer done" in out
 
+    # the environment log is the magic's too; this job has no requirements file, and says so
+    shell.run_line_magic("paddle_logs", "magic-ps --role environment")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "job 'magic-ps' has no environment log: it has no requirements file" in err, err
+
     listing = shell.run_line_magic("paddle_jobs", "")
     assert "magic-ps" in [j.name for j in listing]
 
