@@ -117,7 +117,8 @@ class KubernetesBackend(Backend):
         300,
         allow_none=True,
         help="Seconds a replica's image may keep failing to pull (ErrImagePull, ImagePullBackOff) before the job fails "
-        "naming the image and stops what runs; an image the node may never pull (ErrImageNeverPull) fails it at once. "
+        "naming the image and stops what runs; an image the node may never pull (ErrImageNeverPull) or a name that is no image "
+        "reference (InvalidImageName) fails it at once. "
         "None: wait for ever.",
     ).tag(config=True)
     image_pull_secrets = List(Unicode(), help="Names of imagePullSecrets for job pods.").tag(config=True)
