@@ -74,55 +74,55 @@ class ManifestSettings:
 @dataclass(frozen=True)
 class BackendSettings:
     """Every `c.KubernetesBackend.*` value, frozen once when the backend is made (the traitlets'
-    help and defaults are in backend.py).  The backend's parts read this value, never the
+    help and defaults are in backend.py, and only there).  The backend's parts read this value, never the
     traitlets, so each part can be made and tested alone and none sees a setting change under it."""
 
-    namespace: str = ""
-    kubeconfig: str = ""
-    context: str = ""
-    home_volume: str = "auto"
-    home_pvc_template: str = "claim-{username}"
-    cephfs: dict[str, Any] = field(default_factory=dict)
-    slug_scheme: str = "safe"
-    home_path: str = ""
-    pod_name: str = ""
-    default_image: str = ""
-    master_image: str = ""
-    image_pull_policy: str = ""
-    shm_size: str = "1Gi"
-    gpu_resource_name: str = "nvidia.com/gpu"
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: tuple[dict[str, Any], ...] = ()
-    node_lost_seconds: int | None = 30
-    image_pull_seconds: int | None = 300
-    image_pull_secrets: tuple[str, ...] = ()
-    service_account_name: str = ""
-    master_service_account_name: str = "paddle-nbext-master"
-    priority_class_name: str = ""
-    replica_spread: str = "scheduler"
-    spread_topology_key: str = "kubernetes.io/hostname"
-    extra_labels: dict[str, str] = field(default_factory=dict)
-    extra_annotations: dict[str, str] = field(default_factory=dict)
-    ttl_seconds_after_finished: int | None = None
-    owner: str = ""
-    pserver_wait_timeout: float = 900.0
-    pod_security_context: dict[str, Any] = field(default_factory=dict)
-    copy_security_context: bool = True
-    run_as_user: int | None = None
-    run_as_group: int | None = None
-    fs_group: int | None = None
-    restricted_pods: bool = True
-    resubmit_wait: float = 20.0
-    allow_hub_namespace: bool = False
-    sync_timeout: float = 10.0
-    reconcile_interval: float = 5.0
-    keep_finished: int = 100
-    keep_finished_days: float = 30.0
-    queue_position_interval: float = 3.0
-    workload_mode: str = JOBS_MODE
-    default_queue: str = ""
-    allowed_queues: tuple[str, ...] = ()
-    gang_scheduler: str = ""
+    namespace: str
+    kubeconfig: str
+    context: str
+    home_volume: str
+    home_pvc_template: str
+    cephfs: dict[str, Any]
+    slug_scheme: str
+    home_path: str
+    pod_name: str
+    default_image: str
+    master_image: str
+    image_pull_policy: str
+    shm_size: str
+    gpu_resource_name: str
+    node_selector: dict[str, str]
+    tolerations: tuple[dict[str, Any], ...]
+    node_lost_seconds: int | None
+    image_pull_seconds: int | None
+    image_pull_secrets: tuple[str, ...]
+    service_account_name: str
+    master_service_account_name: str
+    priority_class_name: str
+    replica_spread: str
+    spread_topology_key: str
+    extra_labels: dict[str, str]
+    extra_annotations: dict[str, str]
+    ttl_seconds_after_finished: int | None
+    owner: str
+    pserver_wait_timeout: float
+    pod_security_context: dict[str, Any]
+    copy_security_context: bool
+    run_as_user: int | None
+    run_as_group: int | None
+    fs_group: int | None
+    restricted_pods: bool
+    resubmit_wait: float
+    allow_hub_namespace: bool
+    sync_timeout: float
+    reconcile_interval: float
+    keep_finished: int
+    keep_finished_days: float
+    queue_position_interval: float
+    workload_mode: str
+    default_queue: str
+    allowed_queues: tuple[str, ...]
+    gang_scheduler: str
 
     @property
     def queued(self) -> bool:
