@@ -526,6 +526,11 @@ NOT_OURS = {"jupyter_server_config.py", "paddle_entry.py"}
 SOURCE_NAME = re.compile(r"`([\w./-]+\.(?:py|ts|tsx))`")
 
 
+@lru_cache(maxsize=1)
+def tracked_files() -> list[str]:
+    return subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+
+
 def source_name_problems(lines: list[tuple[str, str]], tracked: list[str]) -> list[str]:
     """A source file the docs name in backticks by a tail of its path (`master/forked.py`,
     `state.ts`) is a file of the repo; the job bundle's `pylib/` paths are the runtime's modules."""
@@ -544,11 +549,6 @@ def test_the_source_name_check_catches_drift() -> None:
     lines = [("fake.md:1", "`master/forked.py`, `health_events.py`, `paddle_entry.py`, `views/gone.ts`, `pylib/paddle_nbext_job.py`")]
     problems = source_name_problems(lines, tracked_files())
     assert len(problems) == 2 and "health_events.py" in problems[0] and "gone.ts" in problems[1], problems
-
-
-@lru_cache(maxsize=1)
-def tracked_files() -> list[str]:
-    return subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=rel)

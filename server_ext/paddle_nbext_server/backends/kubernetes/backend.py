@@ -32,7 +32,6 @@ from paddle_nbext.model.quota import Verdict
 from paddle_nbext.model.spec import JobSpec, SpecError
 from paddle_nbext.model.status import JobStatus
 
-from ...events import JobEvent
 from ...jobfiles import job_requirements, package
 from ...jobfiles.metrics import MetricsFile
 from ...runtime import replicas
@@ -244,14 +243,10 @@ class KubernetesBackend(Backend):
         self.homes = HomeSetup(settings, self.api, self.log)
         self.workloads = Workloads(settings, self.api, self.view, self.log)
         self.pod_logs = PodLogs(settings, self.api, self.view)
-        self.reconciler = Reconciler(settings, self.api, self.view, self.workloads, self.pod_logs, self._publish, self.log)
+        self.reconciler = Reconciler(settings, self.api, self.view, self.workloads, self.pod_logs, self.events.publish, self.log)
         self.admission = Admission(settings, self.api, self.homes, self.view, self.name, self.log)
         self.log_reading = LogReading(settings, self.view, self.pod_logs)
         self.resource_usage = ResourceUsage(self.api, self.view)
-
-    def _publish(self, event: JobEvent) -> None:
-        """A status changed or a job is gone: tell the event hub the backend has now."""
-        self.events.publish(event)
 
     async def start(self) -> None:
         try:
