@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The quality gates, run by scripts/test.sh before the tests (README: "Run the tests"), and on
+# The quality gates, run by scripts/test.sh before the tests (docs/development.md: "Running the tests"), and on
 # their own while working: Python lint and format (ruff, config in pyproject.toml), mypy --strict
 # on both packages and on the tests, benchmarks and scripts, and the panel's ESLint, Prettier, tsc
 # (sources and tests) and vitest.

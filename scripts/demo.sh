@@ -7,11 +7,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
+# The server takes trainer code only from under the home (on Kubernetes the home volume is what
+# the replicas mount), so the demo copies the examples into the home and runs them from there:
+# a clone anywhere (/opt, /tmp, a CI workspace) works.  Checked before the set-up's minutes.
+DEMO_DIR="${HOME:-}/paddle-nbext-demo"
+if [ -z "${HOME:-}" ] || ! mkdir -p "$DEMO_DIR" 2>/dev/null; then
+  problem="$DEMO_DIR cannot be made"
+  [ -n "${HOME:-}" ] || problem="HOME is not set"
+  echo "demo: the demo runs its job from a copy of the examples in your home directory, but $problem: set HOME to a directory you can write to and run it again." >&2
+  exit 1
+fi
+
 bash scripts/setup.sh --demo
 
-# Trainer packages must live in your home directory: copy the example there.
-DEMO_DIR="$HOME/paddle-nbext-demo"
-mkdir -p "$DEMO_DIR"
 cp examples/ps_train.py examples/collective_train.py examples/demo.ipynb "$DEMO_DIR/"
 
 PORT=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets up paddle-nbext on a fresh Debian machine with Python 3.10+ and Node 20 (README: "The two
-# commands"); what it cannot bring it names in one sentence, with how to get it.
+# Sets up paddle-nbext on a fresh Debian machine with Python 3.10+ and Node 20 (docs/development.md:
+# "Set-up"); what it cannot bring it names in one sentence, with how to get it.
 #   bash scripts/setup.sh          everything the test suite needs (scripts/test.sh): Chromium
 #                                  (browser tests), the real nodes' and Ceph's Debian packages (as
 #                                  root), Go with the pinned toolchain (scripts/setup_go.sh: the
@@ -29,21 +29,32 @@ case "${1:-}" in
   *) echo "usage: bash scripts/setup.sh [--demo]" >&2; exit 2 ;;
 esac
 say() { printf 'setup: %s\n' "$*" >&2; }
+# Debian packages come through apt-get, as root; a machine without apt-get is not Debian, and the
+# set-up says what to do there instead of failing with the shell's "apt-get: command not found".
+has_apt_get() { command -v apt-get >/dev/null 2>&1; }
 
 # Python 3.10+ whose venv module can make .venv (Debian splits ensurepip off into python3-venv).
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   if ! command -v "$PYTHON" >/dev/null 2>&1 || ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
-    say "Python 3.10 or newer is missing ($PYTHON): install Debian's python3 (apt-get install python3 python3-venv) or set PYTHON to one."
+    if has_apt_get; then
+      say "Python 3.10 or newer is missing ($PYTHON): install Debian's python3 (apt-get install python3 python3-venv) or set PYTHON to one."
+    else
+      say "Python 3.10 or newer is missing ($PYTHON): install one with its venv module from your system's packages, or set PYTHON to one."
+    fi
     exit 1
   fi
   if ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
-    if [ "$(id -u)" = 0 ] && [[ "$(readlink -f "$(command -v "$PYTHON")")" == /usr/bin/* ]]; then
+    if [ "$(id -u)" = 0 ] && has_apt_get && [[ "$(readlink -f "$(command -v "$PYTHON")")" == /usr/bin/* ]]; then
       apt_get update -qq
       apt_get install -y -qq python3-venv >/dev/null
     fi
     if ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
-      say "$PYTHON cannot make the virtualenv .venv (its venv module has no ensurepip): install Debian's python3-venv (apt-get install python3-venv, as root) or set PYTHON to a Python 3.10+ that has it."
+      if has_apt_get; then
+        say "$PYTHON cannot make the virtualenv .venv (its venv module has no ensurepip): install Debian's python3-venv (apt-get install python3-venv, as root) or set PYTHON to a Python 3.10+ that has it."
+      else
+        say "$PYTHON cannot make the virtualenv .venv (its venv module has no ensurepip): install your system's package of Python's venv module, or set PYTHON to a Python 3.10+ that has it."
+      fi
       exit 1
     fi
   fi
@@ -53,7 +64,36 @@ if ! command -v npm >/dev/null 2>&1; then
   exit 1
 fi
 
-if [ -z "$demo" ] && ! command -v chromium >/dev/null 2>&1; then
+# What the test suite needs from Debian bookworm (the demo needs none of it):
+# - Chromium, for the browser tests;
+# - the real node of the cluster suite (tests/support/controlplane/realnode.py): containerd, runc
+#   and the CNI plugins, iptables for kube-proxy, mmdebstrap for the Paddle image;
+# - the real Ceph of the CephFS tests (tests/support/ceph): monitor, OSD, MDS, ceph-fuse and the
+#   admin's tools (no service starts by itself; the suite runs the daemons), and libcephfs's
+#   Python binding that deploy/cephfs/provision_home.py uses.
+NODE_PACKAGES="containerd runc containernetworking-plugins iptables mmdebstrap"
+NODE_TOOLS="containerd ctr /usr/sbin/runc /usr/lib/cni/bridge iptables mmdebstrap"
+CEPH_PACKAGES="ceph-mon ceph-osd ceph-mds ceph-fuse ceph-common python3-cephfs"
+CEPH_TOOLS="ceph-mon ceph-osd ceph-mds ceph-fuse ceph monmaptool"
+missing_chromium=""
+command -v chromium >/dev/null 2>&1 || missing_chromium="chromium"
+missing_node_tool=""
+for tool in $NODE_TOOLS; do
+  command -v "$tool" >/dev/null 2>&1 || missing_node_tool="$tool"
+done
+missing_ceph_tool=""
+for tool in $CEPH_TOOLS; do
+  command -v "$tool" >/dev/null 2>&1 || missing_ceph_tool="$tool"
+done
+/usr/bin/python3 -c "import cephfs" >/dev/null 2>&1 || missing_ceph_tool="python3-cephfs"
+
+if [ -z "$demo" ] && ! has_apt_get && [ -n "$missing_chromium$missing_node_tool$missing_ceph_tool" ]; then
+  needed=$(printf '%s ' $missing_chromium ${missing_node_tool:+$NODE_PACKAGES} ${missing_ceph_tool:+$CEPH_PACKAGES})
+  say "this machine has no apt-get, so the set-up cannot install the Debian bookworm packages the test suite needs (${needed% }): run it on Debian 12, or run \`bash scripts/setup.sh --demo\` for the demo, which needs none of them."
+  exit 1
+fi
+
+if [ -z "$demo" ] && [ -n "$missing_chromium" ]; then
   if [ "$(id -u)" = 0 ]; then
     apt_get update -qq
     apt_get install -y -qq chromium >/dev/null
@@ -62,41 +102,23 @@ if [ -z "$demo" ] && ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-# The real node of the cluster suite (tests/support/controlplane/realnode.py): containerd, runc and
-# the CNI plugins from Debian bookworm, iptables for kube-proxy, mmdebstrap for the Paddle image.
-NODE_PACKAGES="containerd runc containernetworking-plugins iptables mmdebstrap"
-NODE_TOOLS="containerd ctr /usr/sbin/runc /usr/lib/cni/bridge iptables mmdebstrap"
-missing_node_tool=""
-for tool in $NODE_TOOLS; do
-  command -v "$tool" >/dev/null 2>&1 || missing_node_tool="$tool"
-done
 if [ -z "$demo" ] && [ -n "$missing_node_tool" ]; then
   if [ "$(id -u)" = 0 ]; then
     apt_get update -qq
     # shellcheck disable=SC2086
     apt_get install -y -qq $NODE_PACKAGES >/dev/null
   else
-    echo "setup: $missing_node_tool is missing (the real-node tests need it): sudo apt-get install $NODE_PACKAGES" >&2
+    say "$missing_node_tool is missing (the real-node tests need it): sudo apt-get install $NODE_PACKAGES"
   fi
 fi
 
-# The real Ceph of the CephFS tests (tests/support/ceph): monitor, OSD, MDS, ceph-fuse and the
-# admin's tools from Debian bookworm (no service starts by itself; the suite runs the daemons),
-# and libcephfs's Python binding that deploy/cephfs/provision_home.py uses.
-CEPH_PACKAGES="ceph-mon ceph-osd ceph-mds ceph-fuse ceph-common python3-cephfs"
-CEPH_TOOLS="ceph-mon ceph-osd ceph-mds ceph-fuse ceph monmaptool"
-missing_ceph_tool=""
-for tool in $CEPH_TOOLS; do
-  command -v "$tool" >/dev/null 2>&1 || missing_ceph_tool="$tool"
-done
-/usr/bin/python3 -c "import cephfs" >/dev/null 2>&1 || missing_ceph_tool="python3-cephfs"
 if [ -z "$demo" ] && [ -n "$missing_ceph_tool" ]; then
   if [ "$(id -u)" = 0 ]; then
     apt_get update -qq
     # shellcheck disable=SC2086
     apt_get install -y -qq --no-install-recommends $CEPH_PACKAGES >/dev/null
   else
-    echo "setup: $missing_ceph_tool is missing (the CephFS tests need it): sudo apt-get install --no-install-recommends $CEPH_PACKAGES" >&2
+    say "$missing_ceph_tool is missing (the CephFS tests need it): sudo apt-get install --no-install-recommends $CEPH_PACKAGES"
   fi
 fi
 

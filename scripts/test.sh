@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite (README: "Run the tests"): the quality gates, then pytest.  Expects
+# The whole test suite (docs/development.md: "Running the tests"): the quality gates, then pytest.  Expects
 # scripts/setup.sh to have run.
 # The cluster contract suite runs on a real Kubernetes control plane built from source
 # (scripts/controlplane.sh build: once, into ~/.cache/paddle-nbext/controlplane, then reused);
 # with PADDLE_NBEXT_TEST_KUBECONFIG set it runs against that cluster instead and nothing is built.
 #
-# Proof that tests do not depend on timing (README: "Flaky tests"):
+# Proof that tests do not depend on timing (docs/development.md: "Flaky tests"):
 #   --repeat N   run pytest N times in a row, each a fresh process as CI runs it; stop at the
 #                first red run and say which
 #   --busy K     meanwhile keep K busy-loop processes on the CPU (K=2 takes both cores of a CI

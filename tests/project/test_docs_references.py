@@ -555,3 +555,22 @@ def test_the_source_name_check_catches_drift() -> None:
 def test_every_source_file_the_docs_name_exists(doc: Path) -> None:
     problems = source_name_problems(numbered_lines(doc), tracked_files())
     assert not problems, "\n".join(problems)
+
+
+#: `(docs/admin-guide.md: "Upgrading")`, `(docs/development.md: "Running the tests")`: a comment or message of
+#: the code pointing at a section of a document, maybe wrapped over comment lines.
+CODE_SECTION_REFERENCE = re.compile(r"\((README|docs/[\w-]+\.md):\s+\"([^\"]+)\"")
+
+
+def test_every_section_the_code_cites_by_name_exists() -> None:
+    """A section the code sends its reader to is there: when a section moves (the README's set-up
+    went to docs/development.md), the scripts and modules that cite it move with it."""
+    problems: list[str] = []
+    for name, text in _code_texts().items():
+        flowing = re.sub(r"\n\s*(?:#+|//|\*)?\s*", " ", text)
+        for document, section in CODE_SECTION_REFERENCE.findall(flowing):
+            path = ROOT / ("README.md" if document == "README" else document)
+            wanted = " ".join(section.split()).lower().strip(" .")
+            if not path.is_file() or not any(wanted in heading for heading in section_names(path)):
+                problems.append(f'{name}: cites {document} "{section}", which names no heading of {rel(path)}')
+    assert not problems, "\n".join(problems)

@@ -1,6 +1,8 @@
 """scripts/setup.sh: it waits for the Debian package lock instead of failing at once; on a fresh
 machine it brings what it needs or names what is missing in one sentence (Go and the pinned
-toolchain, Python's venv module); the demo's set-up installs only what the demo uses."""
+toolchain, Python's venv module, a machine without apt-get); the demo's set-up installs only what
+the demo uses. scripts/demo.sh runs from a clone anywhere and says in one sentence when it has no
+home to run its job from."""
 
 from __future__ import annotations
 
@@ -227,4 +229,116 @@ def test_every_go_build_uses_the_one_pinned_toolchain() -> None:
     for modfile in (ROOT / "tests" / "support" / "controlplane" / "gomod").glob("*/go.mod"):
         assert not re.search(r"^toolchain ", modfile.read_text(), re.M), f"{modfile} pins a toolchain; the pin is scripts/go-toolchain.txt"
     assert re.fullmatch(r"go1\.\d+\.\d+", GO_PIN)
-    assert f"`scripts/go-toolchain.txt` ({GO_PIN})" in (ROOT / "README.md").read_text(), "the README names another pinned Go"
+    development = (ROOT / "docs" / "development.md").read_text()
+    assert f"`scripts/go-toolchain.txt` ({GO_PIN})" in " ".join(development.split()), "docs/development.md names another pinned Go"
+
+
+def tools_only(folder: Path, *names: str) -> Path:
+    """A PATH folder holding just these commands of the machine (links), so what else the machine
+    has installed (apt-get, chromium, containerd) stays out of the script's sight."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        found = shutil.which(name)
+        assert found, f"the test needs {name} on this machine"
+        (folder / name).symlink_to(found)
+    return folder
+
+
+def test_no_apt_get_stops_the_test_setup_in_one_sentence(tmp_path: Path) -> None:
+    """Not Debian (no apt-get): the set-up cannot bring Chromium, the real nodes' or Ceph's packages,
+    so it stops before making anything, saying where it works and what the demo needs instead of
+    the shell's "apt-get: command not found"."""
+    tree = copy_of_scripts(tmp_path)
+    calls = tmp_path / "calls"
+    fake = tools_only(tmp_path / "bin", "dirname", "id", "readlink")
+    fake_command(fake, "npm", f'echo "npm $*" >> "{calls}"\n')
+    env = {"PATH": str(fake), "HOME": str(tmp_path), "PYTHON": sys.executable}
+    done = subprocess.run(["/bin/bash", str(tree / "scripts" / "setup.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(
+        "setup: this machine has no apt-get, so the set-up cannot install the Debian bookworm packages the test suite needs (chromium "
+    ), lines
+    assert lines[0].endswith("): run it on Debian 12, or run `bash scripts/setup.sh --demo` for the demo, which needs none of them."), lines
+    assert not (tree / ".venv").exists() and not calls.exists()
+
+
+def test_no_apt_get_and_no_venv_module_is_named_in_one_sentence(tmp_path: Path) -> None:
+    """A Python without ensurepip on a machine without apt-get, even as root: no Debian advice, the
+    one sentence says to install the system's own venv package or to pick another Python."""
+    tree = copy_of_scripts(tmp_path)
+    shadow = tmp_path / "no_ensurepip" / "ensurepip"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('ensurepip is not available')\n")
+    fake = tools_only(tmp_path / "bin", "dirname", "readlink")
+    fake_command(fake, "id", "echo 0\n")
+    env = {"PATH": str(fake), "HOME": str(tmp_path), "PYTHON": sys.executable, "PYTHONPATH": str(shadow.parent)}
+    done = subprocess.run(["/bin/bash", str(tree / "scripts" / "setup.sh"), "--demo"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"setup: {sys.executable} cannot make the virtualenv .venv (its venv module has no ensurepip): install your system's "
+        "package of Python's venv module, or set PYTHON to a Python 3.10+ that has it."
+    ]
+    assert not (tree / ".venv").exists()
+
+
+def demo_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A clone for scripts/demo.sh whose set-up, server and CLI are stand-ins writing to `calls`:
+    the stand-in server answers every request, so the demo goes on to its submit at once."""
+    tree = copy_of_scripts(tmp_path)
+    shutil.copytree(ROOT / "examples", tree / "examples")
+    calls = tmp_path / "calls"
+    fake_command(tree / "scripts", "setup.sh", f'echo "setup $*" >> "{calls}"\n')
+    venv = tree / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    server = (
+        "import http.server, sys\n"
+        "port = int(next(a for a in sys.argv if a.startswith('--port=')).split('=')[1])\n"
+        "class Ok(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200); self.end_headers()\n"
+        "    def log_message(self, *args):\n"
+        "        pass\n"
+        "http.server.HTTPServer(('127.0.0.1', port), Ok).serve_forever()\n"
+    )
+    (tmp_path / "server.py").write_text(server)
+    fake_command(venv, "jupyter", f'echo "jupyter $*" >> "{calls}"\nexec "{sys.executable}" "{tmp_path / "server.py"}" "$@"\n')
+    fake_command(venv, "paddle-nbext", f'echo "paddle-nbext $*" >> "{calls}"\n')
+    return tree, calls
+
+
+def test_the_demo_runs_from_a_clone_outside_the_home(tmp_path: Path) -> None:
+    """Trainer code must live under the home, and the clone is elsewhere: the demo copies the
+    examples into ~/paddle-nbext-demo and submits that copy to a server whose home is $HOME."""
+    tree, calls = demo_tree(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    done = subprocess.run(["bash", str(tree / "scripts" / "demo.sh")], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not tree.is_relative_to(home)
+    made = calls.read_text().splitlines()
+    assert made[0] == "setup --demo"
+    assert any(line.startswith("jupyter server") and f"--ServerApp.root_dir={home}" in line for line in made), made
+    submit = next(line for line in made if line.startswith("paddle-nbext submit"))
+    assert f"--package {home}/paddle-nbext-demo --entry python ps_train.py" in submit, submit
+    assert (home / "paddle-nbext-demo" / "ps_train.py").is_file()
+    assert f"{home}/paddle-nbext-demo/demo.ipynb" in done.stdout
+
+
+@pytest.mark.parametrize("home", [None, "a-file/home"], ids=["unset", "not-a-directory"])
+def test_a_demo_without_a_home_says_so_in_one_sentence(tmp_path: Path, home: str | None) -> None:
+    """No HOME, or one nothing can be made in: one sentence before the set-up's minutes."""
+    tree, calls = demo_tree(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    env = {"PATH": "/usr/bin:/bin"} | ({"HOME": str(tmp_path / home)} if home else {})
+    done = subprocess.run(["bash", str(tree / "scripts" / "demo.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    problem = f"{tmp_path / str(home)}/paddle-nbext-demo cannot be made" if home else "HOME is not set"
+    assert done.stderr.strip().splitlines() == [
+        f"demo: the demo runs its job from a copy of the examples in your home directory, but {problem}: set HOME to a "
+        "directory you can write to and run it again."
+    ]
+    assert not calls.exists(), "the set-up ran"

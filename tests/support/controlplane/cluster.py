@@ -91,7 +91,7 @@ class ControlPlane:
         if found is None:
             raise ControlPlaneError(
                 "no control plane: its binaries are not built for the pinned versions; run "
-                "`bash scripts/controlplane.sh build` (builds once into the cache, see README)"
+                "`bash scripts/controlplane.sh build` (builds once into the cache, see docs/development.md)"
             )
         missing = [name for name in BINARIES if name != "kubectl" and name not in found]
         if missing:
