@@ -33,7 +33,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 # set-up says what to do there instead of failing with the shell's "apt-get: command not found".
 has_apt_get() { command -v apt-get >/dev/null 2>&1; }
 
-# Python 3.10+ whose venv module can make .venv (Debian splits ensurepip off into python3-venv).
+# Python 3.10 to 3.13 whose venv module can make .venv (Debian splits ensurepip off into python3-venv).
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   if ! command -v "$PYTHON" >/dev/null 2>&1 || ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
@@ -42,6 +42,13 @@ if [ ! -x .venv/bin/python ]; then
     else
       say "Python 3.10 or newer is missing ($PYTHON): install one with its venv module from your system's packages, or set PYTHON to one."
     fi
+    exit 1
+  fi
+  # The paddle extra pins paddlepaddle==3.0.0, whose wheels stop at CPython 3.13 (docs/user-guide.md:
+  # "Installing"); pip would only say "No matching distribution found".
+  version=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if [ "${version#3.}" -ge 14 ]; then
+    say "$PYTHON is Python $version, for which paddlepaddle 3.0.0 (the paddle extra) has no wheel: set PYTHON to a Python 3.10 to 3.13."
     exit 1
   fi
   if ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then

@@ -1,7 +1,8 @@
 """The benchmarks stay one harness that says what it runs: every `bench_*.py` is in
-`benchmarks/catalog.py` (what `run_all.py` runs or says it skips) or is a named helper, the
-README's table has a row for each with its command and results file, and no benchmark keeps its
-own copy of what `benchmarks/harness.py` holds (the machine description, percentiles)."""
+`benchmarks/catalog.py` (what `run_all.py` runs or says it skips) or is a named helper,
+`benchmarks/README.md`'s table has a row for each with its command and results file (the list
+docs/development.md points to), and no benchmark keeps its own copy of what
+`benchmarks/harness.py` holds (the machine description, percentiles)."""
 
 from __future__ import annotations
 

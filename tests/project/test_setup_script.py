@@ -233,6 +233,24 @@ def test_every_go_build_uses_the_one_pinned_toolchain() -> None:
     assert f"`scripts/go-toolchain.txt` ({GO_PIN})" in " ".join(development.split()), "docs/development.md names another pinned Go"
 
 
+def test_a_python_without_a_paddle_wheel_is_named_in_one_sentence(tmp_path: Path) -> None:
+    """Python 3.14 passes "3.10 or newer", but the paddle extra's paddlepaddle 3.0.0 has no wheel
+    for it: one sentence says which Pythons work, before a venv or pip's "No matching distribution"."""
+    tree = copy_of_scripts(tmp_path)
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bin"
+    fake_command(fake, "python3.14", 'case "$2" in *"version_info[:2]"*) echo 3.14 ;; *) exit 0 ;; esac\n')
+    fake_command(fake, "npm", f'echo "npm $*" >> "{calls}"\n')
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path), "PYTHON": str(fake / "python3.14")}
+    done = subprocess.run(["bash", str(tree / "scripts" / "setup.sh"), "--demo"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"setup: {fake / 'python3.14'} is Python 3.14, for which paddlepaddle 3.0.0 (the paddle extra) has no wheel: set PYTHON "
+        "to a Python 3.10 to 3.13."
+    ]
+    assert not (tree / ".venv").exists() and not calls.exists()
+
+
 def tools_only(folder: Path, *names: str) -> Path:
     """A PATH folder holding just these commands of the machine (links), so what else the machine
     has installed (apt-get, chromium, containerd) stays out of the script's sight."""
