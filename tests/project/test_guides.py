@@ -27,7 +27,7 @@ USER_GUIDE = ROOT / "docs" / "user-guide.md"
 ADMIN_GUIDE = ROOT / "docs" / "admin-guide.md"
 
 #: The guides the shared checks read. docs/admin-guide.md joins this list when it meets them.
-GUIDES: list[Path] = [USER_GUIDE]
+GUIDES: list[Path] = [USER_GUIDE, ADMIN_GUIDE]
 
 #: The bounds the shared readability check holds every guide to, in words (see `readability`).
 MAX_MEAN_SENTENCE = 30
@@ -436,6 +436,154 @@ def test_every_parameter_server_example_serves() -> None:
         if asks_for_pservers(block) and not serves(block)
     ]
     assert not wrong, "parameter-server examples that never serve: " + ", ".join(wrong)
+
+
+# ------------------------------------------------------------------ the admin guide's facts
+
+DEPLOY = ROOT / "deploy"
+DEPLOY_README = DEPLOY / "README.md"
+#: A folder holding one of these is one unit (a Helm chart, an npm project, an image's build
+#: context): deploy/README.md may list it as a folder instead of file by file.
+UNIT_MARKERS = ("Chart.yaml", "package.json", "Dockerfile")
+#: What `home_volume = "cephfs"` needs to name a volume at all.
+CEPHFS_HOME = {"monitors": ["10.0.0.1:6789"], "path": "/home/{username}"}
+
+
+def modes_reading_the_notebook_pod() -> dict[str, bool]:
+    """For each `home_volume` mode, whether getting a job's home ready reads the notebook's own pod
+    (the Role's `get pods`): the backend's home setup run, in a notebook pod, against an API that
+    refuses every call and notes what was asked."""
+    import asyncio
+    import contextlib
+    import dataclasses
+    import logging
+    from typing import Any, cast
+
+    from kubernetes.client.exceptions import ApiException
+    from traitlets import Enum
+
+    from paddle_nbext_server.backends.kubernetes import KubernetesBackend
+    from paddle_nbext_server.backends.kubernetes.client.connection import Connection
+    from paddle_nbext_server.backends.kubernetes.lifecycle.home_setup import HomeSetup
+    from paddle_nbext_server.backends.kubernetes.settings import BackendSettings
+
+    class RefusingApi:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        async def call(self, doing: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+            self.asked.append(doing)
+            raise ApiException(status=403, reason="Forbidden")
+
+    traits = KubernetesBackend.class_traits(config=True)
+    defaults = {field.name: traits[field.name].default() for field in dataclasses.fields(BackendSettings)}
+    reads: dict[str, bool] = {}
+    modes = traits["home_volume"]
+    assert isinstance(modes, Enum)
+    for mode in modes.values or ():
+        home = {"home_volume": mode, "pod_name": "jupyter-alice", "home_path": "/home/jovyan", "cephfs": CEPHFS_HOME}
+        settings = BackendSettings(**{**defaults, **home})
+        api = RefusingApi()
+        setup = HomeSetup(settings, cast(Any, api), logging.getLogger(__name__))
+        in_a_pod = Connection(api=cast(Any, None), namespace="jhub", source="in-cluster", host="", in_cluster=True)
+        with contextlib.suppress(Exception):  # `auto` cannot go on without the pod: only what was asked matters
+            asyncio.run(setup.home_volume("alice", in_a_pod))
+        reads[str(mode)] = "read the notebook pod" in api.asked
+    return reads
+
+
+def says_get_pods(unit: str) -> bool:
+    return bool(re.search(r"`get pods`|\bpods: get\b|`get` on the notebook pod", unit))
+
+
+def test_the_admin_guide_names_every_home_mode_that_needs_get_pods() -> None:
+    """Every `home_volume` mode reads the notebook's pod (its volume in `auto`, the uid and groups
+    job pods copy in all): the RBAC section says so for each mode that does, and what a Role
+    without `get pods` costs (the notebook's fsGroup)."""
+    reads = modes_reading_the_notebook_pod()
+    assert reads and all(isinstance(read, bool) for read in reads.values()), reads
+    readers = sorted(mode for mode, read in reads.items() if read)
+    assert readers, "no home mode reads the notebook pod: the RBAC row for `get pods` can go"
+    rbac = ADMIN_GUIDE.read_text(encoding="utf-8").split("\n### RBAC", 1)[1].split("\n### ", 1)[0]
+    units = [unit for unit in re.split(r"\n\s*\n|\n(?=\|)", rbac) if says_get_pods(unit)]
+    assert units, "the RBAC section says what `get pods` is for"
+    named = {mode for unit in units for mode in readers if re.search(rf"`{mode}`|\"{mode}\"", unit)}
+    assert named == set(readers), f"the RBAC section ties `get pods` to {sorted(named)}; the backend reads the pod in {readers}"
+    assert any("fsGroup" in unit for unit in units), "the RBAC section says job pods lose the notebook's fsGroup without `get pods`"
+
+
+def deploy_files() -> list[str]:
+    """The files under deploy/ as git sees them (tracked, or new and not ignored), relative to deploy/."""
+    import subprocess
+
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "deploy"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return sorted({str(Path(name).relative_to("deploy")) for name in listed if (ROOT / name).is_file()})
+
+
+def unlisted_deploy_files(readme: str, files: list[str]) -> list[str]:
+    """The files `readme` does not name: each by its path (`rbac/notebook-role.yaml`), or one of its
+    folders holding a unit marker by the folder's path (`chart/`)."""
+    named = set(re.findall(r"`([^`\s]+)`", readme))
+    units = {str(Path(name).parent) + "/" for name in files if Path(name).name in UNIT_MARKERS}
+    unlisted = []
+    for name in files:
+        folders = [str(parent) + "/" for parent in Path(name).parents if str(parent) != "."]
+        if name == "README.md" or name in named or any(folder in named and folder in units for folder in folders):
+            continue
+        unlisted.append(name)
+    return unlisted
+
+
+def test_the_deploy_listing_check_catches_a_missing_file() -> None:
+    files = ["README.md", "chart/Chart.yaml", "chart/templates/a.yaml", "rbac/a.yaml", "rbac/b.yaml"]
+    assert unlisted_deploy_files("`chart/` · `rbac/a.yaml`", files) == ["rbac/b.yaml"]
+    assert unlisted_deploy_files("`rbac/` · `chart/Chart.yaml`", files) == ["chart/templates/a.yaml", "rbac/a.yaml", "rbac/b.yaml"]
+
+
+def test_deploy_readme_lists_every_file_under_deploy() -> None:
+    files = deploy_files()
+    assert "rbac/notebook-role.yaml" in files, files
+    missing = unlisted_deploy_files(DEPLOY_README.read_text(encoding="utf-8"), files)
+    assert not missing, f"deploy/README.md does not list {missing}"
+
+
+def test_the_admin_guide_says_what_a_kueue_preemption_does() -> None:
+    """The admin guide's "Preemption" tells what the replicas do when Kueue admits the job again:
+    `resume_from()` (a function of the job's module) gives the latest checkpoint."""
+    from paddle_nbext_server.runtime import paddle_nbext_job
+
+    assert "resume_from" in paddle_nbext_job.__all__
+    text = ADMIN_GUIDE.read_text(encoding="utf-8").split("**Preemption.**", 1)[1]
+    preemption = " ".join(re.split(r"\n\n(?=\*\*|#)", text, maxsplit=1)[0].split())
+    assert "latest checkpoint" in preemption and "resume_from()" in preemption, preemption
+
+
+def test_the_admin_guides_troubleshooting_quotes_the_clusters_own_words() -> None:
+    """The cluster's failures an admin meets are in Troubleshooting, in the words the backend says
+    them: a home the kubelet cannot mount, the in-tree cephfs volume on 1.31+, an image the node
+    may never pull."""
+    from paddle_nbext_server.backends.kubernetes.build import intree_cephfs
+    from paddle_nbext_server.runtime import policy
+
+    troubleshooting = " ".join(ADMIN_GUIDE.read_text(encoding="utf-8").split("\n## Troubleshooting", 1)[1].split("\n## ", 1)[0].split())
+    refusal = intree_cephfs.refusal("v1.31.0", "home_volume 'cephfs'")
+    mount = policy._waiting_message(
+        policy.Observed("trainer", 0, policy.ReplicaPhase.PENDING, reason=f"{policy.FAILED_MOUNT}MountVolume.MountDevice failed")
+    )
+    said = [
+        (refusal or "").split("; this cluster runs", 1)[0],
+        mount.split(": MountVolume", 1)[0],
+        *policy.NEVER_STARTS,
+    ]
+    assert all(said), said
+    missing = [words for words in said if words not in troubleshooting]
+    assert not missing, f"the admin guide's Troubleshooting does not quote {missing}"
 
 
 def main(paths: list[str]) -> None:

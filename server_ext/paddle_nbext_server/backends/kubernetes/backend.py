@@ -89,11 +89,13 @@ class KubernetesBackend(Backend):
         help="How {username} in home_pvc_template and cephfs['path'] is made Kubernetes-safe: set it to what your hub's KubeSpawner uses (its slug_scheme: 'safe' since KubeSpawner 7, 'escape' before).",
     ).tag(config=True)
     home_path = Unicode(help="Where the home is mounted in job pods (the notebook's home path). Default: $HOME.").tag(config=True)
-    pod_name = Unicode(help="The notebook's own pod, read for home_volume='auto'. Default: $HOSTNAME.").tag(config=True)
+    pod_name = Unicode(
+        help="The notebook's own pod, read for its home volume (home_volume='auto') and, in every mode, the uid and groups job pods run as (copy_security_context). Default: $HOSTNAME."
+    ).tag(config=True)
     default_image = Unicode("paddlepaddle/paddle:3.0.0", help="Image for jobs that name none.").tag(config=True)
     master_image = Unicode(
         "",
-        help="Image of each job's master (it needs Python 3.10+ as python3, nothing else); empty: the site's default image. "
+        help="Image of each job's master (it needs Python 3.10 or later as python3, nothing else); empty: the site's default image. "
         "Must be in allowed_images when that is set. Never the job's own image: the master holds an API token.",
     ).tag(config=True)
     image_pull_policy = Enum(
