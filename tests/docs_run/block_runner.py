@@ -15,6 +15,7 @@ import queue
 import re
 import subprocess
 import textwrap
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +137,7 @@ class DocumentRun:
     ran: int = 0
     submitted: dict[Block, set[str]] = field(default_factory=dict)
     outputs: dict[Block, str] = field(default_factory=dict)
+    seconds: dict[Block, float] = field(default_factory=dict)
     _failures: list[tuple[int, str]] = field(default_factory=list)
 
     @property
@@ -148,6 +150,11 @@ class DocumentRun:
         shown = textwrap.indent(output[-_OUTPUT_TAIL:].rstrip("\n"), "    > ") if output.strip() else "    (no output)"
         self._failures.append((block.line, f"{block.where} failed: {error}\n  the block:\n{listing}\n  its output:\n{shown}"))
 
+    def timings(self) -> str:
+        """Each block's run time, slowest first: where a document's test spends its time."""
+        slowest = sorted(self.seconds.items(), key=lambda item: -item[1])
+        return "\n".join(f"{seconds:6.1f} s  {block.where}" for block, seconds in slowest)
+
     def report(self) -> str:
         return f"{len(self._failures)} of {self.ran} blocks failed:\n\n" + "\n\n".join(self.failures)
 
@@ -158,8 +165,9 @@ def run_document(blocks: list[Block], kernel: KernelSession, server: JobLister, 
     for block in blocks:
         if not block.runs_here:
             continue
-        before = set(server.jobs())
+        before, started = set(server.jobs()), time.monotonic()
         outcome = kernel.run(block.source) if block.kind == "python" else run_shell(block, env, cwd)
+        run.seconds[block] = time.monotonic() - started
         run.ran += 1
         run.submitted[block] = set(server.jobs()) - before
         run.outputs[block] = outcome.output

@@ -49,6 +49,7 @@ def test_every_code_block_runs(document: str, doc_server: DocServer) -> None:
     env = doc_server.reader_environment()
     with KernelSession(env, doc_server.home) as kernel:
         run = run_document(blocks, kernel, doc_server, env, doc_server.home)
+    print(f"{document}: {run.ran} blocks ran; their times:\n{run.timings()}")  # shown with -rP, or on a failure
     assert not run.failures, f"{document}: {run.report()}"
 
 

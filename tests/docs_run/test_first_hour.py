@@ -1,8 +1,9 @@
 """examples/first-hour.ipynb, executed top to bottom as a new user runs it, says what it shows.
 
 The notebook runs in a real kernel (nbclient) against a real Jupyter server with the local
-backend, from `~/examples` of a fresh home (doc_server.py): its jobs are real Paddle jobs, its
-requirements step installs from the package index the machine is configured with.
+backend, from `~/examples` of a fresh home (doc_server.py): its jobs are real Paddle jobs, and its
+requirements step installs `tabulate` (examples/first-hour/requirements.txt) from the package
+index the machine is configured with, so this test needs that index.
 
 How the notebook states what the reader will see: a markdown cell's **blockquote lines** (`> `)
 hold the words to look for as inline code spans, and each span must appear in the output of the
