@@ -11,10 +11,11 @@ For the writers of those documents, this is the contract:
   `bash -e -o pipefail` with this checkout's venv first on `PATH` (`paddle-nbext`, `jupyter`,
   `python`).  Both talk to a real Jupyter server with the `local` backend (real Paddle
   processes), through `PADDLE_NBEXT_API_URL` and `PADDLE_NBEXT_TOKEN` as in a kernel it started.
-- **The home.** Each document gets a fresh, empty home (`$HOME`, the server's
+- **The home.** Each document gets a fresh home of its own (`$HOME`, the server's
   `c.PaddleNbext.home_dir`, the current directory of every block) holding only `~/examples/`, a
-  copy of the repository's `examples/` (`collective_train.py`, `ps_train.py`, the notebooks and
-  whatever else is there), and `~/.paddle-jobs/`, the jobs dir.  A block that needs a file
+  copy of the repository's `examples/` (`collective_train.py`, `ps_train.py`, the notebooks,
+  `first-hour/requirements.txt` and whatever else is there), and `~/.paddle-jobs/`, the jobs dir
+  (made by the first job).  So `--package examples` and `~/examples` both name that copy.  A block that needs a file
   elsewhere writes it first (a `%%writefile` cell, or a shell block), or is marked skip.
 - **Markers**, an HTML comment alone on the line right before the fence:
   `<!-- doc-run: skip REASON -->` (not run; the reason is required),
