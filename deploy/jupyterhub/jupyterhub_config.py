@@ -134,7 +134,8 @@ if USER_NAMESPACES:
         for doc in NOTEBOOK_RBAC:
             body = {**doc, "metadata": {**doc["metadata"], "namespace": namespace}}
             if doc["kind"] == "ServiceAccount":
-                await put(core.create_namespaced_service_account, None, body)
+                if doc["metadata"]["name"] != spawner.service_account:  # the notebook's: made above
+                    await put(core.create_namespaced_service_account, None, body)
             elif doc["kind"] == "Role":
                 await put(rbac.create_namespaced_role, rbac.replace_namespaced_role, body)
             elif doc["kind"] == "RoleBinding":

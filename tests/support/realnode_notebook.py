@@ -27,10 +27,9 @@ def shipped(name: str) -> list[dict[str, Any]]:
 
 
 def apply_shipped_rbac(api: client.ApiClient, namespace: str) -> None:
-    """deploy/rbac/notebook-role.yaml and master-role.yaml as an admin applies them, plus the
-    notebook's ServiceAccount."""
+    """deploy/rbac/notebook-role.yaml and master-role.yaml as an admin applies them (the first
+    holds the notebook's ServiceAccount, NOTEBOOK_ACCOUNT)."""
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(namespace, client.V1ServiceAccount.model_validate({"metadata": {"name": NOTEBOOK_ACCOUNT}}))
     for doc in shipped("notebook-role.yaml") + shipped("master-role.yaml"):
         doc["metadata"]["namespace"] = namespace
         creators: dict[str, Callable[[str, Any], object]] = {

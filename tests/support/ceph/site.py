@@ -2,8 +2,8 @@
 
 ``CephSite.start(plane, nodes)`` starts a ``CephCluster`` whose daemons listen on the host's bridge
 to the real nodes (every node's CSI plugin and ``ceph-fuse`` reach them from the node's network
-namespace), applies the recipe's ``deploy/cephfs/ceph-csi-cluster.yaml`` through
-``provision_home.py --cluster`` (the CSIDriver and ceph-csi's two ConfigMaps) and hands those
+namespace), applies ceph-csi's cluster objects of paddle-nbext's chart through
+``provision_home.py --cluster`` (the CSIDriver and ceph-csi's ConfigMaps) and hands those
 ConfigMaps to every node's plugin as the kubelet would mount them: one home, every node.  ``home(user, namespace)`` then
 provisions a user exactly as the admin guide says and mounts the home for the notebook side.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from support.controlplane import ControlPlane
-from support.controlplane.build import find_binaries
+from support.controlplane.build import HELM_COMPONENTS, find_binaries
 from support.controlplane.errors import ControlPlaneError
 from support.controlplane.node_network import HOST_IP
 from support.controlplane.realnode import RealNode
@@ -55,7 +55,10 @@ class CephSite:
             self.cluster.paths.root.chmod(0o755)
             self.cluster.paths.keys.chmod(0o700)
             self._create_namespace(homes.CSI_NAMESPACE)
-            homes.provision_script(self.cluster, self.kubectl, "--cluster")
+            helm = find_binaries(HELM_COMPONENTS)
+            if helm is None:
+                raise ControlPlaneError("helm is not built: run `bash scripts/controlplane.sh build`")
+            homes.provision_script(self.cluster, self.kubectl, "--cluster", f"--helm={helm['helm']}")
             for node in self.nodes:
                 node.configure_ceph_csi([self.config_map("ceph-csi-config"), self.config_map("ceph-config")])
         except BaseException:

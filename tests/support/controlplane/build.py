@@ -10,6 +10,8 @@ cache lives outside the repository (``PADDLE_NBEXT_CONTROLPLANE_CACHE``, default
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -18,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +42,7 @@ COREDNS_VERSION = "v1.15.0"
 PAUSE_VERSION = "3.10"  # our own pause program (gomod/pause), tagged like the upstream image it stands in for
 METRICS_SERVER_VERSION = "v0.8.0"
 CEPHCSI_VERSION = "v1.12-node"  # our CephFS CSI node plugin (gomod/cephcsi) on CSI spec 1.12, as Kubernetes pins it
+HELM_VERSION = "v4.3.2"  # lints, renders and installs deploy/chart (tests/deploy, the cluster suite)
 
 CACHE_ENV = "PADDLE_NBEXT_CONTROLPLANE_CACHE"
 KUEUE_METRICS_CERTS_ENV = "PADDLE_NBEXT_KUEUE_METRICS_CERTS"
@@ -254,7 +258,26 @@ def find_queue_binaries() -> dict[str, Path] | None:
     return find_binaries(QUEUE_COMPONENTS)
 
 
-ALL_COMPONENTS = COMPONENTS + QUEUE_COMPONENTS + GANG_COMPONENTS + NODE_COMPONENTS
+# Helm, for the chart in deploy/chart: tests/deploy lints and renders it (building it through
+# `helm_binary` when `controlplane build` has not yet), the cluster suite installs it.  Stamped
+# with its release like Helm's own Makefile does, so `helm version` names the pin.
+HELM_COMPONENTS: tuple[Component, ...] = (
+    Component(
+        "helm",
+        HELM_VERSION,
+        (("helm.sh/helm/v4/cmd/helm", "helm"),),
+        "-s -w -X helm.sh/helm/v4/internal/version.version=" + HELM_VERSION + " -X helm.sh/helm/v4/internal/version.gitTreeState=clean",
+    ),
+)
+
+
+def helm_binary() -> Path:
+    """The pinned Helm, built into the cache first when it is not there (one go build, a few
+    minutes cold; free when cached).  Raises ControlPlaneError when Go is missing."""
+    return build(components=HELM_COMPONENTS, log=False)["helm"]
+
+
+ALL_COMPONENTS = COMPONENTS + QUEUE_COMPONENTS + GANG_COMPONENTS + HELM_COMPONENTS + NODE_COMPONENTS
 
 
 def build(*, log: bool = True, components: tuple[Component, ...] = ALL_COMPONENTS) -> dict[str, Path]:
@@ -262,14 +285,29 @@ def build(*, log: bool = True, components: tuple[Component, ...] = ALL_COMPONENT
 
     Prints each component's build time, so the cold and warm costs are visible in CI's log."""
     for component in components:
-        if _built(component):
-            if log:
-                print(f"controlplane: {component.module} {component.version} is built ({binary_dir(component)})", file=sys.stderr)
-            continue
-        _build(component, log=log)
+        if not _built(component):
+            with _build_lock(component):  # another process (tests/deploy beside `controlplane build`) may be at it
+                if not _built(component):
+                    _build(component, log=log)
+                    continue
+        if log:
+            print(f"controlplane: {component.module} {component.version} is built ({binary_dir(component)})", file=sys.stderr)
     found = find_binaries(components)
     assert found is not None
     return found
+
+
+@contextlib.contextmanager
+def _build_lock(component: Component) -> Iterator[None]:
+    """One build of a component at a time across processes: a second builder waits, then finds
+    the binaries there (two would each compile for minutes on a 2-core machine)."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with (cache_dir() / f"build-{component.module}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _module_dir(component: Component, module: str, env: dict[str, str]) -> Path:
