@@ -74,12 +74,12 @@ fi
 # What the test suite needs from Debian bookworm (the demo needs none of it):
 # - Chromium, for the browser tests;
 # - the real node of the cluster suite (tests/support/controlplane/realnode.py): containerd, runc
-#   and the CNI plugins, iptables for kube-proxy, mmdebstrap for the Paddle image;
+#   and the CNI plugins, iptables for kube-proxy, mmdebstrap and buildah for the images;
 # - the real Ceph of the CephFS tests (tests/support/ceph): monitor, OSD, MDS, ceph-fuse and the
 #   admin's tools (no service starts by itself; the suite runs the daemons), and libcephfs's
 #   Python binding that deploy/cephfs/provision_home.py uses.
-NODE_PACKAGES="containerd runc containernetworking-plugins iptables mmdebstrap"
-NODE_TOOLS="containerd ctr /usr/sbin/runc /usr/lib/cni/bridge iptables mmdebstrap"
+NODE_PACKAGES="containerd runc containernetworking-plugins iptables mmdebstrap buildah"
+NODE_TOOLS="containerd ctr /usr/sbin/runc /usr/lib/cni/bridge iptables mmdebstrap buildah"
 CEPH_PACKAGES="ceph-mon ceph-osd ceph-mds ceph-fuse ceph-common python3-cephfs"
 CEPH_TOOLS="ceph-mon ceph-osd ceph-mds ceph-fuse ceph monmaptool"
 missing_chromium=""

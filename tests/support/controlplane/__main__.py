@@ -2,8 +2,9 @@
 
 - ``build``  compile the pinned binaries into the cache (a no-op when they are there) and build
              the real node's images (``images``); prints each component's build time;
-- ``images`` build the real node's images alone (pause, the Paddle job image), reused while
-             their inputs are unchanged;
+- ``images`` build every image the suite runs, alone: pause, the job image and the notebook
+             image from our Dockerfiles (deploy/images), the installers image; reused while their
+             inputs are unchanged; prints each one's build time;
 - ``up``     start a control plane in ``--state-dir`` and leave it running; prints the admin
              kubeconfig's path and the start time (export it as PADDLE_NBEXT_TEST_KUBECONFIG to
              point the suite at this cluster, or use it with kubectl);
@@ -27,6 +28,8 @@ from . import images, realnode
 from .build import build, cache_dir
 from .cluster import ControlPlane, port_open
 from .errors import ControlPlaneError
+from .installer_image import installers_image
+from .notebook_image import notebook_image
 from .processes import pid_alive
 
 
@@ -49,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             _build_images(binaries["pause"])
             print(f"controlplane: binaries and images ready in {time.monotonic() - started:.1f} s")
         elif args.command == "images":
-            _build_images(build()["pause"])
+            _build_images(build()["pause"], every=True)
         elif args.command == "up":
             if _running(state_dir):
                 raise ControlPlaneError(f"a control plane is already running in {state_dir}; `controlplane down` stops it")
@@ -77,12 +80,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _build_images(pause: Path) -> None:
+def _build_images(pause: Path, every: bool = False) -> None:
+    """The node's images (pause, the job image); with ``every`` also the notebook image (from a
+    wheel of this clone) and the installers image, which the tests otherwise build when first used."""
     started = time.monotonic()
     missing = realnode.missing_tools()
     if missing:
         raise ControlPlaneError(f"the real node's images and node need {', '.join(missing)}: `bash scripts/setup.sh` installs them")
-    for image in images.build_images(pause):
+    built = images.build_images(pause)
+    if every:
+        from support.hub_site import clone_wheel, hub_version  # the hub tests' own wheel of the clone
+
+        wheels = cache_dir() / "hub"
+        wheels.mkdir(parents=True, exist_ok=True)
+        built += [notebook_image(clone_wheel(wheels), hub_version()), installers_image()]
+    for image in built:
         print(f"controlplane: image {image.reference} ready ({image.archive})", file=sys.stderr)
     print(f"controlplane: images ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
 

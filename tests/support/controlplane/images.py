@@ -1,17 +1,18 @@
 """The real node's container images, built here (no registry can be reached), cached by digest.
 
-- ``registry.local/pause:3.10``: the sandbox image, one file (our static ``pause`` program).
-- ``registry.local/paddle:3.0.0-cpu``: a Paddle job image as a site would provide one: a Debian
-  bookworm minbase root filesystem made by ``mmdebstrap`` with Python 3.11 and the libraries
-  Paddle loads (``libgomp1``), and a second layer with ``paddlepaddle==3.0.0``, ``protobuf<7`` and
-  ``setuptools`` (``import paddle`` needs it) installed by pip into Debian's own dist-packages.
+- ``registry.local/pause:3.10``: the sandbox image, one file (our static ``pause`` program),
+  written as an archive directly;
+- ``registry.local/paddle:3.0.0-cpu``: the job image a site builds from our Dockerfile
+  (``deploy/images/job/Dockerfile``), built by buildah over the suite's base: a Debian bookworm
+  minbase root filesystem made by ``mmdebstrap`` with python3, pip, libgomp1 and ca-certificates
+  (what the Dockerfile otherwise installs from Debian itself), committed into buildah's storage.
 
 Each image is a docker-archive tarball (what ``ctr images import`` reads) in
-``<cache>/images/<name>-<tag>-<digest>.tar``; the digest covers what the image is made from
-(this file, the package lists, the pause binary, the interpreter whose wheels are chosen), so an
+``<cache>/images/<name>-<tag>-<digest>.tar``; the digest covers what the image is made from (the
+pause binary; the base's package list and the host's apt sources; the Dockerfile), so an
 unchanged image is reused at no cost and a changed input builds a new one.  Debian packages come
-from the host's own apt sources (the files are handed to mmdebstrap as they are), wheels from
-pip's usual index and cache.
+from the host's own apt sources (the files are handed to mmdebstrap as they are), Paddle from
+pip's usual index, fetched by pip in the image as the Dockerfile says.
 """
 
 from __future__ import annotations
@@ -26,50 +27,42 @@ import sys
 import tarfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-from .build import PAUSE_VERSION, cache_dir
+from .build import PAUSE_VERSION
+from .buildah import Buildah
+from .dockerfile_build import Recipe, dockerfile_image, shipped_context
 from .errors import ControlPlaneError
+from .images_cache import Image, archive_path, forget_older, images_dir
 
+__all__ = ["PADDLE_IMAGE", "PAUSE_IMAGE", "Image", "base_image", "build_images", "paddle_image", "pause_image"]
+
+REPO = Path(__file__).resolve().parents[3]
+DOCKERFILES = REPO / "deploy" / "images"
 SUITE = "bookworm"
-#: Debian packages of the Paddle image (Paddle 3.0.0's wheel loads libgomp at import).
-DEBIAN_PACKAGES = ("python3", "libgomp1", "ca-certificates")
-#: What pip installs over them; protobuf 7 breaks parameter-server mode of Paddle 3.0.0.
-PIP_REQUIREMENTS = ("paddlepaddle==3.0.0", "protobuf<7", "setuptools")
-IMAGE_PYTHON = "3.11"  # bookworm's python3: the wheels pip picks must be for it
-SITE_PACKAGES = "usr/lib/python3/dist-packages"  # where Debian's python3 finds packages
-
-PAUSE_IMAGE = f"registry.local/pause:{PAUSE_VERSION}"
-PADDLE_IMAGE = "registry.local/paddle:3.0.0-cpu"
-DIGEST_LABEL = "paddle-nbext.test/digest"
+#: The base's Debian packages: what the job Dockerfile needs of a BASE (pip for its RUN; Paddle's
+#: wheel loads libgomp at import; ca-certificates for HTTPS), so that it installs none itself.
+DEBIAN_PACKAGES = ("python3", "python3-pip", "libgomp1", "ca-certificates")
+MMDEBSTRAP_OPTIONS = (
+    "--variant=minbase",
+    "--dpkgopt=path-exclude=/usr/share/man/*",
+    "--dpkgopt=path-exclude=/usr/share/doc/*",
+    "--dpkgopt=path-exclude=/usr/share/locale/*",
+)
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BASE_ENV = (PATH_ENV, "LANG=C.UTF-8")
+BASE_REPOSITORY = "localhost/paddle-nbext-debian-base"
+PAUSE_IMAGE = f"registry.local/pause:{PAUSE_VERSION}"
+PADDLE_REPOSITORY, PADDLE_TAG = "registry.local/paddle", "3.0.0-cpu"
+PADDLE_IMAGE = f"{PADDLE_REPOSITORY}:{PADDLE_TAG}"
 APT_SOURCES = (Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.sources")))
 
 
-@dataclass(frozen=True)
-class Image:
-    """A built image: its reference, the archive ``ctr images import`` reads, the input digest."""
-
-    reference: str
-    archive: Path
-    digest: str
-
-
-def images_dir() -> Path:
-    return cache_dir() / "images"
-
-
 def _digest(*parts: bytes) -> str:
-    sha = hashlib.sha256(Path(__file__).read_bytes())
+    sha = hashlib.sha256()
     for part in parts:
         sha.update(len(part).to_bytes(8, "big") + part)
     return sha.hexdigest()[:12]
-
-
-def _archive_path(reference: str, digest: str) -> Path:
-    name, tag = reference.rsplit("/", 1)[1].split(":")
-    return images_dir() / f"{name}-{tag}-{digest}.tar"
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -107,22 +100,14 @@ def _write_archive(reference: str, layers: list[Path], config: Mapping[str, obje
             tar.add(layer, arcname=f"{diff_id[7:]}/layer.tar")
         _add_bytes(tar, "manifest.json", json.dumps(manifest).encode())
     partial.rename(target)
-    _forget_older(target)
-
-
-def _forget_older(current: Path) -> None:
-    """Archives of the same image from earlier inputs (a changed pin or builder): removed, so the
-    cache holds one ~1 GB archive per image, not one per change."""
-    stem = current.name.rsplit("-", 1)[0]
-    for old in current.parent.glob(f"{stem}-*.tar"):
-        if old != current and old.name.rsplit("-", 1)[0] == stem:
-            old.unlink(missing_ok=True)
+    forget_older(target)
 
 
 def pause_image(pause_binary: Path, *, log: bool = True) -> Image:
     """The sandbox image: ``/pause`` alone, its entry point."""
-    digest = _digest(pause_binary.read_bytes())
-    target = _archive_path(PAUSE_IMAGE, digest)
+    config = {"Entrypoint": ["/pause"], "Env": [PATH_ENV]}
+    digest = _digest(pause_binary.read_bytes(), json.dumps(config).encode())
+    target = archive_path(PAUSE_IMAGE, digest)
     if target.is_file():
         return Image(PAUSE_IMAGE, target, digest)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -138,114 +123,75 @@ def pause_image(pause_binary: Path, *, log: bool = True) -> Image:
         info.mtime = 0
         with pause_binary.open("rb") as stream:
             tar.addfile(info, stream)
-    _write_archive(PAUSE_IMAGE, [layer], {"Entrypoint": ["/pause"], "Env": [PATH_ENV]}, target)
+    _write_archive(PAUSE_IMAGE, [layer], config, target)
     shutil.rmtree(work, ignore_errors=True)
     if log:
         print(f"images: built {PAUSE_IMAGE} ({target})", file=sys.stderr)
     return Image(PAUSE_IMAGE, target, digest)
 
 
-def _require(tool: str, package: str) -> str:
-    found = shutil.which(tool)
-    if found is None:
-        raise ControlPlaneError(f"building the Paddle job image needs `{tool}` (Debian package {package}): apt-get install {package}")
-    return found
+def _apt_sources() -> list[Path]:
+    sources = [p for p in APT_SOURCES if p.is_file() and p.read_text().strip()]
+    if not sources:
+        raise ControlPlaneError("building the images' Debian base needs the host's apt sources (/etc/apt/sources.list*), none found")
+    return sources
 
 
-def _run_logged(argv: list[str], log_path: Path, what: str, env: dict[str, str] | None = None) -> None:
+def _mmdebstrap(target: Path, sources: list[Path], log_path: Path) -> None:
+    """The base's root filesystem as a tarball at ``target``."""
+    mmdebstrap = shutil.which("mmdebstrap")
+    if mmdebstrap is None:
+        raise ControlPlaneError(
+            "building the images' Debian base needs `mmdebstrap` (Debian package mmdebstrap): apt-get install mmdebstrap"
+        )
+    argv = [mmdebstrap, *MMDEBSTRAP_OPTIONS, f"--include={','.join(DEBIAN_PACKAGES)}", SUITE, str(target), *map(str, sources)]
     with log_path.open("a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
-        done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, check=False)
+        done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False)
     if done.returncode != 0:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-15:]
-        raise ControlPlaneError(f"{what} failed (exit code {done.returncode}); log: {log_path}\n" + "\n".join(tail))
+        raise ControlPlaneError(
+            f"mmdebstrap (the images' Debian base) failed (exit code {done.returncode}); log: {log_path}\n" + "\n".join(tail)
+        )
 
 
-def _tar_tree(root: Path, layer: Path) -> None:
-    """``root``'s contents as a layer, owned by root, in a stable order."""
-    with tarfile.open(layer, "w") as tar:
-        for path in sorted(root.rglob("*")):
-            info = tar.gettarinfo(str(path), arcname=str(path.relative_to(root)))
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            if info.isreg():
-                with path.open("rb") as stream:
-                    tar.addfile(info, stream)
-            else:
-                tar.addfile(info)
+def base_image() -> Image:
+    """The suite's BASE for the job Dockerfile, as it will be once made (``make_base`` makes it):
+    named by the digest of its recipe and the host's apt sources.  Its ``archive`` is the root
+    filesystem tarball mmdebstrap makes, not an image archive: no node runs it."""
+    recipe = repr((SUITE, DEBIAN_PACKAGES, MMDEBSTRAP_OPTIONS, BASE_ENV)).encode()
+    digest = _digest(recipe, *(p.read_bytes() for p in _apt_sources()))
+    return Image(f"{BASE_REPOSITORY}:{digest}", images_dir() / f"debian-base-{digest}.tar", digest)
+
+
+def make_base(base: Image, builder: Buildah, *, log: bool = True) -> None:
+    """``base`` in buildah's storage: its root filesystem made by mmdebstrap once (the tarball kept
+    in the cache), committed as a one-layer image (run under the images' build lock)."""
+    if not base.archive.is_file():
+        started = time.monotonic()
+        if log:
+            print(f"images: making the Debian base ({SUITE}: {', '.join(DEBIAN_PACKAGES)}); log: {builder.log}", file=sys.stderr)
+        partial = base.archive.with_name(base.archive.name + f".partial-{os.getpid()}")
+        try:
+            _mmdebstrap(partial, _apt_sources(), builder.log)
+            partial.rename(base.archive)
+        finally:
+            partial.unlink(missing_ok=True)
+        forget_older(base.archive)
+        if log:
+            print(f"images: made the Debian base in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    builder.commit_rootfs(base.archive, base.reference, base.digest, BASE_ENV, "python3")
+    builder.forget_others(BASE_REPOSITORY, base.reference)
 
 
 def paddle_image(*, log: bool = True) -> Image:
-    """The Paddle job image (Debian minbase + Python 3.11 + paddlepaddle 3.0.0), built if missing."""
-    sources = [p for p in APT_SOURCES if p.is_file() and p.read_text().strip()]
-    digest = _digest(
-        repr((SUITE, DEBIAN_PACKAGES, PIP_REQUIREMENTS, IMAGE_PYTHON, SITE_PACKAGES)).encode(),
-        *(p.read_bytes() for p in sources),
-    )
-    target = _archive_path(PADDLE_IMAGE, digest)
-    if target.is_file():
-        return Image(PADDLE_IMAGE, target, digest)
-    mmdebstrap = _require("mmdebstrap", "mmdebstrap")
-    if not sources:
-        raise ControlPlaneError("building the Paddle job image needs the host's Debian apt sources (/etc/apt/sources.list*), none found")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = target.with_name(target.name + ".work")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
-    log_path = images_dir() / "build-paddle.log"
-    log_path.write_text("")
-    started = time.monotonic()
-    if log:
-        print(f"images: building {PADDLE_IMAGE} (mmdebstrap {SUITE} + pip {' '.join(PIP_REQUIREMENTS)}); log: {log_path}", file=sys.stderr)
-    try:
-        base = work / "base.tar"
-        _run_logged(
-            [
-                mmdebstrap,
-                "--variant=minbase",
-                f"--include={','.join(DEBIAN_PACKAGES)}",
-                "--dpkgopt=path-exclude=/usr/share/man/*",
-                "--dpkgopt=path-exclude=/usr/share/doc/*",
-                "--dpkgopt=path-exclude=/usr/share/locale/*",
-                SUITE,
-                str(base),
-                *map(str, sources),
-            ],
-            log_path,
-            "mmdebstrap (the image's Debian root filesystem)",
-        )
-        site = work / "pip-root"
-        _run_logged(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "--no-input",
-                "--only-binary=:all:",
-                f"--python-version={IMAGE_PYTHON}",
-                "--target",
-                str(site / SITE_PACKAGES),
-                *PIP_REQUIREMENTS,
-            ],
-            log_path,
-            "pip install of Paddle into the image",
-        )
-        shutil.rmtree(site / SITE_PACKAGES / "bin", ignore_errors=True)  # console scripts for the host's interpreter
-        python_layer = work / "python.tar"
-        _tar_tree(site, python_layer)
-        config = {"Env": [PATH_ENV, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"], "Cmd": ["python3"], "WorkingDir": "/"}
-        _write_archive(PADDLE_IMAGE, [base, python_layer], config, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if log:
-        size = target.stat().st_size / 1e6
-        print(f"images: built {PADDLE_IMAGE} in {time.monotonic() - started:.0f} s ({size:.0f} MB)", file=sys.stderr)
-    return Image(PADDLE_IMAGE, target, digest)
+    """The job image: ``deploy/images/job/Dockerfile`` over the suite's base."""
+    base = base_image()
+    recipe = Recipe(PADDLE_REPOSITORY, PADDLE_TAG, shipped_context(DOCKERFILES / "job"), base, {}, lambda b: make_base(base, b, log=log))
+    return dockerfile_image(recipe, "deploy/images/job/Dockerfile", log=log)
 
 
 def build_images(pause_binary: Path, *, log: bool = True) -> list[Image]:
-    """Both images, built where missing."""
+    """The node's images (the sandbox's and the job image), built where missing."""
     return [pause_image(pause_binary, log=log), paddle_image(log=log)]
