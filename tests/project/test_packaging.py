@@ -3,6 +3,8 @@ tree (no node_modules, no prebuilt assets) the package build runs the panel's np
 wheel carries the panel, its install.json and the file that enables the server extension.  The
 sdist carries the panel's sources and built assets, so a wheel built from it needs no Node; stale
 assets are rebuilt, never shipped; and without Node and assets the build stops with one sentence.
+`python -m build` makes both from a clone whose panel is built, and both install with no Node,
+bringing the panel to where JupyterLab finds it (the notebook image installs that wheel).
 
 Nothing here builds inside the working tree: other work may be running there."""
 
@@ -246,3 +248,55 @@ def test_stale_assets_are_rebuilt_never_shipped(built: Built, tmp_path: Path) ->
     assert result.returncode != 0, output
     assert output.count(NEEDS_NODE) == 1, output
     assert not list(stale.glob("*.whl"))
+
+
+def pip_install_prefix(source: Path, prefix: Path) -> subprocess.CompletedProcess[str]:
+    """`pip install` of a wheel or sdist into `prefix` (its own dependencies left out) with no
+    Node on PATH, as a user without Node installs the release.  `--ignore-installed`: without it
+    pip would first uninstall the test environment's own (editable) paddle-nbext."""
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--ignore-installed", "--prefix", str(prefix), str(source)],
+        env=env_without_node(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def assert_installed_the_panel(prefix: Path) -> None:
+    """Where JupyterLab and Jupyter Server look under the install prefix: the panel's assets and the
+    file that enables the server extension."""
+    assets = prefix / LAB_PREFIX
+    built = json.loads((assets / "package.json").read_text(encoding="utf-8"))
+    assert (assets / built["jupyterlab"]["_build"]["load"]).is_file(), "the panel's entry point is not installed"
+    enable = prefix / "etc/jupyter/jupyter_server_config.d/paddle_nbext_server.json"
+    assert json.loads(enable.read_text(encoding="utf-8")) == SERVER_ENABLE
+
+
+@pytest.mark.slow
+def test_python_m_build_makes_a_release_that_installs_with_no_node(built: Built, tmp_path: Path) -> None:
+    """`python -m build` in a clone whose panel is built (what a release or the notebook image's
+    Dockerfile starts from): the sdist, and the wheel built from that sdist, with no Node on
+    PATH; the wheel installs with no Node and brings the panel."""
+    out = tmp_path / "dist"
+    result = subprocess.run(
+        [sys.executable, "-m", "build", "-o", str(out), str(built.tree)],
+        env=env_without_node(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (wheel,) = out.glob("paddle_nbext-*.whl")
+    assert len(list(out.glob("paddle_nbext-*.tar.gz"))) == 1
+    assert_ships_the_panel(zipfile.ZipFile(wheel))
+    installed = pip_install_prefix(wheel, tmp_path / "prefix")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert_installed_the_panel(tmp_path / "prefix")
+
+
+@pytest.mark.slow
+def test_the_sdist_installs_with_no_node_and_brings_the_panel(sdist: Path, tmp_path: Path) -> None:
+    installed = pip_install_prefix(sdist, tmp_path / "prefix")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert_installed_the_panel(tmp_path / "prefix")
