@@ -81,6 +81,20 @@ def _base_in_storage(recipe: Recipe, builder: Buildah) -> None:
         builder.load(recipe.base.archive)
 
 
+def _build(recipe: Recipe, builder: Buildah, reference: str, digest: str, target: Path) -> None:
+    """``buildah bud`` of the recipe, in a build context of its own files only."""
+    _base_in_storage(recipe, builder)
+    context = target.with_name(target.name + ".context")
+    shutil.rmtree(context, ignore_errors=True)
+    context.mkdir()
+    try:
+        for name, source in recipe.context.items():
+            shutil.copy2(source, context / name)
+        builder.build(context / "Dockerfile", context, reference, digest, {"BASE": recipe.base.reference, **recipe.build_args})
+    finally:
+        shutil.rmtree(context, ignore_errors=True)
+
+
 def dockerfile_image(recipe: Recipe, what: str, *, log: bool = True) -> Image:
     """The image of ``recipe``: its archive when built before, else built (``what`` names it in
     the build's messages) and written to the images cache."""
@@ -98,20 +112,14 @@ def dockerfile_image(recipe: Recipe, what: str, *, log: bool = True) -> Image:
         started = time.monotonic()
         if log:
             print(f"images: building {reference} ({what}); log: {builder.log}", file=sys.stderr)
-        _base_in_storage(recipe, builder)
-        context = target.with_name(target.name + ".context")
-        shutil.rmtree(context, ignore_errors=True)
-        context.mkdir()
+        if builder.digest_of(reference) != digest:  # else only the archive was lost: written again
+            _build(recipe, builder, reference, digest, target)
         partial = target.with_name(target.name + ".partial")
+        partial.unlink(missing_ok=True)  # left by a build that was stopped: buildah would add to it
         try:
-            for name, source in recipe.context.items():
-                shutil.copy2(source, context / name)
-            builder.build(context / "Dockerfile", context, reference, digest, {"BASE": recipe.base.reference, **recipe.build_args})
-            partial.unlink(missing_ok=True)
             builder.push(reference, partial)
             partial.rename(target)
         finally:
-            shutil.rmtree(context, ignore_errors=True)
             partial.unlink(missing_ok=True)
         forget_older(target)
         builder.forget_others(recipe.repository, reference)
