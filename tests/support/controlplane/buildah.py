@@ -5,6 +5,9 @@ images cache, every command's output in a build log, and the few operations the 
   ``vfs`` driver, a one-line ``RUN`` over the 1 GB job image took 76 s, copying the parent's whole
   tree before and scanning it after; with ``overlay`` it took 2 s);
 - **chroot isolation**: ``RUN`` needs no user namespaces and no runtime of its own;
+- **a layer cache** (``--layers``): an instruction whose inputs are unchanged is not run again,
+  so a new wheel of the project reinstalls only the project, not JupyterLab (the notebook
+  Dockerfile installs the servers before it copies the wheel in);
 - **no pulls**: ``FROM`` names only images already in the storage (no registry is reachable
   here); a missing one is an error, never a lookup;
 - **the host's CA bundle over the image's while a RUN runs**: machines whose HTTPS goes through
@@ -49,14 +52,19 @@ class Buildah:
         storage = ["--storage-driver", STORAGE_DRIVER, "--root", str(self.home / "storage"), "--runroot", str(self.home / "run")]
         return [buildah_command(), *storage, *args]
 
-    def run(self, args: Sequence[str], what: str) -> str:
-        """``buildah args``: its output goes to the log; what it prints on stdout is returned too."""
+    def attempt(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        """``buildah args``, its output in the log (stdout also returned), whatever its exit code."""
         argv = self._argv(args)
         with self.log.open("a") as out:
             out.write(f"$ {' '.join(argv)}\n")
             out.flush()
             done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL, text=True, check=False)
             out.write(done.stdout)
+        return done
+
+    def run(self, args: Sequence[str], what: str) -> str:
+        """``buildah args``, its output in the log; what it prints on stdout is returned."""
+        done = self.attempt(args)
         if done.returncode != 0:
             tail = self.log.read_text(errors="replace").strip().splitlines()[-20:]
             raise ControlPlaneError(f"{what} failed (buildah exit code {done.returncode}); log: {self.log}\n" + "\n".join(tail))
@@ -86,7 +94,7 @@ class Buildah:
 
     def build(self, dockerfile: Path, context: Path, reference: str, digest: str, build_args: Mapping[str, str]) -> None:
         """``buildah bud`` of ``dockerfile`` in ``context``, tagged ``reference``, labelled ``digest``."""
-        args = ["bud", "--isolation", "chroot", "--pull=never", "--label", f"{DIGEST_LABEL}={digest}", "-t", reference]
+        args = ["bud", "--layers", "--isolation", "chroot", "--pull=never", "--label", f"{DIGEST_LABEL}={digest}", "-t", reference]
         if HOST_CA_BUNDLE.is_file():
             args += ["--volume", f"{HOST_CA_BUNDLE}:{HOST_CA_BUNDLE}:ro"]
         for name, value in sorted(build_args.items()):
@@ -102,14 +110,18 @@ class Buildah:
         self.run(["pull", "--quiet", f"docker-archive:{archive}"], f"loading {archive.name}")
 
     def forget_others(self, repository: str, keep: str) -> None:
-        """Images of ``repository`` other than ``keep``, and images no tag names any more, removed:
-        the storage holds one version of each image, not one per change of its inputs."""
+        """Images of ``repository`` other than ``keep`` removed, and then every untagged image no
+        other image is built over (an older version's chain of layers), repeatedly, since removing
+        one may leave its parent so: the storage holds the current version of each image and the
+        layer cache of their builds, not one chain per change of their inputs."""
         listed = json.loads(self.run(["images", "--json"], "listing the images") or "[]")
         for image in listed:
             names = image.get("names") or []
             if any(name.rsplit(":", 1)[0] == repository for name in names) and keep not in names:
-                self.run(["rmi", "--force", image["id"]], f"removing an older {repository}")
-        self.run(["rmi", "--prune"], "removing untagged images")
+                self.attempt(["rmi", image["id"]])  # refused while an image is built over it: pruned later
+        for _ in range(100):
+            if not self.attempt(["rmi", "--prune"]).stdout.strip():
+                break
 
     def exec_in(self, reference: str, argv: Sequence[str], user: str = "") -> subprocess.CompletedProcess[str]:
         """``argv`` run in a container of ``reference`` (as the image's user, or ``user``)."""
