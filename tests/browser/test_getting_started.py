@@ -10,8 +10,10 @@ screenshots of each step, written to docs/images/getting-started-*.png on every 
 3. With the notebook's fix applied, the failed job resumed as `longer-run-fixed` succeeds from
    its latest checkpoint, and its view says "resumed from step 20".
 
-The jobs are submitted through the REST API, as the notebook's magics do it (the cell's body as
-`entry_script`), so the test spends its time on what the panel shows, not on typing cells.
+The guide shows the notebook's cells as they are (checked here too, without a browser), so the
+screenshots show what its code does.  The jobs are submitted through the REST API, as the
+notebook's magics do it (the cell's body as `entry_script`), so the test spends its time on what
+the panel shows, not on typing cells.
 """
 
 from __future__ import annotations
@@ -26,15 +28,17 @@ from playwright.sync_api import Locator, Page, expect
 
 from .lab_server import REPO, LabServer, open_lab
 
-pytestmark = [pytest.mark.browser, pytest.mark.paddle, pytest.mark.timeout(900)]
-
 PANEL = "#paddle-nbext-panel"
 NOTEBOOK = REPO / "examples" / "first-hour.ipynb"
 DOC_IMAGES = REPO / "docs" / "images"
+USER_GUIDE = REPO / "docs" / "user-guide.md"
 #: The folder the notebook works in (`~/first-hour`), here inside the server's home.
 WORK = "first-hour"
 #: The resources of every job of the notebook (`--trainers 2 --trainer-cpu 1 --trainer-mem 1Gi`).
 RESOURCES = {"mode": "collective", "trainers": 2, "trainer_cpu": "1", "trainer_mem": "1Gi"}
+#: The notebook's cells the test runs, by their first line; the user guide shows each whole.
+FIRST_JOB = "%%paddle_submit --job-name first-job --trainers 2 --trainer-cpu 1 --trainer-mem 1Gi --wait"
+TRAIN_PY = "%%writefile train.py"
 #: How long a tiny Paddle job may take from submit to its end on a busy 2-core machine.
 JOB_END_MS = 300_000
 
@@ -79,18 +83,31 @@ def expect_curves(view: Locator, last_step: int) -> None:
     expect(chart.locator('[data-testid="paddle-chart-legend"] li')).to_have_text([re.compile(r"^trainer 0 "), re.compile(r"^trainer 1 ")])
 
 
+def test_the_guide_shows_the_code_its_screenshots_ran() -> None:
+    """The guide's Getting started shows the notebook's first job and train.py as they are, so
+    its screenshots (taken running the notebook's cells) show what its code does."""
+    guide = USER_GUIDE.read_text(encoding="utf-8").split("\n## Getting started\n", 1)[1].split("\n## ", 1)[0]
+    for first_line in (FIRST_JOB, TRAIN_PY):
+        cell = f"```python\n{first_line}\n{notebook_cell(first_line).rstrip()}\n```"
+        assert cell in guide, f"the user guide's Getting started does not show the notebook's cell {first_line!r} as it is"
+    for image in ("first-job", "failure", "resumed"):
+        assert f"(images/getting-started-{image}.png)" in guide, image
+
+
+@pytest.mark.browser
+@pytest.mark.paddle
+@pytest.mark.timeout(900)
 def test_the_first_hour_in_the_panel(page: Page, lab: LabServer) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     work = Path(lab.home) / WORK
     work.mkdir()
     # The notebook's `%%writefile train.py` cell.
-    (work / "train.py").write_text(notebook_cell("%%writefile train.py"))
+    (work / "train.py").write_text(notebook_cell(TRAIN_PY))
     open_lab(page, lab).click()
 
     # 1. The first job: both trainers train and report; the view has the progress and the curves.
-    first_line = "%%paddle_submit --job-name first-job --trainers 2 --trainer-cpu 1 --trainer-mem 1Gi --wait"
-    submit(lab, {"job_name": "first-job", "entry_point": "python paddle_entry.py", "entry_script": notebook_cell(first_line)})
+    submit(lab, {"job_name": "first-job", "entry_point": "python paddle_entry.py", "entry_script": notebook_cell(FIRST_JOB)})
     view = open_job(page, "first-job")
     expect(view.locator('[data-testid="paddle-detail-phase"]')).to_have_text("Succeeded", timeout=JOB_END_MS)
     expect(view.locator('[data-testid="paddle-detail-message"]')).to_have_text("All 2 trainers finished successfully.")
