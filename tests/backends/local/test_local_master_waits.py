@@ -156,3 +156,28 @@ def test_admission_reads_no_job_whose_master_is_gone(tmp_path: Path, monkeypatch
     held = sorted(path.name for path, _ in admission.admitted_others(own))
     assert held == ["no-pid-file", "running"]
     assert sorted(read) == ["no-pid-file", "running"]
+
+
+def test_a_server_stopping_just_as_a_jobs_master_ends_stops(tmp_path: Path) -> None:
+    """The server's shutdown cancels the watcher while a master's end wakes it (a job ending as
+    the user stops Jupyter): the watcher must end, or shutting Jupyter down hangs for good.  The
+    cancel is sent a few loop steps after the wake-up, so one of them lands in the window where
+    Python 3.11's `asyncio.wait_for` returns normally and the cancel is lost."""
+
+    async def scenario() -> None:
+        backend = LocalBackend(events=EventHub(), jobs_dir=str(tmp_path / "jobs"))
+        backend.poll_interval = 3600.0  # only a master's end (or the stop) wakes the watcher
+        for steps in range(5):
+            await backend.start()
+            ended = backend._master_ended
+            assert ended is not None
+            while not ended._waiters:  # the watcher waits on it now
+                await asyncio.sleep(0.01)
+            ended.set()  # a master ended
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            stopping = asyncio.ensure_future(backend.stop())
+            done, _ = await asyncio.wait({stopping}, timeout=60)
+            assert stopping in done, f"the backend never stopped when its stop came {steps} loop steps after a master ended"
+
+    asyncio.run(scenario())

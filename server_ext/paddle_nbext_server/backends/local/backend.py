@@ -238,10 +238,14 @@ class LocalBackend(Backend):
                 raise
             except Exception:  # a bad job dir must never stop the watcher for all other jobs
                 self.log.exception("paddle-nbext: watching local jobs failed; retrying")
+            # asyncio.wait, not wait_for: on Python 3.11 wait_for returns normally when a cancel
+            # arrives just as the event is set (a master ending while the server stops), so this
+            # loop would go on and `stop` would wait for it forever.
+            woken = asyncio.ensure_future(ended.wait())
             try:
-                await asyncio.wait_for(ended.wait(), self.poll_interval)
-            except asyncio.TimeoutError:
-                pass
+                await asyncio.wait({woken}, timeout=self.poll_interval)
+            finally:
+                woken.cancel()
             ended.clear()
 
     def _watch_master(self, pid: int, name: str) -> None:

@@ -159,8 +159,13 @@ class QueuePositions:
                 self._update({}, {}, changed)
             await asyncio.sleep(MIN_GAP)
             self._poked.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._poked.wait(), max(delay - MIN_GAP, 0.0))
+            # asyncio.wait, not wait_for, which on Python 3.11 can lose a cancel that arrives as
+            # the event is set (the loop would then outlive its stop).
+            poked = asyncio.ensure_future(self._poked.wait())
+            try:
+                await asyncio.wait({poked}, timeout=max(delay - MIN_GAP, 0.0))
+            finally:
+                poked.cancel()
 
     # ------------------------------------------------------------------ pieces
 
