@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -176,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--capacity", default="100Gi", help="the size the claim asks for [%(default)s]")
     parser.add_argument("--claim", action="store_true", help="also make the claim (where KubeSpawner does not)")
-    parser.add_argument("--ceph-conf", default="/etc/ceph/ceph.conf", help="[%(default)s]")
+    parser.add_argument(
+        "--ceph-conf",
+        default=os.environ.get("CEPH_CONF", "/etc/ceph/ceph.conf"),
+        help="the Ceph admin's configuration [$CEPH_CONF, as Ceph's own tools read it, else %(default)s]",
+    )
     parser.add_argument("--kubectl", default="kubectl", help="the kubectl command [%(default)s]")
     parser.add_argument("--kubeconfig", help="passed to kubectl")
     parser.add_argument("--dry-run", action="store_true", help="print the manifests (key left out); change nothing")

@@ -84,7 +84,7 @@ def job(name: str, pod: dict[str, Any], labels: dict[str, str] | None = None) ->
     }
 
 
-CONTAINER = {"name": "main", "image": "registry.local/paddle:3.0.0-cpu", "command": ["python3", "train.py"]}
+CONTAINER = {"name": "main", "image": "registry.local/paddle-job:3.0.0", "command": ["python3", "train.py"]}
 
 
 #: What `fenced` gives a test: the namespace, the notebook's kubeconfig, its BatchV1Api and the home.

@@ -27,10 +27,12 @@ shared-namespace one.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +47,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from support import admin_guide
 from support.controlplane.node_network import API_PORT, NODE_IP, inside
 from support.controlplane.notebook_image import notebook_image
 from support.controlplane.realnode import NODE_LABEL, pod_placement
@@ -96,25 +99,36 @@ def _package_digest() -> str:
 
 
 def clone_wheel(cache: Path) -> Path:
-    """A wheel of this clone (the panel built in), cached by `_package_digest`."""
+    """A wheel of this clone (the panel built in), made by the admin guide's install step 1 as it
+    is written (in the clone, into deploy/images/notebook), then kept in ``cache`` by
+    `_package_digest`, so that it is made again only when the sources change."""
     digest = _package_digest()
     folder = cache / f"wheel-{digest}"
     found = sorted(folder.glob("paddle_nbext-*.whl"))
     if found:
         return found[0]
-    partial = Path(tempfile.mkdtemp(prefix="wheel-", dir=cache))
-    env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q", "-w", str(partial), str(REPO)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise HubError(f"building the wheel of the clone failed: {done.stderr[-2000:]}")
-    partial.rename(folder)
+    with (cache / "wheel.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not folder.is_dir():
+            _run_step_one(folder)
     return sorted(folder.glob("paddle_nbext-*.whl"))[0]
+
+
+def _run_step_one(folder: Path) -> None:
+    """Install step 1's commands in the clone with this interpreter as ``python``; the wheel they
+    leave in the notebook image's folder is moved to ``folder``."""
+    script = "set -euo pipefail\n" + "".join(block.text for block in admin_guide.step_blocks(1))
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "SOURCE_DATE_EPOCH": "315532800", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    done = subprocess.run(["bash", "-c", script], cwd=REPO, capture_output=True, text=True, env=env, check=False)
+    built = sorted((REPO / "deploy" / "images" / "notebook").glob("paddle_nbext-*.whl"))
+    if done.returncode != 0 or len(built) != 1:
+        raise HubError(
+            f"the admin guide's install step 1 (the wheel) failed (exit {done.returncode}, wheels {built}): {done.stderr[-2000:]}"
+        )
+    partial = Path(tempfile.mkdtemp(prefix="wheel-", dir=folder.parent))
+    shutil.move(built[0], partial / built[0].name)
+    partial.rename(folder)
 
 
 def hub_version() -> str:
@@ -168,7 +182,7 @@ class HubSite:
             else:
                 self.site.home_claim(self.api, self.namespace, f"claim-{user}", home)
             self.homes[user] = home
-        self.hub_kubeconfig = self._through_the_node(hub_kubeconfig)
+        self.hub_kubeconfig = self.through_the_node(hub_kubeconfig)
 
     def _home_volume(self, namespace: str, claim: str, home: Path) -> None:
         """A ``local`` volume of `home` on the node made for the claim KubeSpawner will create in the
@@ -208,7 +222,7 @@ class HubSite:
         manifest["data"][key] = json.dumps(settings, indent=2)
         client.CoreV1Api(self.api).create_namespaced_config_map(self.namespace, manifest)
 
-    def _through_the_node(self, kubeconfig: str) -> Path:
+    def through_the_node(self, kubeconfig: str) -> Path:
         """The same credentials, addressed to the API server's relay at the node (the hub runs in
         the node's network namespace, where the host's loopback is not)."""
         doc = yaml.safe_load(Path(kubeconfig).read_text())
@@ -220,7 +234,12 @@ class HubSite:
         return path
 
     # --- the hub ------------------------------------------------------------------------------------
-    def start(self) -> HubSite:
+    def start(self, command: str = "", values: dict[str, str] | None = None) -> HubSite:
+        """Run the recipe with this site's values and additions: ``jupyterhub -f
+        deploy/jupyterhub/jupyterhub_config.py``, or ``command`` (a shell command that runs it, as
+        the admin guide's install step 7 writes it) with this interpreter's ``jupyterhub`` and the
+        shell variables ``values``."""
+        values = values or {}
         extra = self.workdir / "site_config.py"
         placement = pod_placement()
         extra.write_text(
@@ -258,14 +277,19 @@ class HubSite:
             "PADDLE_NBEXT_HUB_IMAGE_PULL_POLICY": "Never",
             "PADDLE_NBEXT_HUB_HOME_SIZE": "1Gi",
             "PADDLE_NBEXT_HUB_EXTRA_CONFIG": str(extra),
+            **values,
         }
         if self.user_namespaces:
             env.update(PADDLE_NBEXT_HUB_USER_NAMESPACES="1", PADDLE_NBEXT_HUB_HOME_STORAGE_CLASS=HOME_CLASS)
         hub = Path(sys.executable).with_name("jupyterhub")
+        argv = [str(hub), "-f", str(RECIPE / "jupyterhub_config.py")]
+        if command:
+            env["PATH"] = f"{hub.parent}{os.pathsep}{env.get('PATH', '')}"
+            argv = ["bash", "-c", command.strip()]  # one simple command: bash execs it, so signals reach the hub
         log = (self.workdir / "jupyterhub.log").open("wb")
         self.process = subprocess.Popen(
-            inside([str(hub), "-f", str(RECIPE / "jupyterhub_config.py")]),
-            cwd=self.workdir,
+            inside(argv),
+            cwd=REPO if command else self.workdir,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

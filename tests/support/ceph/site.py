@@ -55,12 +55,8 @@ class CephSite:
             self.cluster.paths.root.chmod(0o755)
             self.cluster.paths.keys.chmod(0o700)
             self._create_namespace(homes.CSI_NAMESPACE)
-            helm = find_binaries(HELM_COMPONENTS)
-            if helm is None:
-                raise ControlPlaneError("helm is not built: run `bash scripts/controlplane.sh build`")
-            homes.provision_script(self.cluster, self.kubectl, "--cluster", f"--helm={helm['helm']}")
-            for node in self.nodes:
-                node.configure_ceph_csi([self.config_map("ceph-csi-config"), self.config_map("ceph-config")])
+            self.apply_cluster_objects()
+            self.configure_nodes()
         except BaseException:
             self.stop()
             raise
@@ -74,6 +70,20 @@ class CephSite:
             self.cluster.stop()
         finally:
             sweep(ROOT)
+
+    def apply_cluster_objects(self) -> None:
+        """ceph-csi's ConfigMaps and CSIDriver as ``provision_home.py --cluster`` applies them
+        (what ceph-csi's own chart and paddle-nbext's ``cephfs`` values make on a site)."""
+        helm = find_binaries(HELM_COMPONENTS)
+        if helm is None:
+            raise ControlPlaneError("helm is not built: run `bash scripts/controlplane.sh build`")
+        homes.provision_script(self.cluster, self.kubectl, "--cluster", f"--helm={helm['helm']}")
+
+    def configure_nodes(self) -> None:
+        """ceph-csi's ConfigMaps as the API server holds them now, handed to every node's plugin
+        (as the kubelet mounts them into ceph-csi's pods, and updates them when they change)."""
+        for node in self.nodes:
+            node.configure_ceph_csi([self.config_map("ceph-csi-config"), self.config_map("ceph-config")])
 
     def _create_namespace(self, name: str) -> None:
         with contextlib.suppress(Exception):

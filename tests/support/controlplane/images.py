@@ -2,8 +2,9 @@
 
 - ``registry.local/pause:3.10``: the sandbox image, one file (our static ``pause`` program),
   written as an archive directly;
-- ``registry.local/paddle:3.0.0-cpu``: the job image a site builds from our Dockerfile
-  (``deploy/images/job/Dockerfile``), built by buildah over the suite's base: a Debian bookworm
+- ``registry.local/paddle-job:3.0.0``: the job image a site builds from our Dockerfile
+  (``deploy/images/job/Dockerfile``), built as the admin guide's install step 2 says (its folder,
+  tag and build arguments read from the guide, ``support/admin_guide.py``) over the suite's base: a Debian bookworm
   minbase root filesystem made by ``mmdebstrap`` with python3, pip, libgomp1 and ca-certificates
   (what the Dockerfile otherwise installs from Debian itself), committed into buildah's storage.
 
@@ -29,6 +30,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from support import admin_guide
+
 from .build import PAUSE_VERSION
 from .buildah import Buildah
 from .dockerfile_build import Recipe, dockerfile_image, shipped_context
@@ -38,7 +41,6 @@ from .images_cache import Image, archive_path, forget_older, images_dir
 __all__ = ["PADDLE_IMAGE", "PAUSE_IMAGE", "Image", "base_image", "build_images", "paddle_image", "pause_image"]
 
 REPO = Path(__file__).resolve().parents[3]
-DOCKERFILES = REPO / "deploy" / "images"
 SUITE = "bookworm"
 #: The base's Debian packages: what the job Dockerfile needs of a BASE (pip for its RUN; Paddle's
 #: wheel loads libgomp at import; ca-certificates for HTTPS), so that it installs none itself.
@@ -53,8 +55,12 @@ PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_ENV = (PATH_ENV, "LANG=C.UTF-8")
 BASE_REPOSITORY = "localhost/paddle-nbext-debian-base"
 PAUSE_IMAGE = f"registry.local/pause:{PAUSE_VERSION}"
-PADDLE_REPOSITORY, PADDLE_TAG = "registry.local/paddle", "3.0.0-cpu"
-PADDLE_IMAGE = f"{PADDLE_REPOSITORY}:{PADDLE_TAG}"
+#: The registry the suite's images are named after ($REGISTRY in the admin guide's install).
+REGISTRY = "registry.local"
+#: The job image's build as the admin guide's install step 2 writes it; its BASE is the suite's.
+JOB_BUILD = admin_guide.image_build("deploy/images/job", {"REGISTRY": REGISTRY, "BASE_IMAGE": BASE_REPOSITORY})
+PADDLE_REPOSITORY, _, PADDLE_TAG = JOB_BUILD.tag.rpartition(":")
+PADDLE_IMAGE = JOB_BUILD.tag
 APT_SOURCES = (Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.sources")))
 
 
@@ -188,7 +194,9 @@ def make_base(base: Image, builder: Buildah, *, log: bool = True) -> None:
 def paddle_image(*, log: bool = True) -> Image:
     """The job image: ``deploy/images/job/Dockerfile`` over the suite's base."""
     base = base_image()
-    recipe = Recipe(PADDLE_REPOSITORY, PADDLE_TAG, shipped_context(DOCKERFILES / "job"), base, {}, lambda b: make_base(base, b, log=log))
+    args = {name: value for name, value in JOB_BUILD.build_args.items() if name != "BASE"}  # BASE: the recipe's base
+    context = shipped_context(REPO / JOB_BUILD.folder)
+    recipe = Recipe(PADDLE_REPOSITORY, PADDLE_TAG, context, base, args, lambda b: make_base(base, b, log=log))
     return dockerfile_image(recipe, "deploy/images/job/Dockerfile", log=log)
 
 
