@@ -200,7 +200,9 @@ def test_install_gives_the_notebooks_account_what_the_backend_needs_and_nothing_
     assert {check: site.may(notebook, check, hub) for check in elsewhere} == dict.fromkeys(elsewhere, False)
 
     master = master_user(site.namespace)
+    # a whole restart remakes the replica Jobs and patches the Service to name the new attempt's pods
     master_needs = [("patch", "jobs.batch", ""), ("create", "jobs.batch", ""), ("watch", "pods", ""), ("patch", "configmaps", "")]
+    master_needs.append(("patch", "services", ""))
     assert {check: site.may(master, check) for check in master_needs} == dict.fromkeys(master_needs, True)
     assert not site.may(master, ("create", "pods", "")) and not site.may(master, ("get", "secrets", ""))
 

@@ -155,6 +155,10 @@ def test_a_node_losing_power_restarts_the_job_whole_on_the_survivor_from_its_che
         notebook.wait_log(name, rf"trainer 1 resumed from step {step}\b", index=1)
         stuck = [p for p in notebook.job_pods(name) if node_of(notebook, p) == node.name]
         assert stuck and all(meta(p).deletion_timestamp for p in stuck), snapshot(notebook, name)
+        # Peers' names resolve to the new attempt's pods only, not to the dead node's (issue 46: a
+        # new pserver resolved its own name to its predecessor's address and could not listen).
+        dead = {present(p.status, "status").pod_ip for p in stuck} - {None}
+        assert dead and not dead & published_addresses(notebook, stuck[0]), snapshot(notebook, name)
         new_master = running_master(notebook, name)
         assert name_of(new_master) != name_of(old_master) and node_of(notebook, new_master) != node.name, snapshot(notebook, name)
         ended = notebook.ended(name)
@@ -173,6 +177,16 @@ def test_a_node_losing_power_restarts_the_job_whole_on_the_survivor_from_its_che
     after = notebook.server.api("GET", f"jobs/{name}").json()
     assert after["phase"] == "Succeeded", describe(after)
     notebook.delete(name)
+
+
+def published_addresses(book: Notebook, pod: client.V1Pod) -> set[str]:
+    """The addresses the job's headless Service publishes (its EndpointSlices), ready or not:
+    what the pods' hostnames resolve to."""
+    service = (meta(pod).labels or {})["paddle-nbext/job"]
+    slices = client.DiscoveryV1Api(book.admin).list_namespaced_endpoint_slice(
+        book.namespace, label_selector=f"kubernetes.io/service-name={service}"
+    )
+    return {address for item in slices.items for endpoint in item.endpoints or [] for address in endpoint.addresses}
 
 
 def running_master(book: Notebook, name: str) -> client.V1Pod:

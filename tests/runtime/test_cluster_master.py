@@ -174,6 +174,7 @@ class _FakeApi:
         self.deleted: list[str] = []
         self.created: list[dict[str, Any]] = []
         self.silent: set[str] = set()  # pods whose kubelet does not answer (`answers`)
+        self.calls: list[str] = []  # select_attempt and create_job, in order
 
     def get_record(self, name: str) -> dict[str, Any]:
         return self.record
@@ -204,6 +205,10 @@ class _FakeApi:
 
     def create_job(self, manifest: dict[str, Any]) -> None:
         self.created.append(manifest)
+        self.calls.append("create_job")
+
+    def select_attempt(self, job: Any, attempt: int) -> None:
+        self.calls.append(f"select_attempt {attempt}")
 
 
 def _job_obj(name: str, role: str, attempt: int = 0, **extra: Any) -> dict[str, Any]:
@@ -271,10 +276,14 @@ def test_the_master_restarts_the_whole_job_in_steps_never_two_attempts_at_once()
     api = _FakeApi(stopping, [failed, server], old_jobs)
     assert reconcile_once(api, job) is Pass.SOON  # type: ignore[arg-type]
     assert api.deleted == ["train-2bd806-pserver"] and api.created == []  # one already being deleted
+    assert api.calls == []  # the Service still publishes the old attempt's pods while they stop
 
     api = _FakeApi(stopping, [], [])
     assert reconcile_once(api, job) is Pass.SOON  # type: ignore[arg-type]
     assert [m["metadata"]["name"] for m in api.created] == ["train-2bd806-pserver", "train-2bd806-trainer"]
+    # The Service names the new attempt's pods only, before any of them exists (issue 46: a new
+    # pserver resolved its own name to its predecessor's address on a node without power).
+    assert api.calls == ["select_attempt 1", "create_job", "create_job"]
     for manifest in api.created:
         assert manifest["metadata"]["labels"]["paddle-nbext/attempt"] == "1"
         assert manifest["metadata"]["ownerReferences"] == [{"uid": "u1"}]

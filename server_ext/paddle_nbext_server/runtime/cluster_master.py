@@ -221,6 +221,20 @@ class Api:
             if error.status != 409:  # made by an earlier pass of this step
                 raise
 
+    def select_attempt(self, job: JobObjects, attempt: int) -> None:
+        """From now on the job's headless Service publishes `attempt`'s pods only.  It publishes
+        not-ready addresses (peers resolve each other before they are ready), and so a pod of an
+        earlier attempt still Terminating on a node that lost power kept its hostname's address:
+        the new pserver 0 resolved its own name to the dead pod's address and could not listen.
+        A master Role from before 0.4 may not patch Services: the restart goes on as before."""
+        body = {"spec": {"selector": {contract.ATTEMPT_LABEL: str(attempt)}}}
+        try:
+            self.request("PATCH", self.ns(f"services/{job.record}"), body, "application/merge-patch+json")
+        except ApiError as error:
+            if error.status not in (403, 404):
+                raise
+            print(f"cluster_master: the Service {job.record} still names every attempt's pods ({error.status}: {error})", flush=True)
+
     def record_restarts(self, job: str, restarts: replicas.Restarts, resource_version: str | None) -> None:
         """Write the restart state, on the record version it was decided on (409 if changed)."""
         meta: dict[str, Any] = {"annotations": {contract.RESTART_ANNOTATION: restarts.to_json()}}
@@ -368,6 +382,7 @@ def restart_step(api: Api, job: JobObjects, record: dict[str, Any], restarts: re
     waiting = [p for p in old if not replicas.left_behind(p, now)]
     if left or waiting:
         return
+    api.select_attempt(job, restarts.attempt)  # before any new pod: names resolve to this attempt's pods only
     for manifest in manifests:
         api.create_job(manifest)
     started = dataclasses.replace(restarts, stopping=False)

@@ -435,6 +435,8 @@ def master_rbac(spec: JobSpec, owner: str, settings: ManifestSettings) -> list[d
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [job], "verbs": ["get", "patch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        # a whole restart points the job's headless Service at the new attempt's pods only
+        {"apiGroups": [""], "resources": ["services"], "resourceNames": [job], "verbs": ["patch"]},
         {
             "apiGroups": ["batch"],
             "resources": ["jobs"],
