@@ -24,7 +24,7 @@ from paddle_nbext_server.backends.kubernetes.status.job_status import job_status
 from paddle_nbext_server.backends.local.records import JobRecord, StatusRecord
 from paddle_nbext_server.events import EventHub
 from paddle_nbext_server.jobfiles import checkpoints
-from paddle_nbext_server.runtime import paddle_nbext_job, replicas
+from paddle_nbext_server.runtime import paddle_nbext_fence, paddle_nbext_job, replicas
 
 LINK = {"job": "ck", "step": 10}
 
@@ -103,6 +103,13 @@ def save(directory: Path, step: int, attempt: str, when: float | None = None) ->
     (path / paddle_nbext_job.MANIFEST).write_text(json.dumps(manifest))
 
 
+def fence(directory: Path, attempt: str, began: float) -> None:
+    """The marker the launchers of `attempt` leave when its replicas start (paddle_nbext_fence)."""
+    markers = directory / paddle_nbext_fence.FENCE_SUBDIR
+    markers.mkdir(parents=True, exist_ok=True)
+    (markers / attempt).write_text(f"{began!r}\n")
+
+
 def pod(index: int, attempt: int, *, started: str = "2026-12-01T10:00:05Z", jobset: str | None = None) -> dict[str, Any]:
     labels = {"paddle-nbext/role": "trainer", replicas.INDEX_KEY: str(index), ATTEMPT_LABEL: str(attempt)}
     if jobset is not None:
@@ -119,6 +126,8 @@ def test_the_checkpoint_a_restart_resumed_from_is_the_latest_of_an_earlier_attem
     save(directory, 20, "0", started - 60)
     save(directory, 40, "0", started - 30)
     save(directory, 60, "1", started + 2)  # attempt 1 saved its own since: not where it resumed from
+    fence(directory, "0", started - 90)
+    fence(directory, "1", started - 1)
     found = checkpoints.resumed_checkpoint(directory, "1.", started)
     assert found is not None and found.step == 40
     assert checkpoints.resumed_words(found) == "resumed from step 40"
@@ -143,6 +152,7 @@ def test_a_resumed_jobs_linked_checkpoint_names_the_job_it_came_from(tmp_path: P
     source = tmp_path / "old"
     save(source, 10, "0")
     linked = checkpoints.link_checkpoint(paddle_nbext_job.latest(source), tmp_path / "new", "ck")  # type: ignore[arg-type]
+    fence(tmp_path / "new", "0", time.time())
     found = checkpoints.resumed_checkpoint(tmp_path / "new", "0.", time.time())
     assert found is not None and found.path == linked.path
     assert checkpoints.resumed_words(found) == "resumed from step 10 of job ck"
@@ -204,6 +214,8 @@ def test_the_server_says_where_a_restarted_kubernetes_job_resumed_from(tmp_path:
     started = time.time() - 5
     save(directory, 20, "0", started - 60)
     save(directory, 40, "0", started - 30)
+    fence(directory, "0", started - 90)
+    fence(directory, "1", started - 1)
     restarted = record(
         {"attempt": 1, "failures": 1, "message": "restart 1 of 3: trainer 1 failed with Exit code 1; all replicas restarting"}
     )
@@ -253,3 +265,19 @@ def test_the_server_says_where_a_restarted_kubernetes_job_resumed_from(tmp_path:
         "Training is running.",
         "Training is running.",
     ], said
+
+
+def test_what_a_cut_off_replica_published_as_the_restart_began_is_never_named_as_resumed_from(tmp_path: Path) -> None:
+    """Issue 46: a trainer of attempt 0, cut off, published step 220 0.075 s after the restart
+    began and before attempt 1's replicas raised their fence; they resumed from 210, as the fence
+    says.  The status must not say 220: until the marker is there the answer is unknown (asked
+    again), and with it the fence leaves 220 out."""
+    directory = tmp_path / "checkpoints"
+    began = time.time() - 5
+    fence(directory, "0", began - 600)
+    save(directory, 210, "0", began - 3)
+    save(directory, 220, "0", began + 0.075)
+    assert checkpoints.resumed_checkpoint(directory, "1.", began + 1) is None  # replicas not started yet
+    fence(directory, "1", began)
+    found = checkpoints.resumed_checkpoint(directory, "1.", began + 1)
+    assert found is not None and checkpoints.resumed_words(found) == "resumed from step 210"

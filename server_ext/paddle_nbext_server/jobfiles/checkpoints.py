@@ -109,8 +109,15 @@ def resumed_checkpoint(directory: Path, attempt: str, started: float | None) -> 
     checkpoint that another attempt saved (or this one before its replicas `started`, epoch
     seconds: a queue's re-admission).  So it is the latest that existed when the restart began,
     also after this attempt saved its own.  None when there is none, or the directory cannot be
-    read; never raises."""
+    read; never raises.
+
+    None too until the attempt's fence marker is there: the replicas resume once their launcher
+    has raised it, so only then does the fence exclude what the previous attempt's cut-off
+    replicas published after the restart began (a checkpoint 0.075 s after it was once named
+    "resumed from" while the replicas, rightly, loaded the one before)."""
     label = paddle_nbext_checkpoints._attempt({paddle_nbext_checkpoints.ATTEMPT_VAR: attempt})
+    if not (directory / paddle_nbext_fence.FENCE_SUBDIR / label).is_file():
+        return None
     try:
         every = paddle_nbext_checkpoints.checkpoints(directory)
         usable = [
