@@ -281,3 +281,35 @@ def test_what_a_cut_off_replica_published_as_the_restart_began_is_never_named_as
     fence(directory, "1", began)
     found = checkpoints.resumed_checkpoint(directory, "1.", began + 1)
     assert found is not None and checkpoints.resumed_words(found) == "resumed from step 210"
+
+
+def test_a_server_started_after_a_restarted_job_ended_still_says_how_it_got_there(tmp_path: Path) -> None:
+    """Issue 46: the in-cluster master restarted a job and saw it succeed while no notebook server
+    ran; the server started afterwards found no pods and said only "All 2 trainers finished
+    successfully.".  The record's restarts and the home's checkpoints carry the story."""
+    restarted = record({"attempt": 1, "failures": 0, "disruptions": 1, "message": "restart 1: node n2 stopped responding; trainer 1 lost"})
+    ended = status(phase="Succeeded", message="All 2 trainers finished successfully.")
+    asked = resume_note.question(restarted, [], ended)
+    assert asked is not None and asked.attempt == "1." and asked.restart == "restart 1 (node n2 stopped responding; trainer 1 lost)"
+    assert resume_note.question(record(), [], ended) is None  # never restarted: nothing to say
+    assert resume_note.question(restarted, [], status()) is None  # running between two attempts: wait for its pods
+
+    home = tmp_path / "home"
+    directory = Path(manifests.checkpoint_dir(str(home), "ck-2"))
+    began = time.time() - 60
+    fence(directory, "0", began - 600)
+    save(directory, 40, "0", began - 5)
+    fence(directory, "1", began)
+    save(directory, 60, "1", began + 20)
+
+    async def scenario() -> str:
+        backend = KubernetesBackend(events=EventHub(), home_path=str(home))
+        key = "ck-2-alice"
+        notes = HomeNotes(backend.settings, backend.view, lambda _job: None, backend.log)
+        backend.view.statuses[key] = ended
+        notes.with_resume_note(key, restarted, ended)
+        await asyncio.gather(*backend.view.tasks)
+        return notes.with_resume_note(key, restarted, ended).message
+
+    said = asyncio.run(scenario())
+    assert said == "All 2 trainers finished successfully (restart 1 (node n2 stopped responding; trainer 1 lost); resumed from step 40)."

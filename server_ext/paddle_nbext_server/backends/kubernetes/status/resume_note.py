@@ -59,16 +59,20 @@ def restart_words(record: dict[str, Any], jobset_restarts: int) -> str:
 
 def question(record: dict[str, Any], pods: list[dict[str, Any]], status: JobStatus) -> Question | None:
     """The lookup this status needs, None when it needs none: a job that has not restarted and
-    was not started by Resume, one whose current attempt has no pod to tell its attempt, and any
-    end but success (a failed or cancelled job's message says why it ended; the local backend's
-    says so too)."""
+    was not started by Resume, a running one whose current attempt has no pod to tell its
+    attempt, and any end but success (a failed or cancelled job's message says why it ended; the
+    local backend's says so too).  A success whose pods are gone tells its attempt by the record
+    (the master's restarts): a server that starts after the job ended says how it got there."""
     if status.phase not in (Phase.RUNNING, Phase.SUCCEEDED):
         return None
     current = replicas.current_pods(record, pods)
-    if not current:
+    if current:
+        labels = [attempt_label(pod) for pod in current]
+        label = max(labels, key=lambda text: tuple(_number(part) for part in text.split(".", 1)))
+    elif status.phase == Phase.SUCCEEDED:
+        label = f"{replicas.Restarts.of(record).attempt}."  # `jobs` mode's restarts; JobSet's left no trace
+    else:
         return None
-    labels = [attempt_label(pod) for pod in current]
-    label = max(labels, key=lambda text: tuple(_number(part) for part in text.split(".", 1)))
     restart = restart_words(record, _number(label.split(".", 1)[1]))
     if not restart and status.resumed_from is None:
         return None
