@@ -122,3 +122,29 @@ def test_timings_are_written_only_when_the_benchmark_asks(tmp_path: Path, monkey
     assert all(isinstance(line["t"], float) and isinstance(line["pid"], int) for line in lines)
     monkeypatch.setenv(supervise.TIMINGS_VAR, str(tmp_path / "no-such-dir" / "timings.jsonl"))
     supervise.mark("launcher.main", "trainer-0")  # a timing never fails the replica
+
+
+def test_a_replica_of_a_deleted_job_writes_nothing_into_the_home(tmp_path: Path) -> None:
+    """Issue 46: a job deleted 0.7 s after its submit left `checkpoints/.attempts/0` and `logs/`,
+    written by a replica that started after the delete, and the next submit of the name was
+    refused.  A replica whose job folder is gone (its jobs folder still there) runs nothing and
+    makes no folder; with its folder there it runs as before."""
+    jobs = tmp_path / "home" / ".paddle-jobs"
+    job = jobs / "gone-1"
+    jobs.mkdir(parents=True)
+    overrides = {
+        "PADDLE_NBEXT_WORKDIR": str(job / "package"),
+        "PADDLE_NBEXT_CHECKPOINT_DIR": str(job / "checkpoints"),
+        "PADDLE_NBEXT_ATTEMPT": "0.",
+        "PADDLE_NBEXT_LOG_DIR": str(job / "logs"),
+    }
+    bundle = tmp_path / "runtime"
+    runtime_files.write_bundle(bundle)
+    env = inputs(PADDLE_NBEXT_MODE="collective", PADDLE_NBEXT_ENTRY="true", **overrides)
+    done = subprocess.run([sys.executable, str(bundle / "launcher.py")], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "the job was deleted" in done.stdout, done.stdout + done.stderr
+    assert list(jobs.iterdir()) == []
+    (job / "package").mkdir(parents=True)
+    done = subprocess.run([sys.executable, str(bundle / "launcher.py")], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "the job was deleted" not in done.stdout, done.stdout + done.stderr
+    assert (job / "checkpoints" / ".attempts" / "0").is_file()  # a live job's replica fences its attempt

@@ -148,12 +148,29 @@ def main() -> int:
         signal.signal(stopping, _stopped_before_the_code_ran)
     _mark("launcher.main")
     base = dict(os.environ)
+    if job_deleted(base):
+        print(
+            f"paddle-nbext launcher: the job's folder {os.path.dirname(base['PADDLE_NBEXT_WORKDIR'])} is gone (the job was deleted); nothing to run"
+        )
+        return 0
     log = open_replica_log(base)
     try:
         return _launch(base, log)
     finally:
         if log is not None:
             log.close()  # what the file still lags behind, for at most DRAIN_SECONDS
+
+
+def job_deleted(base: Mapping[str, str]) -> bool:
+    """Whether the job was deleted before this replica started: its snapshot folder
+    (`<home>/.paddle-jobs/<job>/package`, the working directory) is gone while the jobs folder is
+    there (a home not mounted at all lacks both, and fails as it did).  Such a replica must write
+    nothing: a log or fence folder it made again would hold the name against the next job."""
+    workdir = base.get("PADDLE_NBEXT_WORKDIR", "").strip().rstrip("/")
+    job_folder = os.path.dirname(workdir)
+    if os.path.basename(workdir) != "package" or os.path.basename(os.path.dirname(job_folder)) != JOBS_DIR:
+        return False
+    return os.path.isdir(os.path.dirname(job_folder)) and not os.path.isdir(job_folder)
 
 
 def run_watched(base: Mapping[str, str], log: ReplicaLog | None, run: Callable[[], int]) -> int:
