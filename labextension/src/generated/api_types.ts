@@ -318,6 +318,70 @@ export interface IMetricsSummary {
 /** One of the user's jobs' Python environments (built from a job's requirements file, kept in `~/.paddle-jobs/envs/<key>/`). */
 export interface IEnvironment {
   /** The environment's key: 16 hexadecimal digits, a digest of the requirements, the interpreter, its installed packages and the index settings. */
+/** One metric of one job, from one replica's series (`replica`). */
+export interface IRunMetric {
+  /** The replica whose series stands for the job (`trainer-0`). */
+  replica: string;
+  /** Which way is better, from the metric's name; null when the name says neither (no best then). */
+  goal: 'min' | 'max' | null;
+  /** The last value reported. */
+  final: number;
+  final_step: number;
+  best: number | null;
+  best_step: number | null;
+  /** Points reported. */
+  points: number;
+}
+
+/** One compared job. */
+export interface ICompareRun {
+  name: string;
+  phase: string;
+  message: string;
+  created: string;
+  started: string | null;
+  finished: string | null;
+  /** `#rrggbb`, derived from the job's name: the same in every comparison unless two compared names hash alike. */
+  colour: string;
+  progress: IProgress | null;
+  code: {
+    /** Files in its package snapshot; null when there is none. */
+    files: number | null;
+    /** Why its code is not compared, in words. */
+    reason: string | null;
+  };
+  metrics: { [key: string]: IRunMetric };
+}
+
+export interface IComparison {
+  /** The compared jobs, in the order asked. */
+  jobs: string[];
+  runs: ICompareRun[];
+  /** Every metric any job reports, `loss` first. */
+  metrics: string[];
+  /** One row per spec field that differs (`env.NAME` per variable). */
+  spec: Array<{
+    field: string;
+    label: string;
+    /** Each job's value (null: not set). */
+    values: { [key: string]: unknown };
+  }>;
+  code: {
+    /** Files whose content differs, or that some snapshots lack. */
+    files: Array<{
+      path: string;
+      /** Each compared job's sha256 of the file; null: the snapshot lacks it. */
+      hashes: { [key: string]: string | null };
+    }>;
+    /** Files the same in every snapshot. */
+    same: number;
+    /** The jobs that have a snapshot to compare. */
+    compared: string[];
+    /** More files differ than are listed (500). */
+    truncated: boolean;
+  };
+}
+
   key: string;
   /** The requirement lines it was built from. */
   requirements: string[];

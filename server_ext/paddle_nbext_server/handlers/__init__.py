@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .compare import CompareHandler
 from .environments import EnvironmentHandler, EnvironmentsHandler, PruneHandler
 from .health import TimelineHandler, UsageHandler
 from .jobs import CancelHandler, CheckpointsHandler, JobHandler, JobsHandler, ResumeHandler
@@ -28,6 +29,7 @@ def routes() -> list[tuple[str, Any]]:
         (rf"{API_BASE}/jobs/{_NAME}/timeline/?", TimelineHandler),
         (rf"{API_BASE}/jobs/{_NAME}/?", JobHandler),
         (rf"{API_BASE}/environments/?", EnvironmentsHandler),
+        (rf"{API_BASE}/compare/?", CompareHandler),
         (rf"{API_BASE}/environments/prune/?", PruneHandler),
         (rf"{API_BASE}/environments/(?P<key>[^/]+)/?", EnvironmentHandler),
         (rf"{API_BASE}/events/?", EventsHandler),
