@@ -89,6 +89,7 @@ class PaddleNbextApp(ExtensionApp):
         # The port is final now (the server may have moved off a busy one): export again.
         export_kernel_env(serverapp)
         if self.state is not None:
+            self.state.server_url = str(getattr(serverapp, "connection_url", "") or "")
             await self.state.try_start()
 
     async def stop_extension(self) -> None:

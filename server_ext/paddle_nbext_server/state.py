@@ -20,6 +20,8 @@ from .errors import BackendUnavailable
 from .events import EventHub
 from .feeds.health import HealthTicker
 from .feeds.metrics import MetricsTicker
+from .notify import admin as notify_admin
+from .notify.service import NotificationService
 
 STATE_KEY = "paddle_nbext_state"  # web-app settings key of the ExtensionState
 
@@ -46,6 +48,10 @@ class ExtensionState:
         self._lock: asyncio.Lock | None = None
         self._metrics: asyncio.Task[None] | None = None  # metric events (feeds/metrics.py)
         self._health: asyncio.Task[None] | None = None  # usage and timeline events (feeds/health.py)
+        # Outbound notifications (notify/): the admin's settings, or why they are off.
+        self.notify_settings, self.notify_error = notify_admin.load(settings)
+        self.notifications: NotificationService | None = None
+        self.server_url = ""  # the server's own URL (app.py), the links' base without `public_url`
         if error is None:
             self._construct()
 
@@ -134,6 +140,21 @@ class ExtensionState:
             self._started, self.error, self._start_failed_at = True, None, None
             self._metrics = asyncio.create_task(MetricsTicker(self.hub, self.backend).run(), name="paddle-nbext-metric-events")
             self._health = asyncio.create_task(HealthTicker(self.hub, self.backend).run(), name="paddle-nbext-health-events")
+            await self._start_notifications(self.backend)
+
+    async def _start_notifications(self, backend: Backend) -> None:
+        """Notifications run beside the backend; failing to start them leaves jobs running and
+        `GET /notifications` saying why."""
+        if self.notify_error is not None or not self.notify_settings.channels:
+            return
+        service = NotificationService(self.notify_settings, self.hub, backend, self.server_url)
+        try:
+            await service.start()
+        except Exception as error:
+            self.notify_error = f"notifications could not start: {type(error).__name__}: {error}"
+            self.settings.log.error("paddle-nbext: %s", self.notify_error, exc_info=True)
+            return
+        self.notifications = service
 
     async def ready_backend(self) -> Backend:
         await self.try_start()
@@ -165,6 +186,9 @@ class ExtensionState:
         if self._health is not None:
             self._health.cancel()
             self._health = None
+        if self.notifications is not None:
+            await self.notifications.stop()
+            self.notifications = None
         if self.backend is not None and self._started:
             self._started = False
             try:

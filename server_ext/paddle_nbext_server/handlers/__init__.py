@@ -10,6 +10,7 @@ from .health import TimelineHandler, UsageHandler
 from .jobs import CancelHandler, CheckpointsHandler, JobHandler, JobsHandler, ResumeHandler
 from .meta import ConfigHandler, NotFoundHandler, OpenAPIHandler, VersionHandler
 from .metrics import MetricsHandler
+from .notifications import NotificationsHandler
 from .streams import EventsHandler, LogsHandler
 
 API_BASE = "paddle/api/v1"
@@ -33,6 +34,7 @@ def routes() -> list[tuple[str, Any]]:
         (rf"{API_BASE}/environments/prune/?", PruneHandler),
         (rf"{API_BASE}/environments/(?P<key>[^/]+)/?", EnvironmentHandler),
         (rf"{API_BASE}/events/?", EventsHandler),
+        (rf"{API_BASE}/notifications/?", NotificationsHandler),
         (rf"{API_BASE}/config/?", ConfigHandler),
         (rf"{API_BASE}/version/?", VersionHandler),
         (rf"{API_BASE}/openapi\.json", OpenAPIHandler),
