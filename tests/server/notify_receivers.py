@@ -108,4 +108,4 @@ class SmtpReceiver:
 def body_text(message: EmailMessage) -> str:
     part = message.get_body(("plain",))
     assert part is not None, message
-    return str(part.get_content())  # type: ignore[attr-defined]
+    return str(part.get_content())
