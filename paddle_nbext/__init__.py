@@ -29,6 +29,7 @@ _LAZY = {
     "environments": "api",
     "prune_environments": "api",
     "remove_environment": "api",
+    "compare": "comparison",
     # client and errors
     "Client": "client",
     "PaddleNbextError": "client",

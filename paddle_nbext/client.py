@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -334,6 +334,11 @@ class Client:
         only those after `since` (the `cursor` of an earlier answer)."""
         params = {key: str(value) for key, value in (("points", points), ("since", since)) if value is not None}
         return self._object("GET", f"/jobs/{_quote(name)}/metrics", params=params)
+
+    def compare(self, names: Sequence[str]) -> dict[str, Any]:
+        """Runs side by side (`GET /compare?jobs=a,b`): the spec fields and snapshot files that
+        differ, and each job's final and best metrics, progress and colour."""
+        return self._object("GET", "/compare", params={"jobs": ",".join(names)})
 
     def usage(self, name: str) -> dict[str, Any]:
         """CPU and memory in use per replica beside request and limit, peaks and recent samples
