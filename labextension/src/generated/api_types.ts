@@ -315,9 +315,6 @@ export interface IMetricsSummary {
   };
 }
 
-/** One of the user's jobs' Python environments (built from a job's requirements file, kept in `~/.paddle-jobs/envs/<key>/`). */
-export interface IEnvironment {
-  /** The environment's key: 16 hexadecimal digits, a digest of the requirements, the interpreter, its installed packages and the index settings. */
 /** One metric of one job, from one replica's series (`replica`). */
 export interface IRunMetric {
   /** The replica whose series stands for the job (`trainer-0`). */
@@ -382,6 +379,9 @@ export interface IComparison {
   };
 }
 
+/** One of the user's jobs' Python environments (built from a job's requirements file, kept in `~/.paddle-jobs/envs/<key>/`). */
+export interface IEnvironment {
+  /** The environment's key: 16 hexadecimal digits, a digest of the requirements, the interpreter, its installed packages and the index settings. */
   key: string;
   /** The requirement lines it was built from. */
   requirements: string[];
@@ -528,6 +528,53 @@ export interface ITimeline {
   entries: ITimelineEntry[];
   /** The highest `seq` in this answer (else `since`): the `seq` to pass as `since` next time. */
   last: number;
+}
+
+/** What the caller is told about, and where. */
+export interface INotificationSettings {
+  /** The events to be told about: failed, succeeded, stalled (no progress for the job's stall time), memory (a replica nears its memory limit, before it is OOMKilled), started (after waiting in a queue). Default: failed, succeeded, stalled, memory. */
+  events?: Array<'failed' | 'succeeded' | 'stalled' | 'memory' | 'started'>;
+  /** Where webhooks go (a host the admin allows); empty or null: no webhook. */
+  webhook_url?: string | null;
+  /** json: the event as a JSON object (id, event, job, owner, phase, title, message, time, link, text); slack: Slack's and Mattermost's incoming-webhook {"text": ...}. Default json. */
+  webhook_format?: 'json' | 'slack';
+  /** The address e-mails go to; empty or null: no e-mail. */
+  email?: string | null;
+  /** When they were set (ignored in a request). */
+  updated?: string;
+}
+
+export interface INotificationChannel {
+  /** The admin enabled this channel. */
+  available: boolean;
+  /** The caller set it up (a webhook URL, an e-mail address). */
+  set: boolean;
+  /** Whether the last delivery worked (null: none tried yet). */
+  ok: boolean | null;
+  /** Why the last delivery failed, in words ("the receiver answered 500 Internal Server Error", "cannot send through smtp.example.org:587: Connection refused"), with the attempt and the next try; null once one works. */
+  last_error: string | null;
+  /** When deliveries on this channel began to fail. */
+  failing_since: string | null;
+  /** The last failed message was given up (the receiver refused it for good, or every attempt failed). */
+  gave_up: boolean;
+  last_attempt: string | null;
+  last_delivered: string | null;
+  /** Messages waiting for (another) attempt. */
+  pending: number;
+}
+
+export interface INotifications {
+  /** The admin enabled at least one channel. */
+  enabled: boolean;
+  /** Why notifications are off, in words. */
+  error: string | null;
+  /** Each event a user may pick, with what it means. */
+  events: { [key: string]: string };
+  settings: INotificationSettings;
+  channels: {
+    webhook: INotificationChannel;
+    email: INotificationChannel;
+  };
 }
 
 // Inline success responses of operations, named after their operationId.
