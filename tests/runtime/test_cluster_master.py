@@ -428,7 +428,7 @@ def test_a_replica_whose_image_keeps_failing_to_pull_fails_the_job_after_the_adm
     scheduled["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
     pulling["status"]["conditions"] = [scheduled]
     _, waiting = decide_job(record, [running, pulling])
-    assert waiting.phase == "Running" and waiting.message.startswith("trainer 1: ImagePullBackOff"), waiting
+    assert waiting.phase == "Pending" and waiting.message.startswith("trainer 1: ImagePullBackOff"), waiting
 
     scheduled["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 301))
     _, failed = decide_job(record, [running, pulling])

@@ -227,11 +227,12 @@ def test_a_rank_line_of_another_trainer_is_only_quoted_and_a_restart_names_the_r
 
 def test_a_replica_that_cannot_start_while_the_others_run_is_named_not_training() -> None:
     """A gang trains only whole: with trainer 1 unschedulable (no capacity, a quota) the running
-    replicas wait for it, and the job says which replica and why instead of "Training is running"."""
+    replicas wait for it, and the job says which replica and why instead of "Training is running";
+    it is Pending (issue 46: a PS job whose trainers a quota refused read Running, its pserver up)."""
     unschedulable = Observed("trainer", 1, PENDING, reason="Unschedulable: 0/2 nodes are available: 2 Insufficient cpu.")
     decision = decide([Observed("trainer", 0, RUNNING), unschedulable], max_restarts=0)
     assert (decision.phase, decision.message) == (
-        RUNNING,
+        PENDING,
         "trainer 1: Unschedulable: 0/2 nodes are available: 2 Insufficient cpu; the other replicas wait for it.",
     )
     assert decide([Observed("trainer", 0, RUNNING), Observed("trainer", 1, PENDING)], max_restarts=0).message == "Training is running."
@@ -246,3 +247,24 @@ def test_a_replica_whose_image_the_node_may_never_pull_fails_the_job_naming_the_
         'trainer 1 cannot start: ErrImageNeverPull: Container image "example.org/paddle:9" is not present with pull policy of Never'
     )
     assert sorted(decision.stop) == [("trainer", 0), ("trainer", 1)]  # nothing is left running
+
+
+def test_a_ps_job_whose_trainers_a_quota_refuses_is_pending_each_trainer_in_its_own_words() -> None:
+    """Issue 46: the pserver ran, both trainers' pods were refused by a ResourceQuota, and the job
+    read Running while trainer 1's reason quoted trainer 0's pod.  Nothing can train: Pending, and
+    each trainer's reason names no other replica's pod."""
+    from paddle_nbext_server.backends.kubernetes.lifecycle.reconcile import role_words
+
+    event = 'Error creating: pods "sq-1a2b3c-trainer-0-x7k2p" is forbidden: exceeded quota: team, requested: pods=1, used: pods=4, limited: pods=4'
+    reason = f"FailedCreate: {role_words(event)}"
+    assert (
+        reason
+        == "FailedCreate: Error creating: its pod is forbidden: exceeded quota: team, requested: pods=1, used: pods=4, limited: pods=4"
+    )
+    replicas = [
+        Observed("pserver", 0, RUNNING),
+        Observed("trainer", 0, PENDING, reason=reason),
+        Observed("trainer", 1, PENDING, reason=reason),
+    ]
+    decision = decide(replicas, max_restarts=0)
+    assert decision.phase == PENDING and decision.message == f"trainer 0: {reason.rstrip('.')}; the other replicas wait for it."

@@ -398,9 +398,10 @@ def decide(
     if any_running:
         done = sum(1 for t in trainers if t.phase == ReplicaPhase.SUCCEEDED)
         if waiting and not done:
-            # A gang trains only whole: the replicas that run wait for this one (the job's
-            # message must not read "Training is running" while nothing can train).
-            return Decision(Phase.RUNNING, f"{_waiting_message(waiting[0]).rstrip('.')}; the other replicas wait for it.")
+            # A gang trains only whole: the replicas that run wait for this one, and the job is
+            # Pending, as one none of whose replicas started (the message must not read
+            # "Training is running", nor the phase Running, while nothing can train).
+            return Decision(Phase.PENDING, f"{_waiting_message(waiting[0]).rstrip('.')}; the other replicas wait for it.")
         message = f"{done}/{len(trainers)} trainers finished." if done else "Training is running."
         return Decision(Phase.RUNNING, message)
     message = _waiting_message(waiting[0]) if waiting else "Waiting for replicas to start."

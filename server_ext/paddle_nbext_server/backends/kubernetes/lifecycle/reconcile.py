@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +52,15 @@ from ..timeline import keeper as timeline_keeper
 from ..timeline import objects as timeline_objects
 from ..usage import metrics as replica_metrics
 from .workloads import Workloads, labelled_for, owned_by
+
+#: A pod the Job controller names in its FailedCreate message (`Error creating: pods "x-trainer-0-ab12c" is forbidden`).
+_NAMED_POD = re.compile(r'\bpods? "[^"]*"')
+
+
+def role_words(message: str) -> str:
+    """A role's FailedCreate message as every replica of the role may say it: the controller's
+    event names the one pod it tried last, which is not trainer 1's when trainer 0's was."""
+    return _NAMED_POD.sub("its pod", message)
 
 
 class Reconciler:
@@ -303,7 +313,7 @@ class Reconciler:
                         latest[role] = (stamp, str(event.get("message") or "").strip())
         for role, (_, message) in latest.items():
             if not notes.get(role, replicas.RoleNote()).reason:  # keeps the indexes that completed
-                notes[role] = dataclasses.replace(notes.get(role, replicas.RoleNote()), reason=f"FailedCreate: {message}")
+                notes[role] = dataclasses.replace(notes.get(role, replicas.RoleNote()), reason=f"FailedCreate: {role_words(message)}")
         for role in map(str, ROLES):
             # A queued JobSet's child Jobs appear only a moment after its Workload has Kueue's
             # words (the JobSet controller makes them): a role without its Job yet waits for the
