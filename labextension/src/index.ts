@@ -31,7 +31,8 @@ import { HealthView } from './views/healthview';
 import { MetricsView } from './views/metricsview';
 import { WARNING_KINDS } from './views/timelineview';
 import { JobsModel } from './state/model';
-import { PaddlePanel, paddleIcon } from './views/panel';
+import { PaddlePanel, iconButton, paddleIcon } from './views/panel';
+import { CompareWidget, compareIcon } from './views/compareview';
 import { IFormPrefill, prefillFor } from './logic/prefill';
 import { IPlacement, shellPlacement, treePlacement } from './logic/placement';
 import { RowProgress } from './views/rowprogress';
@@ -47,6 +48,8 @@ export const CommandIDs = {
   openJob: 'paddle-nbext:open-job',
   openJobInNewTab: 'paddle-nbext:open-job-in-new-tab',
   newJob: 'paddle-nbext:new-job',
+  compare: 'paddle-nbext:compare-jobs',
+  compareWith: 'paddle-nbext:compare-with',
   runAsJob: 'paddle-nbext:run-as-job'
 } as const;
 
@@ -185,11 +188,43 @@ const plugin: JupyterFrontEndPlugin<IJobsModel> = {
       openJob: (name, keep) => void openJob(name, true, keep),
       formPrefill: currentFolder
     });
+    // Runs side by side: one comparison tab; choosing jobs from the list adds them to it.
+    const compareTracker = new WidgetTracker<CompareWidget>({ namespace: 'paddle-nbext-compare' });
+    const openCompare = (jobs: readonly string[]): CompareWidget => {
+      let widget = compareTracker.find(() => true);
+      if (widget && !widget.isDisposed) {
+        widget.content.setJobs([...widget.content.jobs, ...jobs]);
+        placement.activate(widget);
+        return widget;
+      }
+      widget = new CompareWidget({ api, model, jobs });
+      void compareTracker.add(widget);
+      placement.addView(widget);
+      return widget;
+    };
+    panel.toolbar.insertAfter(
+      'new-job',
+      'compare',
+      iconButton(
+        compareIcon,
+        __('Compare runs: choose two or more jobs to see side by side'),
+        'paddle-compare-jobs',
+        () =>
+          void app.commands.execute(CommandIDs.compare, {
+            jobs: tracker.currentWidget ? [tracker.currentWidget.content.name] : []
+          })
+      )
+    );
     const rowProgress = new RowProgress(model, panel.node);
     panel.disposed.connect(() => rowProgress.dispose());
     placement.addPanel(panel);
     restorer?.add(panel, 'paddle-nbext-panel');
     if (restorer) {
+      void restorer.restore(compareTracker, {
+        command: CommandIDs.compare,
+        args: widget => ({ jobs: [...widget.content.jobs] }),
+        name: () => 'compare'
+      });
       void restorer.restore(tracker, {
         command: CommandIDs.openJob,
         args: widget => ({ job: widget.content.name, focus: false, keep: true }),
@@ -308,6 +343,32 @@ const plugin: JupyterFrontEndPlugin<IJobsModel> = {
       selector: '[data-testid="paddle-job-row"]',
       rank: 10
     });
+    app.commands.addCommand(CommandIDs.compare, {
+      label: __('Compare Paddle Jobs'),
+      caption: __(
+        'Show two or more jobs side by side: curves, final and best metrics, what differs'
+      ),
+      icon: args => (args.isPalette ? undefined : compareIcon),
+      execute: args => {
+        const jobs = Array.isArray(args.jobs) ? args.jobs.map(String) : [];
+        return openCompare(jobs);
+      }
+    });
+    // A job row's context menu: add it to the comparison (opened if none is).
+    app.commands.addCommand(CommandIDs.compareWith, {
+      label: __('Compare…'),
+      caption: __('Add this job to the comparison of runs'),
+      isVisible: () => rowUnderMenu() !== null,
+      execute: () => {
+        const name = rowUnderMenu();
+        return name ? openCompare([name]) : null;
+      }
+    });
+    app.contextMenu.addItem({
+      command: CommandIDs.compareWith,
+      selector: '[data-testid="paddle-job-row"]',
+      rank: 11
+    });
     // A double-click on the preview tab keeps it, as in editors.
     document.addEventListener('dblclick', event => {
       const tab = (event.target as Element | null)?.closest?.(`.lm-TabBar-tab.${PREVIEW_CLASS}`);
@@ -353,6 +414,7 @@ const plugin: JupyterFrontEndPlugin<IJobsModel> = {
     }
     palette?.addItem({ command: CommandIDs.open, category: 'Paddle' });
     palette?.addItem({ command: CommandIDs.newJob, category: 'Paddle' });
+    palette?.addItem({ command: CommandIDs.compare, category: 'Paddle' });
     launcher?.add({ command: CommandIDs.open, category: 'Other', rank: 50 });
 
     if (settingRegistry) {

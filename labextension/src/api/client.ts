@@ -10,6 +10,7 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import {
   ICheckpoints,
+  IComparison,
   IDryRun,
   IErrorBody,
   IJobStatus,
@@ -182,6 +183,11 @@ export class PaddleApi {
     return this.json('GET', `jobs/${encodeURIComponent(name)}/timeline`, undefined, {
       since: since || null
     });
+  }
+
+  /** Runs side by side: what differs in the jobs' specs and code, their final and best metrics. */
+  compare(names: readonly string[]): Promise<IComparison> {
+    return this.json('GET', 'compare', undefined, { jobs: names.join(',') });
   }
 
   config(): Promise<IServerConfig> {

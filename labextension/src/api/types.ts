@@ -145,3 +145,15 @@ export type IMetrics = api.IMetrics;
 
 /** The data of a `metrics` event on `/events`. */
 export type IMetricsSummary = api.IMetricsSummary;
+
+/**
+ * `GET /compare?jobs=a,b`: runs side by side — the spec fields and snapshot files that differ,
+ * and each job's final and best metrics, progress and colour.
+ */
+export type IComparison = api.IComparison;
+
+/** One compared job (`IComparison.runs`). */
+export type ICompareRun = api.ICompareRun;
+
+/** One metric of one compared job: final and best value, and the replica whose series it is. */
+export type IRunMetric = api.IRunMetric;

@@ -30,10 +30,35 @@ export const COLOURS = [
 
 export type Scale = 'linear' | 'log';
 
+/** What the x axis counts: training steps, or seconds since the run started (wall time). */
+export type XAxis = 'step' | 'time';
+
 export interface ILine {
   name: string;
   x: number[];
   y: number[];
+  /** The line's own colour (a compared job's); else one of `COLOURS` by its position. */
+  colour?: string;
+}
+
+/** A line's colour: its own, else the palette's by position. */
+function colourOf(line: ILine, n: number): string {
+  return line.colour ?? COLOURS[n % COLOURS.length];
+}
+
+/** `45s`, `3m 20s`, `1h 5m`: a wall-time tick or hover label. */
+export function secondsText(seconds: number): string {
+  const whole = Math.max(0, Math.round(seconds));
+  const hours = Math.floor(whole / 3600);
+  const minutes = Math.floor((whole % 3600) / 60);
+  const secs = whole % 60;
+  if (hours) {
+    return minutes ? `${hours}h ${minutes}m` : `${hours}h`;
+  }
+  if (minutes) {
+    return secs ? `${minutes}m ${secs}s` : `${minutes}m`;
+  }
+  return `${secs}s`;
 }
 
 function svg<K extends keyof SVGElementTagNameMap>(
@@ -61,6 +86,26 @@ export function niceTicks(low: number, high: number, count = 4): number[] {
   const ticks: number[] = [];
   for (let t = Math.ceil(low / step) * step; t <= high + step * 1e-9; t += step) {
     ticks.push(Number(t.toPrecision(12)));
+  }
+  return ticks;
+}
+
+/** Durations a wall-time axis ticks at: seconds, minutes and hours a reader counts in. */
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600];
+
+/** Round durations (seconds) between `low` and `high` for a wall-time axis (about `count`). */
+export function timeTicks(low: number, high: number, count = 5): number[] {
+  if (!Number.isFinite(low) || !Number.isFinite(high) || high <= low) {
+    return niceTicks(low, high, count);
+  }
+  const rough = (high - low) / count;
+  const step = TIME_STEPS.find(s => s >= rough);
+  if (step === undefined) {
+    return niceTicks(low / 3600, high / 3600, count).map(hours => hours * 3600);
+  }
+  const ticks: number[] = [];
+  for (let t = Math.ceil(low / step) * step; t <= high; t += step) {
+    ticks.push(t);
   }
   return ticks;
 }
@@ -106,6 +151,7 @@ export class LineChart {
   private _lines: ILine[] = [];
   private _marks: number[] = [];
   private _scale: Scale = 'linear';
+  private _axis: XAxis = 'step';
   private _x: [number, number] = [0, 1];
   private _y: [number, number] = [0, 1];
 
@@ -154,6 +200,22 @@ export class LineChart {
       this._scale = scale;
       this.render();
     }
+  }
+
+  get axis(): XAxis {
+    return this._axis;
+  }
+
+  /** Count the x axis in steps, or in wall time (the lines' x then are seconds). */
+  setXAxis(axis: XAxis): void {
+    if (axis !== this._axis) {
+      this._axis = axis;
+      this.render();
+    }
+  }
+
+  private _xText(x: number): string {
+    return this._axis === 'time' ? secondsText(x) : String(x);
   }
 
   /** The lines, and the steps where the job restarted (a dashed rule each). */
@@ -256,7 +318,7 @@ export class LineChart {
       const polyline = svg('polyline', {
         points: points.join(' '),
         fill: 'none',
-        stroke: COLOURS[n % COLOURS.length],
+        stroke: colourOf(line, n),
         'stroke-width': 1.5,
         'vector-effect': 'non-scaling-stroke',
         'data-line': line.name
@@ -267,7 +329,12 @@ export class LineChart {
       .map(line => (line.y.length ? `${line.name} ${formatValue(line.y[line.y.length - 1])}` : ''))
       .filter(Boolean)
       .join(', ');
-    this._svg.setAttribute('aria-label', __('%1 by step; latest: %2', this.title, latest));
+    this._svg.setAttribute(
+      'aria-label',
+      this._axis === 'time'
+        ? __('%1 by wall time; latest: %2', this.title, latest)
+        : __('%1 by step; latest: %2', this.title, latest)
+    );
     this._renderLegend();
   }
 
@@ -296,10 +363,11 @@ export class LineChart {
       label.textContent = formatValue(tick);
       axis.appendChild(label);
     }
-    for (const tick of niceTicks(x0, x1, 5).filter(Number.isInteger)) {
+    const xTicks = this._axis === 'time' ? timeTicks(x0, x1, 5) : niceTicks(x0, x1, 5);
+    for (const tick of xTicks.filter(Number.isInteger)) {
       const x = this._px(tick);
       const label = svg('text', { x, y: HEIGHT - 6, 'text-anchor': 'middle' });
-      label.textContent = String(tick);
+      label.textContent = this._xText(tick);
       axis.appendChild(label);
     }
     axis.appendChild(
@@ -324,7 +392,7 @@ export class LineChart {
           { 'data-line': line.name },
           h('span', {
             className: 'pn-chart-swatch',
-            style: `background:${COLOURS[n % COLOURS.length]}`,
+            style: `background:${colourOf(line, n)}`,
             'aria-hidden': 'true'
           }),
           `${line.name} `,
@@ -352,18 +420,23 @@ export class LineChart {
           cx: this._px(line.x[i]),
           cy: this._py(y),
           r: 3,
-          fill: COLOURS[n % COLOURS.length]
+          fill: colourOf(line, n)
         })
       );
       // One row per line with its colour; a line's own step only where it is not the hovered one.
-      const own = line.x[i] === step ? '' : ` ${__('(step %1)', line.x[i])}`;
+      const own =
+        line.x[i] === step
+          ? ''
+          : this._axis === 'time'
+            ? ` ${__('(at %1)', secondsText(line.x[i]))}`
+            : ` ${__('(step %1)', line.x[i])}`;
       rows.push(
         h(
           'div',
           { className: 'pn-chart-tooltip-row' },
           h('span', {
             className: 'pn-chart-swatch',
-            style: `background:${COLOURS[n % COLOURS.length]}`,
+            style: `background:${colourOf(line, n)}`,
             'aria-hidden': 'true'
           }),
           `${line.name}: ${formatValue(y)}${own}`
@@ -386,7 +459,11 @@ export class LineChart {
     );
     clear(this._tooltip);
     this._tooltip.append(
-      h('div', { className: 'pn-chart-tooltip-step' }, __('step %1', step)),
+      h(
+        'div',
+        { className: 'pn-chart-tooltip-step' },
+        this._axis === 'time' ? __('at %1', secondsText(step)) : __('step %1', step)
+      ),
       ...rows
     );
     this._tooltip.hidden = false;

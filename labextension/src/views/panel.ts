@@ -48,7 +48,7 @@ export interface IPanelOptions {
  * A toolbar icon button as a native `<button>` named by its tooltip (JupyterLab's
  * `ToolbarButton` renders a custom element carrying `aria-pressed`, which axe reports).
  */
-function iconButton(
+export function iconButton(
   icon: LabIcon,
   label: string,
   testid: string,
