@@ -29,6 +29,8 @@ _LAZY = {
     "environments": "api",
     "prune_environments": "api",
     "remove_environment": "api",
+    "notifications": "api",
+    "set_notifications": "api",
     "compare": "comparison",
     # client and errors
     "Client": "client",

@@ -285,6 +285,33 @@ def remove_environment(key: str, client: Client | None = None) -> dict[str, Any]
     return get_client(client).remove_environment(key)
 
 
+def notifications(client: Client | None = None) -> dict[str, Any]:
+    """Your notification settings (`settings`), the events you may pick (`events`), and per channel
+    (`channels["webhook"]`, `channels["email"]`) whether the admin offers it, whether the last
+    delivery worked (`ok`), its error in words (`last_error`) and how many messages wait (`pending`)."""
+    return get_client(client).notifications()
+
+
+def set_notifications(
+    *,
+    events: list[str] | None = None,
+    webhook_url: str | None = None,
+    webhook_format: str | None = None,
+    email: str | None = None,
+    client: Client | None = None,
+) -> dict[str, Any]:
+    """Set where you are told about your jobs, once for all of them.  What you leave out keeps its
+    value; `""` turns a channel off.  `events`: any of failed, succeeded, stalled, memory, started;
+    `webhook_format`: "json" (the event as an object) or "slack" (Slack/Mattermost's `{"text": ...}`).
+    A webhook host the admin does not allow raises `ApiError` (400) naming `webhook_url`."""
+    client = get_client(client)
+    settings = dict(client.notifications()["settings"])
+    settings.pop("updated", None)
+    changes = {"events": events, "webhook_url": webhook_url, "webhook_format": webhook_format, "email": email}
+    settings.update({key: value for key, value in changes.items() if value is not None})
+    return client.set_notifications(settings)
+
+
 @overload
 def submit(
     entry_point: str | None = None, *, script: str | None = None, dry_run: Literal[False] = False, client: Client | None = None, **spec: Any

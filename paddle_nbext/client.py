@@ -312,6 +312,15 @@ class Client:
         body = {"unused_days": unused_days, "dry_run": dry_run, "cache": cache}
         return self._object("POST", "/environments/prune", json=body)
 
+    def notifications(self) -> dict[str, Any]:
+        """Your notification settings, the channels the admin enabled, and how each channel's
+        deliveries go (`GET /notifications`: `settings`, `channels` with `ok`, `last_error`, `pending`)."""
+        return self._object("GET", "/notifications")
+
+    def set_notifications(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace your notification settings (`PUT /notifications`); the answer is `notifications()`'s."""
+        return self._object("PUT", "/notifications", json=dict(settings))
+
     def remove_environment(self, key: str) -> dict[str, Any]:
         """Remove one environment (`DELETE /environments/{key}`): `{"key", "size"}`."""
         return self._object("DELETE", f"/environments/{_quote(key)}")

@@ -78,11 +78,12 @@ def config_classes() -> dict[str, set[str]]:
     from paddle_nbext_server.backends.kubernetes import KubernetesBackend
     from paddle_nbext_server.backends.local import LocalBackend
     from paddle_nbext_server.config import PaddleNbext
+    from paddle_nbext_server.notify.admin import PaddleNbextNotifications
 
-    return {cls.__name__: _configurable(cls) for cls in (PaddleNbext, LocalBackend, KubernetesBackend, ServerApp)}
+    return {cls.__name__: _configurable(cls) for cls in (PaddleNbext, PaddleNbextNotifications, LocalBackend, KubernetesBackend, ServerApp)}
 
 
-OWN_CLASSES = ("PaddleNbext", "LocalBackend", "KubernetesBackend")
+OWN_CLASSES = ("PaddleNbext", "PaddleNbextNotifications", "LocalBackend", "KubernetesBackend")
 
 
 def _cli_help(*args: str) -> str:

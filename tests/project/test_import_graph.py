@@ -158,7 +158,7 @@ SERVER_FLOORS: list[set[str]] = [
     {"app"},
     {"handlers"},
     {"state"},
-    {"feeds"},
+    {"feeds", "notify"},
     {"backends"},
     {"jobfiles"},
     {"runtime", "config", "config_files", "errors", "events", "identity", "credentials", "version"},

@@ -16,6 +16,9 @@ import pytest
 import requests
 from support.jupyter_process import free_port
 
+from paddle_nbext import api
+from paddle_nbext.client import Client
+
 from .notify_receivers import SmtpReceiver, WebhookReceiver, body_text
 from .real_server import RealServer, server_env, start_server
 
@@ -76,10 +79,12 @@ def test_a_failed_jobs_webhook_and_email_arrive_once_across_a_restart(tmp_path: 
 
     first = start_server(tmp_path)
     try:
-        settings = {"events": ["failed", "succeeded"], "webhook_url": hook.url, "webhook_format": "json", "email": "ada@example.org"}
-        saved = requests.put(f"{first.api}/notifications", json=settings, headers=first.headers(), timeout=30)
-        assert saved.status_code == 200, saved.text
-        assert saved.json()["settings"]["webhook_url"] == hook.url
+        # Set once, through the Python API (what leaves nothing out keeps its value).
+        client = Client(first.api, first.token)
+        api.set_notifications(webhook_url=hook.url, events=["failed", "succeeded"], client=client)
+        saved = api.set_notifications(email="ada@example.org", client=client)
+        assert saved["settings"]["webhook_url"] == hook.url and saved["settings"]["email"] == "ada@example.org"
+        assert saved["settings"]["events"] == ["failed", "succeeded"] and saved["enabled"] is True
 
         body = {"job_name": "idx", "mode": "collective", "trainer_package": "work", "entry_point": "python train.py"}
         assert requests.post(f"{first.api}/jobs", json=body, headers=first.headers(), timeout=60).status_code == 201
