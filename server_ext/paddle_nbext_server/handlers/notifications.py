@@ -10,7 +10,7 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..errors import BackendUnavailable
+from ..errors import InvalidState
 from ..notify import prefs
 from ..notify.admin import CHANNELS
 from ..notify.service import NotificationService
@@ -57,8 +57,8 @@ class NotificationsHandler(PaddleAPIHandler):
     async def put(self) -> None:
         body = self.json_body()
         service = await self._service()
-        if service is None:
-            raise BackendUnavailable(str(self._off()["error"]))
-        chosen = prefs.validate(body, service.admin)
+        chosen = prefs.validate(body, service.admin if service is not None else self.state.notify_settings)
+        if service is None:  # nothing could ever be sent: say so rather than keep settings in vain
+            raise InvalidState(f"notifications are off: {self._off()['error']}")
         await service.save_prefs(self.owner, chosen)
         self.write_json(await service.describe(self.owner))
