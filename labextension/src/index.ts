@@ -33,6 +33,8 @@ import { WARNING_KINDS } from './views/timelineview';
 import { JobsModel } from './state/model';
 import { PaddlePanel, iconButton, paddleIcon } from './views/panel';
 import { CompareWidget, compareIcon } from './views/compareview';
+import { NotificationsWidget, bellIcon } from './views/notifyview';
+import { jobFromLink } from './logic/joblink';
 import { IFormPrefill, prefillFor } from './logic/prefill';
 import { IPlacement, shellPlacement, treePlacement } from './logic/placement';
 import { RowProgress } from './views/rowprogress';
@@ -50,7 +52,8 @@ export const CommandIDs = {
   newJob: 'paddle-nbext:new-job',
   compare: 'paddle-nbext:compare-jobs',
   compareWith: 'paddle-nbext:compare-with',
-  runAsJob: 'paddle-nbext:run-as-job'
+  runAsJob: 'paddle-nbext:run-as-job',
+  notifications: 'paddle-nbext:notifications'
 } as const;
 
 const plugin: JupyterFrontEndPlugin<IJobsModel> = {
@@ -215,6 +218,18 @@ const plugin: JupyterFrontEndPlugin<IJobsModel> = {
           })
       )
     );
+    // Notifications: one settings tab, from the toolbar's bell.
+    let notificationsTab: NotificationsWidget | null = null;
+    panel.toolbar.insertBefore(
+      'refresh',
+      'notifications',
+      iconButton(
+        bellIcon,
+        __('Notifications: be told by webhook or e-mail when a job fails or stalls'),
+        'paddle-notifications-open',
+        () => void app.commands.execute(CommandIDs.notifications)
+      )
+    );
     const rowProgress = new RowProgress(model, panel.node);
     panel.disposed.connect(() => rowProgress.dispose());
     placement.addPanel(panel);
@@ -369,6 +384,20 @@ const plugin: JupyterFrontEndPlugin<IJobsModel> = {
       selector: '[data-testid="paddle-job-row"]',
       rank: 11
     });
+    app.commands.addCommand(CommandIDs.notifications, {
+      label: __('Paddle Job Notifications'),
+      caption: __('Where you are told about your jobs: webhook, e-mail, which events'),
+      icon: args => (args.isPalette ? undefined : bellIcon),
+      execute: () => {
+        if (!notificationsTab || notificationsTab.isDisposed) {
+          notificationsTab = new NotificationsWidget(api);
+          placement.addView(notificationsTab);
+        } else {
+          placement.activate(notificationsTab);
+        }
+        return notificationsTab;
+      }
+    });
     // A double-click on the preview tab keeps it, as in editors.
     document.addEventListener('dblclick', event => {
       const tab = (event.target as Element | null)?.closest?.(`.lm-TabBar-tab.${PREVIEW_CLASS}`);
@@ -415,6 +444,7 @@ const plugin: JupyterFrontEndPlugin<IJobsModel> = {
     palette?.addItem({ command: CommandIDs.open, category: 'Paddle' });
     palette?.addItem({ command: CommandIDs.newJob, category: 'Paddle' });
     palette?.addItem({ command: CommandIDs.compare, category: 'Paddle' });
+    palette?.addItem({ command: CommandIDs.notifications, category: 'Paddle' });
     launcher?.add({ command: CommandIDs.open, category: 'Other', rank: 50 });
 
     if (settingRegistry) {
@@ -432,6 +462,11 @@ const plugin: JupyterFrontEndPlugin<IJobsModel> = {
         .catch(reason => console.warn('paddle-nbext: settings not loaded:', reason));
     }
     model.start();
+    // A notification's link (`?paddle-job=<name>`) opens that job once the layout is back.
+    const linked = jobFromLink(window.location.search);
+    if (linked) {
+      void app.restored.then(() => openJob(linked, true, true));
+    }
     return model;
   }
 };

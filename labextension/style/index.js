@@ -1,3 +1,4 @@
 import './base.css';
 import './metrics.css';
 import './health.css';
+import './notify.css';

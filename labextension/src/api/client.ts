@@ -16,6 +16,8 @@ import {
   IJobStatus,
   IKeptCheckpoints,
   IMetrics,
+  INotificationSettings,
+  INotifications,
   IResumed,
   IServerConfig,
   ITimeline,
@@ -188,6 +190,16 @@ export class PaddleApi {
   /** Runs side by side: what differs in the jobs' specs and code, their final and best metrics. */
   compare(names: readonly string[]): Promise<IComparison> {
     return this.json('GET', 'compare', undefined, { jobs: names.join(',') });
+  }
+
+  /** The user's notification settings and each channel's last delivery (its error in words). */
+  notifications(): Promise<INotifications> {
+    return this.json('GET', 'notifications');
+  }
+
+  /** Replace the user's notification settings; a refused one is an `ApiError` naming its field. */
+  setNotifications(settings: Partial<INotificationSettings>): Promise<INotifications> {
+    return this.json('PUT', 'notifications', settings);
   }
 
   config(): Promise<IServerConfig> {

@@ -157,3 +157,8 @@ export type ICompareRun = api.ICompareRun;
 
 /** One metric of one compared job: final and best value, and the replica whose series it is. */
 export type IRunMetric = api.IRunMetric;
+
+/** `GET /notifications`: the user's settings, the events, and how each channel's deliveries go. */
+export type INotifications = api.INotifications;
+export type INotificationSettings = api.INotificationSettings;
+export type INotificationChannel = api.INotificationChannel;
