@@ -1,6 +1,8 @@
 """`GET/PUT /notifications` on a live server: settings the admin's rules refuse are a 400 naming
 the field (and nothing is kept); a receiver that answers 500 is retried, and the API says why the
-channel fails, in words, until it takes the message."""
+channel fails, in words, until it takes the message; a stalled job and a job that waited in the
+queue are told in their timeline's words.  The machine offers local jobs one CPU, so a second job
+waits for the first."""
 
 from __future__ import annotations
 
@@ -15,6 +17,23 @@ from traitlets.config import Config
 
 from .conftest import Api, _server_config
 from .notify_receivers import WebhookReceiver
+
+#: Reports step 1, then is quiet (no report, no output) until GO_FILE exists: a stuck data loader.
+STUCK = """\
+import os, time
+from paddle_nbext_job import flush, report
+report(1, total=10, loss=0.5)
+flush()
+print("step 1", flush=True)
+while not os.path.exists(os.environ["GO_FILE"]):
+    time.sleep(0.05)
+"""
+SILENT = "import os, time\nwhile not os.path.exists(os.environ['GO_FILE']):\n    time.sleep(0.05)\n"
+
+
+@pytest.fixture
+def local_config() -> dict[str, Any]:
+    return {"max_cpu": 1.0, "cpu_overcommit": 1.0}
 
 
 @pytest.fixture
@@ -112,3 +131,39 @@ async def test_a_receiver_answering_500_is_retried_and_its_error_shown(api: Api,
         assert delivered.body["event"] == "failed" and "the learning rate schedule is empty" in delivered.body["message"]
     finally:
         assert (await api("DELETE", "jobs/boom"))[0] == 204
+
+
+async def test_a_stall_and_a_start_after_the_queue_are_told_in_the_timelines_words(
+    api: Api, package: Path, receiver: WebhookReceiver, jp_home_dir: Path
+) -> None:
+    status, answer = await api("PUT", "notifications", body={"webhook_url": receiver.url, "events": ["stalled", "started"]})
+    assert status == 200, answer
+    (package / "stuck.py").write_text(STUCK)
+    (package / "silent.py").write_text(SILENT)
+    go, go_too = jp_home_dir / "go", jp_home_dir / "go-too"
+    common = {"mode": "collective", "trainer_package": "work", "trainer_cpu": "1"}
+    holder = {**common, "job_name": "holder", "entry_point": "python stuck.py", "stall_timeout": 1, "env": {"GO_FILE": str(go)}}
+    waiter = {**common, "job_name": "waiter", "entry_point": "python silent.py", "env": {"GO_FILE": str(go_too)}}
+    assert (await api("POST", "jobs", body=holder))[0] == 201
+    assert (await api("POST", "jobs", body=waiter))[0] == 201
+    try:
+        while not receiver.accepted():  # bounded by the pytest timeout
+            await asyncio.sleep(0.1)
+        [stalled] = receiver.accepted()
+        assert stalled.body["event"] == "stalled" and stalled.body["job"] == "holder"
+        assert stalled.body["message"].startswith("no progress for ") and "since step 1; trainer 0 last wrote at" in stalled.body["message"]
+        assert stalled.body["title"] == "holder stalled"
+
+        go.write_text("")  # the holder ends; the waiter is admitted
+        while len(receiver.accepted()) < 2:
+            await asyncio.sleep(0.1)
+        started = receiver.accepted()[1]
+        assert started.body["event"] == "started" and started.body["job"] == "waiter", started.body
+        assert started.body["message"].startswith("Admitted: "), started.body
+        assert started.body["title"] == "waiter started after waiting in the queue"
+    finally:
+        go.write_text("")
+        go_too.write_text("")
+        for name in ("holder", "waiter"):
+            await api("DELETE", f"jobs/{name}")
+    assert [hook.body["event"] for hook in receiver.accepted()] == ["stalled", "started"]  # each once
