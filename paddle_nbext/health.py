@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from .metrics import sparkline
-from .model.contract import format_cores, parse_time
+from .model.contract import format_cores, format_duration, parse_time
 
 #: Characters of the bar of memory against its limit.
 BAR_WIDTH = 10
@@ -118,11 +118,23 @@ class Usage:
     def replicas(self) -> list[dict[str, Any]]:
         return [replica for replica in self.body.get("replicas") or [] if isinstance(replica, dict)]
 
+    @property
+    def goodput(self) -> dict[str, Any] | None:
+        """The share of the job's wall time spent training (`fraction`, and the seconds it is made
+        of); None until a trainer has reported two steps."""
+        figure = self.body.get("goodput")
+        return figure if isinstance(figure, dict) else None
+
     def to_dict(self) -> dict[str, Any]:
         return self.body
 
     def text(self) -> str:
-        """The `paddle-nbext top` table."""
+        """The `paddle-nbext top` table, then the goodput line."""
+        table = self._table()
+        words = goodput_words(self.goodput)
+        return f"{table}\n{words}" if words else table
+
+    def _table(self) -> str:
         if not self.available:
             return unavailable_text(self.reason)
         rows = [("REPLICA", "PHASE", "CPU", "REQUEST", "MEMORY", "LIMIT", "", "PEAK", "RECENT MEMORY")]
@@ -171,8 +183,10 @@ class Usage:
         printer.text(self.text())
 
     def _repr_html_(self) -> str:
+        words = goodput_words(self.goodput)
+        goodput = f"<p class='paddle-goodput'>{html.escape(words)}</p>" if words else ""
         if not self.available:
-            return f"<p class='paddle-usage'>{html.escape(unavailable_text(self.reason))}</p>"
+            return f"<p class='paddle-usage'>{html.escape(unavailable_text(self.reason))}</p>{goodput}"
         head = "".join(f"<th>{cell}</th>" for cell in ("replica", "phase", "CPU (cores)", "memory", "limit", "peak"))
         rows = []
         for replica in self.replicas:
@@ -191,7 +205,22 @@ class Usage:
                 gib(replica.get("peak_memory")),
             )
             rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
-        return f"<table class='paddle-usage'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        return f"<table class='paddle-usage'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{goodput}"
+
+
+def goodput_words(figure: dict[str, Any] | None) -> str:
+    """ "Goodput 87 %: trained 7m 12s of 8m 17s; 1 recovery lost 31s." ("" when unknown)."""
+    if not figure:
+        return ""
+    numbers = [value for key in ("fraction", "training_seconds", "wall_seconds") if isinstance(value := figure.get(key), (int, float))]
+    if len(numbers) != 3:
+        return ""
+    fraction, training, wall = (float(value) for value in numbers)
+    words = f"Goodput {100 * fraction:.0f} %: trained {format_duration(training)} of {format_duration(wall)}"
+    recoveries, lost = figure.get("recoveries"), figure.get("lost_seconds")
+    if isinstance(recoveries, int) and recoveries and isinstance(lost, (int, float)):
+        words += f"; {recoveries} {'recovery' if recoveries == 1 else 'recoveries'} lost {format_duration(float(lost))}"
+    return words + "."
 
 
 def _request(value: Any) -> str:

@@ -14,6 +14,7 @@ import pytest
 
 from paddle_jobs.local_jobs import OWNER, backend_for, job_record, request, wait_terminal, wait_until
 from paddle_nbext.model.status import JobStatus
+from paddle_nbext_server.handlers.health import goodput_of
 from paddle_nbext_server.runtime import paddle_nbext_job
 
 pytestmark = pytest.mark.paddle
@@ -56,6 +57,7 @@ def test_a_killed_collective_job_restarts_whole_and_resumes_from_its_checkpoint(
                 "resumed": resumed,
                 "final": final,
                 "metrics": await read_metrics(backend, name),
+                "goodput": await goodput_of(backend, name, OWNER),
                 "logs": [await backend.read_logs(name, OWNER, "trainer", i) for i in (0, 1)],
             }
         finally:
@@ -84,6 +86,11 @@ def test_a_killed_collective_job_restarts_whole_and_resumes_from_its_checkpoint(
             assert steps == list(range(1, STEPS + 1)), steps
         assert steps == sorted(set(steps)) and steps[-(STEPS - step) :] == list(range(step + 1, STEPS + 1)), (replica["index"], steps)
         assert [mark["step"] for mark in replica["restarts"]] == [step + 1], replica["restarts"]
+    # Goodput: the restart is one recovery whose seconds are lost; the rest of the wall time is
+    # training or the start (issue 46).
+    goodput = result["goodput"]
+    assert goodput["recoveries"] == 1 and goodput["lost_seconds"] > 0 and 0 < goodput["fraction"] < 1, goodput
+    assert goodput["training_seconds"] + goodput["lost_seconds"] <= goodput["wall_seconds"], goodput
     # Retention kept the last 2 complete checkpoints and no partial one (beside the attempts'
     # markers, `.attempts/`: one per whole start).
     assert sorted(p.name for p in checkpoints.iterdir()) == [".attempts", "step-000000000070", "step-000000000080"]

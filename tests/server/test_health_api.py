@@ -88,6 +88,8 @@ async def test_memory_warning_usage_and_timeline_of_a_growing_trainer(
         status, usage = await api("GET", "jobs/grows/usage")
         (replica,) = usage["replicas"]
         assert replica["memory"] is None and replica["peak_memory"] >= 0.9 * (256 << 20)
+        # Goodput: one reported step is no span of training, so the figure is unknown, never 0 %.
+        assert usage["goodput"] is None
         assert '"grows"' not in bob.text  # Bob's stream never carries Alice's job
     finally:
         await api("DELETE", "jobs/grows")

@@ -283,6 +283,8 @@ export interface IReplicaMetrics {
   restarts?: Array<{
     step: number;
     time: number;
+    /** When the previous process reported its last point (epoch seconds): where the recovery began. */
+    stopped?: number;
   }>;
   /** A restart since the `since` cursor dropped points the asker holds: this answer carries the replica's whole series, to replace them. */
   replaced?: boolean;
@@ -506,6 +508,14 @@ export interface IUsage {
   /** Seconds between samples. */
   interval: number | null;
   replicas: IReplicaUsage[];
+  /** The share of the job's wall time spent training: its slowest trainer's first reported step to its last, less each recovery (the last point before a restart to the first after its resume), over the time since the job started (to its end). Null until a trainer has reported twice. */
+  goodput?: {
+    fraction: number;
+    training_seconds: number;
+    lost_seconds: number;
+    wall_seconds: number;
+    recoveries: number;
+  } | null;
 }
 
 export interface ITimelineEntry {

@@ -148,7 +148,8 @@ class ReplicaMetrics:
     first: tuple[float, int] | None = None  # (time, step) of the first point
     last: tuple[float, int] | None = None
     series: dict[str, Series] = field(default_factory=dict)
-    #: Where a later process (a whole-job restart) started reporting: `{"step", "time"}`.
+    #: Where a later process (a whole-job restart) started reporting: `{"step", "time", "stopped"}`
+    #: (`stopped`: the time of the last point before it).
     restarts: list[dict[str, float]] = field(default_factory=list)
     #: Per restart: (points accepted before it, the first point it dropped), for cursors.
     rewinds: list[tuple[int, int]] = field(default_factory=list)
@@ -245,7 +246,8 @@ class ReplicaMetrics:
         """A later process starts reporting at `step` (a restart, resumed from a checkpoint or
         from the beginning): its points replace the earlier ones from that step on, so a curve
         goes on from the checkpoint with no step twice and none going back."""
-        self.restarts.append({"step": step, "time": when})
+        # `stopped`: the previous process's last point, where the recovery began (goodput.py)
+        self.restarts.append({"step": step, "time": when, "stopped": self.last[0] if self.last else when})
         dropped: int | None = None
         for name, series in list(self.series.items()):
             keep = [i for i, at in enumerate(series.step) if at < step]
