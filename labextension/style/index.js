@@ -1,4 +1,5 @@
 import './base.css';
 import './metrics.css';
 import './health.css';
+import './compare.css';
 import './notify.css';

@@ -89,7 +89,11 @@ export class CompareView extends Widget {
     this.addClass('pn-compare-view');
     this.node.setAttribute('data-testid', 'paddle-compare-view');
     this._picker = h('div', { className: 'pn-compare-picker', role: 'group' });
-    this._status = h('p', { className: 'pn-compare-status', role: 'status' });
+    this._status = h('p', {
+      className: 'pn-compare-status',
+      role: 'status',
+      'data-testid': 'paddle-compare-status'
+    });
     this._metricSelect = h('select', {
       className: 'pn-input',
       'data-testid': 'paddle-compare-metric',
@@ -164,6 +168,7 @@ export class CompareView extends Widget {
     this._model.changed.connect(this._onJobs, this);
     this._renderPicker();
     this.setJobs(options.jobs ?? []);
+    this.render();
   }
 
   /** The jobs chosen, in the order chosen. */
@@ -410,7 +415,10 @@ export class CompareView extends Widget {
         code.same
       );
     } else {
-      summary = __('%1 files differ (%2 the same), by content hash:', code.files.length, code.same);
+      summary =
+        code.files.length === 1
+          ? __('1 file differs (%1 the same), by content hash:', code.same)
+          : __('%1 files differ (%2 the same), by content hash:', code.files.length, code.same);
     }
     this._code.appendChild(h('p', {}, summary));
     const rows = codeRows(comparison);

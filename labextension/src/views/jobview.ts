@@ -155,7 +155,7 @@ export class JobView extends Widget {
     remove.addEventListener('click', () => void this._deleteJob());
     copy.addEventListener('click', () => this._options.actions.copySpec(this._job));
 
-    this._replicas = h('tbody');
+    this._replicas = h('tbody', { role: 'rowgroup' });
     this._replicaTable = new ReplicaTable(this._replicas, {
       ranFor,
       showLogs: ref => {
@@ -166,21 +166,24 @@ export class JobView extends Widget {
     });
     const table = h(
       'table',
-      { className: 'pn-replicas', 'data-testid': 'paddle-replicas' },
+      // Explicit roles: a narrow view lays the rows out as blocks (style/base.css), which
+      // would otherwise drop the table's semantics for screen readers.
+      { className: 'pn-replicas', 'data-testid': 'paddle-replicas', role: 'table' },
       h('caption', { className: 'pn-sr-only' }, __('Replicas of %1', job.name)),
       h(
         'thead',
-        {},
+        { role: 'rowgroup' },
         h(
           'tr',
-          {},
-          h('th', { scope: 'col' }, __('Replica')),
-          h('th', { scope: 'col' }, __('Phase')),
-          h('th', { scope: 'col' }, __('Reason')),
-          h('th', { scope: 'col' }, __('Restarts')),
-          h('th', { scope: 'col' }, __('Ran')),
-          h('th', { scope: 'col' }, __('Use')),
-          h('th', { scope: 'col' }, h('span', { className: 'pn-sr-only' }, __('Log')))
+          { role: 'row' },
+          ...[__('Replica'), __('Phase'), __('Reason'), __('Restarts'), __('Ran'), __('Use')].map(
+            label => h('th', { scope: 'col', role: 'columnheader' }, label)
+          ),
+          h(
+            'th',
+            { scope: 'col', role: 'columnheader' },
+            h('span', { className: 'pn-sr-only' }, __('Log'))
+          )
         )
       ),
       this._replicas

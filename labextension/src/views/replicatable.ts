@@ -13,6 +13,13 @@ import { PREPARING_PHASE, shownReplicaPhase } from '../logic/preparing';
 import { failedRankReason, replicaGroups } from '../logic/ranks';
 import { IJobStatus, IReplica } from '../api/types';
 
+/** A figure cell's role and its column's name, shown before it in a narrow view. */
+const LABEL = {
+  restarts: () => ({ role: 'cell', 'data-label': __('Restarts') }),
+  ran: () => ({ role: 'cell', 'data-label': __('Ran') }),
+  use: () => ({ role: 'cell', 'data-label': __('Use') })
+};
+
 /** What a Use cell shows without figures (a job that ended, a rank, resource use off). */
 export const NO_USAGE = '—';
 
@@ -45,7 +52,7 @@ export class ReplicaTable {
         this.expanded.add(key);
       }
       const open = this.expanded.has(key);
-      const nameCell = h('th', { scope: 'row' }, name);
+      const nameCell = h('th', { scope: 'row', role: 'rowheader' }, name);
       const rankRows: HTMLElement[] = [];
       if (group.ranks > 1) {
         const toggle = h(
@@ -81,19 +88,17 @@ export class ReplicaTable {
           {
             'data-testid': 'paddle-replica-row',
             'data-replica': key,
-            'data-phase': replica.phase
+            'data-phase': replica.phase,
+            role: 'row'
           },
           nameCell,
-          h('td', {}, h('span', { className: `pn-badge ${phaseClass(shown)}` }, shown)),
-          h(
-            'td',
-            { className: 'pn-reason' },
-            shown === PREPARING_PHASE ? job.message : replicaReason(replica, job.phase)
-          ),
-          h('td', {}, String(replica.restarts)),
-          h('td', { className: 'pn-ran' }, this._options.ranFor(replica)),
-          h('td', { className: 'pn-usage' }, NO_USAGE),
-          h('td', {}, this._logsButton(name, { role: replica.role, index: replica.index }))
+          ...this._cells(
+            shown,
+            shown === PREPARING_PHASE ? job.message : replicaReason(replica, job.phase),
+            replica,
+            h('td', { className: 'pn-usage', ...LABEL.use() }, NO_USAGE),
+            this._logsButton(name, { role: replica.role, index: replica.index })
+          )
         )
       );
       for (const row of rankRows) {
@@ -130,23 +135,51 @@ export class ReplicaTable {
       'tr',
       {
         className: 'pn-rank-row',
+        role: 'row',
         'data-testid': 'paddle-rank-row',
         'data-rank-of': replicaKey(replica),
         'data-rank': rank,
         'data-failed': failed ? 'true' : 'false'
       },
-      h('th', { scope: 'row', 'aria-label': name }, __('rank %1', rank)),
-      h('td', {}, h('span', { className: `pn-badge ${phaseClass(phase)}` }, phase)),
-      h('td', { className: 'pn-reason' }, reason),
-      h('td', {}, String(replica.restarts)),
-      h('td', {}, this._options.ranFor(replica)),
-      h(
-        'td',
-        { className: 'pn-usage', title: __('Resource use is measured per trainer: see its row') },
-        NO_USAGE
-      ),
-      h('td', {}, this._logsButton(name, ref))
+      h('th', { scope: 'row', role: 'rowheader', 'aria-label': name }, __('rank %1', rank)),
+      ...this._cells(
+        phase,
+        reason,
+        replica,
+        h(
+          'td',
+          {
+            className: 'pn-usage',
+            title: __('Resource use is measured per trainer: see its row'),
+            ...LABEL.use()
+          },
+          NO_USAGE
+        ),
+        this._logsButton(name, ref)
+      )
     );
+  }
+
+  /**
+   * A row's cells after its name: phase, reason, restarts, run time, use and the Logs button.
+   * Each figure carries its column's name (`data-label`), which a narrow view shows before it
+   * when the rows are laid out as blocks (style/base.css).
+   */
+  private _cells(
+    phase: string,
+    reason: string,
+    replica: IReplica,
+    usage: HTMLElement,
+    logs: HTMLElement
+  ): HTMLElement[] {
+    return [
+      h('td', { role: 'cell' }, h('span', { className: `pn-badge ${phaseClass(phase)}` }, phase)),
+      h('td', { className: 'pn-reason', role: 'cell' }, reason),
+      h('td', { className: 'pn-restarts', ...LABEL.restarts() }, String(replica.restarts)),
+      h('td', { className: 'pn-ran', ...LABEL.ran() }, this._options.ranFor(replica)),
+      usage,
+      h('td', { className: 'pn-logs', role: 'cell' }, logs)
+    ];
   }
 
   private _logsButton(name: string, ref: IReplicaRef): HTMLElement {
