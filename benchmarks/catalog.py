@@ -120,6 +120,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("metrics", "bench_metrics.py", (PLAYWRIGHT, BROWSER, PANEL_TOOLS)),
     Benchmark("panel", "bench_panel.py", (PLAYWRIGHT, BROWSER, PANEL_BUILT)),
     Benchmark("health", "bench_health.py"),
+    Benchmark("notify", "bench_notify.py", (_module("aiosmtpd", "the test extra: `pip install -e '.[test]'`"),)),
     Benchmark("local", "bench_local.py", (PADDLE,)),
     Benchmark("ranks", "bench_ranks.py", (PADDLE,)),
     Benchmark("k8s", "bench_k8s.py", (CONTROL_PLANE,), cluster=True),

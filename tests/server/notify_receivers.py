@@ -8,6 +8,7 @@ import email
 import email.policy
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -49,7 +50,8 @@ class WebhookReceiver:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 status = receiver.answer
-                headers = {key.lower(): value for key, value in self.headers.items()} | {"x-answered": str(status)}
+                answered = {"x-answered": str(status), "x-arrived": repr(time.time())}
+                headers = {key.lower(): value for key, value in self.headers.items()} | answered
                 receiver.received.append(Hook(self.path, headers, body))
                 payload = b"ok" if status == 200 else b"the receiver is down for maintenance"
                 self.send_response(status)
@@ -75,10 +77,12 @@ class _Inbox:
     def __init__(self) -> None:
         self.messages: list[EmailMessage] = []
         self.recipients: list[list[str]] = []
+        self.arrived: list[float] = []  # when each message arrived (epoch seconds)
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 (aiosmtpd's name)
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)
         assert isinstance(message, EmailMessage)
+        self.arrived.append(time.time())
         self.messages.append(message)
         self.recipients.append(list(envelope.rcpt_tos))
         return "250 Message accepted for delivery"
