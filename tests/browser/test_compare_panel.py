@@ -26,7 +26,8 @@ DOC_IMAGES = REPO / "docs" / "images"
 TRAIN = """\
 import os, sys, time
 from paddle_nbext_job import report, flush
-lr, steps, gate = float(os.environ["LR"]), int(sys.argv[1]), (sys.argv[2] if len(sys.argv) > 2 else "")
+lr, steps = float(os.environ["LR"]), int(sys.argv[1])
+gate = os.path.expanduser(sys.argv[2]) if len(sys.argv) > 2 else ""
 for step in range(1, steps + 1):
     if gate and step > 20:
         while not os.path.exists(gate):
@@ -76,7 +77,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
         submit(JOBS[0], "0.1", 1, "python train.py 60")
         (package / "train.py").write_text(TRAIN + "# warm-up tuned\n")
         submit(JOBS[1], "0.4", 2, "python train.py 60")
-        submit(JOBS[2], "0.2", 1, f"python train.py 60 {gate}")
+        submit(JOBS[2], "0.2", 1, "python train.py 60 ~/go")
         for name in JOBS[:2]:
             assert _wait_phase(server, name, {"Succeeded", "Failed"})["phase"] == "Succeeded"
         _wait_phase(server, JOBS[2], {"Running"})
