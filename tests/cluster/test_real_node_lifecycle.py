@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from kubernetes import client
 from support.controlplane import node_cleanup, node_network
+from support.controlplane.processes import pid_alive
 from support.controlplane.realnode import NODE_NAME
 
 from cluster.k8s_objects import present
@@ -112,24 +113,29 @@ def test_a_crashed_node_is_swept_by_the_next_start_and_a_stop_leaves_nothing(rea
         assert time.monotonic() < deadline, core.read_namespaced_pod("sleeper", namespace).status
         time.sleep(0.2)
 
-    # A crash: every process of the node killed at once, nothing cleaned up.
-    for process in node.processes.values():
-        if process.pid:
-            os.kill(process.pid, signal.SIGKILL)
-    left = node_cleanup.leftovers(node.root)
-    assert any(line.startswith("process") for line in left) and any(line.startswith("mount") for line in left), left
-    assert any(line.startswith("cgroup") for line in left) and f"network namespace {node_network.NETNS}" in left, left
-    node.processes.clear()
+    try:
+        # A crash: every process of the node killed at once, nothing cleaned up.
+        for process in node.processes.values():
+            if process.pid:
+                os.kill(process.pid, signal.SIGKILL)
+        left = node_cleanup.leftovers(node.root)
+        assert any(line.startswith("process") for line in left) and any(line.startswith("mount") for line in left), left
+        assert any(line.startswith("cgroup") for line in left) and f"network namespace {node_network.NETNS}" in left, left
+        node.processes.clear()
 
-    # The next start sweeps it all first and comes up Ready; the old pod is gone with the crash.
-    core.delete_namespaced_pod("sleeper", namespace, grace_period_seconds=0)
-    node.start()
-    ready = core.read_node(NODE_NAME)
-    assert any(c.type == "Ready" and c.status == "True" for c in present(present(ready.status, "status").conditions, "conditions"))
-    phase, log = run_pod(core, namespace, probe_pod(site, "after-crash", "print('alive again')", node.name))
-    assert phase == "Succeeded" and "alive again" in log
+        # The next start sweeps it all first and comes up Ready; the old pod is gone with the crash.
+        core.delete_namespaced_pod("sleeper", namespace, grace_period_seconds=0)
+        node.start()
+        ready = core.read_node(NODE_NAME)
+        assert any(c.type == "Ready" and c.status == "True" for c in present(present(ready.status, "status").conditions, "conditions"))
+        phase, log = run_pod(core, namespace, probe_pod(site, "after-crash", "print('alive again')", node.name))
+        assert phase == "Succeeded" and "alive again" in log
 
-    # An orderly stop leaves nothing behind; the node comes back for the tests after this one.
-    node.stop()
-    assert node_cleanup.leftovers(node.root) == []
-    node.start()
+        # An orderly stop leaves nothing behind; the node comes back for the tests after this one.
+        node.stop()
+        assert node_cleanup.leftovers(node.root) == []
+    finally:
+        # Whatever failed above, the node runs again: every real-node test after this one needs it.
+        if not node.processes or not all(process.pid and pid_alive(process.pid) for process in node.processes.values()):
+            node.processes.clear()
+            node.start()  # sweeps what a half-done crash left first
