@@ -33,8 +33,9 @@ __all__ = ["FIELD_INFO", "GROUPS", "KINDS", "FieldInfo", "Group", "JobField", "K
 #: env       NAME=value pairs (mapping or list), launcher-owned names refused
 #: switch    true or false
 #: duration  seconds or `1h30m`-style text, at most the limit `limit`
-Kind = Literal["name", "command", "path", "image", "choice", "count", "cpu", "memory", "env", "switch", "duration"]
-KINDS: tuple[Kind, ...] = ("name", "command", "path", "image", "choice", "count", "cpu", "memory", "env", "switch", "duration")
+#: pattern   a regular expression with a named group `step` (progress_pattern.py); empty: none
+Kind = Literal["name", "command", "path", "image", "choice", "count", "cpu", "memory", "env", "switch", "duration", "pattern"]
+KINDS: tuple[Kind, ...] = ("name", "command", "path", "image", "choice", "count", "cpu", "memory", "env", "switch", "duration", "pattern")
 
 #: Form sections, in the order forms show them.
 Group = Literal["Code", "Replicas", "Resources", "Run"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from .contract import PADDLE_CONTRACT_VARS, Mode, launch_entry
 from .fields import JobField, Kind
+from .progress_pattern import problem as pattern_problem
 from .quantity import Quantity, QuantityError
 
 __all__ = [
@@ -404,6 +405,14 @@ def _duration(row: JobField, data: Mapping[str, Any], limits: Limits) -> int | N
     return value
 
 
+def _pattern(row: JobField, data: Mapping[str, Any], limits: Limits) -> str:
+    value = _text(row, data) or ""
+    wrong = pattern_problem(value) if value else None
+    if wrong is not None:
+        raise SpecError(row.name, wrong)
+    return value
+
+
 _PARSERS: dict[Kind, Callable[[JobField, Mapping[str, Any], Limits], Any]] = {
     "name": _name,
     "command": _command,
@@ -416,6 +425,7 @@ _PARSERS: dict[Kind, Callable[[JobField, Mapping[str, Any], Limits], Any]] = {
     "env": _env,
     "switch": _switch,
     "duration": _duration,
+    "pattern": _pattern,
 }
 
 

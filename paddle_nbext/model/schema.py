@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from .fields import GROUPS, JobField
+from .progress_pattern import MAX_LENGTH as PATTERN_MAX_LENGTH
 from .quantity import QUANTITY_PATTERN
 from .rules import (
     DURATION_PATTERN,
@@ -105,6 +106,8 @@ def _value_schema(row: JobField, limits: Limits | None, flavor: Flavor) -> dict[
         return schema
     if row.kind == "switch":
         return {"type": "boolean"}
+    if row.kind == "pattern":
+        return {"type": "string", "maxLength": PATTERN_MAX_LENGTH}
     # duration: seconds, or text such as 90s, 30m, 1h30m
     seconds: dict[str, Any] = {"type": "integer", "minimum": 1}
     if bound is not None:

@@ -397,6 +397,21 @@ class JobSpec:
             )
         ),
     )
+    progress_pattern: str = field(
+        default="",
+        metadata=spec_field(
+            FieldInfo(
+                kind="pattern",
+                label="Progress pattern",
+                group="Run",
+                flag="--progress-pattern",
+                metavar="REGEX",
+                help="regular expression for the trainers' own progress lines, with named groups step (required), "
+                "total, epoch, loss and any metric; empty: Model.fit and common Paddle log lines are read by themselves",
+                placeholder="e.g. step (?P<step>\\d+)/(?P<total>\\d+).*loss: (?P<loss>\\S+)",
+            )
+        ),
+    )
     queue: str | None = field(
         default=None,
         metadata=spec_field(

@@ -99,8 +99,8 @@ def test_the_kernel_side_never_imports_the_server_side() -> None:
 def test_the_job_runtime_imports_only_the_contract_and_its_siblings() -> None:
     known = modules()
     runtime = {name: path for name, path in known.items() if name.startswith("paddle_nbext_server.runtime.")}
-    # The two model modules a job's bundle ships beside the runtime (runtime_files.py): stdlib only.
-    bundled = {"paddle_nbext.model.contract", "paddle_nbext.model.paddle_noise"}
+    # The model modules a job's bundle ships beside the runtime (runtime_files.py): stdlib only.
+    bundled = {"paddle_nbext.model.contract", "paddle_nbext.model.paddle_noise", "paddle_nbext.model.progress_pattern"}
     allowed = bundled | {"paddle_nbext.model", "paddle_nbext"} | set(runtime) | {"paddle_nbext_server.runtime"}
     bad = {name: sorted(imports_of(name, path, known) - allowed) for name, path in runtime.items()}
     assert {name: targets for name, targets in bad.items() if targets} == {}

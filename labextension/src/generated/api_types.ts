@@ -62,6 +62,8 @@ export interface ISubmitBody {
   stall_timeout?: number | string | null;
   /** what follows a stall: warn, restart (the whole job, from its latest checkpoint; counts as a restart) or fail */
   on_stall?: 'warn' | 'restart' | 'fail' | null;
+  /** regular expression for the trainers' own progress lines, with named groups step (required), total, epoch, loss and any metric; empty: Model.fit and common Paddle log lines are read by themselves */
+  progress_pattern?: string | null;
   /** queue that admits the job on a shared cluster (Kubernetes backend: a Kueue LocalQueue, or a Volcano Queue with Volcano); empty: the server default */
   queue?: string | null;
   /** Python source written as paddle_entry.py into the package snapshot: valid Unicode without NUL, at most 1 MiB of UTF-8. */
@@ -73,7 +75,7 @@ export interface IJobSchema {
   $schema: string;
   type: 'object';
   additionalProperties?: boolean;
-  required: Array<'job_name' | 'entry_point' | 'trainer_package' | 'requirements' | 'image' | 'mode' | 'pservers' | 'trainers' | 'pserver_cpu' | 'pserver_mem' | 'trainer_cpu' | 'trainer_mem' | 'trainer_gpu' | 'procs_per_trainer' | 'env' | 'snapshot' | 'max_restarts' | 'keep_checkpoints' | 'timeout' | 'stall_timeout' | 'on_stall' | 'queue'>;
+  required: Array<'job_name' | 'entry_point' | 'trainer_package' | 'requirements' | 'image' | 'mode' | 'pservers' | 'trainers' | 'pserver_cpu' | 'pserver_mem' | 'trainer_cpu' | 'trainer_mem' | 'trainer_gpu' | 'procs_per_trainer' | 'env' | 'snapshot' | 'max_restarts' | 'keep_checkpoints' | 'timeout' | 'stall_timeout' | 'on_stall' | 'progress_pattern' | 'queue'>;
   properties: {
     job_name: IJobSchemaField;
     entry_point: IJobSchemaField;
@@ -96,6 +98,7 @@ export interface IJobSchema {
     timeout: IJobSchemaField;
     stall_timeout: IJobSchemaField;
     on_stall: IJobSchemaField;
+    progress_pattern: IJobSchemaField;
     queue: IJobSchemaField;
   };
   'x-groups': Array<'Code' | 'Replicas' | 'Resources' | 'Run'>;
@@ -121,7 +124,7 @@ export interface IJobSchemaField {
     pattern?: string;
   };
   additionalProperties?: { [key: string]: unknown };
-  'x-kind': 'name' | 'command' | 'path' | 'image' | 'choice' | 'count' | 'cpu' | 'memory' | 'env' | 'switch' | 'duration';
+  'x-kind': 'name' | 'command' | 'path' | 'image' | 'choice' | 'count' | 'cpu' | 'memory' | 'env' | 'switch' | 'duration' | 'pattern';
   'x-group': 'Code' | 'Replicas' | 'Resources' | 'Run';
   'x-modes': Array<'ps' | 'collective'>;
   'x-backends'?: string[];

@@ -20,6 +20,7 @@ from pathlib import Path
 import paddle_nbext
 import paddle_nbext.model.contract
 import paddle_nbext.model.paddle_noise
+import paddle_nbext.model.progress_pattern
 
 from ..runtime import (
     cluster_master,
@@ -33,10 +34,13 @@ from ..runtime import (
     health_rules,
     launch_env,
     launcher,
+    log_progress,
     paddle_nbext_checkpoints,
     paddle_nbext_fence,
+    paddle_nbext_hapi,
     paddle_nbext_job,
     paddle_nbext_report,
+    paddle_nbext_sitecustomize,
     pod_views,
     policy,
     preflight,
@@ -76,11 +80,17 @@ _MODULES = {
     "pod_views.py": pod_views,
     "contract.py": paddle_nbext.model.contract,
     "paddle_noise.py": paddle_nbext.model.paddle_noise,
+    "progress_pattern.py": paddle_nbext.model.progress_pattern,
+    "log_progress.py": log_progress,
     "paddle_nbext_fence.py": paddle_nbext_fence,
+    "paddle_nbext_report.py": paddle_nbext_report,
     f"{PYLIB}/paddle_nbext_job.py": paddle_nbext_job,
     f"{PYLIB}/paddle_nbext_report.py": paddle_nbext_report,
     f"{PYLIB}/paddle_nbext_checkpoints.py": paddle_nbext_checkpoints,
     f"{PYLIB}/paddle_nbext_fence.py": paddle_nbext_fence,
+    # `Model.fit` reports by itself: Python runs pylib/sitecustomize.py at start-up.
+    f"{PYLIB}/sitecustomize.py": paddle_nbext_sitecustomize,
+    f"{PYLIB}/paddle_nbext_hapi.py": paddle_nbext_hapi,
 }
 NAMES: tuple[str, ...] = tuple(_MODULES)
 

@@ -119,6 +119,44 @@ def mtime(path: str) -> float:
         return 0.0
 
 
+def first_point_since(path: str, since: float) -> tuple[float, int] | None:
+    """(time, step) of the first point written into a metrics file at or after `since` (an
+    attempt's start, epoch seconds): the step the attempt's training first reported (4 after a
+    resume from step 3), not the one it had reached when someone first looked.  None when the
+    attempt wrote none yet or the file cannot be read.  Read once per attempt, so the whole file
+    is read, each line's time from its `{"t":...,` prefix without parsing the rest."""
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                point = _point_since(line, since)
+                if point is not None:
+                    return point
+    except OSError:
+        return None
+    return None
+
+
+def _point_since(line: bytes, since: float) -> tuple[float, int] | None:
+    """(time, step) of one metrics line written at or after `since`, else None."""
+    if line.startswith(b'{"t":'):  # the reporter's own lines: the time first, no spaces
+        comma = line.find(b",", 5)
+        try:
+            if comma < 0 or float(line[5:comma]) < since:
+                return None
+        except ValueError:
+            return None
+    try:
+        point = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(point, dict):
+        return None
+    when, step = point.get("t"), point.get("step")
+    if isinstance(when, (int, float)) and not isinstance(when, bool) and when >= since and type(step) is int:
+        return float(when), step
+    return None
+
+
 def last_step(path: str) -> int | None:
     """The step of the last complete point in a metrics file (`report()`'s JSON lines)."""
     try:

@@ -48,10 +48,11 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
         from paddle_nbext.model import contract
 
 if __package__:
-    from . import endpoint_wait, launch_env, paddle_nbext_fence, preflight, replica_files, replica_log, store_relay, supervise
+    from . import endpoint_wait, launch_env, log_progress, paddle_nbext_fence, preflight, replica_files, replica_log, store_relay, supervise
 else:  # a plain script: the bundle's files beside this one
     import endpoint_wait  # type: ignore[import-not-found,no-redef]
     import launch_env  # type: ignore[import-not-found,no-redef]
+    import log_progress  # type: ignore[import-not-found,no-redef]
     import paddle_nbext_fence  # type: ignore[import-not-found,no-redef]
     import preflight  # type: ignore[import-not-found,no-redef]
     import replica_files  # type: ignore[import-not-found,no-redef]
@@ -318,10 +319,18 @@ def _launch(base: dict[str, str], log: ReplicaLog | None) -> int:
             lambda: gang.run_ranks(argv, envs, label=label, say=lambda message: _say(message, log), copy=copy, supervised=log is None),
         )
     _mark("launcher.entry")
-    if log is not None:
-        code = run_watched(base, log, lambda: run_teed(argv, env, log))
-    else:
-        code = supervise.run_supervised(argv, env)
+    # A trainer's printed progress lines, read as they are teed (`log_progress`): on Kubernetes
+    # the tee is there anyway; locally the output then passes through the launcher too.
+    progress = log_progress.from_env(env, len(envs), lambda words: _say(words, log))
+    feed = progress.feed if progress is not None else None
+    try:
+        if log is not None:
+            code = run_watched(base, log, lambda: run_teed(argv, env, log, feed))
+        else:
+            code = supervise.run_supervised(argv, env, feed)
+    finally:
+        if progress is not None:
+            progress.close()
     _mark("launcher.exited")
     return code
 

@@ -19,6 +19,13 @@ is not a finite number, a step that is not a whole number, a full disk or a file
 (`PADDLE_NBEXT_METRICS_BUDGET` bytes) is counted, said once on stderr (the replica's log) and
 summed up at exit.  Outside a job (no file named) every call returns at once and does nothing.
 
+Three sources write these points, one at a time per process, so nothing is reported twice:
+an explicit `report()` call; the `Model.fit` hook (`paddle_nbext_hapi`, through
+`report_automatic`), which the first explicit `report()` turns off for the rest of the process;
+and, in the launcher, the trainer's printed lines (`log_progress`), which stop once this process
+writes: its first write leaves a claim beside the file (`CLAIM_SUFFIX`) that the launcher's
+reader yields to (`Reporter(yield_to=...)`).
+
 Standard library only, and nothing of paddle-nbext but the attempt fence: it is imported by user
 code in job images (the bundle's `pylib/`).
 """
@@ -41,7 +48,7 @@ if __package__:  # the installed package (the server reads checkpoints through t
 else:  # a job's pylib/, where the fence module is shipped beside this one
     import paddle_nbext_fence as fence  # type: ignore[import-not-found,no-redef]
 
-__all__ = ["Reporter", "flush", "report", "reporter_from"]
+__all__ = ["Reporter", "flush", "report", "report_automatic", "reporter_from"]
 
 #: The replica's metrics file, set by the launcher; unset or empty: `report` is a no-op.
 FILE_VAR = "PADDLE_NBEXT_METRICS_FILE"
@@ -53,6 +60,9 @@ DEFAULT_BUDGET = 64 * 1024 * 1024
 #: The buffer is written at least this often (seconds).
 FLUSH_SECONDS = 0.5
 PREFIX = "paddle-nbext report()"
+#: Beside a metrics file once its replica's own process wrote to it: the launcher's reader of
+#: printed lines then stops writing there (log_progress.py).
+CLAIM_SUFFIX = ".claimed"
 
 
 def _budget(env: Mapping[str, str]) -> int:
@@ -64,8 +74,20 @@ class Reporter:
     """One replica's buffer and file.  `add` runs in the training thread and only appends;
     `flush` (the writer thread, exit, or an explicit `flush()`) formats and writes."""
 
-    def __init__(self, path: str, budget: int = DEFAULT_BUDGET, *, interval: float = FLUSH_SECONDS, rank: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        budget: int = DEFAULT_BUDGET,
+        *,
+        interval: float = FLUSH_SECONDS,
+        rank: int | None = None,
+        yield_to: str | None = None,
+    ) -> None:
         self.path = path
+        # The launcher's reader of printed lines: it writes only until this claim exists (the
+        # replica's own process wrote), and never takes the file over from that process.
+        self.yield_to = yield_to
+        self.yielded = False
         self.rank = rank
         # A rank of a trainer that runs several says which in every point (`"rank": r`).
         self._rank_text = "" if rank is None else f',"rank":{rank}'
@@ -174,7 +196,9 @@ class Reporter:
             directory = os.path.dirname(self.path)
             if directory:
                 os.makedirs(directory, exist_ok=True)
-            _take_over(self.path)
+            if self.yield_to is None:
+                _take_over(self.path)
+                _claim(self.path + CLAIM_SUFFIX)
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
             self._fd = os.open(self.path, flags, 0o644)
             _adopt_directory_owner(self.path, self._fd)
@@ -182,6 +206,11 @@ class Reporter:
         return self._fd
 
     def _write(self, lines: list[bytes]) -> None:
+        if self.yield_to is not None and (self.yielded or os.path.exists(self.yield_to)):
+            if not self.yielded:
+                self.yielded = True
+                self.say_once("yielded", "the training code reports its progress itself; printed lines are no longer read")
+            return
         newer = fence.newer_attempt()
         if newer is not None:  # the job restarted whole without this attempt: its curves are the new one's
             self.dropped += len(lines)
@@ -242,6 +271,12 @@ class Reporter:
         self._started = True  # the parent's points and the child's are one run
 
 
+def _claim(path: str) -> None:
+    """Leave the claim that makes the launcher's reader of printed lines stop (best effort)."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644))
+
+
 def _adopt_directory_owner(path: str, fd: int) -> None:
     """A replica running as root (some images do) would leave a root file in the user's home
     that the notebook cannot delete with the job: give it the owner of its directory."""
@@ -294,8 +329,15 @@ if _reporter is not None:
         os.register_at_fork(after_in_child=_reporter.forget_after_fork)
 
 
+#: True once the code called `report()` itself: the automatic sources stop for this process.
+_explicit = False
+
+
 def report(step: int, total: int | None = None, **metrics: float) -> None:
-    """Record this replica's `step` (of `total`, if known) and metric values; never raises."""
+    """Record this replica's `step` (of `total`, if known) and metric values; never raises.
+    The first call turns the automatic `Model.fit` reports off for the rest of the process."""
+    global _explicit
+    _explicit = True
     reporter = _reporter
     if reporter is None:
         return
@@ -303,6 +345,19 @@ def report(step: int, total: int | None = None, **metrics: float) -> None:
         reporter.add(step, total, metrics)
     except Exception:
         pass
+
+
+def report_automatic(step: int, total: int | None, metrics: Mapping[str, object]) -> bool:
+    """What the `Model.fit` hook reports: as `report`, unless the code has called `report` itself
+    (then nothing, and False: the hook stops).  Never raises."""
+    reporter = _reporter
+    if _explicit or reporter is None:
+        return False
+    try:
+        reporter.add(step, total, metrics)
+    except Exception:
+        pass
+    return True
 
 
 def flush(durable: bool = False) -> None:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 if __package__:  # imported from the installed package (the server, the local backend)
     from paddle_nbext.model import contract
@@ -32,14 +32,15 @@ else:  # a plain script: in a job's bundle, the contract shipped beside it (even
         from paddle_nbext.model import contract
 
 if __package__:
-    from . import launch_env, replica_files
+    from . import launch_env, replica_files, supervise
 else:  # a plain script: the bundle's files beside this one
     import launch_env  # type: ignore[import-not-found,no-redef]
     import replica_files  # type: ignore[import-not-found,no-redef]
+    import supervise  # type: ignore[import-not-found,no-redef]
 
 #: Seconds the tee keeps reading after the entry point exited: what it wrote last is in the pipe,
 #: but a process it left running in the background may hold the pipe open for ever.
-DRAIN_SECONDS = 2.0
+DRAIN_SECONDS = supervise.DRAIN_SECONDS
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 #: Bytes of output the attempt file may lag behind the pod's log.  The home volume may be slow or
@@ -222,24 +223,18 @@ def say(message: str, log: ReplicaLog | None) -> None:
         log.write((message + "\n").encode("utf-8", errors="replace"))
 
 
-def _pump(fd: int, log: ReplicaLog) -> None:
-    """Copy the entry point's output to stdout and the file as it comes (no buffering beyond the
-    pipe's, so a reader of either sees each line when it is written).  Reads until the pipe ends
-    whatever fails: a full pipe would stop the training."""
-    stdout_ok = True
-    while True:
-        try:
-            data = os.read(fd, 65536)
-        except OSError:
-            return
-        if not data:
-            return
-        if stdout_ok:
-            try:
-                _write_all(1, data)
-            except OSError:
-                stdout_ok = False  # the runtime's pipe is gone; the file still gets everything
+def _pump(fd: int, log: ReplicaLog, progress: Callable[[bytes], None] | None = None) -> None:
+    """Copy the entry point's output to stdout and the file as it comes (`supervise.pump`), and
+    to `progress` (the reader of printed progress lines) when there is one."""
+    if progress is None:
+        supervise.pump(fd, log.output)
+        return
+
+    def both(data: bytes) -> None:
         log.output(data)
+        progress(data)
+
+    supervise.pump(fd, both)
 
 
 def _wait_reaping(pid: int) -> int:
@@ -255,9 +250,9 @@ def _wait_reaping(pid: int) -> int:
             return 128 - code if code < 0 else code
 
 
-def run_teed(argv: list[str], env: Mapping[str, str], log: ReplicaLog) -> int:
-    """Run `argv` with its stdout and stderr teed to our stdout and `log`; signals sent to us
-    (Kubernetes sends SIGTERM to PID 1) go on to it.  Returns its exit code."""
+def run_teed(argv: list[str], env: Mapping[str, str], log: ReplicaLog, progress: Callable[[bytes], None] | None = None) -> int:
+    """Run `argv` with its stdout and stderr teed to our stdout, `log` and `progress`; signals
+    sent to us (Kubernetes sends SIGTERM to PID 1) go on to it.  Returns its exit code."""
     child: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []
 
@@ -277,7 +272,7 @@ def run_teed(argv: list[str], env: Mapping[str, str], log: ReplicaLog) -> int:
     for early in pending:  # arrived before the child existed
         process.send_signal(early)
     assert process.stdout is not None
-    tee = threading.Thread(target=_pump, args=(process.stdout.fileno(), log), name="paddle-nbext-tee", daemon=True)
+    tee = threading.Thread(target=_pump, args=(process.stdout.fileno(), log, progress), name="paddle-nbext-tee", daemon=True)
     tee.start()
     code = _wait_reaping(process.pid)
     child.clear()

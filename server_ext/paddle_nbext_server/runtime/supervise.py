@@ -31,8 +31,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import FrameType
 
 PR_SET_PDEATHSIG = 1
@@ -204,10 +205,38 @@ def _exit_code(status: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def run_supervised(argv: list[str], env: Mapping[str, str]) -> int:
+#: Seconds the tee keeps reading after the entry point exited (`replica_log.DRAIN_SECONDS`).
+DRAIN_SECONDS = 2.0
+
+
+def pump(fd: int, sink: Callable[[bytes], None]) -> None:
+    """Copy the entry point's output (`fd`, a pipe) to stdout and `sink` as it comes (no
+    buffering beyond the pipe's, so a reader sees each line when it is written).  Reads until
+    the pipe ends whatever fails: a full pipe would stop the training."""
+    stdout_ok = True
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            return
+        if not data:
+            return
+        if stdout_ok:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(1, view) :]
+            except OSError:
+                stdout_ok = False  # the runner's pipe is gone; the sink still gets everything
+        sink(data)
+
+
+def run_supervised(argv: list[str], env: Mapping[str, str], output: Callable[[bytes], None] | None = None) -> int:
     """Run `argv` as the launcher's child in the launcher's process group and return its exit
     code; no process of it survives the launcher's parent.  Every other child that ends (an
-    orphan re-parented to the launcher) is reaped on the way."""
+    orphan re-parented to the launcher) is reaped on the way.  `output`: the entry point's
+    stdout and stderr go through the launcher (`pump`) and are also given to it as they come
+    (progress read from printed lines); else the entry point writes to the runner's file itself."""
     parent = os.getppid()
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     child: list[int] = []
@@ -231,7 +260,14 @@ def run_supervised(argv: list[str], env: Mapping[str, str]) -> int:
         return 128 + signal.SIGKILL
     sys.stdout.flush()
     sys.stderr.flush()
-    process = subprocess.Popen(argv, env=dict(env), restore_signals=True)
+    if output is None:
+        process = subprocess.Popen(argv, env=dict(env), restore_signals=True)
+        tee = None
+    else:
+        process = subprocess.Popen(argv, env=dict(env), restore_signals=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert process.stdout is not None
+        tee = threading.Thread(target=pump, args=(process.stdout.fileno(), output), name="paddle-nbext-tee", daemon=True)
+        tee.start()
     child.append(process.pid)
     while True:
         try:
@@ -243,6 +279,8 @@ def run_supervised(argv: list[str], env: Mapping[str, str]) -> int:
         if reaped == process.pid:
             process.returncode = _exit_code(status)
             child.clear()
+            if tee is not None:
+                tee.join(DRAIN_SECONDS)
             # What the entry point left running would outlive the replica: the runner stops the
             # group, and the strays that left it are stopped here.
             for stray in descendants(os.getpid()):

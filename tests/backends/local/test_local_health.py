@@ -56,8 +56,8 @@ def _touch(path: Path, when: float, text: str = "") -> None:
     os.utime(path, (when, when))
 
 
-def _point(step: int) -> str:
-    return json.dumps({"t": 0, "step": step, "total": None, "m": {"loss": 1.0}}) + "\n"
+def _point(step: int, when: float = 0) -> str:
+    return json.dumps({"t": when, "step": step, "total": None, "m": {"loss": 1.0}}) + "\n"
 
 
 def test_stall_watch_is_armed_only_by_a_report_in_this_attempt(tmp_path: Path) -> None:
@@ -88,12 +88,12 @@ def test_stall_of_a_trainer_with_ranks_reads_every_rank_file(tmp_path: Path) -> 
     watch = stall_watch.StallWatch(tmp_path, timeout=60)
     start = 5_000.0
     _touch(tmp_path / "trainer-0.log", start + 10)
-    _touch(tmp_path / "trainer-0.metrics.jsonl", start + 10, _point(3))
-    _touch(tmp_path / "trainer-0.rank-1.metrics.jsonl", start + 100, _point(9))
+    _touch(tmp_path / "trainer-0.metrics.jsonl", start + 10, _point(3, start + 10))
+    _touch(tmp_path / "trainer-0.rank-1.metrics.jsonl", start + 100, _point(9, start + 100))
     assert watch.check([0], start, now=start + 150) is None  # rank 1 wrote 50 s ago
     stall = watch.check([0], start, now=start + 161)
     assert stall is not None and stall.step == 9
-    assert watch.first_step([0], start) is not None
+    assert watch.first_step([0], start) == 3
 
 
 def test_timeline_keeps_order_across_writers_and_stays_bounded(tmp_path: Path) -> None:

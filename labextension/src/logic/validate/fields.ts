@@ -6,6 +6,7 @@
  */
 import { FieldKind, IFieldSchema } from '../../api/types';
 import { parseDurationField } from './durations';
+import { parsePatternField } from './pattern';
 import { blank, pyRepr, pyStr, pyType } from './python';
 import { parseQuantityField } from './quantities';
 import { Body, FieldError, IContext } from './types';
@@ -253,5 +254,6 @@ export const PARSERS: {
   memory: parseQuantityField,
   env: parseEnvField,
   switch: parseSwitch,
-  duration: parseDurationField
+  duration: parseDurationField,
+  pattern: parsePatternField
 };

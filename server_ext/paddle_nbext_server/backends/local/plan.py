@@ -138,6 +138,7 @@ def build_plan(spec: JobSpec, job_dir: Path, workdir: Path, launcher: Path, reso
         on_stall=spec.on_stall,
         usage_interval=settings.usage_interval,
         memory_warn_after=settings.memory_warn_after,
+        progress_pattern=spec.progress_pattern,
     )
 
 

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 from paddle_nbext.model.contract import ROLES, Phase, ReplicaPhase
 from paddle_nbext.model.status import JobStatus, ReplicaStatus, resumed_link
 
-from ...runtime import paddle_nbext_job
+from ...runtime import log_progress, paddle_nbext_job
 from . import record_json
 from .record_json import NewerRecord
 
@@ -207,6 +207,7 @@ class Plan:
     on_stall: str = "warn"  # the spec's: warn, restart or fail
     usage_interval: float = 0.0  # seconds between resource-use samples (usage.json); 0: none
     memory_warn_after: float = 5.0  # seconds above 90 % of the limit before the warning
+    progress_pattern: str = ""  # the spec's: trainers' printed progress lines (runtime/log_progress.py)
     version: int = VERSION
 
     @property
@@ -253,6 +254,8 @@ class Plan:
         env[paddle_nbext_job.CHECKPOINT_DIR_VAR] = str(self.checkpoint_dir)
         env[paddle_nbext_job.KEEP_VAR] = str(self.keep_checkpoints)
         env[JOB_DIR_VAR] = self.job_dir
+        if self.progress_pattern:
+            env[log_progress.PATTERN_VAR] = self.progress_pattern
         if self.capacity.gpus:
             # The pool is managed: replicas without an assignment must not grab any GPU.
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in (gpus or []))
@@ -291,6 +294,7 @@ class Plan:
                 "on_stall": record_json.word(("warn", "restart", "fail"), "on_stall"),
                 "usage_interval": record_json.number,
                 "memory_warn_after": record_json.number,
+                "progress_pattern": record_json.text,
             },
         )
 

@@ -50,7 +50,7 @@ from paddle_nbext.model.spec import JobSpec
 
 from ....jobfiles import runtime_files
 from ....jobfiles.job_requirements import ENVS_DIR, INDEX_FILE
-from ....runtime import environments, paddle_nbext_job, replica_health, replicas
+from ....runtime import environments, log_progress, paddle_nbext_job, replica_health, replicas
 from ..client.api_names import JOBS_DIR
 from ..settings import JOBS_MODE, JOBSET_MODE, RUNTIME_MOUNT, VOLCANO, ManifestSettings
 from . import pod_shape, volcano
@@ -245,6 +245,8 @@ def role_env(spec: JobSpec, owner: str, role: str, settings: ManifestSettings, w
         # (0: never) after a report() in this attempt is a stall, and on_stall says what follows.
         values[replica_health.STALL_TIMEOUT_VAR] = str(spec.stall_timeout or 0)
         values[replica_health.ON_STALL_VAR] = spec.on_stall
+        if spec.progress_pattern:  # the trainer's printed progress lines (runtime/log_progress.py)
+            values[log_progress.PATTERN_VAR] = spec.progress_pattern
     if spec.requirements:  # resolved at submit: the launcher builds or reuses the job's environment first
         values.update(
             {

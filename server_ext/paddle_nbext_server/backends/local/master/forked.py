@@ -68,6 +68,9 @@ BUNDLE_SIBLINGS = (
     "policy",
     "replica_health",
     "health_rules",
+    "log_progress",
+    "progress_pattern",
+    "paddle_nbext_report",
 )
 
 

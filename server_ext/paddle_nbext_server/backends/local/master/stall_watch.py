@@ -50,14 +50,17 @@ class StallWatch:
         return Stall(index=quietest[1], quiet_since=quietest[0], step=self.last_step(trainers))
 
     def first_step(self, trainers: list[int], attempt_started: float) -> int | None:
-        """The first step any trainer reported in this attempt, once one has (else None)."""
-        for index in trainers:
-            for path in self.metrics_files(index):
-                if health_rules.mtime(str(path)) >= attempt_started:
-                    step = health_rules.last_step(str(path))
-                    if step is not None:
-                        return step
-        return None
+        """The first step any trainer reported in this attempt, once one has (else None): the
+        step of the earliest point of the attempt in any trainer's (or rank's) file, not the last
+        one written by the time the master looks."""
+        firsts = [
+            point
+            for index in trainers
+            for path in self.metrics_files(index)
+            if health_rules.mtime(str(path)) >= attempt_started
+            and (point := health_rules.first_point_since(str(path), attempt_started)) is not None
+        ]
+        return min(firsts)[1] if firsts else None
 
     def last_step(self, trainers: list[int]) -> int | None:
         steps = [
