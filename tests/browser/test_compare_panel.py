@@ -17,6 +17,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from .lab_server import APP_START_TIMEOUT_MS, PANEL_TAB, REPO, LabServer, start_lab, stop_lab
+from .test_workspace import axe_violations
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -127,6 +128,7 @@ def test_three_jobs_side_by_side_live(page: Page, lab: LabServer) -> None:
     code = view.locator('[data-testid="paddle-compare-code"]')
     expect(code).to_contain_text("1 file differs (0 the same)")
     expect(code.locator('tr[data-path="train.py"]')).to_be_visible()
+    assert axe_violations(page, VIEW) == []
     DOC_IMAGES.mkdir(parents=True, exist_ok=True)
     view.screenshot(path=str(DOC_IMAGES / "compare-runs.png"))
 
