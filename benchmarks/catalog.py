@@ -118,6 +118,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("requirements", "bench_requirements.py", (UV,)),
     Benchmark("checkpoint", "bench_checkpoint.py", (PADDLE,)),
     Benchmark("metrics", "bench_metrics.py", (PLAYWRIGHT, BROWSER, PANEL_TOOLS)),
+    Benchmark("progress", "bench_progress.py", (PADDLE,)),
     Benchmark("panel", "bench_panel.py", (PLAYWRIGHT, BROWSER, PANEL_BUILT)),
     Benchmark("health", "bench_health.py"),
     Benchmark("notify", "bench_notify.py", (_module("aiosmtpd", "the test extra: `pip install -e '.[test]'`"),)),
