@@ -131,20 +131,40 @@ def test_it_stops_once_the_code_reports_itself(tmp_path: Path, capsys: pytest.Ca
     code.add(2, 4, {"loss": 0.9})
     code.close()
     points = [json.loads(line) for line in path.read_text().splitlines()]
-    # The reader's point, then the code's from its first step on: the server reads the code's
-    # start as a restart whose points replace the reader's from that step.
-    assert [(p["step"], p.get("start", False)) for p in points] == [(1, True), (1, True), (2, False)]
+    # The reader kept its point back while the code could still claim the file, and the code did:
+    # only the code's points, one start (no restart for the server to read).
+    assert [(p["step"], p.get("start", False)) for p in points] == [(1, True), (2, False)]
     assert progress.reporter.yielded
     assert "the training code reports its progress itself" in capsys.readouterr().err
 
 
-def test_a_claim_of_an_earlier_attempt_is_removed(tmp_path: Path) -> None:
+def test_a_claim_of_an_earlier_attempt_holds_for_the_next(tmp_path: Path) -> None:
+    """The same job's code reports itself again after a restart: read meanwhile, its line
+    "trainer 0 resumed from step 20" replaced the checkpoint step's point with one without the loss."""
     path = tmp_path / "trainer-0.metrics.jsonl"
     (tmp_path / ("trainer-0.metrics.jsonl" + paddle_nbext_report.CLAIM_SUFFIX)).write_text("")
     progress = LineProgress(str(path))
-    progress.feed(b"step 3/4 - loss: 0.5\n")
+    progress.feed(b"trainer 0 resumed from step 20\nstep 3/4 - loss: 0.5\n")
     progress.close()
-    assert json.loads(path.read_text())["step"] == 3
+    assert not path.exists()
+
+
+def test_the_first_points_wait_for_the_codes_own_reports(tmp_path: Path) -> None:
+    """While the code's own reports may still claim the file, the reader keeps its points back: a
+    start marker of its own would read as a restart once the code's first point came."""
+    path = tmp_path / "trainer-0.metrics.jsonl"
+    progress = LineProgress(str(path))
+    progress.feed(b"step 1/4 - loss: 0.9\n")
+    progress.reporter.flush()  # what the writer thread does every half second
+    assert not path.exists()
+    (tmp_path / ("trainer-0.metrics.jsonl" + paddle_nbext_report.CLAIM_SUFFIX)).write_text("")  # the code wrote
+    progress.feed(b"step 2/4 - loss: 0.8\n")
+    progress.close()
+    assert not path.exists()
+    quiet = LineProgress(str(tmp_path / "trainer-1.metrics.jsonl"))  # code that never reports: written at the end
+    quiet.feed(b"step 3/4 - loss: 0.5\n")
+    quiet.close()
+    assert json.loads((tmp_path / "trainer-1.metrics.jsonl").read_text())["step"] == 3
 
 
 def test_only_a_single_process_trainer_with_a_metrics_file_is_read(tmp_path: Path) -> None:

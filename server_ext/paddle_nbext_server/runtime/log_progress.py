@@ -18,16 +18,14 @@ becomes the global step (120 of 1000), so a curve runs on across epochs and the 
 Who writes the file (one writer per file): the code's own reports win.  The replica's process
 writes through `paddle_nbext_report` (an explicit `report()`, or the `Model.fit` hook), and its
 first write leaves a claim beside the file (`paddle_nbext_report.CLAIM_SUFFIX`); from then on
-this reader writes nothing more, and says so once.  The launcher removes a claim an earlier
-attempt left before the entry point starts (`LineProgress.__init__`).
+this reader writes nothing more, and says so once.  A claim an earlier attempt of the job left
+holds for the next: the same code reports itself again.
 
 Standard library only: shipped into every job beside the launcher.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -193,11 +191,14 @@ class LineProgress:
 
     def __init__(self, path: str, pattern: str = "", *, reporter: paddle_nbext_report.Reporter | None = None) -> None:
         self.path = path
+        # An earlier attempt's claim stays: the same job runs the same code, which reports itself
+        # again.  Read meanwhile, its "resumed from step 20" line became a point of step 20
+        # without the loss, replacing the checkpoint step's point of the curve (issue 47).
         self.claim = path + paddle_nbext_report.CLAIM_SUFFIX
-        with contextlib.suppress(OSError):
-            os.unlink(self.claim)  # an earlier attempt's: this attempt's code has not written yet
         self.reader: CustomPattern | BuiltInStyles = CustomPattern(pattern) if pattern else BuiltInStyles()
-        self.reporter = reporter or paddle_nbext_report.Reporter(path, yield_to=self.claim)
+        # A job that names its own pattern asks for its lines to be read: nothing to wait for.
+        hold = 0.0 if pattern else paddle_nbext_report.YIELD_GRACE
+        self.reporter = reporter or paddle_nbext_report.Reporter(path, yield_to=self.claim, hold=hold)
         self._partial = b""
 
     def feed(self, data: bytes) -> None:

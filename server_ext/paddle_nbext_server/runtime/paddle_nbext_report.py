@@ -60,6 +60,9 @@ DEFAULT_BUDGET = 64 * 1024 * 1024
 #: The buffer is written at least this often (seconds).
 FLUSH_SECONDS = 0.5
 PREFIX = "paddle-nbext report()"
+#: Seconds the launcher's reader of built-in progress lines keeps its first points back, while
+#: the code's own reports (flushed every FLUSH_SECONDS) may still claim the file.
+YIELD_GRACE = 3.0
 #: Beside a metrics file once its replica's own process wrote to it: the launcher's reader of
 #: printed lines then stops writing there (log_progress.py).
 CLAIM_SUFFIX = ".claimed"
@@ -82,12 +85,14 @@ class Reporter:
         interval: float = FLUSH_SECONDS,
         rank: int | None = None,
         yield_to: str | None = None,
+        hold: float = 0.0,
     ) -> None:
         self.path = path
         # The launcher's reader of printed lines: it writes only until this claim exists (the
         # replica's own process wrote), and never takes the file over from that process.
         self.yield_to = yield_to
         self.yielded = False
+        self.hold = hold  # seconds the first points wait for the claim (`_holding`)
         self.rank = rank
         # A rank of a trainer that runs several says which in every point (`"rank": r`).
         self._rank_text = "" if rank is None else f',"rank":{rank}'
@@ -174,8 +179,19 @@ class Reporter:
             except OSError as error:
                 self.say_once("sync", f"cannot sync {self.path} ({error.strerror or error}); training goes on")
 
+    def _holding(self) -> bool:
+        """Whether the launcher's reader of printed lines (`yield_to`) still keeps its first points
+        back: for `hold` seconds the code's own process may claim the file (its reports are
+        flushed within `FLUSH_SECONDS`).  Written at once, they would mark a start of their own,
+        which the code's first write would then read as a restart."""
+        if self.yield_to is None or self._started or self._stop.is_set() or not self.pending:
+            return False
+        return time.time() - self.pending[0][0] < self.hold and not os.path.exists(self.yield_to)
+
     def _flush(self) -> None:
         with self._lock:
+            if self._holding():
+                return
             pending = self.pending
             points = [pending.popleft() for _ in range(len(pending))]  # atomic pops: a racing add is kept
             if not points:
