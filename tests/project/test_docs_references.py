@@ -270,7 +270,9 @@ def test_the_configuration_reference_gives_each_settings_default_and_help() -> N
     from paddle_nbext_server.config import PaddleNbext
     from paddle_nbext_server.notify.admin import PaddleNbextNotifications
 
-    classes = {cls.__name__: cls.class_traits(config=True) for cls in (PaddleNbext, PaddleNbextNotifications, LocalBackend, KubernetesBackend)}
+    classes = {
+        cls.__name__: cls.class_traits(config=True) for cls in (PaddleNbext, PaddleNbextNotifications, LocalBackend, KubernetesBackend)
+    }
     reference = (ROOT / "docs" / "admin-guide.md").read_text(encoding="utf-8").split("\n## Configuration reference", 1)[1]
     rows = re.findall(r"^\| `c\.(\w+)\.(\w+)` \| (.*?) \| (.*) \|$", reference, flags=re.M)
     problems: list[str] = []

@@ -46,7 +46,9 @@ def exercise(base_url: str, document: Path = DOCUMENT) -> list[str]:
     results = list(schema.get_all_operations())
     operations = [result.ok() for result in results if isinstance(result, Ok)]
     assert len(operations) == len(results), [result for result in results if not isinstance(result, Ok)]
-    assert len(operations) == 21  # resume and checkpoints (issue 26); environments, prune, remove (issue 25); usage, timeline (issue 36); compare, notifications get and put (issue 47)
+    assert (
+        len(operations) == 21
+    )  # resume and checkpoints (issue 26); environments, prune, remove (issue 25); usage, timeline (issue 36); compare, notifications get and put (issue 47)
     for operation in operations:
         if (operation.method.upper(), operation.path) in STREAMING:
             continue
