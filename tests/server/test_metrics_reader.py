@@ -219,7 +219,8 @@ def test_a_restart_continues_the_curve_from_its_first_step_without_duplicates(tm
     whole = cache.read("job", [file])["replicas"][0]
     assert whole["series"]["loss"]["step"] == list(range(10))
     assert whole["series"]["loss"]["value"][4:7] == [96.0, -5.0, -6.0]
-    assert whole["restarts"] == [{"step": 5, "time": 1005.0}] and whole["replaced"] is False
+    # `stopped`: the time of the last point before the restart (where its recovery began)
+    assert whole["restarts"] == [{"step": 5, "time": 1005.0, "stopped": 1007.0}] and whole["replaced"] is False
     # Someone who had the first answer gets the whole series again, marked to replace theirs.
     again = cache.read("job", [file], since=before["cursor"])["replicas"][0]
     assert again["replaced"] is True and again["series"]["loss"]["step"] == list(range(10))
