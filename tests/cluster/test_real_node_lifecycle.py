@@ -98,6 +98,9 @@ def test_a_pod_on_the_real_node_resolves_and_reaches_the_api_server_as_the_noteb
         assert present(pod.spec, "spec").node_name in site.node_names
 
 
+# Two starts of the node, each importing every image the session gave it (the job image, and the
+# hub tests' notebook image: gigabytes), on two cores shared with the rest of the suite.
+@pytest.mark.timeout(900)
 def test_a_crashed_node_is_swept_by_the_next_start_and_a_stop_leaves_nothing(real_cluster: RealCluster) -> None:
     site = real_cluster.node
     if site.node is None:
