@@ -78,3 +78,15 @@ def test_the_outbox_keeps_one_copy_of_an_event_and_marks_it_sent(tmp_path: Path)
     assert waiting.event == event and waiting.target == "https://hooks.example.org/x"
     outbox.mark_sent(waiting)
     assert outbox.waiting() == [] and outbox.add(delivery) is False  # sent: never again
+
+
+def test_a_job_submitted_after_the_settings_were_saved_is_news_however_late_the_first_look(tmp_path: Path) -> None:
+    """The server's first look at a user may come seconds after they saved their settings and
+    submitted a job (a busy machine): that job's stall is news, not old news."""
+    saved = "2026-12-08T00:00:00.000Z"
+    job = status("Running", "2026-12-08T00:00:01.000Z")  # submitted a second after the settings
+    cursors = Cursors(tmp_path, "ada", since=saved)  # first looked at later: now_iso() would be too late
+    [stalled] = timeline_events(job, cursors.cursor(job), [entry(1, "warning", STALL)])
+    assert stalled.kind == "stalled"
+    late = Cursors(tmp_path / "other", "ada")  # without the settings' time: the first look's
+    assert timeline_events(job, late.cursor(job), [entry(1, "warning", STALL)]) == []

@@ -122,12 +122,14 @@ def _parse(when: str) -> datetime | None:
 class Cursors:
     """One user's cursors, kept in `<state dir>/cursors/<user>.json` (blocking; call in a thread)."""
 
-    def __init__(self, home: Path, owner: str) -> None:
+    def __init__(self, home: Path, owner: str, since: str | None = None) -> None:
+        """`since`: when the user turned notifications on (their settings saved), for a user first
+        looked at: a job submitted right after, before the first look, is news."""
         self.path = home / "cursors" / f"{owner_key(owner)}.json"
         data = read_json(self.path)
         data = data if isinstance(data, dict) and data.get("owner") == owner else {}
         self.owner = owner
-        self.since: str = str(data.get("since") or now_iso())
+        self.since: str = str(data.get("since") or since or now_iso())
         self.jobs: dict[str, JobCursor] = {}
         for name, raw in (data.get("jobs") or {}).items():
             if isinstance(raw, dict) and isinstance(raw.get("created"), str):

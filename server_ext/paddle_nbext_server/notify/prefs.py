@@ -6,6 +6,7 @@ the state dir.
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +159,14 @@ class PrefsStore:
     def save(self, owner: str, prefs: Prefs) -> None:
         private_dir(self.dir)
         write_json(self._path(owner), {"owner": owner, "settings": prefs.to_dict()})
+
+    def saved_at(self, owner: str) -> str | None:
+        """When the user's settings were last saved (an API time), None when they never were."""
+        try:
+            stamp = self._path(owner).stat().st_mtime
+        except OSError:
+            return None
+        return datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
     def all(self) -> dict[str, Prefs]:
         """Every user's settings (read once at start)."""

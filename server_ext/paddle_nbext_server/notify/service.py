@@ -151,7 +151,8 @@ class NotificationService:
         """One look at the user's jobs: new events into the outbox, then the cursors saved."""
         cursors = self._cursors.get(owner)
         if cursors is None:
-            cursors = self._cursors[owner] = await asyncio.to_thread(Cursors, self.home, owner)
+            since = await asyncio.to_thread(self.prefs_store.saved_at, owner)
+            cursors = self._cursors[owner] = await asyncio.to_thread(Cursors, self.home, owner, since)
         jobs = await self.backend.list_jobs(owner)
         with_timeline = bool(TIMELINE_EVENTS & set(prefs.events))
         found: list[Found] = []
